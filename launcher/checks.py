@@ -1,0 +1,225 @@
+"""Semantic checks, run before anything starts.
+
+:func:`validate` is pure: it takes the typed config and the host facts and returns the settled
+values the plan needs (device, worker count, node range, endpoints) or raises :class:`UserError`.
+:func:`preflight` looks at the machine for what only the machine can say: the script exists, the
+ports this node must bind are free.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from . import host
+from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
+from .errors import UserError
+from .host import HostFacts
+from .schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
+
+C10D_DEFAULT_PORT = 29400
+MASTER_DEFAULT_PORT = 29500
+RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
+NPROC_WORDS = ("auto", "gpu", "cpu")
+TEE_REDIRECT_VALUES = "0 (none), 1 (stdout), 2 (stderr), 3 (both), or per rank like 0:1,1:2"
+START_METHODS = ("spawn", "fork", "forkserver")
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Values derived from the config and the host; everything the plan needs beyond the config."""
+
+    device: str  # "cuda" or "cpu"
+    nproc_per_node: int
+    nnodes: str  # as torchrun takes it: "2" or "1:4"
+    min_nodes: int
+    max_nodes: int
+    script: str
+    rdzv_endpoint: Optional[Endpoint] = None
+    coordinator: Optional[Endpoint] = None  # JAX, None until chosen on a single node
+
+
+def _key(name: str) -> str:
+    return f"launcher.{name}"
+
+
+def _topology_keys(launcher: LauncherConfig) -> None:
+    topology = launcher.topology
+    if topology is Topology.skrl_jax:
+        for name in TORCHRUN_ONLY_KEYS:
+            value = getattr(launcher, name)
+            if value is not None:
+                raise UserError(
+                    _key(name), value,
+                    "torchrun only; launcher=skrl_jax does not take it",
+                    "it belongs to launcher=single_node or launcher=multinode",
+                )
+    else:
+        for name in JAX_ONLY_KEYS:
+            value = getattr(launcher, name)
+            if value is not None:
+                raise UserError(
+                    _key(name), value,
+                    f"JAX only; launcher={topology.value} (torchrun) does not take it",
+                    "it belongs to launcher=skrl_jax; torchrun uses rdzv_endpoint or master_addr",
+                )
+
+
+def parse_nnodes(value: str, jax: bool) -> tuple[int, int]:
+    """``N`` or (torchrun only) ``MIN:MAX``.
+
+    >>> parse_nnodes("2", jax=False), parse_nnodes("1:4", jax=False)
+    ((2, 2), (1, 4))
+    """
+    key = _key("nnodes")
+    allowed = "an integer >= 1" + ("" if jax else ", or MIN:MAX with 1 <= MIN <= MAX")
+    parts = str(value).split(":")
+    if len(parts) == 2 and jax:
+        raise UserError(key, value, "an integer >= 1 (elastic MIN:MAX is torchrun only)")
+    if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+        raise UserError(key, value, allowed)
+    low, high = (int(parts[0]), int(parts[-1]))
+    if low < 1 or high < low:
+        raise UserError(key, value, allowed)
+    return low, high
+
+
+def _device(cfg: TrainConfig, facts: HostFacts) -> str:
+    if cfg.device is Device.cpu:
+        return "cpu"
+    if cfg.device is Device.cuda:
+        if facts.visible_gpus == 0:
+            raise UserError("device", "cuda", "no GPU is visible on this machine", f"from {facts.gpus_source}")
+        return "cuda"
+    return "cuda" if facts.visible_gpus > 0 else "cpu"
+
+
+def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
+    key, value = _key("nproc_per_node"), str(launcher.nproc_per_node).strip()
+    jax = launcher.topology is Topology.skrl_jax
+    allowed = "an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu"
+    if value == "auto":
+        count = facts.visible_gpus if device == "cuda" else facts.usable_cpus
+    elif value == "gpu":
+        if facts.visible_gpus == 0:
+            raise UserError(key, value, "no GPU is visible on this machine", f"from {facts.gpus_source}")
+        count = facts.visible_gpus
+    elif value == "cpu":
+        count = facts.usable_cpus
+    elif value.lstrip("-").isdigit():
+        count = int(value)
+        if count < 1:
+            raise UserError(key, value, allowed)
+    else:
+        raise UserError(key, value, "an integer >= 1" if jax else allowed)
+    if device == "cuda" and count > facts.visible_gpus:
+        raise UserError(
+            key, count,
+            f"more workers than the {facts.visible_gpus} visible GPU(s)",
+            f"from {facts.gpus_source}; use at most {facts.visible_gpus} or device=cpu",
+        )
+    return count
+
+
+def _script(cfg: TrainConfig) -> str:
+    if cfg.script:
+        return os.path.expanduser(cfg.script)
+    profile = cfg.profile
+    if profile.rl_libraries and cfg.rl_library.name not in profile.rl_libraries:
+        raise UserError(
+            "rl_library", cfg.rl_library.name,
+            f"profile={profile.name} runs {', '.join(profile.rl_libraries)} only",
+            "choose profile=isaaclab for Isaac Lab's libraries, or set script=",
+        )
+    relative = profile.entry or cfg.rl_library.script
+    return os.path.join(os.path.expanduser(profile.script_root), relative)
+
+
+def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
+    launcher = cfg.launcher
+    topology = launcher.topology
+    jax = topology is Topology.skrl_jax
+    _topology_keys(launcher)
+    if jax and cfg.rl_library.name != "skrl":
+        raise UserError("rl_library", cfg.rl_library.name, "launcher=skrl_jax runs skrl only", "use rl_library=skrl")
+    if cfg.rl_library.ml_framework is MLFramework.jax and not jax:
+        raise UserError("rl_library.ml_framework", "jax", "JAX runs through launcher=skrl_jax", "add launcher=skrl_jax")
+    if topology is Topology.single_node and str(launcher.nnodes) != "1":
+        raise UserError(_key("nnodes"), launcher.nnodes, "launcher=single_node runs 1 node", "use launcher=multinode")
+    min_nodes, max_nodes = parse_nnodes(launcher.nnodes, jax)
+    if not 0 <= launcher.node_rank < max_nodes:
+        raise UserError(_key("node_rank"), launcher.node_rank, f"an integer in 0..{max_nodes - 1} (nnodes={launcher.nnodes})")
+    for name in ("master_port",):
+        if launcher.master_port is not None:
+            check_port(launcher.master_port, _key(name))
+    if launcher.rdzv_backend is not None and launcher.rdzv_backend not in RDZV_BACKENDS:
+        raise UserError(_key("rdzv_backend"), launcher.rdzv_backend, f"one of {', '.join(RDZV_BACKENDS)}")
+    if launcher.start_method is not None and launcher.start_method not in START_METHODS:
+        raise UserError(_key("start_method"), launcher.start_method, f"one of {', '.join(START_METHODS)}")
+    for name in ("max_restarts",):
+        value = getattr(launcher, name)
+        if value is not None and value < 0:
+            raise UserError(_key(name), value, "an integer >= 0")
+    if launcher.monitor_interval is not None and launcher.monitor_interval <= 0:
+        raise UserError(_key("monitor_interval"), launcher.monitor_interval, "seconds > 0")
+    if launcher.grace_period < 0:
+        raise UserError(_key("grace_period"), launcher.grace_period, "seconds >= 0")
+
+    rdzv = coordinator = None
+    if launcher.rdzv_endpoint is not None:
+        rdzv = parse_endpoint(launcher.rdzv_endpoint, _key("rdzv_endpoint"), default_port=C10D_DEFAULT_PORT)
+    if launcher.coordinator_address is not None:
+        coordinator = parse_endpoint(launcher.coordinator_address, _key("coordinator_address"))
+    multi = max_nodes > 1
+    if multi and topology is Topology.multinode and rdzv is None and launcher.master_addr is None:
+        raise UserError(
+            _key("rdzv_endpoint"), None,
+            f"launcher=multinode with nnodes={launcher.nnodes} needs the address of node 0",
+            "set launcher.rdzv_endpoint=<host>:<port> (c10d) or launcher.master_addr=<host> (static)",
+        )
+    if multi and jax and coordinator is None:
+        raise UserError(
+            _key("coordinator_address"), None,
+            f"launcher=skrl_jax with nnodes={launcher.nnodes} needs the JAX coordinator as host:port",
+            "the address of node 0, e.g. launcher.coordinator_address=10.0.0.10:29400",
+        )
+    if launcher.rdzv_backend == "static" and rdzv is not None:
+        raise UserError(_key("rdzv_backend"), "static", "static rendezvous uses master_addr/master_port, not rdzv_endpoint")
+
+    device = _device(cfg, facts)
+    nproc = _nproc(launcher, device, facts)
+    return Settled(
+        device=device,
+        nproc_per_node=nproc,
+        nnodes=str(launcher.nnodes),
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        script=_script(cfg),
+        rdzv_endpoint=rdzv,
+        coordinator=coordinator,
+    )
+
+
+def _bound_here(host_name: str, node_rank: int) -> bool:
+    return node_rank == 0 and (is_loopback(host_name) or host.is_local_address(host_name))
+
+
+def preflight(cfg: TrainConfig, settled: Settled) -> None:
+    """Checks that look at the machine: the script exists and node 0's ports are free."""
+    if not os.path.isfile(settled.script):
+        key = "script" if cfg.script else "profile.script_root"
+        raise UserError(key, settled.script, "the training script does not exist", f"profile={cfg.profile.name}")
+    launcher = cfg.launcher
+    ports: list[tuple[str, int]] = []
+    if launcher.master_port is not None and (
+        launcher.master_addr is None or _bound_here(launcher.master_addr, launcher.node_rank)
+    ):
+        ports.append(("launcher.master_port", launcher.master_port))
+    if settled.rdzv_endpoint is not None and _bound_here(settled.rdzv_endpoint.host, launcher.node_rank):
+        ports.append(("launcher.rdzv_endpoint", settled.rdzv_endpoint.port))
+    if settled.coordinator is not None and _bound_here(settled.coordinator.host, launcher.node_rank):
+        ports.append(("launcher.coordinator_address", settled.coordinator.port))
+    for key, port in ports:
+        if host.port_in_use(port):
+            raise UserError(key, port, f"port {port} is already in use on this host", "choose a free port or stop what holds it")

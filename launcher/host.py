@@ -1,0 +1,122 @@
+"""Facts about this machine that the plan needs, read once and passed in (the plan reads nothing).
+
+GPUs are counted without importing torch: ``CUDA_VISIBLE_DEVICES`` when set, else ``nvidia-smi -L``,
+else the driver's ``/proc/driver/nvidia/gpus``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional
+
+from . import paths
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    python: str
+    visible_gpus: int
+    gpus_source: str  # where the count came from, for messages
+    usable_cpus: int
+    examples_dir: str
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def count_visible_devices(value: str) -> int:
+    """Devices CUDA would see for a ``CUDA_VISIBLE_DEVICES`` value (it stops at the first invalid one).
+
+    >>> [count_visible_devices(v) for v in ("", "0,1,2", "1", "-1", "0,-1,2", "GPU-5a3c,GPU-77ff")]
+    [0, 3, 1, 0, 1, 2]
+    """
+    count = 0
+    for item in value.split(","):
+        item = item.strip()
+        if not item or item.startswith("-"):
+            break
+        if not (item.isdigit() or item.startswith(("GPU-", "MIG-"))):
+            break
+        count += 1
+    return count
+
+
+def count_gpus(env: Mapping[str, str]) -> tuple[int, str]:
+    if "CUDA_VISIBLE_DEVICES" in env:
+        value = env["CUDA_VISIBLE_DEVICES"]
+        return count_visible_devices(value), f"CUDA_VISIBLE_DEVICES={value!r}"
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=15).stdout
+            return sum(line.startswith("GPU ") for line in out.splitlines()), "nvidia-smi -L"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    driver = Path("/proc/driver/nvidia/gpus")
+    if driver.is_dir():
+        return len(list(driver.iterdir())), str(driver)
+    return 0, "no CUDA_VISIBLE_DEVICES, nvidia-smi or NVIDIA driver found"
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def gather(env: Optional[Mapping[str, str]] = None) -> HostFacts:
+    env = dict(os.environ if env is None else env)
+    gpus, source = count_gpus(env)
+    return HostFacts(
+        python=sys.executable,
+        visible_gpus=gpus,
+        gpus_source=source,
+        usable_cpus=usable_cpus(),
+        examples_dir=str(paths.examples_dir()),
+        env=env,
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the kernel's choice)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    """True when binding ``port`` on all interfaces fails, as a rendezvous store's bind would."""
+    for family, addr in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind((addr, port))
+        except OSError as err:
+            if err.errno == 98:  # EADDRINUSE
+                return True
+            # the address family is unavailable here: nothing can be listening on it
+    return False
+
+
+def is_local_address(host: str) -> bool:
+    """True when ``host`` names this machine (loopback, or an address of one of its interfaces)."""
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    for family, _, _, _, sockaddr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as sock:
+                sock.bind((sockaddr[0], 0))
+            return True
+        except OSError:
+            continue
+    return False

@@ -1,0 +1,21 @@
+"""Where the shipped configs and example trainers are, in a wheel and in a source checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _shipped(name: str) -> Path:
+    # In a wheel the folders are installed inside the package; in a checkout they are its siblings.
+    inside = _PACKAGE / name
+    return inside if inside.is_dir() else _PACKAGE.parent / name
+
+
+def conf_dir() -> Path:
+    return _shipped("conf")
+
+
+def examples_dir() -> Path:
+    return _shipped("examples")

@@ -1,0 +1,195 @@
+"""From a validated config to the exact processes to start. Pure: no I/O, no environment reads.
+
+torchrun path (single_node, multinode)::
+
+    <python> -m torch.distributed.run --nproc_per_node N [--standalone] [torchrun flags in Isaac Lab's
+        order] <script> [--rl_library L] [--task=..] [...] [preset args] [forwarded] --distributed
+
+JAX path (skrl_jax): one process per local rank, started by train_multigpu itself, each with the
+variables ``python -m skrl.utils.distributed.jax`` would set (JAX_LOCAL_RANK, JAX_RANK,
+JAX_WORLD_SIZE, JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping, Optional
+
+from .checks import Settled
+from .host import HostFacts
+from .schema import Topology, TrainConfig
+
+# torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
+TORCHRUN_FLAG_ORDER = (
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "rdzv_conf",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "tee",
+    "redirects",
+    "local_ranks_filter",
+    "log_dir",
+)
+TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
+DISTRIBUTED_FLAG = "--distributed"
+RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
+BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process the launcher starts: its argv and the variables added for it alone."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    local_rank: Optional[int] = None
+    global_rank: Optional[int] = None
+
+    def shell_line(self) -> str:
+        prefix = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
+        return " ".join(prefix + [shlex.join(self.argv)])
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    topology: Topology
+    profile: str
+    device: str
+    backend: str  # torch.distributed / JAX collectives backend the workers should use
+    nproc_per_node: int
+    nnodes: str
+    node_rank: int
+    script: str
+    env: Mapping[str, str]  # added to every process
+    processes: tuple[ProcessSpec, ...]
+    grace_period: float
+    log_all_ranks: bool
+
+
+def _flag_value(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def script_args(cfg: TrainConfig, settled: Settled) -> list[str]:
+    """The training script's arguments, ``--distributed`` exactly once and last."""
+    args: list[str] = []
+    if cfg.profile.pass_rl_library:
+        args += ["--rl_library", cfg.rl_library.name]
+    for name in TRAINING_FIELDS:
+        value = getattr(cfg, name)
+        if value is not None:
+            args.append(f"--{name}={_flag_value(value)}")
+    for preset_args in cfg.preset_args.values():
+        args += list(preset_args)
+    if cfg.device.value != "auto":
+        args += ["--device", settled.device]
+    if cfg.launcher.topology is Topology.skrl_jax:
+        args += ["--ml_framework", "jax"]
+    args += [arg for arg in cfg.script_args if arg != DISTRIBUTED_FLAG]
+    return args + [DISTRIBUTED_FLAG]
+
+
+def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    env.update(cfg.profile.env)
+    env.update(cfg.env)
+    env["PYTHONUNBUFFERED"] = "1"
+    env[BACKEND_VAR] = "nccl" if settled.device == "cuda" else "gloo"
+    if run_dir is not None:
+        env[RUN_DIR_VAR] = run_dir
+    if "OMP_NUM_THREADS" not in facts.env and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
+    if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
+        env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
+def _torchrun(cfg: TrainConfig, settled: Settled, python: str) -> ProcessSpec:
+    launcher = cfg.launcher
+    argv = [python, "-m", "torch.distributed.run", "--nproc_per_node", str(settled.nproc_per_node)]
+    standalone = (
+        launcher.topology is Topology.single_node
+        and launcher.master_port is None
+        and launcher.rdzv_endpoint is None
+        and launcher.rdzv_backend is None
+    )
+    if standalone:
+        argv.append("--standalone")
+    values = {name: getattr(launcher, name) for name in TORCHRUN_FLAG_ORDER}
+    multi = settled.max_nodes > 1
+    values["nnodes"] = settled.nnodes if multi else None
+    values["node_rank"] = launcher.node_rank if multi else None
+    if settled.rdzv_endpoint is not None:
+        values["rdzv_endpoint"] = str(settled.rdzv_endpoint)
+        if launcher.rdzv_backend is None:
+            values["rdzv_backend"] = "c10d"
+    for name in TORCHRUN_FLAG_ORDER:
+        if values[name] is not None:
+            argv += [f"--{name}", _flag_value(values[name])]
+    argv.append(settled.script)
+    return ProcessSpec(name="torchrun", argv=tuple(argv + script_args(cfg, settled)))
+
+
+def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str) -> tuple[ProcessSpec, ...]:
+    assert settled.coordinator is not None, "the JAX coordinator is chosen before planning"
+    nproc, node_rank = settled.nproc_per_node, cfg.launcher.node_rank
+    argv = (python, settled.script, *script_args(cfg, settled))
+    ranks = []
+    for local in range(nproc):
+        rank = node_rank * nproc + local
+        env = {
+            "JAX_LOCAL_RANK": str(local),
+            "JAX_RANK": str(rank),
+            "JAX_WORLD_SIZE": str(settled.max_nodes * nproc),
+            "JAX_COORDINATOR_ADDR": settled.coordinator.host,
+            "JAX_COORDINATOR_PORT": str(settled.coordinator.port),
+        }
+        ranks.append(ProcessSpec(f"rank {rank}", argv, MappingProxyType(env), local_rank=local, global_rank=rank))
+    return tuple(ranks)
+
+
+def build(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str] = None) -> LaunchPlan:
+    python = cfg.python or facts.python
+    if cfg.launcher.topology is Topology.skrl_jax:
+        processes = _jax_ranks(cfg, settled, python)
+    else:
+        processes = (_torchrun(cfg, settled, python),)
+    env = _common_env(cfg, settled, facts, run_dir)
+    return LaunchPlan(
+        topology=cfg.launcher.topology,
+        profile=cfg.profile.name,
+        device=settled.device,
+        backend=env[BACKEND_VAR],
+        nproc_per_node=settled.nproc_per_node,
+        nnodes=settled.nnodes,
+        node_rank=cfg.launcher.node_rank,
+        script=settled.script,
+        env=MappingProxyType(env),
+        processes=processes,
+        grace_period=cfg.launcher.grace_period,
+        log_all_ranks=cfg.log_all_ranks,
+    )
+
+
+def describe(plan: LaunchPlan) -> str:
+    """The dry run's text: profile, topology, environment and one pasteable line per command."""
+    lines = [
+        f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
+        f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
+        "# environment added for every process:",
+    ]
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
+    lines.append(f"# {len(plan.processes)} command(s):")
+    lines += [process.shell_line() for process in plan.processes]
+    return "\n".join(lines)

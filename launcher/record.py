@@ -1,0 +1,82 @@
+"""The run record: a directory per launch with what was run, how, and how it ended.
+
+    <run_dir>/config.yaml    the resolved config
+    <run_dir>/command.sh     the exact command(s), re-runnable
+    <run_dir>/env.json       the environment variables the launcher added
+    <run_dir>/status.json    start and end time, exit code
+    <run_dir>/logs/          one log per rank (written by the supervisor)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Optional
+
+from .plan import LaunchPlan
+
+
+def create_run_dir(root: str, run_name: Optional[str], node_rank: int, multinode: bool) -> Path:
+    """A new directory ``<root>/<date_time>[_<run_name>][_node<R>]``, never one that exists."""
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    name = stamp + (f"_{run_name}" if run_name else "") + (f"_node{node_rank}" if multinode else "")
+    Path(root).mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        candidate = Path(root) / (name if attempt == 0 else f"{name}-{attempt}")
+        try:
+            candidate.mkdir()
+            return candidate.resolve()
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"could not create a run directory under {root}")
+
+
+def command_script(plan: LaunchPlan) -> str:
+    lines = ["#!/usr/bin/env bash", "# written by train_multigpu: the exact launch, re-runnable", "set -euo pipefail"]
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
+    if len(plan.processes) == 1:
+        lines.append(plan.processes[0].shell_line())
+    else:
+        # one line per rank, all in the background; the first failure ends the script
+        lines += [process.shell_line() + " &" for process in plan.processes]
+        lines.append("wait -n && wait")
+    return "\n".join(lines) + "\n"
+
+
+def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan) -> float:
+    (run_dir / "config.yaml").write_text(resolved_yaml)
+    script = run_dir / "command.sh"
+    script.write_text(command_script(plan))
+    script.chmod(0o755)
+    (run_dir / "env.json").write_text(json.dumps(dict(plan.env), indent=2) + "\n")
+    started = time.time()
+    _write_status(run_dir, {"started": _iso(started), "pid": os.getpid(), "exit_code": None})
+    return started
+
+
+def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "") -> None:
+    ended = time.time()
+    _write_status(
+        run_dir,
+        {
+            "started": _iso(started),
+            "ended": _iso(ended),
+            "duration_s": round(ended - started, 3),
+            "exit_code": exit_code,
+            "reason": reason,
+        },
+    )
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds")
+
+
+def _write_status(run_dir: Path, status: dict) -> None:
+    tmp = run_dir / "status.json.tmp"
+    tmp.write_text(json.dumps(status, indent=2) + "\n")
+    tmp.replace(run_dir / "status.json")

@@ -1,0 +1,153 @@
+"""The typed shape of a launch configuration.
+
+These dataclasses are registered in Hydra's ConfigStore (see :func:`register`), so a value of the
+wrong type or an unknown key fails while Hydra composes the config, before anything starts.
+Semantic rules (ranges, which keys belong to which topology) live in :mod:`launcher.checks`.
+
+Hydra facts respected here: ``Literal`` is unsupported (Enums are used), every nested dataclass
+default uses ``default_factory``, and the schema is stored under a name that is not a selectable
+config group option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Dict, List, Optional
+
+
+class Topology(Enum):
+    """How processes are started: torchrun on one node, torchrun across nodes, or JAX ranks."""
+
+    single_node = "single_node"
+    multinode = "multinode"
+    skrl_jax = "skrl_jax"
+
+
+class Device(Enum):
+    auto = "auto"
+    cuda = "cuda"
+    cpu = "cpu"
+
+
+class MLFramework(Enum):
+    torch = "torch"
+    jax = "jax"
+
+
+# Keys of LauncherConfig that only torchrun understands; skrl_jax rejects them.
+TORCHRUN_ONLY_KEYS = (
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "rdzv_conf",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "tee",
+    "redirects",
+    "local_ranks_filter",
+    "log_dir",
+)
+# Keys that only the JAX topology understands; torchrun topologies reject them.
+JAX_ONLY_KEYS = ("coordinator_address",)
+
+
+@dataclass
+class LauncherConfig:
+    """Launch topology. ``None`` means "not given": the flag is left out of the command."""
+
+    topology: Topology = Topology.single_node
+    # int >= 1, or auto | gpu | cpu (torchrun); the launcher resolves auto/gpu/cpu to an integer.
+    nproc_per_node: str = "auto"
+    # N, or MIN:MAX for elastic torchrun launches.
+    nnodes: str = "1"
+    node_rank: int = 0
+    # torchrun only
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    rdzv_backend: Optional[str] = None
+    rdzv_endpoint: Optional[str] = None
+    rdzv_id: Optional[str] = None
+    rdzv_conf: Optional[str] = None
+    max_restarts: Optional[int] = None
+    monitor_interval: Optional[float] = None
+    start_method: Optional[str] = None
+    role: Optional[str] = None
+    tee: Optional[str] = None
+    redirects: Optional[str] = None
+    local_ranks_filter: Optional[str] = None
+    log_dir: Optional[str] = None
+    # skrl_jax only: host:port of the JAX coordinator (process 0).
+    coordinator_address: Optional[str] = None
+    # seconds between the first forwarded signal and SIGKILL of everything left
+    grace_period: float = 30.0
+
+
+@dataclass
+class RLLibraryConfig:
+    """An RL library as a training script sees it."""
+
+    name: str = "skrl"
+    ml_framework: MLFramework = MLFramework.torch
+    # the library's own script, relative to the profile's script_root (used without a unified entry)
+    script: str = "skrl/train.py"
+
+
+@dataclass
+class ProfileConfig:
+    """Where the training scripts live and how they are called.
+
+    ``entry`` is a unified training script under ``script_root`` that takes ``--rl_library``; when
+    it is empty the library's own ``rl_library.script`` is run instead.
+    """
+
+    name: str = "examples"
+    script_root: str = ""
+    entry: Optional[str] = None
+    pass_rl_library: bool = False
+    # libraries the scripts support; empty means any
+    rl_libraries: List[str] = field(default_factory=list)
+    # environment variables for the workers (e.g. NCCL settings)
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TrainConfig:
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    rl_library: RLLibraryConfig = field(default_factory=RLLibraryConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    # training fields: forwarded as --key value when set
+    task: Optional[str] = None
+    num_envs: Optional[int] = None
+    max_iterations: Optional[int] = None
+    seed: Optional[int] = None
+    run_name: Optional[str] = None
+    # path of the training script; overrides what the profile and rl_library select
+    script: Optional[str] = None
+    # interpreter that runs torchrun and the workers; None = the launcher's own
+    python: Optional[str] = None
+    device: Device = Device.auto
+    dry_run: bool = False
+    # where run directories are created (relative to the working directory)
+    run_root: str = "runs"
+    log_all_ranks: bool = False
+    # extra arguments for the training script: presets add theirs under their own name (in order),
+    # the command line's forwarded arguments come last
+    preset_args: Dict[str, List[str]] = field(default_factory=dict)
+    script_args: List[str] = field(default_factory=list)
+    # extra environment variables for every worker
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+SCHEMA_NAME = "train_multigpu_schema"
+
+
+def register() -> None:
+    """Store the schema so the primary config can name it first in its defaults list."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=TrainConfig)
