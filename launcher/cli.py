@@ -13,13 +13,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, grammar, host, paths, plan as plan_mod, record, schema, supervise
+from . import checks, compose, grammar, host, paths, plan as plan_mod, record, schema, supervise
 from .addresses import Endpoint
+from . import errors
 from .errors import EXIT_USAGE, UserError
 from .schema import Topology
 
 PROG = "train_multigpu"
-ISAACLAB_ENV = "ISAACLAB_PATH"
 
 
 @dataclass
@@ -27,6 +27,7 @@ class _Invocation:
     """What main() hands to the Hydra job, and what the job reports back."""
 
     script_args: list[str] = field(default_factory=list)
+    full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     started: bool = False
     exit_codes: list[int] = field(default_factory=list)
 
@@ -42,16 +43,14 @@ def _full_error() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
+
 def _to_object(cfg) -> schema.TrainConfig:
-    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return OmegaConf.to_object(cfg)
+        return compose.to_typed(cfg)
     except OmegaConfBaseException as err:
-        key = getattr(err, "full_key", None) or "config"
-        reason = str(err).splitlines()[0]
-        raise UserError(key, "???" if "Missing mandatory" in reason else "", reason) from err
+        raise UserError.from_omegaconf(err) from err
 
 
 def _run_dir(cfg: schema.TrainConfig) -> Path:
@@ -70,8 +69,9 @@ def _run_dir(cfg: schema.TrainConfig) -> Path:
 def launch(dict_cfg) -> int:
     from omegaconf import OmegaConf
 
-    dict_cfg.script_args = list(dict_cfg.script_args) + _CURRENT.script_args
     cfg = _to_object(dict_cfg)
+    # forwarded arguments are the user's literal text: added after resolution, never interpolated
+    cfg.script_args += _CURRENT.script_args
     facts = host.gather()
     settled = checks.validate(cfg, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
@@ -84,7 +84,7 @@ def launch(dict_cfg) -> int:
     plan = plan_mod.build(cfg, settled, facts, run_dir=str(run_dir))
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
-    started = record.write_start(run_dir, OmegaConf.to_yaml(dict_cfg, resolve=True), plan)
+    started = record.write_start(run_dir, OmegaConf.to_yaml(OmegaConf.structured(cfg)), plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     code = supervise.run(plan, logs)
     record.write_end(run_dir, started, code)
@@ -97,7 +97,7 @@ def _job(dict_cfg) -> int:
     try:
         code = launch(dict_cfg)
     except UserError as err:
-        if _full_error():
+        if _CURRENT.full_error:
             raise
         _error(str(err))
         code = EXIT_USAGE
@@ -105,18 +105,11 @@ def _job(dict_cfg) -> int:
     return code
 
 
-def _register() -> None:
-    from omegaconf import OmegaConf
+def _is_config_error(err: Exception) -> bool:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
-    schema.register()
-    OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
-
-
-def _with_default_profile(overrides: list[str], env) -> list[str]:
-    """With ISAACLAB_PATH set and no profile chosen, the isaaclab profile is the default."""
-    if env.get(ISAACLAB_ENV) and not any(o.split("=", 1)[0].lstrip("+~") == "profile" for o in overrides):
-        return [*overrides, "profile=isaaclab"]
-    return overrides
+    return isinstance(err, (HydraException, OmegaConfBaseException))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -127,23 +120,30 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UserError as err:
         _error(str(err))
         return EXIT_USAGE
-    overrides = _with_default_profile(line.overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args)
+    overrides = compose.with_default_profile(line.overrides, os.environ)
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error())
 
     import hydra
 
-    _register()
-    app = hydra.main(config_path=str(paths.conf_dir()), config_name="train_multigpu", version_base="1.3")(_job)
-    saved_argv = sys.argv
+    compose.register()
+    app = hydra.main(config_path=str(paths.conf_dir()), config_name=compose.CONFIG_NAME, version_base="1.3")(_job)
+    saved_argv, user_full_error = sys.argv, _CURRENT.full_error
     sys.argv = [PROG, *line.hydra_flags, *overrides]
+    # Let Hydra's exceptions reach us, so they end as one line like every other user error.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         app()
     except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        # Hydra exits 1 on a composition error, before our job runs: that is the user's mistake.
-        return EXIT_USAGE if code == 1 and not _CURRENT.started else code
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except Exception as err:
+        if user_full_error or _CURRENT.started or not _is_config_error(err):
+            raise
+        _error(errors.from_hydra(err, overrides))
+        return EXIT_USAGE
     finally:
         sys.argv = saved_argv
+        if not user_full_error:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
     failures = [code for code in _CURRENT.exit_codes if code != 0]
     return failures[0] if failures else 0
 

@@ -34,6 +34,8 @@ FLAG_TO_KEY.update(
     device="device",
     python="python",
 )
+# Isaac Lab flags that only make sense across nodes: they select launcher=multinode
+MULTINODE_FLAGS = ("nnodes", "node_rank", "master_addr", "rdzv_endpoint", "rdzv_backend", "rdzv_id")
 # flags that take no value
 SWITCHES = {"dry_run": "dry_run=true", "log_all_ranks": "log_all_ranks=true"}
 # Hydra's flags, and whether each takes a value
@@ -83,6 +85,7 @@ def parse(argv: list[str]) -> CommandLine:
         cut = argv.index("--")
         argv, line.script_args = argv[:cut], list(argv[cut + 1 :])
     forwarded: list[str] = []
+    multinode_flags = False
     i = 0
     while i < len(argv):
         token = argv[i]
@@ -110,6 +113,8 @@ def parse(argv: list[str]) -> CommandLine:
                     value = argv[i + 1]
                     i += 1
                 line.overrides += _translate(name, value)
+                if name in MULTINODE_FLAGS and not (name == "nnodes" and value.strip() == "1"):
+                    multinode_flags = True
             else:
                 # a training-script flag, with its value when the next token is one
                 forwarded.append(token)
@@ -130,6 +135,9 @@ def parse(argv: list[str]) -> CommandLine:
             )
         i += 1
     line.script_args = forwarded + line.script_args
+    if multinode_flags and not any(o.startswith("launcher=") for o in line.overrides):
+        # Isaac Lab's grammar has no topology: multi-node flags select it
+        line.overrides.insert(0, "launcher=multinode")
     return line
 
 

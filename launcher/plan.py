@@ -103,7 +103,7 @@ def script_args(cfg: TrainConfig, settled: Settled) -> list[str]:
 def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     env.update(cfg.profile.env)
-    env.update(cfg.env)
+    env.update(cfg.worker_env)
     env["PYTHONUNBUFFERED"] = "1"
     env[BACKEND_VAR] = "nccl" if settled.device == "cuda" else "gloo"
     if run_dir is not None:

@@ -139,8 +139,9 @@ class TrainConfig:
     # the command line's forwarded arguments come last
     preset_args: Dict[str, List[str]] = field(default_factory=dict)
     script_args: List[str] = field(default_factory=list)
-    # extra environment variables for every worker
-    env: Dict[str, str] = field(default_factory=dict)
+    # extra environment variables for every worker (not "env": that root belongs to Isaac Lab's
+    # training script, whose env.* overrides are forwarded)
+    worker_env: Dict[str, str] = field(default_factory=dict)
 
 
 SCHEMA_NAME = "train_multigpu_schema"

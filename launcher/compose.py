@@ -1,0 +1,70 @@
+"""Composing the config without the command line: for tests, tools and programs.
+
+The CLI composes through ``@hydra.main`` (for ``-m``, ``--cfg``, tab completion); both go through
+:func:`register` so they see the same schema and resolvers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Mapping, Sequence
+
+from . import paths, schema
+from .errors import UserError
+
+CONFIG_NAME = "train_multigpu"
+ISAACLAB_ENV = "ISAACLAB_PATH"
+
+
+def with_default_profile(overrides: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    """With ISAACLAB_PATH set and no profile chosen, the isaaclab profile is the default."""
+    if env.get(ISAACLAB_ENV) and not any(o.split("=", 1)[0].lstrip("+~") == "profile" for o in overrides):
+        return [*overrides, "profile=isaaclab"]
+    return list(overrides)
+
+
+def register() -> None:
+    from omegaconf import OmegaConf
+
+    schema.register()
+    OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
+
+
+def compose_dict(overrides: Sequence[str] = ()):
+    """The composed DictConfig (unresolved), as the Hydra job would receive it."""
+    from hydra import compose, initialize_config_dir
+
+    register()
+    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
+        return compose(CONFIG_NAME, overrides=list(overrides))
+
+
+def _unknown_keys(node, prefix: str = "") -> Iterable[str]:
+    """Keys under a schema dataclass that the dataclass does not have (``+key=`` adds them)."""
+    from omegaconf import DictConfig, OmegaConf
+
+    kind = OmegaConf.get_type(node)
+    known = {f.name for f in dataclasses.fields(kind)} if dataclasses.is_dataclass(kind) else None
+    for key in node.keys():
+        if known is not None and key not in known:
+            yield f"{prefix}{key}"
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+            yield from _unknown_keys(child, f"{prefix}{key}.")
+
+
+def to_typed(dict_cfg) -> schema.TrainConfig:
+    """The typed config, or an error naming the key: keys that ``+key=`` smuggled into the schema
+    (``to_object`` would drop them silently), ``???`` left unset, a missing environment variable."""
+    from omegaconf import OmegaConf
+
+    for key in _unknown_keys(dict_cfg):
+        raise UserError(key, OmegaConf.select(dict_cfg, key), "not a train_multigpu key", "train_multigpu --cfg job lists the keys")
+    return OmegaConf.to_object(dict_cfg)
+
+
+def compose(overrides: Sequence[str] = (), script_args: Iterable[str] = ()) -> schema.TrainConfig:
+    cfg = to_typed(compose_dict(overrides))
+    # forwarded arguments are the user's literal text: added after resolution, never interpolated
+    cfg.script_args += list(script_args)
+    return cfg

@@ -1,0 +1,73 @@
+"""Shared fixtures: host facts for pure tests, a fake Isaac Lab tree, and a CLI runner that starts
+the real launcher in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher import checks, grammar, paths, plan
+from launcher.compose import compose, with_default_profile
+from launcher.host import HostFacts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_facts(gpus: int = 0, cpus: int = 2, env: dict | None = None) -> HostFacts:
+    """Host facts for pure tests. GPUs cannot exist here: a test that needs them says how many."""
+    return HostFacts(
+        python="/usr/bin/python3",
+        visible_gpus=gpus,
+        gpus_source=f"test: {gpus} GPU(s)",
+        usable_cpus=cpus,
+        examples_dir=str(paths.examples_dir()),
+        env=env or {},
+    )
+
+
+@pytest.fixture
+def isaaclab(tmp_path, monkeypatch) -> Path:
+    """An Isaac Lab checkout with just the unified training script, and ISAACLAB_PATH pointing at it."""
+    root = tmp_path / "IsaacLab"
+    script = root / "scripts" / "reinforcement_learning" / "train.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("print('isaac lab train.py')\n")
+    monkeypatch.setenv("ISAACLAB_PATH", str(root))
+    return root
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ISAACLAB_PATH", "HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES")}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # this machine has no GPU; make that explicit and fast
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    """Run ``python -m launcher ARGS`` for real, in a temporary working directory."""
+
+    def run(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "launcher", *args],
+            cwd=tmp_path, env=env or clean_env(), capture_output=True, text=True, timeout=timeout,
+        )
+
+    return run
+
+
+def build(argv: list[str], gpus: int = 0, cpus: int = 2, env: dict | None = None, coordinator=None) -> plan.LaunchPlan:
+    """What the CLI does between the command line and the supervisor, minus the I/O."""
+    line = grammar.parse(argv)
+    cfg = compose(with_default_profile(line.overrides, os.environ), line.script_args)
+    facts = make_facts(gpus=gpus, cpus=cpus, env=env)
+    settled = checks.validate(cfg, facts)
+    if coordinator is not None:
+        from dataclasses import replace
+
+        settled = replace(settled, coordinator=coordinator)
+    return plan.build(cfg, settled, facts, run_dir="/runs/r1")

@@ -1,0 +1,133 @@
+"""Every mistake a user can make gets one message naming the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from launcher import checks, grammar
+from launcher.compose import compose
+from launcher.errors import UserError
+from launcher.schema import TORCHRUN_ONLY_KEYS
+
+from conftest import build, make_facts
+
+
+def error_of(argv: list[str], **facts) -> str:
+    with pytest.raises(UserError) as caught:
+        build(argv, **facts)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["launcher.nproc_per_node=0"], "launcher.nproc_per_node=0: an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu"),
+        (["--num_gpus", "0"], "launcher.nproc_per_node=0: an integer >= 1"),
+        (["launcher.nproc_per_node=-2"], "launcher.nproc_per_node=-2: an integer >= 1"),
+        (["launcher.nproc_per_node=many"], "launcher.nproc_per_node=many: an integer >= 1, or auto"),
+        (["launcher=skrl_jax", "launcher.nproc_per_node=many"], "launcher.nproc_per_node=many: an integer >= 1"),
+        (["launcher=multinode", "launcher.nnodes=0", "launcher.master_addr=h"], "launcher.nnodes=0: an integer >= 1, or MIN:MAX with 1 <= MIN <= MAX"),
+        (["launcher=multinode", "launcher.nnodes=4:2", "launcher.master_addr=h"], "launcher.nnodes=4:2: an integer >= 1, or MIN:MAX"),
+        (["launcher=multinode", "launcher.nnodes=two", "launcher.master_addr=h"], "launcher.nnodes=two: an integer >= 1"),
+        (["launcher=skrl_jax", "launcher.nnodes=1:2"], "launcher.nnodes=1:2: an integer >= 1 (elastic MIN:MAX is torchrun only)"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=2", "launcher.master_addr=h"], "launcher.node_rank=2: an integer in 0..1 (nnodes=2)"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=-1", "launcher.master_addr=h"], "launcher.node_rank=-1: an integer in 0..1"),
+        (["launcher.nnodes=2"], "launcher.nnodes=2: launcher=single_node runs 1 node (use launcher=multinode)"),
+        (["launcher.master_port=0"], "launcher.master_port=0: a port is an integer in 1..65535"),
+        (["--master_port", "70000"], "launcher.master_port=70000: a port is an integer in 1..65535"),
+        (["launcher=multinode", "launcher.rdzv_endpoint=node0:99999"], "launcher.rdzv_endpoint=node0:99999: a port is an integer in 1..65535"),
+        (["launcher=multinode", "launcher.rdzv_endpoint=node0:http"], "launcher.rdzv_endpoint=node0:http: the port 'http' is not a number"),
+        (["launcher=multinode", "launcher.rdzv_endpoint='::1:29400'"], "write an IPv6 host in brackets: [::1]:29400"),
+        (["launcher=multinode", "launcher.rdzv_endpoint='[::1:29400'"], "expected [IPv6]:port, the ']' is missing"),
+        (["launcher=multinode", "launcher.rdzv_endpoint='[node0]:29400'"], "'node0' in brackets is not an IPv6 address"),
+        (["launcher=skrl_jax", "launcher.nnodes=2", "launcher.coordinator_address=node0"], "launcher.coordinator_address=node0: expected host:port, the port is missing (e.g. node0:29400"),
+        (["launcher=multinode", "launcher.nnodes=2"], "launcher.rdzv_endpoint=None: launcher=multinode with nnodes=2 needs the address of node 0 (set launcher.rdzv_endpoint=<host>:<port> (c10d) or launcher.master_addr=<host> (static))"),
+        (["launcher=skrl_jax", "launcher.nnodes=2"], "launcher.coordinator_address=None: launcher=skrl_jax with nnodes=2 needs the JAX coordinator as host:port"),
+        (["launcher.coordinator_address=h:1"], "launcher.coordinator_address=h:1: JAX only; launcher=single_node (torchrun) does not take it (it belongs to launcher=skrl_jax"),
+        (["launcher=skrl_jax", "rl_library=rsl_rl"], "rl_library=rsl_rl: launcher=skrl_jax runs skrl only (use rl_library=skrl)"),
+        (["rl_library.ml_framework=jax"], "rl_library.ml_framework=jax: JAX runs through launcher=skrl_jax (add launcher=skrl_jax)"),
+        (["rl_library=rsl_rl"], "rl_library=rsl_rl: profile=examples runs skrl only (choose profile=isaaclab"),
+        (["launcher.rdzv_backend=zookeeper"], "launcher.rdzv_backend=zookeeper: one of static, c10d, etcd, etcd-v2"),
+        (["launcher=multinode", "launcher.rdzv_backend=static", "launcher.rdzv_endpoint=h:1"], "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint"),
+        (["launcher.start_method=thread"], "launcher.start_method=thread: one of spawn, fork, forkserver"),
+        (["launcher.max_restarts=-1"], "launcher.max_restarts=-1: an integer >= 0"),
+        (["launcher.monitor_interval=0"], "launcher.monitor_interval=0.0: seconds > 0"),
+        (["launcher.grace_period=-1"], "launcher.grace_period=-1.0: seconds >= 0"),
+        (["device=cuda"], "device=cuda: no GPU is visible on this machine (from test: 0 GPU(s))"),
+        (["launcher.nproc_per_node=gpu"], "launcher.nproc_per_node=gpu: no GPU is visible on this machine"),
+    ],
+)
+def test_message(argv, message):
+    assert message in error_of(argv)
+
+
+@pytest.mark.parametrize("key", TORCHRUN_ONLY_KEYS)
+def test_torchrun_only_keys_are_impossible_on_jax(key):
+    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1"}.get(key, "x")
+    message = error_of(["launcher=skrl_jax", f"launcher.{key}={value}"])
+    assert message.startswith(f"launcher.{key}=")
+    assert "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)" in message
+
+
+def test_isaaclab_flags_for_torchrun_rejected_with_jax():
+    message = error_of(["--ml_framework", "jax", "--rdzv_endpoint", "h:1"])
+    assert "launcher.rdzv_endpoint=h:1: torchrun only; launcher=skrl_jax does not take it" in message
+
+
+def test_more_workers_than_visible_gpus():
+    # GPUs cannot exist on this machine: the host facts say two are visible.
+    message = error_of(["--num_gpus", "4"], gpus=2)
+    assert message == (
+        "launcher.nproc_per_node=4: more workers than the 2 visible GPU(s) "
+        "(from test: 2 GPU(s); use at most 2 or device=cpu)"
+    )
+
+
+def test_gpu_count_comes_from_cuda_visible_devices_without_torch():
+    from launcher import host
+
+    assert host.count_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == (2, "CUDA_VISIBLE_DEVICES='0,1'")
+    assert host.count_gpus({"CUDA_VISIBLE_DEVICES": ""})[0] == 0
+
+
+def test_ipv6_endpoints_parse():
+    p = build(["launcher=multinode", "launcher.rdzv_endpoint='[::1]:29400'"])
+    assert "[::1]:29400" in p.processes[0].argv
+    p = build(["launcher=multinode", "launcher.rdzv_endpoint=node0"])  # c10d's default port
+    assert "node0:29400" in p.processes[0].argv
+
+
+def test_grammar_errors():
+    with pytest.raises(UserError, match=r"--master_port=: this flag needs a value \(e.g. --master_port=VALUE\)"):
+        grammar.parse(["--master_port"])
+    with pytest.raises(UserError, match=r"argument=stray: expected key=value, a --flag, or script arguments after --"):
+        grammar.parse(["stray"])
+    with pytest.raises(UserError, match=r"--ml_framework=tensorflow: jax or torch"):
+        grammar.parse(["--ml_framework", "tensorflow"])
+    with pytest.raises(UserError, match=r"--dry_run=yes: a switch without a value \(write --dry_run\)"):
+        grammar.parse(["--dry_run=yes"])
+
+
+def test_missing_script(tmp_path):
+    cfg = compose([f"script={tmp_path}/nope.py"])
+    settled = checks.validate(cfg, make_facts())
+    with pytest.raises(UserError) as caught:
+        checks.preflight(cfg, settled)
+    assert str(caught.value) == f"script={tmp_path}/nope.py: the training script does not exist (profile=examples)"
+
+
+def test_explicit_port_in_use_fails_before_launch():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cfg = compose([f"launcher.master_port={port}"])
+        settled = checks.validate(cfg, make_facts())
+        with pytest.raises(UserError) as caught:
+            checks.preflight(cfg, settled)
+    assert str(caught.value) == (
+        f"launcher.master_port={port}: port {port} is already in use on this host "
+        "(choose a free port or stop what holds it)"
+    )

@@ -1,0 +1,103 @@
+"""The real command line, in a subprocess: exit codes, one-line errors, dry run, Hydra's flags."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from conftest import clean_env
+
+
+def assert_usage_error(result, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(run_cli, tmp_path):
+    result = run_cli("--dry_run", "presets=debug")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("# profile: examples   topology: single_node   device: cpu (gloo)")
+    command = shlex.split(lines[-1])
+    assert command[1:6] == ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
+    assert command[-3:] == ["--num_envs=8", "--max_iterations=5", "--distributed"]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_hydra_grammar_jax(run_cli):
+    result = run_cli("launcher=skrl_jax", "launcher.nproc_per_node=2", "task=Pendulum-v1", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    ranks = [line for line in result.stdout.splitlines() if line.startswith("JAX_LOCAL_RANK=")]
+    assert len(ranks) == 2 and "JAX_RANK=1 JAX_WORLD_SIZE=2 JAX_COORDINATOR_ADDR=127.0.0.1" in ranks[1]
+    assert ranks[0].endswith("--task=Pendulum-v1 --ml_framework jax --distributed")
+
+
+def test_isaaclab_path_selects_the_isaaclab_profile(run_cli, isaaclab):
+    env = clean_env(ISAACLAB_PATH=str(isaaclab), CUDA_VISIBLE_DEVICES="0,1,2,3")
+    result = run_cli(
+        "--num_gpus", "4", "--master_port", "29504", "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
+        "--num_envs=4096", "--max_iterations=100", "--run_name=gpu4_vis", "presets=newton_mjwarp", "--dry_run",
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "# profile: isaaclab" in result.stdout
+    assert result.stdout.splitlines()[-1].endswith(
+        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {isaaclab}/scripts/reinforcement_learning/train.py "
+        "--rl_library rsl_rl --task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0 --num_envs=4096 --max_iterations=100 "
+        "--run_name=gpu4_vis presets=newton_mjwarp --distributed"
+    )
+
+
+def test_hydra_cfg_flag_works(run_cli):
+    result = run_cli("--cfg", "job", "launcher=single_node", "seed=3")
+    assert result.returncode == 0, result.stderr
+    assert "topology: single_node" in result.stdout and "seed: 3" in result.stdout
+
+
+def test_help_documents_both_grammars(run_cli):
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for text in ("train_multigpu", "--num_gpus", "launcher=multinode", "dry_run", "Isaac Lab", "presets"):
+        assert text in result.stdout
+
+
+def test_semantic_error_is_one_line_exit_2(run_cli):
+    result = run_cli("--num_gpus", "0")
+    assert_usage_error(result, "train_multigpu: error: launcher.nproc_per_node=0: an integer >= 1")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_key_fails_at_composition_exit_2(run_cli):
+    assert_usage_error(run_cli("launcher.nproc_per_nod=2"), "launcher.nproc_per_nod=2: Key 'nproc_per_nod' not in 'LauncherConfig'")
+
+
+def test_wrong_type_fails_at_composition_exit_2(run_cli):
+    assert_usage_error(run_cli("num_envs=many"), "num_envs", "many")
+
+
+def test_unknown_group_option_lists_the_choices(run_cli):
+    assert_usage_error(run_cli("launcher=cluster9"), "launcher", "single_node", "skrl_jax")
+
+
+def test_isaaclab_profile_without_isaaclab_path(run_cli):
+    assert_usage_error(run_cli("profile=isaaclab"), "ISAACLAB_PATH")
+
+
+def test_grammar_error_exit_2(run_cli):
+    assert_usage_error(run_cli("stray"), "train_multigpu: error: argument=stray")
+
+
+def test_full_error_shows_the_traceback(run_cli):
+    result = run_cli("--num_gpus", "0", env=clean_env(HYDRA_FULL_ERROR="1"))
+    assert result.returncode != 0 and "Traceback" in result.stderr and "UserError" in result.stderr
+
+
+def test_missing_script_is_reported(run_cli, tmp_path):
+    assert_usage_error(run_cli(f"script={tmp_path}/none.py"), f"script={tmp_path}/none.py: the training script does not exist")
+
+
+def test_unknown_key_added_with_plus_is_rejected(run_cli):
+    assert_usage_error(run_cli("+launcher.nproc=2"), "train_multigpu: error: launcher.nproc=2: not a train_multigpu key")
