@@ -101,3 +101,17 @@ def test_missing_script_is_reported(run_cli, tmp_path):
 
 def test_unknown_key_added_with_plus_is_rejected(run_cli):
     assert_usage_error(run_cli("+launcher.nproc=2"), "train_multigpu: error: launcher.nproc=2: not a train_multigpu key")
+
+
+def test_launcher_never_imports_torch_or_jax(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from launcher.cli import main; rc = main(['dry_run=true', 'launcher=skrl_jax']);"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'jax', 'jaxlib', 'numpy', 'skrl'));"
+        "print('HEAVY', heavy); sys.exit(rc)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
