@@ -38,13 +38,6 @@ die() { local code="$1"; shift; echo "slurm_up: ERROR: $*" >&2; exit "$code"; }
 
 node_state() { sinfo -h -n "$HOST" -o '%T' 2>/dev/null | head -n1 || true; }
 
-# Fast path: already up and idle/mixed/allocated.
-if command -v sinfo >/dev/null 2>&1 && [ -f "$CONF" ] && grep -q '^# written by slurm_up.sh' "$CONF"; then
-  case "$(node_state)" in
-    idle|mixed|allocated|completing) log "already up ($HOST $(node_state))"; exit 0 ;;
-  esac
-fi
-
 # ---- 1. install -------------------------------------------------------------------------
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
    || ! command -v munged >/dev/null || ! command -v sbatch >/dev/null; then
@@ -132,13 +125,20 @@ PartitionName=cpu Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscrib
 CONF
 )"
 restart=0
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Fast path: same configuration, both daemons alive, node usable.
+if [ -f "$CONF" ] && [ "$(cat "$CONF")" = "$new_conf" ] \
+   && alive "$RUN_DIR/slurmctld.pid" && alive "$RUN_DIR/slurmd.pid"; then
+  case "$(node_state)" in
+    idle|mixed|allocated|completing) log "already up ($HOST $(node_state))"; exit 0 ;;
+  esac
+fi
 if [ ! -f "$CONF" ] || [ "$(cat "$CONF")" != "$new_conf" ]; then
   printf '%s\n' "$new_conf" > "$CONF"; restart=1
   log "wrote $CONF"
 fi
 
 # ---- 4. daemons -------------------------------------------------------------------------
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if [ "$restart" = 1 ]; then
   for pf in "$RUN_DIR/slurmd.pid" "$RUN_DIR/slurmctld.pid"; do
     if alive "$pf"; then kill "$(cat "$pf")" || true; fi
