@@ -8,6 +8,8 @@
 # Environment knobs:
 #   SLURM_UP_TIMEOUT   seconds to wait for the node to be idle (default 60)
 #   SLURM_UP_NO_INSTALL=1  never run apt-get; fail (exit 3) when slurm is missing
+#   SLURM_UP_FORCE=1   overwrite an /etc/slurm/slurm.conf that this script did not write
+#                      (without it the script refuses, exit 3: never clobber a real cluster)
 # Exit codes: 0 up, 2 not root, 3 cannot install, 4 daemons did not come up.
 #
 # What it takes to run SLURM in a container without systemd (learned here, Debian 12, slurm 22.05):
@@ -21,6 +23,10 @@
 #   RealMemory lowered by 5 % so the node is never drained for "Low RealMemory".
 # - The host name must resolve; NodeAddr/SlurmctldHost use 127.0.0.1 to avoid DNS surprises.
 # - apt's post-install scripts may try to start services; a temporary policy-rc.d forbids it.
+#
+# Measured on a 2-core Debian 12 container (gVisor runtime, no systemd): packages not
+# installed -> idle node in ~8 s (apt-get update + install included); installed but stopped
+# -> 0.2 s (once 9 s); already up -> 0.1 s.
 set -euo pipefail
 
 TIMEOUT="${SLURM_UP_TIMEOUT:-60}"
@@ -37,6 +43,10 @@ die() { local code="$1"; shift; echo "slurm_up: ERROR: $*" >&2; exit "$code"; }
 [ "$(id -u)" -eq 0 ] || die 2 "must run as root (installs packages, starts daemons)"
 
 node_state() { sinfo -h -n "$HOST" -o '%T' 2>/dev/null | head -n1 || true; }
+
+if [ -f "$CONF" ] && ! grep -q '^# written by slurm_up.sh' "$CONF" && [ "${SLURM_UP_FORCE:-0}" != 1 ]; then
+  die 3 "$CONF exists and was not written by slurm_up.sh (a real cluster?); set SLURM_UP_FORCE=1 to overwrite"
+fi
 
 # ---- 1. install -------------------------------------------------------------------------
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
