@@ -13,6 +13,7 @@ import pytest
 from launcher import checks, grammar, paths, plan
 from launcher.compose import compose, with_default_profile
 from launcher.host import HostFacts
+from slurm_cluster import slurm_cluster  # noqa: F401  (the real one-host SLURM fixture, used by name)
 
 ROOT = Path(__file__).resolve().parents[1]
 
