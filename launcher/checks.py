@@ -150,17 +150,14 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     min_nodes, max_nodes = parse_nnodes(launcher.nnodes, jax)
     if not 0 <= launcher.node_rank < max_nodes:
         raise UserError(_key("node_rank"), launcher.node_rank, f"an integer in 0..{max_nodes - 1} (nnodes={launcher.nnodes})")
-    for name in ("master_port",):
-        if launcher.master_port is not None:
-            check_port(launcher.master_port, _key(name))
+    if launcher.master_port is not None:
+        check_port(launcher.master_port, _key("master_port"))
     if launcher.rdzv_backend is not None and launcher.rdzv_backend not in RDZV_BACKENDS:
         raise UserError(_key("rdzv_backend"), launcher.rdzv_backend, f"one of {', '.join(RDZV_BACKENDS)}")
     if launcher.start_method is not None and launcher.start_method not in START_METHODS:
         raise UserError(_key("start_method"), launcher.start_method, f"one of {', '.join(START_METHODS)}")
-    for name in ("max_restarts",):
-        value = getattr(launcher, name)
-        if value is not None and value < 0:
-            raise UserError(_key(name), value, "an integer >= 0")
+    if launcher.max_restarts is not None and launcher.max_restarts < 0:
+        raise UserError(_key("max_restarts"), launcher.max_restarts, "an integer >= 0")
     if launcher.monitor_interval is not None and launcher.monitor_interval <= 0:
         raise UserError(_key("monitor_interval"), launcher.monitor_interval, "seconds > 0")
     if launcher.grace_period < 0:
