@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, grammar, host, paths, plan as plan_mod, record, schema, supervise
+from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, supervise
 from .addresses import Endpoint
 from . import errors
 from .errors import EXIT_USAGE, UserError
@@ -30,6 +30,8 @@ class _Invocation:
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     started: bool = False
     exit_codes: list[int] = field(default_factory=list)
+    save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
+    command: list[str] = field(default_factory=list)
 
 
 _CURRENT = _Invocation()
@@ -66,9 +68,31 @@ def _run_dir(cfg: schema.TrainConfig) -> Path:
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
 
 
+def _flag_value(flags: list[str], *names: str) -> Optional[str]:
+    for i, flag in enumerate(flags[:-1]):
+        if flag in names:
+            return flags[i + 1]
+    return None
+
+
+def _save_profile(dict_cfg, target: str) -> int:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
+    _to_object(dict_cfg)  # a profile that does not compose is not written
+    text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, _CURRENT.command)
+    profiles.write(Path(target), text)
+    print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
+    return 0
+
+
 def launch(dict_cfg) -> int:
     from omegaconf import OmegaConf
 
+    if _CURRENT.save_as is not None:
+        return _save_profile(dict_cfg, _CURRENT.save_as)
     cfg = _to_object(dict_cfg)
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += _CURRENT.script_args
@@ -120,15 +144,26 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UserError as err:
         _error(str(err))
         return EXIT_USAGE
-    overrides = compose.with_default_profile(line.overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error())
+    try:
+        save_as, overrides = profiles.split_save(line.overrides)
+        if save_as is not None:
+            save_as = str(profiles.save_target(save_as, os.getcwd(), _flag_value(line.hydra_flags, "--config-dir", "-cd")))
+        searchpath = profiles.searchpath_override(os.environ, os.getcwd())
+        config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
+        listed = ([Path(config_dir)] if config_dir and Path(config_dir).is_dir() else []) + profiles.all_dirs(os.environ, os.getcwd())
+    except UserError as err:
+        _error(str(err))
+        return EXIT_USAGE
+    overrides = compose.with_default_profile(overrides, os.environ)
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv)
 
     import hydra
 
-    compose.register()
-    app = hydra.main(config_path=str(paths.conf_dir()), config_name=compose.CONFIG_NAME, version_base="1.3")(_job)
+    compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    # no primary config directory: the profile search path names them all, the shipped one last
+    app = hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(_job)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
-    sys.argv = [PROG, *line.hydra_flags, *overrides]
+    sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
