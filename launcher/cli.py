@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, supervise
+from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, secrets, supervise
 from .addresses import Endpoint
 from . import errors
 from .errors import EXIT_USAGE, UserError
@@ -102,13 +102,13 @@ def launch(dict_cfg) -> int:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", host.free_port()))
     checks.preflight(cfg, settled)
     if cfg.dry_run:
-        print(plan_mod.describe(plan_mod.build(cfg, settled, facts)))
+        print(plan_mod.describe(secrets.mask_plan(plan_mod.build(cfg, settled, facts))))
         return 0
     run_dir = _run_dir(cfg)
     plan = plan_mod.build(cfg, settled, facts, run_dir=str(run_dir))
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
-    started = record.write_start(run_dir, OmegaConf.to_yaml(OmegaConf.structured(cfg)), plan)
+    started = record.write_start(run_dir, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))), plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     code = supervise.run(plan, logs)
     record.write_end(run_dir, started, code)

@@ -163,12 +163,13 @@ def _secret_references(container: dict) -> None:
 
 
 def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: Sequence[str]) -> str:
-    """The profile file for a composed (unresolved) config: the launcher and rl_library choices as
-    defaults-list overrides, every value that differs from the schema's default (presets folded in),
+    """The profile file for a composed (unresolved) config: the rl_library choice as a defaults-list
+    override, launcher.topology as a value, every value that differs from the schema's default (presets folded in),
     per-run values left out, secrets as environment references."""
     from omegaconf import OmegaConf
 
     from . import schema
+    from .secrets import mask_override
 
     values = OmegaConf.to_container(dict_cfg, resolve=False, enum_to_str=True)
     values.pop("hydra", None)
@@ -177,14 +178,10 @@ def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: S
     defaults = OmegaConf.to_container(OmegaConf.structured(schema.TrainConfig), enum_to_str=True)
     body = _diff(values, defaults)
     body.setdefault("profile", {})["name"] = name
-    # the launcher group sets the topology; keep it as the group choice only
-    body.get("launcher", {}).pop("topology", None)
-    if not body.get("launcher", True):
-        body.pop("launcher")
     _secret_references(body)
     header = [
         "# @package _global_",
-        f"# train_multigpu profile '{name}', written by: train_multigpu {' '.join(command)}",
+        f"# train_multigpu profile '{name}', written by: train_multigpu {' '.join(map(mask_override, command))}",
         f"# on {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}. "
         "Per-run values (node_rank, seed, run_name, dry_run) are left out.",
     ]
@@ -192,7 +189,8 @@ def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: S
     if presets and presets != "[]":
         header.append(f"# presets folded into the values below: {presets}")
     lines = ["defaults:"]
-    for group in ("rl_library", "launcher"):
+    # a profile may override only groups listed before it (rl_library); the topology is a value
+    for group in ("rl_library",):
         if choices.get(group):
             lines.append(f"  - override /{group}: {choices[group]}")
     lines.append("  - _self_")
