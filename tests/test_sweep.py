@@ -151,3 +151,10 @@ def test_parallel_too_many_jobs_at_once_is_a_usage_error(run_cli):
     result = run_cli("-m", "seed=1,2", "sweep.parallel=3", "dry_run=true")
     assert result.returncode == 2
     assert "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own" in result.stderr
+
+
+def test_help_mentions_profiles_and_sweep_keys(run_cli):
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for text in ("save_profile=NAME", "TRAIN_MULTIGPU_CONFIG_PATH", "sweep.fail_fast=true", "sweep.parallel=N", ".train_multigpu"):
+        assert text in result.stdout, text
