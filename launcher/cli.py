@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, grammar, host, paths, plan as plan_mod, record, schema, supervise
+from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, secrets, supervise, sweep
 from .addresses import Endpoint
 from . import errors
 from .errors import EXIT_USAGE, UserError
@@ -30,6 +30,24 @@ class _Invocation:
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     started: bool = False
     exit_codes: list[int] = field(default_factory=list)
+    # -m sweeps (launcher.sweep)
+    results: list = field(default_factory=list)  # sweep.JobResult per job, for the summary
+    queued: list = field(default_factory=list)  # _Queued jobs of a parallel sweep
+    ports: set = field(default_factory=set)  # JAX coordinator ports given to jobs of this sweep
+    run_dir: str = ""
+    fail_fast: Optional[bool] = None
+    stop_sweep: bool = False
+    save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
+    command: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Queued:
+    num: int
+    plan: plan_mod.LaunchPlan
+    run_dir: Path
+    config_yaml: str
+    slot: "sweep.Slot"
 
 
 _CURRENT = _Invocation()
@@ -66,25 +84,60 @@ def _run_dir(cfg: schema.TrainConfig) -> Path:
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
 
 
+def _flag_value(flags: list[str], *names: str) -> Optional[str]:
+    for i, flag in enumerate(flags[:-1]):
+        if flag in names:
+            return flags[i + 1]
+    return None
+
+
+def _save_profile(dict_cfg, target: str) -> int:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.get().mode == RunMode.MULTIRUN:
+        raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
+    _to_object(dict_cfg)  # a profile that does not compose is not written
+    text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, _CURRENT.command)
+    profiles.write(Path(target), text)
+    print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
+    return 0
+
+
 def launch(dict_cfg) -> int:
     from omegaconf import OmegaConf
 
+    if _CURRENT.save_as is not None:
+        return _save_profile(dict_cfg, _CURRENT.save_as)
     cfg = _to_object(dict_cfg)
+    _CURRENT.fail_fast = cfg.sweep.fail_fast
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += _CURRENT.script_args
     facts = host.gather()
+    job = sweep.job_info()
+    slot = None
+    if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
+        slot = sweep.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
+        cfg, facts = sweep.job_config(cfg, job.num, slot), sweep.job_facts(facts, slot)
     settled = checks.validate(cfg, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
-        settled = replace(settled, coordinator=Endpoint("127.0.0.1", host.free_port()))
+        settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     checks.preflight(cfg, settled)
     if cfg.dry_run:
-        print(plan_mod.describe(plan_mod.build(cfg, settled, facts)))
+        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
         return 0
     run_dir = _run_dir(cfg)
-    plan = plan_mod.build(cfg, settled, facts, run_dir=str(run_dir))
+    _CURRENT.run_dir = str(run_dir)
+    plan = sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot)
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
-    started = record.write_start(run_dir, OmegaConf.to_yaml(OmegaConf.structured(cfg)), plan)
+    config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+    if slot is not None:  # a parallel sweep: started with the others once every job is planned
+        devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
+        print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
+        _CURRENT.queued.append(_Queued(job.num, plan, run_dir, config_yaml, slot))
+        return 0
+    started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     code = supervise.run(plan, logs)
     record.write_end(run_dir, started, code)
@@ -93,7 +146,19 @@ def launch(dict_cfg) -> int:
 
 
 def _job(dict_cfg) -> int:
+    import time
+
     _CURRENT.started = True
+    job = sweep.job_info()
+    result = sweep.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
+    if result is not None:
+        _CURRENT.results.append(result)
+        if _CURRENT.stop_sweep:
+            result.note = "skipped (sweep.fail_fast)"
+            print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
+            return 0
+    _CURRENT.run_dir = ""
+    begin = time.monotonic()
     try:
         code = launch(dict_cfg)
     except UserError as err:
@@ -101,8 +166,58 @@ def _job(dict_cfg) -> int:
             raise
         _error(str(err))
         code = EXIT_USAGE
+    if result is not None:
+        result.run_dir = _CURRENT.run_dir
+        if _CURRENT.queued and _CURRENT.queued[-1].num == job.num:
+            result.note = "queued"
+            return 0
+        result.exit_code, result.duration_s = code, time.monotonic() - begin
+        if code != 0 and _fail_fast(dict_cfg):
+            _CURRENT.stop_sweep = True
     _CURRENT.exit_codes.append(code)
     return code
+
+
+def _fail_fast(dict_cfg) -> bool:
+    from omegaconf import OmegaConf
+
+    if _CURRENT.fail_fast is not None:
+        return _CURRENT.fail_fast
+    try:
+        return bool(OmegaConf.select(dict_cfg, "sweep.fail_fast", default=False))
+    except Exception:  # an unresolvable config: the safe choice is to carry on
+        return False
+
+
+def _run_queued() -> None:
+    """A parallel sweep: every job is planned and recorded; now run them, lane by lane."""
+    import time
+
+    queued, results = _CURRENT.queued, {r.num: r for r in _CURRENT.results}
+    fail_fast = bool(_CURRENT.fail_fast)
+    lanes: dict[int, list[int]] = {}
+    for index, job in enumerate(queued):
+        lanes.setdefault(job.slot.index, []).append(index)
+    starts: dict[int, float] = {}
+
+    def on_start(index: int) -> None:
+        job = queued[index]
+        starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan)
+        results[job.num].note = ""
+        print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
+
+    def on_end(index: int, code: int) -> None:
+        job = queued[index]
+        record.write_end(job.run_dir, starts[index], code)
+        results[job.num].exit_code, results[job.num].duration_s = code, time.time() - starts[index]
+        print(f"[{PROG}] job {job.num} exit code {code}; run directory: {job.run_dir}", flush=True)
+
+    jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
+    codes = supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
+    for job, code in zip(queued, codes):
+        if code is None:
+            results[job.num].note = "skipped (sweep.fail_fast)"
+        _CURRENT.exit_codes.append(0 if code is None else code)
 
 
 def _is_config_error(err: Exception) -> bool:
@@ -120,15 +235,26 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UserError as err:
         _error(str(err))
         return EXIT_USAGE
-    overrides = compose.with_default_profile(line.overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error())
+    try:
+        save_as, overrides = profiles.split_save(line.overrides)
+        if save_as is not None:
+            save_as = str(profiles.save_target(save_as, os.getcwd(), _flag_value(line.hydra_flags, "--config-dir", "-cd")))
+        searchpath = profiles.searchpath_override(os.environ, os.getcwd())
+        config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
+        listed = ([Path(config_dir)] if config_dir and Path(config_dir).is_dir() else []) + profiles.all_dirs(os.environ, os.getcwd())
+    except UserError as err:
+        _error(str(err))
+        return EXIT_USAGE
+    overrides = compose.with_default_profile(overrides, os.environ)
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv)
 
     import hydra
 
-    compose.register()
-    app = hydra.main(config_path=str(paths.conf_dir()), config_name=compose.CONFIG_NAME, version_base="1.3")(_job)
+    compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    # no primary config directory: the profile search path names them all, the shipped one last
+    app = hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(_job)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
-    sys.argv = [PROG, *line.hydra_flags, *overrides]
+    sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
@@ -144,6 +270,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         sys.argv = saved_argv
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
+    if _CURRENT.queued:
+        _run_queued()
+    if _CURRENT.results:
+        print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
     failures = [code for code in _CURRENT.exit_codes if code != 0]
     return failures[0] if failures else 0
 

@@ -23,20 +23,38 @@ def with_default_profile(overrides: Sequence[str], env: Mapping[str, str]) -> li
     return list(overrides)
 
 
-def register() -> None:
+def register(config_groups: str | None = None) -> None:
+    """Schema, primary config and resolvers. ``config_groups`` replaces ``$APP_CONFIG_GROUPS`` in
+    the help text (Hydra lists groups from its primary directory only; see profiles.group_listing)."""
     from omegaconf import OmegaConf
 
+    from hydra.core.config_store import ConfigStore
+
     schema.register()
+    # The primary config is served from the ConfigStore: the app then needs no primary config
+    # directory, and every directory on the search path (profiles.py) is in the order we give it,
+    # the shipped conf/ last. (Hydra caches the primary config before it applies hydra.searchpath.)
+    primary = OmegaConf.load(paths.conf_dir() / f"{CONFIG_NAME}.yaml")
+    if config_groups is not None:
+        primary.hydra.help.template = primary.hydra.help.template.replace("$APP_CONFIG_GROUPS", config_groups)
+    ConfigStore.instance().store(name=CONFIG_NAME, node=primary, provider="train_multigpu")
     OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
 
 
-def compose_dict(overrides: Sequence[str] = ()):
-    """The composed DictConfig (unresolved), as the Hydra job would receive it."""
-    from hydra import compose, initialize_config_dir
+def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = None, cwd: str | None = None):
+    """The composed DictConfig (unresolved), as the Hydra job would receive it: the same profile
+    search path (``TRAIN_MULTIGPU_CONFIG_PATH``, ``./.train_multigpu``, the user's folder, shipped)."""
+    import os
+
+    from hydra import compose, initialize
+
+    from . import profiles
 
     register()
-    with initialize_config_dir(config_dir=str(paths.conf_dir()), version_base="1.3"):
-        return compose(CONFIG_NAME, overrides=list(overrides))
+    searchpath = profiles.searchpath_override(os.environ if env is None else env, cwd or os.getcwd())
+    # no primary directory: the search path names every directory, the shipped one last
+    with initialize(config_path=None, version_base="1.3"):
+        return compose(CONFIG_NAME, overrides=[searchpath, *overrides])
 
 
 def _unknown_keys(node, prefix: str = "") -> Iterable[str]:

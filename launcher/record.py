@@ -2,7 +2,7 @@
 
     <run_dir>/config.yaml    the resolved config
     <run_dir>/command.sh     the exact command(s), re-runnable
-    <run_dir>/env.json       the environment variables the launcher added
+    <run_dir>/env.json       the environment variables the launcher added (secret values masked)
     <run_dir>/status.json    start and end time, exit code
     <run_dir>/logs/          one log per rank (written by the supervisor)
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
+from . import secrets
 from .plan import LaunchPlan
 
 
@@ -37,12 +37,14 @@ def create_run_dir(root: str, run_name: Optional[str], node_rank: int, multinode
 
 def command_script(plan: LaunchPlan) -> str:
     lines = ["#!/usr/bin/env bash", "# written by train_multigpu: the exact launch, re-runnable", "set -euo pipefail"]
-    lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
-    if len(plan.processes) == 1:
-        lines.append(plan.processes[0].shell_line())
+    # secret values (secrets.is_secret) are read from the caller's environment, never written
+    lines += [secrets.export_line(key, value) for key, value in plan.env.items()]
+    processes = secrets.mask_plan(plan).processes
+    if len(processes) == 1:
+        lines.append(processes[0].shell_line())
     else:
         # one line per rank, all in the background; the first failure ends the script
-        lines += [process.shell_line() + " &" for process in plan.processes]
+        lines += [process.shell_line() + " &" for process in processes]
         lines.append("wait -n && wait")
     return "\n".join(lines) + "\n"
 
@@ -52,7 +54,7 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan) -> float:
     script = run_dir / "command.sh"
     script.write_text(command_script(plan))
     script.chmod(0o755)
-    (run_dir / "env.json").write_text(json.dumps(dict(plan.env), indent=2) + "\n")
+    (run_dir / "env.json").write_text(json.dumps(secrets.mask_env(plan.env), indent=2) + "\n")
     started = time.time()
     _write_status(run_dir, {"started": _iso(started), "pid": os.getpid(), "exit_code": None})
     return started

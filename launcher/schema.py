@@ -116,6 +116,17 @@ class ProfileConfig:
 
 
 @dataclass
+class SweepConfig:
+    """How a ``-m`` sweep runs its jobs (docs/sweeps.md); ignored by a single run."""
+
+    # stop at the first failing job: running jobs are stopped, later jobs are skipped
+    fail_fast: bool = False
+    # jobs at once on this node: the visible GPUs (or, on CPU, the usable cores) are split into this
+    # many disjoint sets, one per concurrent job; 1 runs the jobs one after another
+    parallel: int = 1
+
+
+@dataclass
 class TrainConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     rl_library: RLLibraryConfig = field(default_factory=RLLibraryConfig)
@@ -142,6 +153,7 @@ class TrainConfig:
     # extra environment variables for every worker (not "env": that root belongs to Isaac Lab's
     # training script, whose env.* overrides are forwarded)
     worker_env: Dict[str, str] = field(default_factory=dict)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
 
 
 SCHEMA_NAME = "train_multigpu_schema"

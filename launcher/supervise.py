@@ -143,3 +143,72 @@ def run(plan: LaunchPlan, log_dir: Optional[Path]) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def run_many(
+    jobs: "list[tuple[LaunchPlan, Optional[Path], tuple[int, ...]]]",
+    lanes: "list[list[int]]",
+    fail_fast: bool = False,
+    on_start=None,
+    on_end=None,
+) -> list[Optional[int]]:
+    """Run a parallel sweep: each lane (a list of job indexes) runs its jobs one after another, all
+    lanes at once. A job given CPU cores runs pinned to them: its lane's thread sets its own CPU
+    affinity before starting the job, and processes inherit the mask of the thread that starts
+    them (no preexec_fn, which is unsafe next to the log threads). Signals to the launcher reach
+    every running job; with ``fail_fast`` the first failure stops the running jobs and skips the
+    rest. Returns each job's exit code (None: skipped). ``on_start(i)``/``on_end(i, code)`` are
+    called from the lane threads."""
+    codes: list[Optional[int]] = [None] * len(jobs)
+    active: dict[int, Supervisor] = {}
+    lock = threading.Lock()
+    stopping = threading.Event()
+
+    def lane(indexes: list[int]) -> None:
+        for index in indexes:
+            plan, log_dir, cpus = jobs[index]
+            with lock:
+                if stopping.is_set():
+                    continue
+                supervisor = Supervisor(plan, log_dir)
+                active[index] = supervisor
+            if cpus:
+                os.sched_setaffinity(0, cpus)  # this thread only; the job's processes inherit it
+            if on_start is not None:
+                on_start(index)
+            try:
+                supervisor.start()
+                code = supervisor.wait()
+            except OSError as err:  # the program could not be started
+                print(f"[train_multigpu] job {index}: {err}", file=sys.stderr, flush=True)
+                code = 127
+            codes[index] = code
+            with lock:
+                active.pop(index, None)
+                if code != 0 and fail_fast and not stopping.is_set():
+                    stopping.set()
+                    for other in active.values():
+                        other.stop(signal.SIGTERM)
+            if on_end is not None:
+                on_end(index, code)
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping.set()
+        with lock:
+            for supervisor in active.values():
+                supervisor._on_signal(signum, frame)
+
+    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
+    for sig in FORWARDED_SIGNALS:
+        signal.signal(sig, on_signal)
+    threads = [threading.Thread(target=lane, args=(indexes,), daemon=True) for indexes in lanes]
+    try:
+        for thread in threads:
+            thread.start()
+        while any(thread.is_alive() for thread in threads):
+            for thread in threads:
+                thread.join(timeout=POLL_S)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return codes

@@ -1,0 +1,203 @@
+"""Cluster profiles: where they are found, and writing the current composition as a new one.
+
+Search order (first match of a config name wins)::
+
+    1. --config-dir DIR                      (Hydra's flag; one directory)
+    2. $TRAIN_MULTIGPU_CONFIG_PATH            (colon-separated directories, in order)
+    3. ./.train_multigpu/                     (the project folder in the working directory)
+    4. $XDG_CONFIG_HOME/train_multigpu        (else ~/.config/train_multigpu)
+    5. the shipped conf/                      (inside the package in a wheel)
+
+Each directory is a Hydra config directory: profiles live in its ``profile/`` subfolder, and it
+may add ``presets/`` (or any other group option) too. The list is handed to Hydra as a
+``hydra.searchpath`` override; the app itself is started without a primary config directory, so
+the shipped ``conf/`` is simply the last entry. No Hydra plugin is involved: a SearchPathPlugin
+would touch every Hydra app installed next to us and must be packaged as ``hydra_plugins``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from . import grammar, paths
+from .errors import UserError
+
+CONFIG_PATH_ENV = "TRAIN_MULTIGPU_CONFIG_PATH"
+PROJECT_DIR = ".train_multigpu"
+SAVE_KEY = "save_profile"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# per-run values a saved profile leaves out
+PER_RUN_KEYS = ("seed", "run_name", "dry_run", "script_args", "launcher.node_rank")
+
+
+def user_dir(env: Mapping[str, str], home: Optional[str] = None) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(home or os.path.expanduser("~"), ".config")
+    return Path(base) / "train_multigpu"
+
+
+def search_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) -> list[Path]:
+    """The directories searched before the shipped configs, in order; only those that exist.
+
+    A directory named in TRAIN_MULTIGPU_CONFIG_PATH must exist (a typo would silently fall back to
+    another profile); the project and user folders are optional.
+    """
+    found: list[Path] = []
+    for item in env.get(CONFIG_PATH_ENV, "").split(os.pathsep):
+        if not item:
+            continue
+        path = Path(item).expanduser()
+        if not path.is_absolute():
+            path = Path(cwd) / path
+        if not path.is_dir():
+            raise UserError(CONFIG_PATH_ENV, env[CONFIG_PATH_ENV], f"{item} is not a directory", "colon-separated config directories, each with a profile/ folder")
+        found.append(path.resolve())
+    for path in (Path(cwd) / PROJECT_DIR, user_dir(env, home)):
+        if path.is_dir():
+            found.append(path.resolve())
+    unique: list[Path] = []
+    for path in found:
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+def all_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) -> list[Path]:
+    return [*search_dirs(env, cwd, home), paths.conf_dir()]
+
+
+def searchpath_override(env: Mapping[str, str], cwd: str, home: Optional[str] = None) -> str:
+    """``hydra.searchpath=[...]``: the search directories, then the shipped configs."""
+    entries = [f"file://{p}" for p in all_dirs(env, cwd, home)]
+    return "hydra.searchpath=[" + ",".join(grammar.quote(e) for e in entries) + "]"
+
+
+def group_listing(dirs: Sequence[Path]) -> str:
+    """``group: option, option`` lines for --help, from every directory on the search path."""
+    groups: dict[str, set[str]] = {}
+    for root in dirs:
+        for group_dir in sorted(p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+            names = {f.stem for f in group_dir.glob("*.yaml")}
+            if names:
+                groups.setdefault(group_dir.name, set()).update(names)
+    return "\n".join(f"{group}: {', '.join(sorted(names))}" for group, names in sorted(groups.items()))
+
+
+# -- save_profile=NAME -------------------------------------------------------------------------
+
+
+def split_save(overrides: Sequence[str]) -> tuple[Optional[str], list[str]]:
+    """Take ``save_profile=NAME`` out of the overrides (it is a command, not a config key)."""
+    name, rest = None, []
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if key.lstrip("+~") == SAVE_KEY and eq:
+            name = value.strip().strip("'\"")
+            if not name:
+                raise UserError(SAVE_KEY, "", "a profile name or a path ending in .yaml", "e.g. save_profile=my_cluster")
+        else:
+            rest.append(override)
+    return name, rest
+
+
+def save_target(name: str, cwd: str, config_dir: Optional[str] = None) -> Path:
+    """Where ``save_profile=NAME`` writes: ``<dir>/profile/NAME.yaml`` where dir is the
+    ``--config-dir`` when given, else ``./.train_multigpu``; a value ending in ``.yaml`` is a path."""
+    if name.endswith((".yaml", ".yml")):
+        target = Path(name).expanduser()
+        target = target if target.is_absolute() else Path(cwd) / target
+        stem = target.stem
+    else:
+        if not _NAME.match(name):
+            raise UserError(SAVE_KEY, name, "a name of letters, digits, '_', '.', '-' (or a path ending in .yaml)")
+        stem = name
+        root = Path(config_dir) if config_dir else Path(cwd) / PROJECT_DIR
+        target = (root if root.is_absolute() else Path(cwd) / root) / "profile" / f"{name}.yaml"
+    if not _NAME.match(stem):
+        raise UserError(SAVE_KEY, name, "the file name must be letters, digits, '_', '.', '-' (it becomes profile=NAME)")
+    if target.exists():
+        raise UserError(SAVE_KEY, name, f"{target} already exists", "choose another name or delete the file")
+    return target
+
+
+def _drop(container: dict, dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    node = container
+    for part in parents:
+        node = node.get(part)
+        if not isinstance(node, dict):
+            return
+    node.pop(last, None)
+
+
+def _diff(value: dict, default: dict) -> dict:
+    """The entries of ``value`` that differ from ``default`` (recursively for nested dicts)."""
+    out = {}
+    for key, item in value.items():
+        base = default.get(key, object()) if isinstance(default, dict) else object()
+        if isinstance(item, dict) and isinstance(base, dict) and item and base:
+            sub = _diff(item, base)
+            if sub:
+                out[key] = sub
+        elif item != base:
+            out[key] = item
+    return out
+
+
+def _secret_references(container: dict) -> None:
+    """Secret values never go into a profile file: they become ``${oc.env:NAME}`` references."""
+    from .secrets import is_secret
+
+    for section in ("worker_env",):
+        env = container.get(section) or {}
+        for key in list(env):
+            if is_secret(key) and not str(env[key]).startswith("${"):
+                env[key] = "${oc.env:" + key + "}"
+    profile_env = (container.get("profile") or {}).get("env") or {}
+    for key in list(profile_env):
+        if is_secret(key) and not str(profile_env[key]).startswith("${"):
+            profile_env[key] = "${oc.env:" + key + "}"
+
+
+def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: Sequence[str]) -> str:
+    """The profile file for a composed (unresolved) config: the rl_library choice as a defaults-list
+    override, launcher.topology as a value, every value that differs from the schema's default (presets folded in),
+    per-run values left out, secrets as environment references."""
+    from omegaconf import OmegaConf
+
+    from . import schema
+    from .secrets import mask_override
+
+    values = OmegaConf.to_container(dict_cfg, resolve=False, enum_to_str=True)
+    values.pop("hydra", None)
+    for key in PER_RUN_KEYS:
+        _drop(values, key)
+    defaults = OmegaConf.to_container(OmegaConf.structured(schema.TrainConfig), enum_to_str=True)
+    body = _diff(values, defaults)
+    body.setdefault("profile", {})["name"] = name
+    _secret_references(body)
+    header = [
+        "# @package _global_",
+        f"# train_multigpu profile '{name}', written by: train_multigpu {' '.join(map(mask_override, command))}",
+        f"# on {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}. "
+        "Per-run values (node_rank, seed, run_name, dry_run) are left out.",
+    ]
+    presets = choices.get("presets")
+    if presets and presets != "[]":
+        header.append(f"# presets folded into the values below: {presets}")
+    lines = ["defaults:"]
+    # a profile may override only groups listed before it (rl_library); the topology is a value
+    for group in ("rl_library",):
+        if choices.get(group):
+            lines.append(f"  - override /{group}: {choices[group]}")
+    lines.append("  - _self_")
+    return "\n".join(header + lines) + "\n\n" + OmegaConf.to_yaml(OmegaConf.create(body))
+
+
+def write(target: Path, text: str) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "x") as out:  # never overwrite, even in a race
+        out.write(text)

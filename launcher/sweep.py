@@ -1,0 +1,168 @@
+"""Sweeps (``train_multigpu -m seed=1,2,3``): per-job rendezvous values, packing jobs onto disjoint
+device sets, and the summary table. Pure except :func:`job_info` (reads Hydra's job state).
+
+Hydra's BasicLauncher calls the job function once per sweep point, in-process, in order. With
+``sweep.parallel=1`` each call runs its job to the end. With ``sweep.parallel=N`` each call only
+validates, plans and records its job; the cli then hands all of them to
+:func:`launcher.supervise.run_many`, which runs N lanes at once, each lane pinned to its own set
+of devices (``CUDA_VISIBLE_DEVICES`` for GPUs, CPU affinity for CPU jobs). Job ``k`` (0-based
+``hydra.job.num``) runs in lane ``k % N``: the assignment is known before anything starts, so
+each job's run record shows its devices and ports.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Callable, Optional, Sequence
+
+from .addresses import parse_endpoint
+from .errors import UserError
+from .host import HostFacts
+from .schema import Device, Topology, TrainConfig
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One lane of a parallel sweep: the devices its jobs may use."""
+
+    index: int
+    cpus: tuple[int, ...] = ()  # CPU jobs: pinned to these cores
+    gpus: tuple[str, ...] = ()  # GPU jobs: CUDA_VISIBLE_DEVICES
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    num: int
+    overrides: tuple[str, ...]
+
+
+@dataclass
+class JobResult:
+    num: int
+    overrides: str
+    exit_code: Optional[int] = None  # None: skipped or still running
+    duration_s: float = 0.0
+    run_dir: str = ""
+    note: str = ""
+
+
+def job_info() -> Optional[JobInfo]:
+    """The current job's number and overrides in a ``-m`` sweep, else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    hydra_cfg = HydraConfig.get()
+    return JobInfo(int(hydra_cfg.job.num), tuple(hydra_cfg.overrides.task))
+
+
+def gpu_ids(facts: HostFacts) -> list[str]:
+    """The visible GPUs by the ids CUDA_VISIBLE_DEVICES would name them."""
+    value = facts.env.get("CUDA_VISIBLE_DEVICES")
+    if value is not None:
+        return [item.strip() for item in value.split(",")][: facts.visible_gpus]
+    return [str(i) for i in range(facts.visible_gpus)]
+
+
+def make_slots(parallel: int, use_gpus: bool, gpus: Sequence[str], cpus: Sequence[int]) -> list[Slot]:
+    """``parallel`` disjoint, equal device sets (what does not divide evenly stays unused).
+
+    >>> [s.gpus for s in make_slots(4, True, [str(i) for i in range(8)], [0])]
+    [('0', '1'), ('2', '3'), ('4', '5'), ('6', '7')]
+    >>> [s.cpus for s in make_slots(2, False, [], [0, 1, 2])]
+    [(0,), (1,)]
+    """
+    devices = list(gpus) if use_gpus else list(cpus)
+    kind = "visible GPUs" if use_gpus else "usable CPU cores"
+    if parallel < 1:
+        raise UserError("sweep.parallel", parallel, "an integer >= 1 (jobs at once on this node)")
+    if parallel > len(devices):
+        raise UserError("sweep.parallel", parallel, f"at most {len(devices)}, the {kind}: each job needs its own")
+    size = len(devices) // parallel
+    chunks = [tuple(devices[i * size : (i + 1) * size]) for i in range(parallel)]
+    if use_gpus:
+        return [Slot(i, gpus=chunk) for i, chunk in enumerate(chunks)]
+    return [Slot(i, cpus=tuple(int(c) for c in chunk)) for i, chunk in enumerate(chunks)]
+
+
+def job_slot(cfg: TrainConfig, facts: HostFacts, job_num: int, cpus: Sequence[int]) -> Optional[Slot]:
+    """The lane of job ``job_num`` in a parallel sweep, or None for one job at a time."""
+    if cfg.sweep.parallel == 1:
+        return None
+    if str(cfg.launcher.nnodes) != "1":
+        raise UserError("sweep.parallel", cfg.sweep.parallel, "packs jobs on one node; launcher.nnodes must be 1", "use sweep.parallel=1 across nodes")
+    use_gpus = cfg.device is not Device.cpu and facts.visible_gpus > 0
+    slots = make_slots(cfg.sweep.parallel, use_gpus, gpu_ids(facts), cpus)
+    return slots[job_num % len(slots)]
+
+
+def job_facts(facts: HostFacts, slot: Optional[Slot]) -> HostFacts:
+    """What a job in ``slot`` sees: only its GPUs or cores (``nproc_per_node=auto`` fills the slot)."""
+    if slot is None:
+        return facts
+    if slot.gpus:
+        env = {**facts.env, "CUDA_VISIBLE_DEVICES": ",".join(slot.gpus)}
+        return replace(facts, visible_gpus=len(slot.gpus), gpus_source=f"sweep lane {slot.index}: GPUs {','.join(slot.gpus)}", env=env)
+    return replace(facts, visible_gpus=0, usable_cpus=len(slot.cpus), gpus_source=f"sweep lane {slot.index}: CPU cores only")
+
+
+def _shift_endpoint(value: str, key: str, offset: int, default_port: Optional[int] = None) -> str:
+    endpoint = parse_endpoint(value, key, default_port=default_port)
+    return str(replace(endpoint, port=endpoint.port + offset))
+
+
+def job_config(cfg: TrainConfig, job_num: int, slot: Optional[Slot]) -> TrainConfig:
+    """Per-job rendezvous values: an explicit ``rdzv_id`` gets ``-<job>``; in a parallel sweep an
+    explicit port (master_port, rdzv_endpoint, coordinator_address) is shifted by the lane index,
+    so concurrent jobs never share one (jobs in one lane run one after another)."""
+    cfg = copy.deepcopy(cfg)
+    launcher = cfg.launcher
+    if launcher.rdzv_id is not None:
+        launcher.rdzv_id = f"{launcher.rdzv_id}-{job_num}"
+    if slot is not None and slot.index:
+        if launcher.master_port is not None:
+            launcher.master_port += slot.index
+        if launcher.rdzv_endpoint is not None:
+            launcher.rdzv_endpoint = _shift_endpoint(launcher.rdzv_endpoint, "launcher.rdzv_endpoint", slot.index, 29400)
+        if launcher.coordinator_address is not None:
+            launcher.coordinator_address = _shift_endpoint(launcher.coordinator_address, "launcher.coordinator_address", slot.index)
+    return cfg
+
+
+def bind(plan, slot: Optional[Slot]):
+    """The plan with the lane's GPUs in every process's environment."""
+    if slot is None or not slot.gpus:
+        return plan
+    return replace(plan, env=MappingProxyType({**plan.env, "CUDA_VISIBLE_DEVICES": ",".join(slot.gpus)}))
+
+
+def distinct_port(pick: Callable[[], int], taken: set[int]) -> int:
+    """A port from ``pick`` that no other job of this sweep was given."""
+    for _ in range(100):
+        port = pick()
+        if port not in taken:
+            taken.add(port)
+            return port
+    raise RuntimeError("no distinct free port found")
+
+
+def uses_jax_auto_coordinator(cfg: TrainConfig) -> bool:
+    return cfg.launcher.topology is Topology.skrl_jax and cfg.launcher.coordinator_address is None
+
+
+def summary(results: Sequence[JobResult]) -> str:
+    """The table printed at the end of a sweep."""
+    rows = [("job", "overrides", "exit", "duration", "run directory")]
+    for r in sorted(results, key=lambda r: r.num):
+        exit_text = r.note if r.exit_code is None else str(r.exit_code) + (f" ({r.note})" if r.note else "")
+        rows.append((str(r.num), r.overrides or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
+    failed = sum(1 for r in results if r.exit_code not in (0, None))
+    skipped = sum(1 for r in results if r.exit_code is None)
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append(f"{len(results)} job(s): {len(results) - failed - skipped} succeeded, {failed} failed, {skipped} skipped")
+    return "\n".join(line.rstrip() for line in lines)

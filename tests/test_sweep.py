@@ -1,0 +1,160 @@
+"""Sweeps (-m): per-job run directories and rendezvous values, the summary, fail_fast, and the
+parallel mode that packs jobs onto disjoint device sets (real processes, pinned CPU cores)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from launcher import sweep
+from launcher.compose import compose
+from launcher.errors import UserError
+
+from conftest import clean_env, make_facts
+from test_cli import assert_usage_error
+
+pytestmark = pytest.mark.timeout(180)
+
+# Prints, from inside the worker, its CPU affinity, rank and seed; seed 2 fails when asked to.
+WORKER = """
+import os, sys
+seed = [a for a in sys.argv if a.startswith("--seed=")]
+print("WORKER", seed[0] if seed else "-", "cpus=" + ",".join(map(str, sorted(os.sched_getaffinity(0)))),
+      "port=" + os.environ.get("JAX_COORDINATOR_PORT", os.environ.get("MASTER_PORT", "")), flush=True)
+if "--seed=2" in sys.argv and os.environ.get("FAIL_SEED2"):
+    sys.exit(3)
+"""
+
+
+@pytest.fixture
+def worker(tmp_path) -> Path:
+    path = tmp_path / "worker.py"
+    path.write_text(WORKER)
+    return path
+
+
+def worker_lines(run_dir: Path) -> list[str]:
+    return [line for log in sorted((run_dir / "logs").glob("*.log")) for line in log.read_text().splitlines() if line.startswith("WORKER")]
+
+
+def summary_rows(stdout: str) -> list[list[str]]:
+    table = stdout.split("sweep summary\n", 1)[1].splitlines()
+    return [re.split(r"\s{2,}", line) for line in table[2:-1]]
+
+
+# -- pure -------------------------------------------------------------------------------------
+
+
+def test_slots_pack_eight_gpus_into_four_pairs():
+    facts = make_facts(gpus=8, env={"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"})
+    cfg = compose(["sweep.parallel=4"])
+    slots = [sweep.job_slot(cfg, facts, n, [0, 1]) for n in range(5)]
+    assert [s.gpus for s in slots] == [("0", "1"), ("2", "3"), ("4", "5"), ("6", "7"), ("0", "1")]
+    job_facts = sweep.job_facts(facts, slots[2])
+    assert job_facts.visible_gpus == 2 and job_facts.env["CUDA_VISIBLE_DEVICES"] == "4,5"
+
+
+def test_parallel_errors_name_the_key():
+    with pytest.raises(UserError, match=r"sweep.parallel=3: at most 2, the usable CPU cores"):
+        sweep.make_slots(3, False, [], [0, 1])
+    with pytest.raises(UserError, match=r"sweep.parallel=0: an integer >= 1"):
+        sweep.make_slots(0, True, ["0"], [0])
+    cfg = compose(["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "sweep.parallel=2"])
+    with pytest.raises(UserError, match=r"sweep.parallel=2: packs jobs on one node; launcher.nnodes must be 1"):
+        sweep.job_slot(cfg, make_facts(cpus=2), 0, [0, 1])
+
+
+def test_job_config_rdzv_id_and_ports():
+    cfg = compose(["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=h:29400", "launcher.rdzv_id=exp"])
+    assert sweep.job_config(cfg, 3, None).launcher.rdzv_id == "exp-3"
+    assert sweep.job_config(cfg, 3, None).launcher.rdzv_endpoint == "h:29400"  # one job at a time: as given
+    single = compose(["launcher.master_port=29504"])
+    assert sweep.job_config(single, 1, sweep.Slot(1, cpus=(1,))).launcher.master_port == 29505
+    jax = compose(["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:5000"])
+    assert sweep.job_config(jax, 2, sweep.Slot(2, cpus=(2,))).launcher.coordinator_address == "127.0.0.1:5002"
+
+
+def test_summary_table():
+    text = sweep.summary([
+        sweep.JobResult(1, "seed=2", 3, 1.25, "/r/1"),
+        sweep.JobResult(0, "seed=1", 0, 2.0, "/r/0"),
+        sweep.JobResult(2, "seed=3", None, 0.0, "", "skipped (sweep.fail_fast)"),
+    ])
+    lines = text.splitlines()
+    assert lines[0].split() == ["job", "overrides", "exit", "duration", "run", "directory"]
+    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]
+    assert lines[3].split() == ["1", "seed=2", "3", "1.2s", "/r/1"]
+    assert "skipped (sweep.fail_fast)" in lines[4]
+    assert lines[-1] == "3 job(s): 1 succeeded, 1 failed, 1 skipped"
+
+
+# -- real processes -----------------------------------------------------------------------------
+
+
+def test_sequential_sweep_runs_every_job_and_summarises(run_cli, worker):
+    env = clean_env(FAIL_SEED2="1")
+    result = run_cli("-m", "seed=1,2,3", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr  # the failing job's code
+    rows = summary_rows(result.stdout)
+    assert [(r[0], r[2]) for r in rows] == [("0", "0"), ("1", "3"), ("2", "0")]  # a failure does not stop the others
+    run_dirs = [Path(r[4]) for r in rows]
+    assert len(set(run_dirs)) == 3 and all((d / "status.json").is_file() for d in run_dirs)
+    ports = {line.split("port=")[1] for d in run_dirs for line in worker_lines(d)}
+    assert len(ports) == 3  # each JAX job its own coordinator port
+    assert "3 job(s): 2 succeeded, 1 failed, 0 skipped" in result.stdout
+
+
+def test_fail_fast_skips_the_rest(run_cli, worker):
+    result = run_cli(
+        "-m", "seed=2,1,3", "sweep.fail_fast=true", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}",
+        env=clean_env(FAIL_SEED2="1"),
+    )
+    assert result.returncode == 3
+    rows = summary_rows(result.stdout)
+    assert [r[2] for r in rows] == ["3", "skipped (sweep.fail_fast)", "skipped (sweep.fail_fast)"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable CPU cores")
+def test_parallel_sweep_pins_each_job_to_its_own_core(run_cli, worker):
+    # 2 jobs x 1 torchrun worker on this 2-core machine; the worker reads its own affinity
+    result = run_cli("-m", "seed=1,2", "sweep.parallel=2", "launcher.nproc_per_node=1", f"script={worker}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = summary_rows(result.stdout)
+    assert [r[2] for r in rows] == ["0", "0"]
+    cores = sorted(os.sched_getaffinity(0))
+    seen = {line.split()[1]: line.split()[2] for row in rows for line in worker_lines(Path(row[4]))}
+    assert seen == {"--seed=1": f"cpus={cores[0]}", "--seed=2": f"cpus={cores[1]}"}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable CPU cores")
+def test_parallel_sweep_failure_does_not_stop_the_other_lane(run_cli, worker):
+    result = run_cli(
+        "-m", "seed=1,2,3", "sweep.parallel=2", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}",
+        env=clean_env(FAIL_SEED2="1"),
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert [r[2] for r in summary_rows(result.stdout)] == ["0", "3", "0"]
+
+
+def test_parallel_dry_run_shows_each_jobs_gpus(run_cli, tmp_path):
+    # No GPU here: 8 are declared visible through CUDA_VISIBLE_DEVICES, which is all the launcher reads.
+    result = run_cli("-m", "seed=1,2,3,4", "sweep.parallel=4", "dry_run=true", env=clean_env(CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"))
+    assert result.returncode == 0, result.stderr
+    assert re.findall(r"export CUDA_VISIBLE_DEVICES=(\S+)", result.stdout) == ["0,1", "2,3", "4,5", "6,7"]
+    assert result.stdout.count("--nproc_per_node 2 --standalone") == 4
+
+
+def test_parallel_too_many_jobs_at_once_is_a_usage_error(run_cli):
+    result = run_cli("-m", "seed=1,2", "sweep.parallel=3", "dry_run=true")
+    assert result.returncode == 2
+    assert "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own" in result.stderr
+
+
+def test_help_mentions_profiles_and_sweep_keys(run_cli):
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for text in ("save_profile=NAME", "TRAIN_MULTIGPU_CONFIG_PATH", "sweep.fail_fast=true", "sweep.parallel=N", ".train_multigpu"):
+        assert text in result.stdout, text
