@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, grammar, host, paths, plan as plan_mod, record, schema, supervise
+from . import checks, compose, grammar, host, paths, plan as plan_mod, record, schema, slurm_launch, supervise
 from .addresses import Endpoint
 from . import errors
 from .errors import EXIT_USAGE, UserError
@@ -30,6 +30,8 @@ class _Invocation:
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     started: bool = False
     exit_codes: list[int] = field(default_factory=list)
+    hydra_flags: list[str] = field(default_factory=list)
+    submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
 
 
 _CURRENT = _Invocation()
@@ -63,6 +65,10 @@ def _run_dir(cfg: schema.TrainConfig) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
+    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
+        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+        path.mkdir(parents=True, exist_ok=True)
+        return path.resolve()
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
 
 
@@ -72,12 +78,18 @@ def launch(dict_cfg) -> int:
     cfg = _to_object(dict_cfg)
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += _CURRENT.script_args
+    if cfg.submit is schema.Submit.slurm:
+        return _submit_slurm(cfg)
     facts = host.gather()
+    # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
+    cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
     settled = checks.validate(cfg, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", host.free_port()))
     checks.preflight(cfg, settled)
     if cfg.dry_run:
+        if allocation is not None:
+            print(slurm_launch.describe(allocation))
         print(plan_mod.describe(plan_mod.build(cfg, settled, facts)))
         return 0
     run_dir = _run_dir(cfg)
@@ -86,10 +98,23 @@ def launch(dict_cfg) -> int:
     logs.mkdir(exist_ok=True)
     started = record.write_start(run_dir, OmegaConf.to_yaml(OmegaConf.structured(cfg)), plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
-    code = supervise.run(plan, logs)
+    # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
+    code = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
     record.write_end(run_dir, started, code)
     print(f"[{PROG}] exit code {code}; run directory: {run_dir}", flush=True)
     return code
+
+
+def _submit_slurm(cfg: schema.TrainConfig) -> int:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from . import slurm_submit
+
+    return slurm_submit.run(
+        cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
+        host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(cfg)),
+    )
 
 
 def _job(dict_cfg) -> int:
@@ -121,7 +146,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(line.overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error())
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), hydra_flags=line.hydra_flags)
 
     import hydra
 
@@ -144,6 +169,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         sys.argv = saved_argv
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
+    if len(_CURRENT.submissions) > 1 or {"-m", "--multirun"} & set(line.hydra_flags):
+        if _CURRENT.submissions:
+            from .slurm_submit import summary
+
+            print(summary(_CURRENT.submissions), flush=True)
     failures = [code for code in _CURRENT.exit_codes if code != 0]
     return failures[0] if failures else 0
 
