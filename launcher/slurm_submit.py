@@ -93,7 +93,7 @@ def job_command(python: str, flags: Sequence[str], overrides: Sequence[str], scr
     return command + (["--", *script_args] if script_args else [])
 
 
-_SBATCH_MESSAGE = re.compile(r"(?P<key>[\w.-]+?)(?:=(?P<value>[^:]*))?:? (?P<why>.*)\Z", re.S)
+_SBATCH_MESSAGE = re.compile(r"(?P<key>[\w.-]+?)(?:=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:']*))?:? (?P<why>.*)\Z", re.S)
 
 
 def settings(cfg: SlurmConfig, run_name: Optional[str], run_dir: str) -> SlurmSettings:
@@ -113,15 +113,17 @@ def settings(cfg: SlurmConfig, run_name: Optional[str], run_dir: str) -> SlurmSe
             raise UserError("slurm", "", str(err)) from None
         key = match["key"].replace("-", "_") if not match["key"].startswith("extra.") else match["key"]
         value = (match["value"] or "").strip("'\"")
-        raise UserError(f"slurm.{key}", value, match["why"], "docs/slurm.md lists the slurm.* keys") from None
+        if key.startswith("extra.") and not value:
+            value = str(extra.get(key[len("extra."):], ""))
+        raise UserError(f"slurm.{key}", value, match["why"].replace("SlurmSettings.", "slurm."), "docs/slurm.md lists the slurm.* keys") from None
 
 
 def planned_allocation(slurm: SlurmConfig) -> SlurmAllocation:
     """The allocation ``slurm.*`` asks for, as node 0 of the job will see it."""
     return SlurmAllocation(
-        job_id="0", nnodes=slurm.nodes, node_rank=0,
+        job_id="to be submitted", nnodes=slurm.nodes, node_rank=0,
         hosts=tuple(f"node{i}" for i in range(slurm.nodes)),
-        gpus_on_node=slurm.gpus_per_node or None, cpus_per_task=slurm.cpus_per_task, ntasks_per_node=1,
+        cpus_per_task=slurm.cpus_per_task, ntasks_per_node=1,  # GPUs: planned_facts says how many
     )
 
 
@@ -239,9 +241,8 @@ def run(
     try:
         jax = cfg.launcher.topology is Topology.skrl_jax
         planned_dir = new_run_dir_name(cfg.run_root, cfg.run_name)
-        probe = job_overrides(overrides, jax, planned_dir)
-        check_job(_job_config(probe, script_args), facts)
         settings(cfg.slurm, cfg.run_name, planned_dir)  # names a bad slurm.* key before any directory exists
+        check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args), facts)
         run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg))
         command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(overrides, jax, run_dir), script_args)
         text = script_text(cfg, command, run_dir, os.getcwd())
