@@ -99,6 +99,8 @@ _SBATCH_MESSAGE = re.compile(r"(?P<key>[\w.-]+?)(?:=(?P<value>'[^']*'|\"[^\"]*\"
 def settings(cfg: SlurmConfig, run_name: Optional[str], run_dir: str) -> SlurmSettings:
     """The sbatch settings for ``cfg`` (the ``slurm`` section); every mistake names ``slurm.<key>``."""
     extra = {str(name).replace("_", "-"): value for name, value in cfg.extra.items()}
+    if cfg.requeue:
+        extra.setdefault("open-mode", "append")  # a requeued job adds to its log instead of truncating it
     try:
         return SlurmSettings(
             nodes=cfg.nodes, gpus_per_node=cfg.gpus_per_node, gpu_type=cfg.gpu_type,

@@ -125,3 +125,38 @@ def test_dry_run_inside_a_faked_allocation(run_cli):
     assert result.stdout.startswith("# slurm: job 4242   node 1 of 2 (gpu07,gpu08)")
     command = shlex.split(result.stdout.splitlines()[-1])
     assert "--rdzv_endpoint" in command and "gpu07:24242" in command
+
+
+RELAY_WORKER = """\
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+print("READY", flush=True)
+deadline = time.time() + 30
+while not got and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)
+print(f"rank={os.environ['JAX_RANK']} USR1 x{len(got)}", flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_outside_slurm_the_launcher_relays_usr1_without_stopping(tmp_path):
+    """kill -USR1 <launcher>: each rank's group gets it once; the launch goes on and ends 0."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "w.py").write_text(RELAY_WORKER)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "launcher=skrl_jax", "launcher.nproc_per_node=2", f"script={tmp_path / 'w.py'}",
+         "log_all_ranks=true"], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, text=True)
+    seen = []
+    deadline = time.monotonic() + 40
+    while sum("READY" in line for line in seen) < 2 and time.monotonic() < deadline:
+        seen.append(proc.stdout.readline())
+    proc.send_signal(signal.SIGUSR1)
+    out = "".join(seen) + proc.communicate(timeout=40)[0]
+    assert proc.returncode == 0, out
+    assert sorted(line.split("] ", 1)[-1] for line in out.splitlines() if "USR1 x" in line) == ["rank=0 USR1 x1", "rank=1 USR1 x1"], out

@@ -32,7 +32,7 @@ while not got and time.time() < deadline:
     time.sleep(0.05)
 time.sleep(1.0)  # a second copy would arrive now
 print(f"rank={rank} USR1 x{len(got)}", flush=True)
-sys.exit(0 if got else 5)
+time.sleep(120)  # "training" goes on until the job is requeued
 """
 
 
@@ -129,5 +129,15 @@ def test_usr1_warning_reaches_each_worker_once_and_requeue_resumes(slurm_cluster
     out = log.read_text()
     assert "forwarding USR1 to srun" in out
     assert sorted(re.findall(r"rank=(\d) USR1 x(\d)", out)) == [("0", "1"), ("1", "1")], out
-    info = wait_job(job, timeout=60)
-    assert info["JobState"] == "COMPLETED", out
+    # preemption / node failure: SLURM requeues the job (BeginTime is pushed back: start it now)
+    subprocess.run(["scontrol", "requeue", job], check=True, timeout=30)
+    deadline = time.monotonic() + 30
+    while "PENDING" not in subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "job not requeued"
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, timeout=30)
+    info = wait_job(job, timeout=90)
+    out = log.read_text()
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    assert out.count("resume=True") == 2 and out.count("READY rank=0 resume=False") == 1, out  # log appended
+    assert (run_dir / "restart1" / "status.json").is_file()
