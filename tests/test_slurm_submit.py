@@ -12,6 +12,9 @@ from launcher.slurm_submit import Submission, config_flags, job_command, job_ove
 PROFILE = """\
 # @package _global_
 # A cluster profile: where the scripts are, and what to ask SLURM for.
+defaults:
+  - override /rl_library@_global_.rl_library: skrl
+
 profile:
   name: mycluster
   script_root: ${tmg_examples_dir:}
@@ -111,3 +114,9 @@ def test_no_sbatch_on_path_is_a_clear_error(run_cli, tmp_path):
     result = run_cli("submit=slurm", env=env)
     assert result.returncode == 2
     assert "train_multigpu: error: submit=slurm: sbatch is not on PATH (submit from a SLURM login node" in result.stderr
+
+
+def test_help_mentions_the_slurm_keys(run_cli):
+    result = run_cli("--help")
+    for text in ("submit=slurm", "slurm.nodes", "slurm.gpus_per_node", "+slurm.extra.NAME=VALUE", "launcher=slurm", "slurm_jax"):
+        assert text in result.stdout, text
