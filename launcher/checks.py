@@ -141,6 +141,9 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     topology = launcher.topology
     jax = topology is Topology.skrl_jax
     _topology_keys(launcher)
+    for name in ("nnodes", "node_rank"):
+        if getattr(launcher, name) is None:
+            raise UserError(_key(name), None, "needs a value", "only launcher=slurm takes it from the SLURM allocation")
     if jax and cfg.rl_library.name != "skrl":
         raise UserError("rl_library", cfg.rl_library.name, "launcher=skrl_jax runs skrl only", "use rl_library=skrl")
     if cfg.rl_library.ml_framework is MLFramework.jax and not jax:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, secrets, supervise, sweep
+from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
 from .addresses import Endpoint
 from . import errors
 from .errors import EXIT_USAGE, UserError
@@ -39,6 +39,8 @@ class _Invocation:
     stop_sweep: bool = False
     save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
     command: list[str] = field(default_factory=list)
+    hydra_flags: list[str] = field(default_factory=list)
+    submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
 
 
 @dataclass
@@ -81,6 +83,10 @@ def _run_dir(cfg: schema.TrainConfig) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
+    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
+        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+        path.mkdir(parents=True, exist_ok=True)
+        return path.resolve()
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
 
 
@@ -113,7 +119,11 @@ def launch(dict_cfg) -> int:
     _CURRENT.fail_fast = cfg.sweep.fail_fast
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += _CURRENT.script_args
+    if cfg.submit is schema.Submit.slurm:
+        return _submit_slurm(cfg)
     facts = host.gather()
+    # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
+    cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
     job = sweep.job_info()
     slot = None
     if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
@@ -124,6 +134,8 @@ def launch(dict_cfg) -> int:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     checks.preflight(cfg, settled)
     if cfg.dry_run:
+        if allocation is not None:
+            print(slurm_launch.describe(allocation))
         print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
         return 0
     run_dir = _run_dir(cfg)
@@ -139,10 +151,23 @@ def launch(dict_cfg) -> int:
         return 0
     started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
-    code = supervise.run(plan, logs)
+    # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
+    code = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
     record.write_end(run_dir, started, code)
     print(f"[{PROG}] exit code {code}; run directory: {run_dir}", flush=True)
     return code
+
+
+def _submit_slurm(cfg: schema.TrainConfig) -> int:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from . import slurm_submit
+
+    return slurm_submit.run(
+        cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
+        host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+    )
 
 
 def _job(dict_cfg) -> int:
@@ -246,7 +271,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv)
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
 
     import hydra
 
@@ -274,6 +299,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         _run_queued()
     if _CURRENT.results:
         print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
+    if len(_CURRENT.submissions) > 1 or {"-m", "--multirun"} & set(line.hydra_flags):
+        if _CURRENT.submissions:
+            from .slurm_submit import summary
+
+            print(summary(_CURRENT.submissions), flush=True)
     failures = [code for code in _CURRENT.exit_codes if code != 0]
     return failures[0] if failures else 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 
 class Topology(Enum):
@@ -63,9 +63,9 @@ class LauncherConfig:
     topology: Topology = Topology.single_node
     # int >= 1, or auto | gpu | cpu (torchrun); the launcher resolves auto/gpu/cpu to an integer.
     nproc_per_node: str = "auto"
-    # N, or MIN:MAX for elastic torchrun launches.
-    nnodes: str = "1"
-    node_rank: int = 0
+    # N, or MIN:MAX for elastic torchrun launches. null (launcher=slurm): from the allocation.
+    nnodes: Optional[str] = "1"
+    node_rank: Optional[int] = 0
     # torchrun only
     master_addr: Optional[str] = None
     master_port: Optional[int] = None
@@ -85,6 +85,10 @@ class LauncherConfig:
     coordinator_address: Optional[str] = None
     # seconds between the first forwarded signal and SIGKILL of everything left
     grace_period: float = 30.0
+    # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
+    # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
+    # (see launcher/slurm_launch.py, docs/slurm.md).
+    from_slurm: bool = False
 
 
 @dataclass
@@ -113,6 +117,37 @@ class ProfileConfig:
     rl_libraries: List[str] = field(default_factory=list)
     # environment variables for the workers (e.g. NCCL settings)
     env: Dict[str, str] = field(default_factory=dict)
+
+
+class Submit(Enum):
+    """Run here (none), or write a batch script and submit it to SLURM (slurm)."""
+
+    none = "none"
+    slurm = "slurm"
+
+
+@dataclass
+class SlurmConfig:
+    """What ``submit=slurm`` asks SLURM for (rendered by launcher/sbatch.py). Unset: cluster default."""
+
+    nodes: int = 1
+    gpus_per_node: int = 0  # 0: ask for no GPUs (CPU clusters)
+    gpu_type: Optional[str] = None  # --gpus-per-node=<type>:<count>
+    cpus_per_task: Optional[int] = None  # per node (one launcher task per node)
+    partition: Optional[str] = None
+    time: Optional[str] = None  # "30", "4:00:00", "1-12:00:00"
+    account: Optional[str] = None
+    qos: Optional[str] = None
+    job_name: Optional[str] = None  # default: run_name, else train_multigpu
+    mem: Optional[str] = None  # per node, e.g. 64G
+    # USR1 this many seconds before the time limit, forwarded to every worker; null: no warning
+    signal_seconds: Optional[int] = 120
+    requeue: bool = True  # requeue on preemption / node failure
+    # passed to the training script when SLURM restarted the job (SLURM_RESTART_COUNT > 0); null: never
+    resume_arg: Optional[str] = "--resume"
+    # escape hatch: more #SBATCH options by long name (+slurm.extra.constraint=a100,
+    # +slurm.extra.exclusive=true); names are checked against sbatch's options
+    extra: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -154,6 +189,11 @@ class TrainConfig:
     # training script, whose env.* overrides are forwarded)
     worker_env: Dict[str, str] = field(default_factory=dict)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    # submit=slurm: write <run dir>/job.sbatch and sbatch it instead of running here
+    submit: Submit = Submit.none
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
+    run_dir: Optional[str] = None
 
 
 SCHEMA_NAME = "train_multigpu_schema"

@@ -4,6 +4,11 @@
   its descendants at once.
 - SIGINT, SIGTERM and SIGHUP to the launcher are forwarded once to every group; after
   ``grace_period`` seconds whatever is left gets SIGKILL; a second Ctrl+C kills at once.
+- SIGUSR1 (SLURM's time-limit / preemption warning, docs/slurm.md) is not a stop: every process
+  starts with USR1 ignored (an ignored disposition survives exec, so a worker that does not handle
+  it is not killed by it; one that installs a handler gets it), and, with ``relay_usr1``, a USR1 to
+  the launcher is passed on to every group. Under SLURM the step's signal reaches every process
+  directly, so the CLI turns the relay off there.
 - The first process that exits non-zero ends the launch: the others are stopped the same way.
 - Each process's output goes to its own log file; the console shows rank 0 (or all ranks, each
   line prefixed, with ``log_all_ranks``).
@@ -25,6 +30,7 @@ from typing import IO, Optional
 from .plan import LaunchPlan, ProcessSpec
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
 POLL_S = 0.05
 
 
@@ -97,6 +103,9 @@ class Supervisor:
             self.stop_deadline = time.monotonic() + self.plan.grace_period
             self._signal_all(signum)
 
+    def _relay(self, signum: int, _frame: object) -> None:
+        self._signal_all(signum)
+
     def _on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
             self._signal_all(signal.SIGKILL)  # second Ctrl+C: now
@@ -131,14 +140,19 @@ class Supervisor:
         return 0
 
 
-def run(plan: LaunchPlan, log_dir: Optional[Path]) -> int:
+def run(plan: LaunchPlan, log_dir: Optional[Path], relay_usr1: bool = True) -> int:
     """Start the plan, supervise it to the end, and return the launch's exit code."""
     supervisor = Supervisor(plan, log_dir)
-    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
+    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS + RELAYED_SIGNALS}
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, supervisor._on_signal)
+    for sig in RELAYED_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # inherited by every process started below
     try:
         supervisor.start()
+        if relay_usr1:
+            for sig in RELAYED_SIGNALS:
+                signal.signal(sig, supervisor._relay)
         return supervisor.wait()
     finally:
         for sig, handler in previous.items():

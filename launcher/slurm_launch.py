@@ -1,0 +1,148 @@
+"""``launcher=slurm`` / ``launcher=slurm_jax``: one launcher per node inside a SLURM allocation (PURE).
+
+:func:`settle` takes the typed config, this node's :class:`SlurmAllocation` and the host facts, and
+returns the config with the topology filled in from SLURM -- exactly what ``launcher=multinode``
+(torchrun, c10d) or ``launcher=skrl_jax`` would be given by hand on each node -- and the host facts
+narrowed to what SLURM allocated. The plan is then built as for those launchers.
+
+From the allocation, unless the key is set explicitly:
+
+==========================  =========================================================================
+``launcher.nnodes``         the job's node count (an explicit value must match it)
+``launcher.node_rank``      ``SLURM_NODEID`` (an explicit value must match it)
+``launcher.rdzv_endpoint``  ``<first host of the node list>:<port>``, c10d (torchrun path)
+``launcher.coordinator_address``  the same endpoint (JAX path)
+``launcher.rdzv_id``        ``slurm-<job id>``
+``launcher.nproc_per_node`` ``auto``/``gpu``: the GPUs SLURM gave this node; on CPU-only
+                            allocations the CPUs per task. An explicit count above that is an error.
+==========================  =========================================================================
+
+The port is ``20000 + job id % 10000``: below Linux's ephemeral range, and different for jobs that
+share a node. A requeued job (``SLURM_RESTART_COUNT`` > 0) gets ``slurm.resume_arg`` (``--resume``)
+appended to the training script's arguments.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Optional
+
+from .errors import UserError
+from .host import HostFacts
+from .schema import Topology, TrainConfig
+from .slurm_env import NotInAllocationError, SlurmAllocation, SlurmEnvError
+
+PORT_BASE = 20000
+PORT_SPAN = 10000
+
+
+def rendezvous_port(job_id: str) -> int:
+    """The job's rendezvous / coordinator port.
+
+    >>> rendezvous_port("4242"), rendezvous_port("123456"), rendezvous_port("7_3")
+    (24242, 23456, 20007)
+    """
+    digits = "".join(ch for ch in job_id.split("_")[0] if ch.isdigit()) or "0"
+    return PORT_BASE + int(digits) % PORT_SPAN
+
+
+def allocation(env) -> SlurmAllocation:
+    """This node's allocation, or the one-line error every launcher=slurm mistake ends as."""
+    try:
+        return SlurmAllocation.from_env(env)
+    except NotInAllocationError:
+        raise UserError(
+            "launcher", "slurm",
+            "only runs inside a SLURM allocation (SLURM_JOB_ID is not set)",
+            "submit with submit=slurm, or start it under sbatch/salloc with srun --ntasks-per-node=1",
+        ) from None
+    except SlurmEnvError as err:
+        raise UserError("launcher", "slurm", f"cannot read the SLURM environment: {err}") from None
+
+
+def _explicit_must_match(key: str, value: object, slurm_value: object, what: str, job: str) -> None:
+    if value is not None and str(value) != str(slurm_value):
+        raise UserError(
+            key, value,
+            f"SLURM job {job} has {what} {slurm_value}",
+            f"leave {key} unset under launcher=slurm, or ask SLURM for what you want (slurm.nodes=)",
+        )
+
+
+def _cpus(alloc: SlurmAllocation, facts: HostFacts) -> tuple[int, str]:
+    if alloc.cpus_per_task is not None:
+        return alloc.cpus_per_task, f"SLURM_CPUS_PER_TASK={alloc.cpus_per_task}"
+    return facts.usable_cpus, f"{facts.usable_cpus} usable CPU core(s)"
+
+
+def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[TrainConfig, HostFacts]:
+    """The config and host facts as ``launcher=multinode``/``skrl_jax`` would see them on this node."""
+    cfg = copy.deepcopy(cfg)
+    launcher = cfg.launcher
+    job = alloc.job_id
+    if alloc.step_id not in (None, "batch", "extern") and (alloc.ntasks_per_node or 1) > 1:
+        raise UserError(
+            "launcher", "slurm",
+            f"runs one launcher per node, but this srun step has {alloc.ntasks_per_node} tasks per node",
+            "start it with srun --ntasks-per-node=1; the launcher starts the workers itself",
+        )
+    _explicit_must_match("launcher.nnodes", launcher.nnodes, alloc.nnodes, "node count", job)
+    _explicit_must_match("launcher.node_rank", launcher.node_rank, alloc.node_rank, "this node at rank", job)
+    launcher.nnodes, launcher.node_rank = str(alloc.nnodes), alloc.node_rank
+    endpoint = f"{alloc.first_host}:{rendezvous_port(job)}"
+    if launcher.topology is Topology.skrl_jax:
+        if launcher.coordinator_address is None:
+            launcher.coordinator_address = endpoint
+    elif launcher.topology is Topology.multinode:
+        if launcher.rdzv_endpoint is None and launcher.master_addr is None:
+            launcher.rdzv_endpoint = endpoint
+        if launcher.rdzv_id is None:
+            launcher.rdzv_id = f"slurm-{job}"
+    else:
+        raise UserError(
+            "launcher.topology", launcher.topology.value,
+            "launcher.from_slurm=true takes topology multinode (torchrun) or skrl_jax",
+            "use launcher=slurm or launcher=slurm_jax",
+        )
+
+    # What this node was given: GPUs when SLURM says so, CPUs per task otherwise.
+    if alloc.gpus_on_node is not None:
+        facts = replace(facts, visible_gpus=alloc.gpus_on_node, gpus_source=f"the SLURM allocation ({alloc.gpus_on_node} GPU(s) on this node)")
+    cpus, cpus_source = _cpus(alloc, facts)
+    facts = replace(facts, usable_cpus=cpus)
+    nproc = str(launcher.nproc_per_node).strip()
+    if nproc.isdigit() and int(nproc) > 0:
+        gpu_run = cfg.device.value == "cuda" or (cfg.device.value == "auto" and facts.visible_gpus > 0)
+        if not gpu_run and int(nproc) > cpus:
+            raise UserError(
+                "launcher.nproc_per_node", nproc,
+                f"more workers than the {cpus} CPU(s) SLURM allocated per node ({cpus_source})",
+                f"use at most {cpus}, or ask for more with slurm.cpus_per_task=",
+            )
+
+    if alloc.restart_count > 0:
+        if cfg.slurm.resume_arg and cfg.slurm.resume_arg not in cfg.script_args:
+            cfg.script_args.append(cfg.slurm.resume_arg)
+        if cfg.run_dir:
+            cfg.run_dir = f"{cfg.run_dir.rstrip('/')}/restart{alloc.restart_count}"
+    return cfg, facts
+
+
+def describe(alloc: SlurmAllocation) -> str:
+    """One comment line for the dry run."""
+    hosts = ",".join(alloc.hosts[:4]) + (",..." if len(alloc.hosts) > 4 else "")
+    gpus = "?" if alloc.gpus_on_node is None else str(alloc.gpus_on_node)
+    return (
+        f"# slurm: job {alloc.job_id}   node {alloc.node_rank} of {alloc.nnodes} ({hosts})   "
+        f"GPUs on node: {gpus}   CPUs per task: {alloc.cpus_per_task or '?'}   restarts: {alloc.restart_count}"
+    )
+
+
+def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, HostFacts, Optional[SlurmAllocation]]:
+    """:func:`settle` against ``facts.env`` when ``launcher.from_slurm`` is set; else unchanged."""
+    if not cfg.launcher.from_slurm:
+        return cfg, facts, None
+    alloc = allocation(facts.env)
+    cfg, facts = settle(cfg, alloc, facts)
+    return cfg, facts, alloc

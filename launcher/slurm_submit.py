@@ -1,0 +1,264 @@
+"""``submit=slurm``: from a login node, write a batch script into the run directory and ``sbatch`` it.
+
+The job runs ``<this python> -m launcher launcher=slurm <the same overrides> submit=none
+run_dir=<run dir> [-- <script args>]`` once per node (``srun --ntasks-per-node=1``), so every node's
+launcher derives its topology from SLURM (launcher/slurm_launch.py). A JAX launch
+(``launcher=skrl_jax``) becomes ``launcher=slurm_jax``.
+
+Before submitting, the job's own config is composed and validated against the allocation the
+``slurm.*`` keys ask for, so a mistake (more workers than ``slurm.gpus_per_node``, a missing
+script, a bad ``#SBATCH`` value) fails here, in one line, not in the queue.
+
+Everything but :func:`submit` is pure. ``sbatch`` is the only process started here: a short,
+synchronous query-like call, not a launch (launches belong to launcher/supervise.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import grammar
+from .errors import UserError
+from .host import HostFacts
+from .sbatch import SbatchError, SlurmSettings, render_sbatch
+from .schema import SlurmConfig, Topology, TrainConfig
+from .slurm_env import SlurmAllocation
+
+PROG = "train_multigpu"
+SCRIPT_NAME = "job.sbatch"
+# overrides the job must not inherit: it picks its own launcher, never submits, writes into run_dir
+_DROPPED = ("launcher", "submit", "dry_run", "run_dir")
+# Hydra flags that change which configs exist: the job needs them too
+_PLAIN_PATH = re.compile(r"/[A-Za-z0-9_./-]*\Z")  # a path Hydra reads back as the same string
+CONFIG_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", "-cn")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One submitted (or refused) job, for the summary table."""
+
+    overrides: tuple[str, ...]
+    run_dir: str
+    job_id: Optional[str] = None
+    error: Optional[str] = None
+
+    @property
+    def log(self) -> str:
+        return f"{self.run_dir}/slurm-{self.job_id or '%j'}.out"
+
+
+def _override_key(override: str) -> str:
+    return override.lstrip("+~").split("=", 1)[0]
+
+
+def job_overrides(overrides: Sequence[str], jax: bool, run_dir: str) -> list[str]:
+    """The job's overrides: the user's, with the launcher replaced and the submission removed.
+
+    >>> job_overrides(["launcher=skrl_jax", "seed=3", "submit=slurm", "slurm.nodes=2"], True, "/r/1")
+    ['launcher=slurm_jax', 'seed=3', 'slurm.nodes=2', 'submit=none', 'run_dir=/r/1']
+    """
+    kept = [o for o in overrides if _override_key(o) not in _DROPPED]
+    value = run_dir if _PLAIN_PATH.match(run_dir) else grammar.quote(run_dir)
+    return ["launcher=slurm_jax" if jax else "launcher=slurm", *kept, "submit=none", f"run_dir={value}"]
+
+
+def config_flags(hydra_flags: Sequence[str]) -> list[str]:
+    """The Hydra flags the job needs (--config-dir and friends), with their values.
+
+    >>> config_flags(["-m", "--config-dir", "/etc/tmg", "--cfg", "job"])
+    ['--config-dir', '/etc/tmg']
+    """
+    out: list[str] = []
+    for i, flag in enumerate(hydra_flags):
+        if flag in CONFIG_FLAGS and i + 1 < len(hydra_flags):
+            value = hydra_flags[i + 1]
+            if flag in ("--config-dir", "-cd", "--config-path", "-cp"):
+                value = os.path.abspath(value)
+            out += [flag, value]
+    return out
+
+
+def job_command(python: str, flags: Sequence[str], overrides: Sequence[str], script_args: Sequence[str]) -> list[str]:
+    """``<python> -m launcher [config flags] overrides [-- script args]``."""
+    command = [python, "-m", "launcher", *flags, *overrides]
+    return command + (["--", *script_args] if script_args else [])
+
+
+_SBATCH_MESSAGE = re.compile(r"(?P<key>[\w.-]+?)(?:=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:']*))?:? (?P<why>.*)\Z", re.S)
+
+
+def settings(cfg: SlurmConfig, run_name: Optional[str], run_dir: str) -> SlurmSettings:
+    """The sbatch settings for ``cfg`` (the ``slurm`` section); every mistake names ``slurm.<key>``."""
+    extra = {str(name).replace("_", "-"): value for name, value in cfg.extra.items()}
+    if cfg.requeue:
+        extra.setdefault("open-mode", "append")  # a requeued job adds to its log instead of truncating it
+    try:
+        return SlurmSettings(
+            nodes=cfg.nodes, gpus_per_node=cfg.gpus_per_node, gpu_type=cfg.gpu_type,
+            cpus_per_task=cfg.cpus_per_task, partition=cfg.partition, time=cfg.time,
+            account=cfg.account, qos=cfg.qos, job_name=cfg.job_name or run_name or PROG, mem=cfg.mem,
+            output=f"{run_dir}/slurm-%j.out", signal_seconds=cfg.signal_seconds, requeue=cfg.requeue,
+            extra=extra,
+        )
+    except SbatchError as err:
+        match = _SBATCH_MESSAGE.match(str(err))
+        if not match:
+            raise UserError("slurm", "", str(err)) from None
+        key = match["key"].replace("-", "_") if not match["key"].startswith("extra.") else match["key"]
+        value = (match["value"] or "").strip("'\"")
+        if key.startswith("extra.") and not value:
+            value = str(extra.get(key[len("extra."):], ""))
+        raise UserError(f"slurm.{key}", value, match["why"].replace("SlurmSettings.", "slurm."), "docs/slurm.md lists the slurm.* keys") from None
+
+
+def planned_allocation(slurm: SlurmConfig) -> SlurmAllocation:
+    """The allocation ``slurm.*`` asks for, as node 0 of the job will see it."""
+    return SlurmAllocation(
+        job_id="to be submitted", nnodes=slurm.nodes, node_rank=0,
+        hosts=tuple(f"node{i}" for i in range(slurm.nodes)),
+        cpus_per_task=slurm.cpus_per_task, ntasks_per_node=1,  # GPUs: planned_facts says how many
+    )
+
+
+def planned_facts(slurm: SlurmConfig, facts: HostFacts) -> HostFacts:
+    """A compute node's facts as far as the request says (GPUs asked for; CPUs unknown: not limiting)."""
+    return replace(
+        facts, visible_gpus=slurm.gpus_per_node,
+        gpus_source=f"slurm.gpus_per_node={slurm.gpus_per_node}",
+        usable_cpus=slurm.cpus_per_task or facts.usable_cpus,
+    )
+
+
+def new_run_dir_name(root: str, run_name: Optional[str]) -> str:
+    """Where a run directory would go (dry run: nothing is created)."""
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return os.path.join(os.path.abspath(root), stamp + (f"_{run_name}" if run_name else ""))
+
+
+def script_text(cfg: TrainConfig, command: Sequence[str], run_dir: str, workdir: str) -> str:
+    try:
+        return render_sbatch(settings(cfg.slurm, cfg.run_name, run_dir), command, {}, workdir)
+    except SbatchError as err:  # the command or directories (settings() already named its keys)
+        raise UserError("submit", "slurm", f"cannot write the batch script: {err}") from None
+
+
+def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str) -> Submission:
+    """Write ``job.sbatch`` (and the resolved config) into ``run_dir``; ``sbatch --parsable`` it."""
+    path = run_dir / SCRIPT_NAME
+    path.write_text(script)
+    path.chmod(0o755)
+    (run_dir / "config.yaml").write_text(resolved_yaml)
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise UserError("submit", "slurm", "sbatch is not on PATH", f"submit from a SLURM login node; the script is {path}")
+    try:
+        out = subprocess.run([sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise UserError("submit", "slurm", "sbatch did not answer within 120 s", f"script: {path}") from None
+    if out.returncode != 0:
+        why = " ".join(line.strip() for line in out.stderr.strip().splitlines()[-2:]) or f"exit code {out.returncode}"
+        raise UserError("submit", "slurm", f"sbatch refused the job: {why}", f"script: {path}")
+    job_id = out.stdout.strip().split(";")[0]
+    submission = Submission(tuple(overrides), str(run_dir), job_id)
+    (run_dir / "submit.json").write_text(json.dumps(
+        {"job_id": job_id, "script": str(path), "log": submission.log, "overrides": list(overrides)}, indent=2) + "\n")
+    return submission
+
+
+def announce(submission: Submission) -> str:
+    job = submission.job_id
+    return "\n".join([
+        f"[{PROG}] submitted SLURM job {job}",
+        f"[{PROG}]   script: {submission.run_dir}/{SCRIPT_NAME}",
+        f"[{PROG}]   log:    {submission.log}   (per-rank logs under {submission.run_dir}/logs)",
+        f"[{PROG}]   follow: squeue -j {job}   scontrol show job {job}   tail -f {submission.log}",
+    ])
+
+
+def summary(submissions: Sequence[Submission]) -> str:
+    """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
+    common = set(submissions[0].overrides).intersection(*(set(s.overrides) for s in submissions)) if submissions else set()
+    rows = [("#", "job id", "overrides", "run directory / error")]
+    for number, s in enumerate(submissions):
+        own = " ".join(o for o in s.overrides if o not in common) or "-"
+        rows.append((str(number), s.job_id or "FAILED", own, s.error or s.run_dir))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = [f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"]
+    lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
+    return "\n".join(lines)
+
+
+def interpreter() -> str:
+    """The interpreter the job re-invokes the launcher with: this one."""
+    return sys.executable
+
+
+def _job_config(job_overrides_: Sequence[str], script_args: Sequence[str]) -> TrainConfig:
+    """The job's config, composed as the job will compose it (inside the running Hydra app)."""
+    from hydra import compose as hydra_compose
+    from omegaconf.errors import OmegaConfBaseException
+
+    from . import compose, profiles
+
+    # the same profile search path the CLI gives Hydra (--config-dir is already in the app's)
+    searchpath = profiles.searchpath_override(os.environ, os.getcwd())
+    try:
+        job = compose.to_typed(hydra_compose(compose.CONFIG_NAME, overrides=[searchpath, *job_overrides_]))
+    except OmegaConfBaseException as err:
+        raise UserError.from_omegaconf(err) from err
+    job.script_args += list(script_args)
+    return job
+
+
+def check_job(job: TrainConfig, facts: HostFacts) -> None:
+    """Validate the job's config against the allocation it asks for, as node 0 will."""
+    from . import checks, slurm_launch
+
+    job, node_facts = slurm_launch.settle(job, planned_allocation(job.slurm), planned_facts(job.slurm, facts))
+    settled = checks.validate(job, node_facts)
+    if not os.path.isfile(settled.script):
+        key = "script" if job.script else "profile.script_root"
+        raise UserError(key, settled.script, "the training script does not exist (checked on this node before submitting)")
+
+
+def run(
+    cfg: TrainConfig,
+    overrides: Sequence[str],
+    hydra_flags: Sequence[str],
+    script_args: Sequence[str],
+    make_run_dir,
+    facts: HostFacts,
+    record: list,
+    resolved_yaml: str,
+) -> int:
+    """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``record``."""
+    overrides = tuple(overrides)
+    try:
+        jax = cfg.launcher.topology is Topology.skrl_jax
+        planned_dir = new_run_dir_name(cfg.run_root, cfg.run_name)
+        settings(cfg.slurm, cfg.run_name, planned_dir)  # names a bad slurm.* key before any directory exists
+        check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args), facts)
+        run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg))
+        command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(overrides, jax, run_dir), script_args)
+        text = script_text(cfg, command, run_dir, os.getcwd())
+        if cfg.dry_run:
+            print(f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)")
+            print(text, end="")
+            record.append(Submission(overrides, run_dir, None, "dry run"))
+            return 0
+        submission = submit(text, Path(run_dir), overrides, resolved_yaml)
+    except UserError as err:
+        record.append(Submission(overrides, "", None, str(err)))
+        raise
+    record.append(submission)
+    print(announce(submission), flush=True)
+    return 0

@@ -1,0 +1,143 @@
+"""train_multigpu against a REAL one-host SLURM cluster: submit=slurm, launcher=slurm under
+salloc/srun, failures, sweeps, the USR1 warning and requeue. The node is CPU-only (2 cores), so
+workers count from the CPUs per task. Skipped where tests/infra/slurm_up.sh cannot bring it up.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, clean_env
+from slurm_cluster import wait_job
+
+pytestmark = pytest.mark.timeout(240)
+
+USR1_WORKER = """\
+import os, signal, sys, time
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: got.append(s))
+rank = os.environ.get("RANK") or os.environ.get("JAX_RANK")
+resumed = "--resume" in sys.argv
+print(f"READY rank={rank} resume={resumed}", flush=True)
+if resumed:
+    sys.exit(0)
+deadline = time.time() + 60
+while not got and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(1.0)  # a second copy would arrive now
+print(f"rank={rank} USR1 x{len(got)}", flush=True)
+time.sleep(120)  # "training" goes on until the job is requeued
+"""
+
+
+def env() -> dict[str, str]:
+    """The job must run THIS checkout's launcher: sbatch passes the submitter's environment on."""
+    return clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+
+
+def submitted(stdout: str) -> list[tuple[str, Path]]:
+    jobs = re.findall(r"submitted SLURM job (\d+)\n.*script: (\S+)/job.sbatch", stdout)
+    return [(job, Path(run_dir)) for job, run_dir in jobs]
+
+
+def log_of(run_dir: Path, job: str) -> str:
+    return (run_dir / f"slurm-{job}.out").read_text()
+
+
+def test_submit_two_cpu_workers_completes(slurm_cluster, run_cli):
+    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", "log_all_ranks=true", "run_name=sub", env=env())
+    assert result.returncode == 0, result.stderr
+    [(job, run_dir)] = submitted(result.stdout)
+    assert f"log:    {run_dir}/slurm-{job}.out" in result.stdout
+    info = wait_job(job, timeout=120)
+    out = log_of(run_dir, job)
+    assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", out
+    assert out.count("all_reduce sum=3 expected=3") == 2, out
+    assert (run_dir / "job.sbatch").is_file() and '"exit_code": 0' in (run_dir / "status.json").read_text()
+    assert "launcher=slurm" in (run_dir / "job.sbatch").read_text()
+
+
+def test_launcher_slurm_inside_salloc_and_srun(slurm_cluster, tmp_path):
+    for launcher, expect in (("slurm", "all_reduce sum=3 expected=3"), ("slurm_jax", "psum=3 expected=3")):
+        argv = ["salloc", "--nodes=1", "--cpus-per-task=2", "srun", "--ntasks-per-node=1", "--cpus-per-task=2",
+                sys.executable, "-m", "launcher", f"launcher={launcher}", "log_all_ranks=true"]
+        result = subprocess.run(argv, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.count(expect) == 2, result.stdout
+
+
+def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_cli):
+    jobs = []
+    for launcher in ("launcher=single_node", "launcher=skrl_jax"):
+        result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", launcher,
+                         "--", "--exit_code_on_rank", "1:7", env=env())
+        assert result.returncode == 0, result.stderr
+        jobs += submitted(result.stdout)
+    (torch_job, torch_dir), (jax_job, jax_dir) = jobs
+    info = wait_job(torch_job, timeout=120)
+    out = log_of(torch_dir, torch_job)
+    assert info["JobState"] == "FAILED", out
+    assert re.search(r"rank\s*:\s*1 \(local_rank: 1\)\n\s*exitcode\s*:\s*7", out), out  # torchrun's report
+    info = wait_job(jax_job, timeout=120)
+    assert info["JobState"] == "FAILED" and info["ExitCode"] == "7:0", log_of(jax_dir, jax_job)
+
+
+def test_sweep_submits_one_job_per_point(slurm_cluster, run_cli):
+    result = run_cli("-m", "seed=1,2,3", "submit=slurm", "slurm.cpus_per_task=1", "launcher.nproc_per_node=1",
+                     "slurm.time=5", env=env())
+    assert result.returncode == 0, result.stderr
+    jobs = submitted(result.stdout)
+    assert len(jobs) == 3 and len({run_dir for _, run_dir in jobs}) == 3
+    assert "sweep: 3 of 3 job(s) submitted" in result.stdout
+    for point, (job, run_dir) in enumerate(jobs):
+        assert re.search(rf"^  {point}  {job}\s+seed={point + 1}\s+{run_dir}$", result.stdout, re.M), result.stdout
+    for job, run_dir in jobs:
+        info = wait_job(job, timeout=120)
+        out = log_of(run_dir, job)
+        assert info["JobState"] == "COMPLETED", out
+        assert "all_reduce sum=1 expected=1" in out
+        assert "--seed=" in (run_dir / "command.sh").read_text()
+
+
+def _wait_for(path: Path, text: str, job: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().count(text) >= 2:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not seen twice in {path}: {wait_job(job, timeout=1)}")
+
+
+def test_usr1_warning_reaches_each_worker_once_and_requeue_resumes(slurm_cluster, run_cli, tmp_path):
+    script = tmp_path / "usr1_worker.py"
+    script.write_text(USR1_WORKER)
+    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", f"script={script}",
+                     "log_all_ranks=true", env=env())
+    assert result.returncode == 0, result.stderr
+    [(job, run_dir)] = submitted(result.stdout)
+    log = run_dir / f"slurm-{job}.out"
+    _wait_for(log, "READY", job)
+    # what --signal=B:USR1@120 does before the time limit, now
+    subprocess.run(["scancel", "--signal=USR1", "--batch", job], check=True, timeout=30)
+    _wait_for(log, "USR1 x", job)
+    out = log.read_text()
+    assert "forwarding USR1 to srun" in out
+    assert sorted(re.findall(r"rank=(\d) USR1 x(\d)", out)) == [("0", "1"), ("1", "1")], out
+    # preemption / node failure: SLURM requeues the job (BeginTime is pushed back: start it now)
+    subprocess.run(["scontrol", "requeue", job], check=True, timeout=30)
+    deadline = time.monotonic() + 30
+    while "PENDING" not in subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, "job not requeued"
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, timeout=30)
+    info = wait_job(job, timeout=90)
+    out = log.read_text()
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    assert out.count("resume=True") == 2 and out.count("READY rank=0 resume=False") == 1, out  # log appended
+    assert (run_dir / "restart1" / "status.json").is_file()
