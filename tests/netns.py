@@ -5,9 +5,12 @@ and one interface ``eth0`` (a veth whose peer sits on the bridge) holding ``SUBN
 There is no default route, no NAT and nothing attached to the machine's real interfaces:
 a node can reach its own loopback and the other nodes' ``eth0`` addresses, nothing else.
 
-All namespaces share the machine's hostname and ``/etc/hosts``, exactly the situation in
-which torch elastic and gloo pick a wrong address unless told otherwise (see
-docs/notes/multinode_facts.md).
+By default all namespaces share the machine's hostname and ``/etc/hosts`` (where the hostname
+often resolves to 127.0.0.1 or 127.0.1.1), exactly the situation in which torch elastic and gloo
+pick a wrong address unless told otherwise (see docs/notes/multinode_facts.md).
+``Hosts(n, hostnames=True)`` emulates a well-configured cluster instead: processes started by
+``Host.run`` get their own UTS namespace with hostname ``node<i>`` and an ``/etc/hosts`` (via
+``/etc/netns/<ns>/hosts``, which ``ip netns exec`` bind-mounts) naming every node's address.
 
     with Hosts(2) as (node0, node1):
         p = node0.run([sys.executable, "-c", "print(1)"], stdout=subprocess.PIPE)
@@ -17,7 +20,8 @@ living inside the namespaces is SIGKILLed (``ip netns pids``) and the namespaces
 also when the body raised. Namespaces left behind by a dead test session (same prefix, pid no
 longer alive) are swept on the next ``Hosts`` creation.
 
-Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN) and iproute2; ``netns_unavailable()`` names the
+Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN), iproute2 (and util-linux ``unshare`` for
+``hostnames=True``); ``netns_unavailable()`` names the
 reason when not, and ``Hosts`` calls ``pytest.skip`` with it.
 """
 
@@ -36,6 +40,9 @@ PREFIX = "tmgns"
 SUBNET = "10.77.31"
 """Private /24 used only inside these namespaces; node i is ``SUBNET.<i+1>``."""
 
+ETC_NETNS = "/etc/netns"
+"""``ip netns exec NS`` bind-mounts ``/etc/netns/NS/*`` over ``/etc/*``."""
+
 _counter = 0
 
 
@@ -47,6 +54,8 @@ def netns_unavailable() -> str | None:
     """Why namespaces cannot be made here, or None when they can (probes once per call)."""
     if shutil.which("ip") is None:
         return "iproute2 'ip' not found (apt-get install iproute2)"
+    if shutil.which("unshare") is None:
+        return "util-linux 'unshare' not found"
     if os.geteuid() != 0:
         return "network namespaces need root (CAP_SYS_ADMIN/CAP_NET_ADMIN)"
     name = f"{PREFIX}-{os.getpid()}-probe"
@@ -83,6 +92,7 @@ def _kill_all_in(ns: str) -> None:
 
 
 def _delete(ns: str) -> None:
+    shutil.rmtree(os.path.join(ETC_NETNS, ns), ignore_errors=True)
     _kill_all_in(ns)
     # Deleting a namespace with processes still in it only unlinks the name; wait briefly.
     for _ in range(50):
@@ -109,11 +119,20 @@ def sweep_stale() -> list[str]:
 class Host:
     """One node: a namespace with ``lo`` and ``eth0`` at ``addr``."""
 
-    def __init__(self, ns: str, index: int, addr: str) -> None:
+    def __init__(self, ns: str, index: int, addr: str, hostname: str | None = None) -> None:
         self.ns = ns
         self.index = index
         self.addr = addr
+        self.hostname = hostname
+        """Own hostname (``node<i>``) when made with ``hostnames=True``, else None (shared)."""
         self.procs: list[subprocess.Popen] = []
+
+    def _wrap(self, argv: Sequence[str]) -> list[str]:
+        prefix = ["ip", "netns", "exec", self.ns]
+        if self.hostname:
+            prefix += ["unshare", "--uts", "--", "sh", "-c",
+                       'hostname "$0" && exec "$@"', self.hostname]
+        return [*prefix, *argv]
 
     def run(self, argv: Sequence[str], env: dict[str, str] | None = None,
             **popen_kwargs) -> subprocess.Popen:
@@ -123,13 +142,12 @@ class Host:
         session so that ``kill_group`` reaches its children too.
         """
         popen_kwargs.setdefault("start_new_session", True)
-        proc = subprocess.Popen(["ip", "netns", "exec", self.ns, *argv], env=env,
-                                **popen_kwargs)
+        proc = subprocess.Popen(self._wrap(argv), env=env, **popen_kwargs)
         self.procs.append(proc)
         return proc
 
     def check_output(self, argv: Sequence[str], timeout: float = 30, **kw) -> str:
-        return subprocess.run(["ip", "netns", "exec", self.ns, *argv], capture_output=True,
+        return subprocess.run(self._wrap(argv), capture_output=True,
                               text=True, check=True, timeout=timeout, **kw).stdout
 
     def __repr__(self) -> str:
@@ -147,8 +165,9 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 class Hosts:
     """Context manager: ``n`` hosts joined through a bridge in its own namespace."""
 
-    def __init__(self, n: int = 2, skip: bool = True) -> None:
+    def __init__(self, n: int = 2, skip: bool = True, hostnames: bool = False) -> None:
         self.n = n
+        self.hostnames = hostnames
         self.skip = skip
         self.hosts: list[Host] = []
         self.namespaces: list[str] = []
@@ -190,7 +209,14 @@ class Hosts:
             _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
-            self.hosts.append(Host(ns, i, addr))
+            self.hosts.append(Host(ns, i, addr, f"node{i}" if self.hostnames else None))
+        if self.hostnames:
+            lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+            lines += [f"{h.addr} {h.hostname}" for h in self.hosts]
+            for h in self.hosts:
+                os.makedirs(os.path.join(ETC_NETNS, h.ns), exist_ok=True)
+                with open(os.path.join(ETC_NETNS, h.ns, "hosts"), "w") as f:
+                    f.write("\n".join(lines) + "\n")
 
     def _cleanup(self) -> None:
         for host in self.hosts:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -60,6 +61,16 @@ def test_nodes_reach_each_other_but_not_each_others_loopback():
         # Node 0's loopback-only service is not reachable through its eth0 address either.
         r = _connect(n1, n0.addr, 4243)
         assert r.returncode == 1, r
+
+
+def test_hostnames_mode_gives_each_node_its_own_resolvable_name():
+    probe = ("import socket; print(socket.gethostname(), socket.gethostbyname(socket.gethostname()),"
+             " socket.gethostbyname('node0'))")
+    with Hosts(2, hostnames=True) as (n0, n1):
+        assert n1.check_output([sys.executable, "-c", probe]).split() == ["node1", n1.addr, n0.addr]
+        etc = [os.path.join("/etc/netns", h.ns) for h in (n0, n1)]
+        assert all(os.path.isdir(d) for d in etc)
+    assert not any(os.path.exists(d) for d in etc)
 
 
 def test_no_route_outside():
