@@ -150,6 +150,18 @@ class Host:
         return subprocess.run(self._wrap(argv), capture_output=True,
                               text=True, check=True, timeout=timeout, **kw).stdout
 
+    def crash(self) -> None:
+        """SIGKILL every process in this namespace: the node dies, its sockets get reset.
+
+        (SIGKILL on torchrun alone is not a node crash: torchrun starts each worker in its own
+        session, so its workers live on.)
+        """
+        _kill_all_in(self.ns)
+
+    def unplug(self) -> None:
+        """Take ``eth0`` down: peers get no reset, only silence (a pulled cable / dead host)."""
+        _ip("-n", self.ns, "link", "set", "eth0", "down")
+
     def __repr__(self) -> str:
         return f"Host({self.ns!r}, addr={self.addr!r})"
 
