@@ -31,7 +31,7 @@ WORKERS = Path(__file__).parent / "workers"
 TORCH_WORKER = str(WORKERS / "torch_allreduce.py")
 JAX_WORKER = str(WORKERS / "jax_allreduce.py")
 PY = sys.executable
-RESULT = re.compile(r"RESULT rank=(\d+) .*?world=(\d+) .*?sum=(\d+) expected=(\d+).* ok=(\w+)")
+RESULT = re.compile(r"RESULT rank=(\d+) [^\n]*?world=(\d+) [^\n]*?sum=(\d+) expected=(\d+) [^\n]*?ok=(True|False)")
 
 # Variables an outer torchrun/skrl run may have left in our environment.
 _SCRUB = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
@@ -254,7 +254,9 @@ def test_c10d_node_crash_mid_run_stops_survivor_quickly():
 
 
 @pytest.mark.timeout(90)
-def test_jax_node_crash_mid_run_stops_survivor_quickly():
+def test_jax_node_crash_mid_run_raises_quickly_but_survivor_hangs_at_exit():
+    """The survivor's collective fails within seconds, but the process then hangs in
+    jax.distributed's shutdown (coordination service), so a launcher must kill it."""
     with Hosts(2, hostnames=True) as hosts:
         procs = [start(h, [PY, JAX_WORKER, "--hold", "60"], jax_env(h.index, 0, 2, hosts[0].addr))
                  for h in hosts]
@@ -262,8 +264,11 @@ def test_jax_node_crash_mid_run_stops_survivor_quickly():
             p.wait_for("HOLDING", 60)
         t0 = time.monotonic()
         hosts[1].crash()
-        rc = procs[0].wait(60)
+        procs[0].wait_for("JaxRuntimeError", 15)
         elapsed = time.monotonic() - t0
-    print(f"jax survivor rc={rc} after {elapsed:.1f}s")
-    assert rc != 0, procs[0].out[-2000:]
-    assert elapsed < 30, elapsed
+        assert re.search(r"Gloo all-reduce failed: .*Connection (closed|reset) by peer",
+                         procs[0].out)
+        time.sleep(5)
+        still_running = procs[0].popen.poll() is None
+    assert elapsed < 15, elapsed
+    assert still_running, "JAX survivor exited by itself: update docs/notes/multinode_facts.md"

@@ -1,11 +1,10 @@
 """JAX worker started with skrl's variables (JAX_RANK, JAX_WORLD_SIZE, JAX_LOCAL_RANK,
 JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
 
-``import skrl`` runs ``jax.distributed.initialize`` exactly as skrl does (its defaults:
-initialization_timeout=300 s, heartbeat 100 s). ``--init-timeout N`` calls
-``jax.distributed.initialize`` itself first, with the same arguments plus
-``initialization_timeout=N``, so that skrl finds it initialised... (skrl would initialise a
-second time and fail), hence in that mode skrl is not imported.
+``import skrl`` runs ``jax.distributed.initialize`` exactly as skrl does (coordinator, number of
+processes, process id, local device id; JAX's defaults for the rest: initialization_timeout
+300 s, heartbeat 100 s, shutdown 300 s). ``--init-timeout N`` makes the same call itself with
+``initialization_timeout=N`` instead and does not import skrl (which would initialise again).
 
 Each process contributes 2**rank to a cross-process sum (jit over a global array) and an
 all-gather; prints ``RESULT ...`` and exits 1 when wrong. ``--hold S`` keeps summing S seconds.
@@ -20,6 +19,11 @@ import jax
 
 jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
+
+def say(line: str) -> None:
+    """One write(2) per line: lines of ranks sharing a pipe never interleave."""
+    os.write(1, (line + "\n").encode())
+
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--init-timeout", type=int, default=None)
@@ -57,12 +61,12 @@ def global_sum(value: float) -> float:
 total = int(global_sum(2.0**rank))
 gathered = sorted(int(x) for x in multihost_utils.process_allgather(np.array([rank])).ravel())
 ok = total == 2**world - 1 and gathered == list(range(world))
-print(f"RESULT rank={rank} world={world} devices={len(jax.devices())} sum={total} "
-      f"expected={2**world - 1} gathered={gathered} ok={ok}", flush=True)
+say(f"RESULT rank={rank} world={world} devices={len(jax.devices())} sum={total} "
+      f"expected={2**world - 1} gathered={gathered} ok={ok}")
 if not ok:
     sys.exit(1)
 if args.hold:
-    print(f"HOLDING rank={rank}", flush=True)
+    say(f"HOLDING rank={rank}")
     end = time.monotonic() + args.hold
     while time.monotonic() < end:
         global_sum(1.0)

@@ -14,6 +14,11 @@ import time
 import torch
 import torch.distributed as dist
 
+def say(line: str) -> None:
+    """One write(2) per line: lines of ranks sharing a pipe never interleave."""
+    os.write(1, (line + "\n").encode())
+
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--hold", type=float, default=0.0)
 parser.add_argument("--pg-timeout", type=float, default=60.0)
@@ -25,13 +30,13 @@ t = torch.tensor([2.0**rank], dtype=torch.float64)
 dist.all_reduce(t)
 total, expected = int(t.item()), 2**world - 1
 env = {k: os.environ.get(k) for k in ("GROUP_RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-print(f"RESULT rank={rank} group_rank={env['GROUP_RANK']} local_rank={env['LOCAL_RANK']} "
+say(f"RESULT rank={rank} group_rank={env['GROUP_RANK']} local_rank={env['LOCAL_RANK']} "
       f"world={world} sum={total} expected={expected} ok={total == expected} "
-      f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']}", flush=True)
+      f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']}")
 if total != expected:
     sys.exit(1)
 if args.hold:
-    print(f"HOLDING rank={rank}", flush=True)
+    say(f"HOLDING rank={rank}")
     end = time.monotonic() + args.hold
     while time.monotonic() < end:
         dist.all_reduce(torch.ones(1))
