@@ -9,10 +9,11 @@ ports this node must bind are free.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from . import host
+from . import host, rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
 from .errors import UserError
 from .host import HostFacts
@@ -24,6 +25,7 @@ RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
 NPROC_WORDS = ("auto", "gpu", "cpu")
 TEE_REDIRECT_VALUES = "0 (none), 1 (stdout), 2 (stderr), 3 (both), or per rank like 0:1,1:2"
 START_METHODS = ("spawn", "fork", "forkserver")
+_INTERFACE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,13 @@ class Settled:
     script: str
     rdzv_endpoint: Optional[Endpoint] = None
     coordinator: Optional[Endpoint] = None  # JAX, None until chosen on a single node
+    # torchrun's rendezvous backend across nodes (c10d, static, ...); None for JAX
+    rdzv_backend: Optional[str] = None
+    rdzv_conf: tuple[tuple[str, str], ...] = ()  # the user's launcher.rdzv_conf, parsed
+    # filled in by locate() (it looks at the machine): --local_addr, and whether this machine holds
+    # the c10d endpoint's address (None: not looked at)
+    local_addr: Optional[str] = None
+    endpoint_here: Optional[bool] = None
 
 
 def _key(name: str) -> str:
@@ -166,6 +175,15 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     if launcher.grace_period < 0:
         raise UserError(_key("grace_period"), launcher.grace_period, "seconds >= 0")
 
+    if launcher.join_timeout is not None and launcher.join_timeout < 1:
+        raise UserError(_key("join_timeout"), launcher.join_timeout, "seconds >= 1 (how long a node waits for the other nodes to join)")
+    if launcher.network_interface is not None:
+        names = str(launcher.network_interface).split(",")
+        if not all(_INTERFACE.match(name) for name in names):
+            raise UserError(_key("network_interface"), launcher.network_interface, "a network interface name like eth0 or ib0, or a comma list of them")
+    if launcher.local_addr is not None and (not str(launcher.local_addr).strip() or re.search(r"[\s,/]", str(launcher.local_addr))):
+        raise UserError(_key("local_addr"), launcher.local_addr, "this node's address or host name as the other nodes reach it (no port)")
+
     rdzv = coordinator = None
     if launcher.rdzv_endpoint is not None:
         rdzv = parse_endpoint(launcher.rdzv_endpoint, _key("rdzv_endpoint"), default_port=C10D_DEFAULT_PORT)
@@ -187,6 +205,10 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     if launcher.rdzv_backend == "static" and rdzv is not None:
         raise UserError(_key("rdzv_backend"), "static", "static rendezvous uses master_addr/master_port, not rdzv_endpoint")
 
+    backend = rendezvous.backend(not jax, launcher.rdzv_backend, rdzv is not None)
+    user_conf = rendezvous.parse_conf(launcher.rdzv_conf)
+    _rendezvous_keys(launcher, backend, user_conf)
+
     device = _device(cfg, facts)
     nproc = _nproc(launcher, device, facts)
     return Settled(
@@ -198,7 +220,55 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
         script=_script(cfg),
         rdzv_endpoint=rdzv,
         coordinator=coordinator,
+        rdzv_backend=backend,
+        rdzv_conf=tuple(user_conf.items()),
+        local_addr=launcher.local_addr,
     )
+
+
+def _rendezvous_keys(launcher: LauncherConfig, backend: Optional[str], user_conf: dict[str, str]) -> None:
+    """join_timeout / is_host against the rendezvous backend and the user's own rdzv_conf."""
+    timeout_key = rendezvous.TIMEOUT_KEY.get(backend or "")
+    if launcher.join_timeout is not None:
+        if backend is not None and timeout_key is None:
+            raise UserError(_key("join_timeout"), launcher.join_timeout, f"c10d or static rendezvous only (rdzv_backend={backend})", "set the timeout in launcher.rdzv_conf")
+        if timeout_key in user_conf:
+            raise UserError(
+                _key("join_timeout"), launcher.join_timeout,
+                f"also given as {timeout_key}={user_conf[timeout_key]} in launcher.rdzv_conf", "give it once",
+            )
+    if launcher.is_host is not None:
+        if backend != "c10d":
+            raise UserError(
+                _key("is_host"), str(launcher.is_host).lower(), f"c10d rendezvous only (this launch uses {backend})",
+                "static: the node with node_rank 0 hosts the store at master_addr:master_port",
+            )
+        if "is_host" in user_conf:
+            raise UserError(_key("is_host"), str(launcher.is_host).lower(), f"also given as is_host={user_conf['is_host']} in launcher.rdzv_conf", "give it once")
+
+
+def locate(cfg: TrainConfig, settled: Settled) -> Settled:
+    """What only this machine can say about the addresses of a multi-node launch: whether it holds the
+    c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address of
+    launcher.network_interface (advertised as --local_addr when none is given)."""
+    launcher = cfg.launcher
+    if launcher.network_interface is not None:
+        present = host.interface_names()
+        for name in str(launcher.network_interface).split(","):
+            if present and name not in present:
+                raise UserError(
+                    _key("network_interface"), launcher.network_interface,
+                    f"no network interface {name} on this host", f"available: {', '.join(present)}",
+                )
+    if settled.max_nodes < 2 or settled.rdzv_backend != "c10d":
+        return settled
+    local_addr = settled.local_addr
+    if local_addr is None and launcher.network_interface is not None:
+        local_addr = host.interface_ipv4(str(launcher.network_interface).split(",")[0])
+    here = settled.rdzv_endpoint is not None and (
+        is_loopback(settled.rdzv_endpoint.host) or host.is_local_address(settled.rdzv_endpoint.host)
+    )
+    return replace(settled, local_addr=local_addr, endpoint_here=here)
 
 
 def _bound_here(host_name: str, node_rank: int) -> bool:
@@ -223,3 +293,20 @@ def preflight(cfg: TrainConfig, settled: Settled) -> None:
     for key, port in ports:
         if host.port_in_use(port):
             raise UserError(key, port, f"port {port} is already in use on this host", "choose a free port or stop what holds it")
+    if launcher.local_addr is not None and settled.max_nodes > 1 and not host.is_local_address(launcher.local_addr):
+        raise UserError(
+            _key("local_addr"), launcher.local_addr, "not an address of this host",
+            "it tells the other nodes where to reach this one: give this node's own address",
+        )
+    if (
+        cfg.launcher.topology is Topology.skrl_jax and settled.device == "cpu" and settled.max_nodes > 1
+        and settled.coordinator is not None and not is_loopback(settled.coordinator.host)
+    ):
+        name, addresses = host.hostname_addresses()
+        if addresses and all(is_loopback(a) for a in addresses):
+            raise UserError(
+                _key("coordinator_address"), str(settled.coordinator),
+                f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives would "
+                "offer the other nodes a loopback address",
+                f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
+            )

@@ -132,6 +132,7 @@ def launch(dict_cfg) -> int:
     settled = checks.validate(cfg, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
+    settled = checks.locate(cfg, settled)
     checks.preflight(cfg, settled)
     if cfg.dry_run:
         if allocation is not None:

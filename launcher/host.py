@@ -120,3 +120,35 @@ def is_local_address(host: str) -> bool:
         except OSError:
             continue
     return False
+
+
+def interface_names() -> list[str]:
+    """This machine's network interfaces (empty when they cannot be listed)."""
+    try:
+        return [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return []
+
+
+def interface_ipv4(name: str) -> Optional[str]:
+    """The IPv4 address of interface ``name``, or None (no such interface, or no IPv4 address)."""
+    import fcntl
+    import struct
+
+    SIOCGIFADDR = 0x8915
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            packed = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        return socket.inet_ntoa(packed[20:24])
+    except OSError:
+        return None
+
+
+def hostname_addresses() -> tuple[str, list[str]]:
+    """This machine's host name and the addresses it resolves to here."""
+    name = socket.gethostname()
+    try:
+        addresses = sorted({info[4][0] for info in socket.getaddrinfo(name, None)})
+    except OSError:
+        addresses = []
+    return name, addresses

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, Optional
 
+from . import rendezvous
 from .checks import Settled
 from .host import HostFacts
 from .schema import Topology, TrainConfig
@@ -40,6 +41,10 @@ TORCHRUN_FLAG_ORDER = (
     "local_ranks_filter",
     "log_dir",
 )
+# new torchrun flags, after Isaac Lab's ones (Isaac Lab's commands stay a prefix of ours)
+LOCAL_ADDR_FLAG = "--local_addr"
+# what launcher.network_interface sets for every worker
+INTERFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
 DISTRIBUTED_FLAG = "--distributed"
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
@@ -102,6 +107,8 @@ def script_args(cfg: TrainConfig, settled: Settled) -> list[str]:
 
 def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str]) -> dict[str, str]:
     env: dict[str, str] = {}
+    if cfg.launcher.network_interface is not None:  # a profile's or the user's variable wins
+        env.update({name: cfg.launcher.network_interface for name in INTERFACE_VARS})
     env.update(cfg.profile.env)
     env.update(cfg.worker_env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -134,11 +141,26 @@ def _torchrun(cfg: TrainConfig, settled: Settled, python: str) -> ProcessSpec:
         values["rdzv_endpoint"] = str(settled.rdzv_endpoint)
         if launcher.rdzv_backend is None:
             values["rdzv_backend"] = "c10d"
+    values["rdzv_conf"] = rendezvous.conf(
+        dict(settled.rdzv_conf), settled.rdzv_backend, multi, launcher.join_timeout, _is_host(cfg, settled)
+    )
     for name in TORCHRUN_FLAG_ORDER:
         if values[name] is not None:
             argv += [f"--{name}", _flag_value(values[name])]
+    if settled.local_addr is not None:
+        argv += [LOCAL_ADDR_FLAG, settled.local_addr]
     argv.append(settled.script)
     return ProcessSpec(name="torchrun", argv=tuple(argv + script_args(cfg, settled)))
+
+
+def _is_host(cfg: TrainConfig, settled: Settled) -> Optional[bool]:
+    """c10d: explicit launcher.is_host, else node 0 hosts when this machine holds the endpoint's
+    address (the other nodes on this machine do not); else torch's own guess (nothing emitted)."""
+    if cfg.launcher.is_host is not None:
+        return cfg.launcher.is_host
+    if settled.rdzv_backend == "c10d" and settled.max_nodes > 1 and settled.endpoint_here:
+        return cfg.launcher.node_rank == 0
+    return None
 
 
 def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str) -> tuple[ProcessSpec, ...]:

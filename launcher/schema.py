@@ -51,6 +51,9 @@ TORCHRUN_ONLY_KEYS = (
     "redirects",
     "local_ranks_filter",
     "log_dir",
+    "join_timeout",
+    "local_addr",
+    "is_host",
 )
 # Keys that only the JAX topology understands; torchrun topologies reject them.
 JAX_ONLY_KEYS = ("coordinator_address",)
@@ -81,6 +84,18 @@ class LauncherConfig:
     redirects: Optional[str] = None
     local_ranks_filter: Optional[str] = None
     log_dir: Optional[str] = None
+    # Across nodes (docs/multinode.md). torchrun only: seconds a node waits for the others to join
+    # the rendezvous (c10d: --rdzv_conf join_timeout=N, static: timeout=N); null: 300 s.
+    join_timeout: Optional[int] = None
+    # torchrun --local_addr: the address this node advertises to the others (c10d: the workers'
+    # MASTER_ADDR when this node is rendezvous rank 0). null: network_interface's address, if set.
+    local_addr: Optional[str] = None
+    # c10d: this node hosts the rendezvous store (--rdzv_conf is_host=1|0). null: auto (node_rank 0
+    # hosts when the endpoint is an address of this machine).
+    is_host: Optional[bool] = None
+    # network interface(s) the workers talk over, e.g. eth0 or ib0 (a comma list):
+    # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME for every worker. null: the libraries' own choice.
+    network_interface: Optional[str] = None
     # skrl_jax only: host:port of the JAX coordinator (process 0).
     coordinator_address: Optional[str] = None
     # seconds between the first forwarded signal and SIGKILL of everything left

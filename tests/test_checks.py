@@ -65,7 +65,7 @@ def test_message(argv, message):
 
 @pytest.mark.parametrize("key", TORCHRUN_ONLY_KEYS)
 def test_torchrun_only_keys_are_impossible_on_jax(key):
-    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1"}.get(key, "x")
+    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true"}.get(key, "x")
     message = error_of(["launcher=skrl_jax", f"launcher.{key}={value}"])
     assert message.startswith(f"launcher.{key}=")
     assert "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)" in message

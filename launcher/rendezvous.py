@@ -1,0 +1,134 @@
+"""How the nodes of a torchrun launch find each other: the rendezvous options the plan emits, and the
+hint printed when a multi-node rendezvous failed. Pure functions (docs/multinode.md,
+docs/notes/multinode_facts.md).
+
+- ``join_timeout``: c10d waits ``join_timeout`` (torch: 600 s) for the other nodes, static waits
+  ``timeout`` (torchrun: 900 s). The launcher always emits one on a multi-node launch, 300 s unless
+  configured, so that a node that never arrives fails the others in bounded time.
+- ``is_host``: which node hosts c10d's rendezvous store. torch guesses it from the machine's
+  hostname, and guesses "nobody" when the hostname resolves to loopback (a common /etc/hosts);
+  the launcher states it when the endpoint is an address of this machine.
+- A user's ``launcher.rdzv_conf`` is merged with these, never duplicated: a key written there wins.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .errors import UserError
+
+DEFAULT_JOIN_TIMEOUT = 300
+# the rdzv_conf key that bounds the wait for the other nodes, per rendezvous backend
+TIMEOUT_KEY = {"c10d": "join_timeout", "static": "timeout"}
+_PAIR = re.compile(r"^[A-Za-z_][\w.\-]*=[^,=]*$")
+
+
+def parse_conf(text: Optional[str], key: str = "launcher.rdzv_conf") -> dict[str, str]:
+    """``k=v,k=v`` as torchrun takes it, in order.
+
+    >>> parse_conf("join_timeout=60,read_timeout=30")
+    {'join_timeout': '60', 'read_timeout': '30'}
+    >>> parse_conf("join_timeout")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.rdzv_conf=join_timeout: comma-separated key=value pairs (e.g. join_timeout=300,read_timeout=60)
+    """
+    if text is None or not str(text).strip():
+        return {}
+    pairs: dict[str, str] = {}
+    for item in str(text).split(","):
+        item = item.strip()
+        if not _PAIR.match(item):
+            raise UserError(key, text, "comma-separated key=value pairs (e.g. join_timeout=300,read_timeout=60)")
+        name, value = item.split("=", 1)
+        if name in pairs:
+            raise UserError(key, text, f"{name} is given twice")
+        pairs[name] = value
+    return pairs
+
+
+def backend(topology_is_torchrun: bool, rdzv_backend: Optional[str], has_endpoint: bool) -> Optional[str]:
+    """The rendezvous backend torchrun will use across nodes (None: not torchrun)."""
+    if not topology_is_torchrun:
+        return None
+    if rdzv_backend is not None:
+        return rdzv_backend
+    return "c10d" if has_endpoint else "static"
+
+
+def conf(
+    user: dict[str, str],
+    rdzv_backend: Optional[str],
+    multi: bool,
+    join_timeout: Optional[int],
+    is_host: Optional[bool],
+) -> Optional[str]:
+    """The ``--rdzv_conf`` value: the user's pairs, then the timeout and is_host the launcher adds.
+
+    >>> conf({}, "c10d", True, None, True)
+    'join_timeout=300,is_host=1'
+    >>> conf({"read_timeout": "30", "join_timeout": "60"}, "c10d", True, None, None)
+    'read_timeout=30,join_timeout=60'
+    >>> conf({}, "static", True, 20, None)
+    'timeout=20'
+    >>> conf({}, "c10d", False, None, None) is None
+    True
+    """
+    pairs = dict(user)
+    if multi and rdzv_backend in TIMEOUT_KEY:
+        pairs.setdefault(TIMEOUT_KEY[rdzv_backend], str(join_timeout or DEFAULT_JOIN_TIMEOUT))
+    if rdzv_backend == "c10d" and is_host is not None:
+        pairs.setdefault("is_host", str(int(is_host)))
+    return ",".join(f"{k}={v}" for k, v in pairs.items()) or None
+
+
+def waited_timeout(user: dict[str, str], rdzv_backend: Optional[str], join_timeout: Optional[int]) -> Optional[int]:
+    """Seconds a node waits for the others, as the emitted rdzv_conf says."""
+    key = TIMEOUT_KEY.get(rdzv_backend or "")
+    if key is None:
+        return None
+    value = user.get(key)
+    if value is not None and value.strip().isdigit():
+        return int(value)
+    return join_timeout or DEFAULT_JOIN_TIMEOUT
+
+
+# what torchrun (the agent) prints when the nodes did not all meet
+_TIMED_OUT = ("RendezvousTimeoutError", "waiting for clients", "RendezvousClosedError")
+_UNREACHABLE = ("RendezvousConnectionError", "The client socket has timed out")
+
+
+def failure_hint(
+    output: str,
+    rdzv_backend: Optional[str],
+    endpoint: str,
+    nnodes: str,
+    node_rank: int,
+    rdzv_id: Optional[str],
+    waited: Optional[int],
+) -> Optional[str]:
+    """One paragraph for a failed multi-node launch whose torchrun output shows the rendezvous
+    failed; None when the output shows no rendezvous failure.
+
+    >>> print(failure_hint("... RendezvousTimeoutError ...", "c10d", "10.0.0.1:29400", "2", 0, None, 30))
+    node 0 waited 30 s for 2 nodes at 10.0.0.1:29400 (c10d rendezvous, rdzv_id none) and not all of them joined: check that every node started train_multigpu with the same launcher.rdzv_endpoint, launcher.rdzv_id and launcher.nnodes, that port 29400 of 10.0.0.1 is open to every node (firewall), and raise launcher.join_timeout if nodes start far apart
+    """
+    host, _, port = endpoint.rpartition(":")
+    if any(text in output for text in _TIMED_OUT):
+        waited_text = f" {waited} s" if waited is not None else ""
+        same = "launcher.rdzv_endpoint, launcher.rdzv_id" if rdzv_backend == "c10d" else "launcher.master_addr, launcher.master_port"
+        what = f"{rdzv_backend} rendezvous" + (f", rdzv_id {rdzv_id or 'none'}" if rdzv_backend == "c10d" else "")
+        return (
+            f"node {node_rank} waited{waited_text} for {nnodes} nodes at {endpoint} ({what}) and not all of them "
+            f"joined: check that every node started train_multigpu with the same {same} and launcher.nnodes, "
+            f"that port {port} of {host.strip('[]')} is open to every node (firewall), and raise "
+            f"launcher.join_timeout if nodes start far apart"
+        )
+    if any(text in output for text in _UNREACHABLE):
+        return (
+            f"node {node_rank} could not reach the {rdzv_backend} rendezvous at {endpoint}: check that node 0 "
+            f"is running train_multigpu, that {host.strip('[]')} is node 0's address as seen from this node, and "
+            f"that port {port} is open (firewall)"
+        )
+    return None
