@@ -155,8 +155,34 @@ def launch(dict_cfg) -> int:
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
     code = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
     record.write_end(run_dir, started, code)
+    if code != 0:
+        _rendezvous_hint(cfg, settled, logs)
     print(f"[{PROG}] exit code {code}; run directory: {run_dir}", flush=True)
     return code
+
+
+def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
+    """After a failed multi-node torchrun launch: say what the rendezvous waited for, when torchrun's
+    output shows that the nodes never all met (docs/multinode.md)."""
+    from . import rendezvous
+
+    if settled.max_nodes < 2 or settled.rdzv_backend not in rendezvous.TIMEOUT_KEY:
+        return
+    output = ""
+    for path in sorted(logs.rglob("*.log")):
+        with open(path, "rb") as log:
+            log.seek(max(0, path.stat().st_size - 200_000))
+            output += log.read().decode(errors="replace")
+    if settled.rdzv_backend == "c10d":
+        endpoint = str(settled.rdzv_endpoint)
+    else:
+        endpoint = str(Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT))
+    waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
+    hint = rendezvous.failure_hint(
+        output, settled.rdzv_backend, endpoint, settled.nnodes, cfg.launcher.node_rank, cfg.launcher.rdzv_id, waited
+    )
+    if hint:
+        print(f"[{PROG}] {hint}", file=sys.stderr, flush=True)
 
 
 def _submit_slurm(cfg: schema.TrainConfig) -> int:

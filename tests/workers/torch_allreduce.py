@@ -2,7 +2,9 @@
 
 Prints one line ``RESULT rank=.. group_rank=.. world=.. sum=.. expected=.. ok=..`` and exits 1
 when the sum is wrong. ``--hold S`` keeps all-reducing for S seconds afterwards (so that a
-test can kill another node mid-run) and prints ``HOLDING`` once it starts.
+test can kill another node mid-run) and prints ``HOLDING`` once it starts. ``--crash-once R``:
+global rank R exits 3 before the all-reduce in the first attempt (TORCHELASTIC_RESTART_COUNT=0)
+only, for max_restarts tests. Unknown arguments (``--distributed`` from train_multigpu) are ignored.
 """
 
 import argparse
@@ -22,7 +24,12 @@ def say(line: str) -> None:
 parser = argparse.ArgumentParser()
 parser.add_argument("--hold", type=float, default=0.0)
 parser.add_argument("--pg-timeout", type=float, default=60.0)
-args = parser.parse_args()
+parser.add_argument("--crash-once", type=int, default=None)
+args, _unknown = parser.parse_known_args()
+restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+if args.crash_once is not None and restart == "0" and int(os.environ["RANK"]) == args.crash_once:
+    say(f"CRASHING rank={os.environ['RANK']} restart={restart}")
+    sys.exit(3)
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -32,7 +39,7 @@ total, expected = int(t.item()), 2**world - 1
 env = {k: os.environ.get(k) for k in ("GROUP_RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
 say(f"RESULT rank={rank} group_rank={env['GROUP_RANK']} local_rank={env['LOCAL_RANK']} "
       f"world={world} sum={total} expected={expected} ok={total == expected} "
-      f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']}")
+      f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']} restart={restart}")
 if total != expected:
     sys.exit(1)
 if args.hold:
