@@ -28,7 +28,7 @@ def say(line: str) -> None:
 parser = argparse.ArgumentParser()
 parser.add_argument("--init-timeout", type=int, default=None)
 parser.add_argument("--hold", type=float, default=0.0)
-args = parser.parse_args()
+args, _unknown = parser.parse_known_args()  # train_multigpu adds --ml_framework jax --distributed
 
 if args.init_timeout is None:
     import skrl  # noqa: F401  (initialises jax.distributed from JAX_* variables)

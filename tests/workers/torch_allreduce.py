@@ -27,10 +27,20 @@ parser.add_argument("--pg-timeout", type=float, default=60.0)
 parser.add_argument("--crash-once", type=int, default=None)
 args, _unknown = parser.parse_known_args()
 restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-if args.crash_once is not None and restart == "0" and int(os.environ["RANK"]) == args.crash_once:
-    say(f"CRASHING rank={os.environ['RANK']} restart={restart}")
-    sys.exit(3)
-
+if args.crash_once is not None:
+    # torch elastic keeps the agent's store (MASTER_ADDR:MASTER_PORT) across restarts, and the
+    # restart count is per node (a node restarted because another failed keeps 0). So that no
+    # worker of the failed attempt writes gloo keys a restarted worker could read, the others wait
+    # for the crashing rank's "go", which it gives only in a later attempt.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=datetime.timedelta(seconds=args.pg_timeout))
+    if int(os.environ["RANK"]) == args.crash_once:
+        if restart == "0":
+            say(f"CRASHING rank={os.environ['RANK']} restart={restart}")
+            sys.exit(3)
+        store.set("crash_once/go", "1")
+    else:
+        store.wait(["crash_once/go"])
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([2.0**rank], dtype=torch.float64)

@@ -1,0 +1,229 @@
+"""Multi-node launches through train_multigpu itself, one ``python -m launcher`` per network
+namespace "host" (tests/netns.py), each proving with a real all-reduce that every rank of every
+node took part; and what happens when a node never arrives, dies mid-run, or a rank crashes once.
+
+Bounds measured here are in docs/multinode.md. The namespaces of ``Hosts(2)`` share the machine's
+hostname (it resolves to loopback: the case in which torch guesses wrong unless told), so these
+launches rely on ``launcher.network_interface=eth0`` (GLOO_SOCKET_IFNAME, --local_addr) and the
+launcher's own ``is_host``. JAX needs own hostnames (``Hosts(2, hostnames=True)``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from netns import Hosts
+from test_multinode_netns import Proc, assert_all_reduced, env, start
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH_WORKER = str(ROOT / "tests" / "workers" / "torch_allreduce.py")
+PY = sys.executable
+
+
+def launcher_env() -> dict[str, str]:
+    """The launcher inside a namespace imports this checkout's code, with no GPU to look for."""
+    return env(PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
+
+
+def launch(host, cwd: Path, *overrides: str, script_args: tuple = ()) -> Proc:
+    cwd.mkdir(parents=True, exist_ok=True)
+    argv = [PY, "-m", "launcher", *overrides]
+    if script_args:
+        argv += ["--", *script_args]
+    popen = host.run(argv, env=launcher_env(), cwd=cwd, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT, text=True)
+    return Proc(popen)
+
+
+def c10d(host, hosts, node_rank: int, *extra: str) -> list[str]:
+    return ["launcher=multinode", "launcher.nnodes=2", f"launcher.node_rank={node_rank}",
+            f"launcher.rdzv_endpoint={hosts[0].addr}:29400", "launcher.network_interface=eth0",
+            f"script={TORCH_WORKER}", *extra]
+
+
+def command_of(cwd: Path) -> str:
+    (script,) = cwd.glob("runs/*/command.sh")
+    return script.read_text()
+
+
+@pytest.mark.timeout(60)
+def test_interpreter_and_this_checkout_reach_the_namespaces():
+    with Hosts(1) as (node,):
+        out = node.check_output([PY, "-c", "import launcher, sys; print(launcher.__file__); print(sys.executable)"],
+                                env=launcher_env())
+    assert out.splitlines() == [str(ROOT / "launcher" / "__init__.py"), PY]
+
+
+@pytest.mark.timeout(120)
+def test_c10d_two_nodes_shared_hostname(tmp_path):
+    """Only launcher.network_interface=eth0 is needed: it gives GLOO_SOCKET_IFNAME, --local_addr,
+    and node 0 (which holds the endpoint's address) hosts the store with is_host=1."""
+    with Hosts(2) as hosts:
+        procs = [launch(h, tmp_path / f"n{h.index}", *c10d(h, hosts, h.index, "launcher.nproc_per_node=2"))
+                 for h in hosts]
+        for p in procs:
+            assert p.wait(90) == 0, p.out[-3000:]
+    assert_all_reduced(procs, [2, 2], 4)
+    assert f"master={hosts[0].addr}:" in procs[1].out
+    node0, node1 = command_of(tmp_path / "n0"), command_of(tmp_path / "n1")
+    assert "--rdzv_conf join_timeout=300,is_host=1 --local_addr 10.77.31.1 " in node0
+    assert "--rdzv_conf join_timeout=300 --local_addr 10.77.31.2 " in node1
+    assert "export GLOO_SOCKET_IFNAME=eth0" in node1
+
+
+@pytest.mark.timeout(120)
+def test_static_two_nodes_shared_hostname(tmp_path):
+    with Hosts(2) as hosts:
+        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.master_addr={hosts[0].addr}",
+                     "launcher.master_port=29500", "launcher.network_interface=eth0", "launcher.nproc_per_node=1",
+                     f"script={TORCH_WORKER}"]
+        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}") for h in hosts]
+        for p in procs:
+            assert p.wait(90) == 0, p.out[-3000:]
+    assert_all_reduced(procs, [1, 1], 2)
+    assert "--rdzv_conf timeout=300" in command_of(tmp_path / "n0")
+
+
+@pytest.mark.timeout(120)
+def test_jax_two_nodes_own_hostnames(tmp_path):
+    """skrl's JAX ranks across nodes, with the bundled examples/allreduce.py (a psum)."""
+    with Hosts(2, hostnames=True) as hosts:
+        overrides = ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.nproc_per_node=1", "log_all_ranks=true",
+                     f"launcher.coordinator_address={hosts[0].addr}:5123"]
+        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}") for h in hosts]
+        for p in procs:
+            assert p.wait(90) == 0, p.out[-3000:]
+    for rank, p in enumerate(procs):
+        assert f"rank {rank}/2 local_rank 0 psum=3 expected=3" in p.out, p.out[-2000:]
+
+
+@pytest.mark.timeout(60)
+def test_jax_refused_before_launch_when_the_hostname_is_loopback(tmp_path):
+    with Hosts(1) as (node,):
+        p = launch(node, tmp_path, "launcher=skrl_jax", "launcher.nnodes=2", "launcher.node_rank=0",
+                   f"launcher.coordinator_address={node.addr}:5123")
+        assert p.wait(45) == 2
+    assert re.search(r"launcher.coordinator_address=10.77.31.1:5123: this host's name '[^']+' resolves to 127\.",
+                     p.out), p.out
+
+
+@pytest.mark.timeout(120)
+def test_c10d_two_launchers_on_loopback(tmp_path):
+    with socket_port() as port:
+        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+                     f"launcher.rdzv_id=loop-{os.getpid()}", "launcher.nproc_per_node=1", f"script={TORCH_WORKER}"]
+    procs = []
+    try:
+        for rank in (0, 1):
+            cwd = tmp_path / f"n{rank}"
+            cwd.mkdir()
+            procs.append(Proc(subprocess.Popen(
+                [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"], cwd=cwd, env=launcher_env(),
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)))
+        for p in procs:
+            assert p.wait(90) == 0, p.out[-3000:]
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                os.killpg(p.popen.pid, 9)
+    assert_all_reduced(procs, [1, 1], 2)
+
+
+class socket_port:
+    """A free TCP port on loopback (closed again on exit, for the launch to bind)."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("backend", ["c10d", "static"])
+def test_missing_node_fails_within_join_timeout(tmp_path, backend):
+    with Hosts(2) as hosts:
+        if backend == "c10d":
+            overrides = c10d(hosts[0], hosts, 0)
+            endpoint = f"{hosts[0].addr}:29400"
+        else:
+            overrides = ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=0",
+                         f"launcher.master_addr={hosts[0].addr}", "launcher.master_port=29500",
+                         "launcher.network_interface=eth0", f"script={TORCH_WORKER}"]
+            endpoint = f"{hosts[0].addr}:29500"
+        t0 = time.monotonic()
+        p = launch(hosts[0], tmp_path, *overrides, "launcher.join_timeout=5", "launcher.nproc_per_node=1")
+        rc = p.wait(60)
+        elapsed = time.monotonic() - t0
+    assert rc == 1, p.out[-3000:]
+    assert f"[train_multigpu] node 0 waited 5 s for 2 nodes at {endpoint} ({backend} rendezvous" in p.out, p.out[-3000:]
+    assert "is open to every node (firewall)" in p.out
+    assert 5 <= elapsed < 35, elapsed
+
+
+@pytest.mark.timeout(120)
+def test_node_killed_mid_run_fails_the_survivor_quickly(tmp_path):
+    with Hosts(2) as hosts:
+        procs = [launch(h, tmp_path / f"n{h.index}", *c10d(h, hosts, h.index, "launcher.nproc_per_node=1"),
+                        script_args=("--hold", "60")) for h in hosts]
+        for p in procs:
+            p.wait_for("HOLDING", 90)
+        t0 = time.monotonic()
+        hosts[1].crash()
+        rc = procs[0].wait(45)
+        elapsed = time.monotonic() - t0
+    assert rc == 1, procs[0].out[-3000:]
+    assert "[train_multigpu] exit code 1" in procs[0].out
+    assert elapsed < 20, elapsed
+
+
+@pytest.mark.timeout(150)
+def test_max_restarts_restarts_a_rank_that_crashed_once(tmp_path):
+    """Global rank 1 (node 1) exits 3 in the first attempt only: torch elastic restarts the worker
+    group on every node (a new rendezvous round) and the run completes. (The worker keeps the
+    other ranks out of the process group until the restarted rank is there: see its --crash-once.)"""
+    with Hosts(2) as hosts:
+        procs = [launch(h, tmp_path / f"n{h.index}",
+                        *c10d(h, hosts, h.index, "launcher.nproc_per_node=1", "launcher.max_restarts=1"),
+                        script_args=("--crash-once", "1")) for h in hosts]
+        for p in procs:
+            assert p.wait(120) == 0, p.out[-3000:]
+    assert "CRASHING rank=1 restart=0" in procs[1].out
+    assert_all_reduced(procs, [1, 1], 2)
+    # the failed node counts the restart; the other node restarts its workers for the new
+    # rendezvous round without counting (TORCHELASTIC_RESTART_COUNT is per node)
+    assert re.search(r"RESULT rank=1 .*restart=1", procs[1].out), procs[1].out[-2000:]
+
+
+@pytest.mark.timeout(120)
+def test_jax_coordinator_node_killed_mid_run_fails_the_survivor(tmp_path):
+    """Node 0 (the JAX coordinator) dies: the rank on node 1 aborts (SIGABRT, exit 134) within
+    seconds. (When node 0 survives a dead node 1, its rank aborts only at JAX's 100 s heartbeat
+    timeout: docs/multinode.md.)"""
+    with Hosts(2, hostnames=True) as hosts:
+        overrides = ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.nproc_per_node=1", "log_all_ranks=true",
+                     f"launcher.coordinator_address={hosts[0].addr}:5124",
+                     f"script={ROOT / 'tests' / 'workers' / 'jax_allreduce.py'}"]
+        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}",
+                        script_args=("--hold", "60")) for h in hosts]
+        for p in procs:
+            p.wait_for("HOLDING", 90)
+        t0 = time.monotonic()
+        hosts[0].crash()
+        rc = procs[1].wait(60)
+        elapsed = time.monotonic() - t0
+    print(f"survivor rc {rc} after {elapsed:.1f} s")
+    assert rc == 134, procs[1].out[-3000:]
+    assert "[train_multigpu] exit code 134" in procs[1].out
+    assert elapsed < 30, elapsed
