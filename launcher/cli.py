@@ -81,15 +81,16 @@ def launch(dict_cfg) -> int:
         print(plan_mod.describe(plan_mod.build(cfg, settled, facts)))
         return 0
     run_dir = _run_dir(cfg)
-    plan = plan_mod.build(cfg, settled, facts, run_dir=str(run_dir))
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
+    plan = supervise.prepare(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), logs)
     started = record.write_start(run_dir, OmegaConf.to_yaml(dict_cfg, resolve=True), plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
-    code = supervise.run(plan, logs)
-    record.write_end(run_dir, started, code)
-    print(f"[{PROG}] exit code {code}; run directory: {run_dir}", flush=True)
-    return code
+    outcome = supervise.run(plan, logs)
+    failure = outcome.failure.as_dict() if outcome.failure else None
+    record.write_end(run_dir, started, outcome.exit_code, outcome.reason, failure)
+    print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
+    return outcome.exit_code
 
 
 def _job(dict_cfg) -> int:
