@@ -85,6 +85,9 @@ class LauncherConfig:
     coordinator_address: Optional[str] = None
     # seconds between the first forwarded signal and SIGKILL of everything left
     grace_period: float = 30.0
+    # multi-node launches only: every node runs on this host, so a loopback rendezvous, master or
+    # coordinator address (127.0.0.1, localhost, ::1) is meant; without it such an address is an error
+    local_nodes: bool = False
 
 
 @dataclass

@@ -137,3 +137,24 @@ def test_sigkill_of_the_launcher_leaves_no_orphans(tmp_path, jax):
     proc.communicate()
     # the watchdog notices at once; allow a loaded machine a few seconds
     assert survivors(pids, settle=5.0) == []
+
+
+@pytest.mark.timeout(60)
+def test_torchrun_output_flags_are_honoured(tmp_path):
+    """With tee/redirects/log_dir torchrun keeps the workers' output, as the user asked."""
+    torch_logs = tmp_path / "torchrun_logs"
+    proc, pids = spawner(tmp_path, "launcher.tee=3", f"launcher.log_dir={torch_logs}", args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert "rank 1 done" in out and "rank 0 done" in out  # torchrun's tee, all local ranks
+    assert list(torch_logs.rglob("stdout.log"))
+    assert not (run_dir(tmp_path) / "logs" / "rank0.log").exists()
+
+
+@pytest.mark.timeout(60)
+def test_local_ranks_filter_alone_selects_the_console_ranks(tmp_path):
+    proc, _ = spawner(tmp_path, "launcher.local_ranks_filter=1", args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert "rank 1 done" in out and "rank 0 done" not in out
+    assert "rank 0 done" in (run_dir(tmp_path) / "logs" / "rank0.log").read_text()

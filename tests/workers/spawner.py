@@ -52,6 +52,7 @@ def main() -> int:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)
     if args.mode == "ok":
+        print(f"rank {rank} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", flush=True)
         print(f"rank {rank} done", flush=True)
         return 0
     # wait for the helpers, so a failing rank leaves them behind for sure
