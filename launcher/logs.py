@@ -18,7 +18,7 @@ from typing import IO, Callable, Optional
 
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 TORCHRUN_LOG = "torchrun.log"
-POLL_S = 0.05
+POLL_S = 0.02
 
 
 def rank_log(log_dir: Path, rank: int) -> Path:

@@ -55,6 +55,13 @@ PROG = "train_multigpu"
 exit_code_of = exit_code_of  # re-exported
 
 
+def _max_restarts(argv: tuple[str, ...]) -> int:
+    if "--max_restarts" in argv:
+        value = argv[argv.index("--max_restarts") + 1]
+        return int(value) if value.isdigit() else 0
+    return 0
+
+
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
@@ -84,6 +91,8 @@ class Supervisor:
         self.kill_at: Optional[float] = None
         self.stopping = False
         self.torchrun = plan.processes[0].name == "torchrun"
+        # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
+        self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
 
     # -- starting -------------------------------------------------------------------------
     def _shown(self, rank: int) -> bool:
@@ -98,7 +107,7 @@ class Supervisor:
         env = {key: value for key, value in os.environ.items() if key != LAUNCH_ID_VAR}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-m", "launcher.watchdog", self.launch_id],
+            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )
@@ -124,7 +133,6 @@ class Supervisor:
     def start(self) -> None:
         procs.become_subreaper()
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._start_watchdog()
         base_env = {**os.environ, **self.plan.env}
         preexec = procs.die_with_parent_preexec(os.getpid())
         for spec in self.plan.processes:
@@ -138,6 +146,10 @@ class Supervisor:
                 with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
                     proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
             self.procs.append(proc)
+        # after the children, so they get the CPU first; they die with the launcher anyway
+        # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
+        self._start_watchdog()
+        for proc in self.procs:
             self._tell_watchdog(f"pgid {proc.pid}")
         if self.plan.rank_logs:
             prefix = self.plan.log_all_ranks
@@ -200,6 +212,10 @@ class Supervisor:
                 source="exit record" if known else "exit status",
                 log=str(logs.rank_log(self.log_dir, spec.global_rank)),
             )
+        if self.elastic_restarts:
+            if codes[0] in (None, 0):
+                return None
+            return records[-1] if records else self._torchrun_failure(codes[0])
         if records:
             return records[0]
         if codes[0] not in (None, 0):

@@ -158,3 +158,15 @@ def test_local_ranks_filter_alone_selects_the_console_ranks(tmp_path):
     assert code == 0, err
     assert "rank 1 done" in out and "rank 0 done" not in out
     assert "rank 0 done" in (run_dir(tmp_path) / "logs" / "rank0.log").read_text()
+
+
+@pytest.mark.timeout(90)
+def test_torchrun_restarts_are_left_to_torchrun(tmp_path):
+    """With max_restarts, a failed rank is restarted by torchrun, not ended by the launcher."""
+    proc, pids = spawner(tmp_path, "launcher.max_restarts=1", args=("--fail", "1:7"))
+    code, out, err = finish(proc, timeout=80)
+    assert code == 7, err
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in err
+    # two attempts ran: rank 1 failed twice
+    assert (run_dir(tmp_path) / "logs" / "rank1.log").read_text().count("rank 1 failing with 7") == 2
+    assert survivors(pids) == []
