@@ -42,6 +42,7 @@ from typing import IO, Optional
 
 from . import failure as failure_mod
 from . import logs, procs
+from .errors import UserError
 from .failure import Failure, exit_code_of
 from .plan import LAUNCH_ID_VAR, LaunchPlan, supervised
 
@@ -138,13 +139,17 @@ class Supervisor:
         for spec in self.plan.processes:
             env = {**base_env, **spec.env}
             common = dict(env=env, start_new_session=True, preexec_fn=preexec, stdin=subprocess.DEVNULL)
-            if spec.global_rank is None:  # torchrun: its own output goes to logs/torchrun.log
-                proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
-                log = open(self.log_dir / logs.TORCHRUN_LOG, "ab")
-                self.pumps.append(logs.pump(proc.stdout, log, self._echo_agent))
-            else:  # a JAX rank: what the interpreter prints before the wrapper runs lands in its log too
-                with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
-                    proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
+            try:
+                if spec.global_rank is None:  # torchrun: its own output goes to logs/torchrun.log
+                    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
+                    log = open(self.log_dir / logs.TORCHRUN_LOG, "ab")
+                    self.pumps.append(logs.pump(proc.stdout, log, self._echo_agent))
+                else:  # a JAX rank: what the interpreter prints before the wrapper runs lands in its log too
+                    with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
+                        proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
+            except OSError as err:
+                raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
+                                "set python= to an interpreter that exists, or leave it unset") from None
             self.procs.append(proc)
         # after the children, so they get the CPU first; they die with the launcher anyway
         # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
@@ -199,18 +204,18 @@ class Supervisor:
         records = failure_mod.read_exit_records(self.log_dir) if self.plan.rank_logs or self.torchrun else []
         by_rank = {record.rank: record for record in records}
         if not self.torchrun:
+            # a rank that recorded a non-zero exit has failed even while it still hangs in its exit
+            # (jax.distributed's shutdown barrier waits for the other ranks at interpreter exit)
+            if records:
+                return records[0]
             failed = [(spec, code) for spec, code in zip(self.plan.processes, codes) if code not in (None, 0)]
             if not failed:
                 return None
-            failed.sort(key=lambda item: (by_rank[item[0].global_rank].time if item[0].global_rank in by_rank else float("inf"), item[0].global_rank))
             spec, code = failed[0]
-            known = by_rank.get(spec.global_rank)
             return Failure(
                 node=self.plan.node_rank, rank=spec.global_rank, local_rank=spec.local_rank,
-                exit_code=exit_code_of(code), signal=failure_mod.signal_name(code),
-                exception=known.exception if known else "", time=time.time(),
-                source="exit record" if known else "exit status",
-                log=str(logs.rank_log(self.log_dir, spec.global_rank)),
+                exit_code=exit_code_of(code), signal=failure_mod.signal_name(code), time=time.time(),
+                source="exit status", log=str(logs.rank_log(self.log_dir, spec.global_rank)),
             )
         if self.elastic_restarts:
             if codes[0] in (None, 0):
