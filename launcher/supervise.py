@@ -151,6 +151,8 @@ class Supervisor:
                 raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
                                 "set python= to an interpreter that exists, or leave it unset") from None
             self.procs.append(proc)
+            if self.stopping and self.signal_received is not None:  # a signal came while starting
+                procs.signal_group(proc.pid, self.signal_received)
         # after the children, so they get the CPU first; they die with the launcher anyway
         # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
         self._start_watchdog()
