@@ -43,7 +43,7 @@ from typing import IO, Optional
 from . import failure as failure_mod
 from . import logs, procs
 from .errors import UserError
-from .failure import Failure, exit_code_of
+from .failure import Failure, exit_code_of  # noqa: F401  (exit_code_of: re-exported)
 from .plan import LAUNCH_ID_VAR, LaunchPlan, supervised
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -52,8 +52,6 @@ FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIG
 REAP_EVERY_S = 1.0
 WORKER_WRAPPER = str(Path(__file__).resolve().parent / "worker.py")
 PROG = "train_multigpu"
-
-exit_code_of = exit_code_of  # re-exported
 
 
 def _max_restarts(argv: tuple[str, ...]) -> int:
@@ -105,7 +103,7 @@ class Supervisor:
 
     def _start_watchdog(self) -> None:
         package_parent = str(Path(__file__).resolve().parent.parent)
-        env = {key: value for key, value in os.environ.items() if key != LAUNCH_ID_VAR}
+        env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
         self.watchdog = subprocess.Popen(
             [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id],
