@@ -51,14 +51,14 @@ def main() -> int:
     if args.ignore_signals:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(s, signal.SIG_IGN)
+    # wait for the helpers, so every rank leaves them behind for sure
+    deadline = time.time() + 20
+    while time.time() < deadline and sum(n.startswith(f"helper-{rank}-") and n.endswith(".pid") for n in os.listdir(args.pid_dir)) < 2:
+        time.sleep(0.02)
     if args.mode == "ok":
         print(f"rank {rank} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", flush=True)
         print(f"rank {rank} done", flush=True)
         return 0
-    # wait for the helpers, so a failing rank leaves them behind for sure
-    deadline = time.time() + 20
-    while time.time() < deadline and sum(n.startswith(f"helper-{rank}-") and n.endswith(".pid") for n in os.listdir(args.pid_dir)) < 2:
-        time.sleep(0.02)
     if args.fail:
         bad, code = (int(x) for x in args.fail.split(":"))
         if rank == bad:
