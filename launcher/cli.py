@@ -87,8 +87,7 @@ def launch(dict_cfg) -> int:
     started = record.write_start(run_dir, OmegaConf.to_yaml(dict_cfg, resolve=True), plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     outcome = supervise.run(plan, logs)
-    failure = outcome.failure.as_dict() if outcome.failure else None
-    record.write_end(run_dir, started, outcome.exit_code, outcome.reason, failure)
+    record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return outcome.exit_code
 

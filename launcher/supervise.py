@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Optional
 
@@ -66,6 +66,11 @@ class Outcome:
     exit_code: int
     reason: str
     failure: Optional[Failure] = None
+    summary: str = ""  # the failure summary as printed
+
+    def failure_record(self) -> Optional[dict]:
+        """What status.json keeps of the failure (None after a success or a signal)."""
+        return None if self.failure is None else {**self.failure.as_dict(), "summary": self.summary}
 
 
 def prepare(plan: LaunchPlan, log_dir: Path) -> LaunchPlan:
@@ -100,6 +105,17 @@ class Supervisor:
         if self.plan.console_local_ranks is not None:
             return rank - self.plan.node_rank * self.plan.nproc_per_node in self.plan.console_local_ranks
         return rank == 0
+
+    def _shows_any_local_rank(self) -> bool:
+        first = self.plan.node_rank * self.plan.nproc_per_node
+        return any(self._shown(rank) for rank in range(first, first + self.plan.nproc_per_node))
+
+    def _say(self, text: str) -> None:
+        try:
+            self.console.write(f"[{PROG}] {text}\n".encode())
+            self.console.flush()
+        except (OSError, ValueError):
+            pass
 
     def _start_watchdog(self) -> None:
         package_parent = str(Path(__file__).resolve().parent.parent)
@@ -156,6 +172,9 @@ class Supervisor:
         self._start_watchdog()
         for proc in self.procs:
             self._tell_watchdog(f"pgid {proc.pid}")
+        if self.plan.rank_logs and not self._shows_any_local_rank():
+            self._say(f"the console shows global rank 0 (on node 0); this node's ranks log to {self.log_dir}"
+                      " (log_all_ranks=true shows them here)")
         if self.plan.rank_logs:
             prefix = self.plan.log_all_ranks
             self.tail = logs.ConsoleTail(self.log_dir, self.console, self._shown, self.plan.node_rank, prefix).start()
@@ -315,5 +334,10 @@ def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None) ->
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if outcome.failure is not None:
-        print(f"[{PROG}] " + failure_mod.summary(outcome.failure), file=sys.stderr, flush=True)
+        text = failure_mod.summary(outcome.failure)
+        outcome = replace(outcome, summary=text)
+        try:
+            print(f"[{PROG}] " + text, file=sys.stderr, flush=True)
+        except OSError:  # the terminal is gone (SIGHUP)
+            pass
     return outcome

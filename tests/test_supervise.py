@@ -60,6 +60,7 @@ def test_failed_rank_ends_launch_fast_with_its_exit_code(tmp_path, jax):
     record = status(tmp_path)
     assert record["exit_code"] == 7 and record["reason"] == "rank failed"
     assert record["failure"]["rank"] == 1 and record["failure"]["exit_code"] == 7
+    assert record["failure"]["summary"].startswith("FAILED: node 0, rank 1 (local rank 1): exit code 7\n")
 
 
 @pytest.mark.timeout(60)
@@ -170,3 +171,20 @@ def test_torchrun_restarts_are_left_to_torchrun(tmp_path):
     # two attempts ran: rank 1 failed twice
     assert (run_dir(tmp_path) / "logs" / "rank1.log").read_text().count("rank 1 failing with 7") == 2
     assert survivors(pids) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_node_without_rank_0_says_where_its_logs_are(tmp_path):
+    """JAX ranks of node 1 of 2 (node 0 never comes): the console points at this node's logs."""
+    proc, pids = spawner(
+        tmp_path, "launcher.nnodes=2", "launcher.node_rank=1", "launcher.local_nodes=true",
+        "launcher.coordinator_address=127.0.0.1:1", nproc=1, jax=True, args=("--mode", "ok"),
+    )
+    code, out, err = finish(proc)
+    assert code == 0, err
+    logs = run_dir(tmp_path) / "logs"
+    assert (
+        f"[train_multigpu] the console shows global rank 0 (on node 0); this node's ranks log to {logs}"
+        " (log_all_ranks=true shows them here)"
+    ) in out
+    assert "rank 1 done" in (logs / "rank1.log").read_text() and "rank 1 done" not in out

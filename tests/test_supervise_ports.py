@@ -96,3 +96,22 @@ def test_omp_threads_follow_the_affinity_mask_and_torchrun_prints_no_banner(tmp_
         capture_output=True, text=True, env=env(), cwd=REPO, timeout=60,
     )
     assert "export OMP_NUM_THREADS=1" in pinned.stdout
+
+
+@pytest.mark.timeout(60)
+def test_torchruns_default_master_port_is_checked_and_named():
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 29500))
+        holder.listen()
+    except OSError:
+        pass  # someone else holds it already: taken either way
+    try:
+        result = dry_run("launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=127.0.0.1", "launcher.local_nodes=true")
+    finally:
+        holder.close()
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "train_multigpu: error: launcher.master_port=29500 (torchrun's default): "
+        f"port 29500 is already in use on this host ({HINT})"
+    )
