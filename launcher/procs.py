@@ -73,15 +73,15 @@ def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
-def descendants(root: int) -> set[int]:
-    """Every live process below ``root`` in the process tree."""
+def descendants(*roots: int) -> set[int]:
+    """Every live process below ``roots`` in the process tree."""
     children: dict[int, list[int]] = {}
     for pid in _pids():
         stat = _stat(pid)
         if stat is not None and stat[0] not in ("Z", "X"):
             children.setdefault(stat[1], []).append(pid)
     found: set[int] = set()
-    stack = [root]
+    stack = list(roots)
     while stack:
         for child in children.get(stack.pop(), ()):
             if child not in found:

@@ -186,6 +186,9 @@ class Supervisor:
                 procs.signal_group(proc.pid, signum)
 
     def _launch_pids(self) -> set[int]:
+        """The launch's live processes: every descendant of this process (the launcher process belongs
+        to its launch; as a subreaper it also holds the re-parented orphans) and every process
+        carrying the launch's marker; never the watchdog."""
         pids = procs.descendants(os.getpid()) | procs.marked(self.launch_id)
         if self.watchdog is not None:
             pids.discard(self.watchdog.pid)
