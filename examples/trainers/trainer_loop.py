@@ -85,6 +85,10 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
     num_envs = args.num_envs or int(hp["num_envs"])
     max_iterations = args.max_iterations or int(hp["max_iterations"])
     reward_scale = float(hp.get("reward_scale", 1.0))
+    base_lr = float(hp.get("agent", {}).get("learning_rate", 1e-3))
+    schedule = hp.get("learning_rate_schedule", "constant")
+    if schedule not in ("constant", "linear"):
+        raise SystemExit(f"train.py: learning_rate_schedule={schedule!r}; allowed: constant, linear")
     random.seed(rank_seed)
     np.random.seed(rank_seed % 2**32)
 
@@ -156,14 +160,19 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
     iteration = start_iteration
     for iteration in range(start_iteration + 1, max_iterations + 1):
         t0 = time.perf_counter()
+        if schedule == "linear":  # anneal to 0 at max_iterations; a function of the iteration, so resume-safe
+            backend.set_learning_rate(base_lr * (1.0 - (iteration - 1) / max_iterations))
         for t in range(rollouts):
             timestep = (iteration - 1) * rollouts + t
             actions = backend.act(obs, timestep, timesteps)
             next_obs, rewards, terminated, truncated, _ = env.step(actions)
             backend.record(rewards * reward_scale, next_obs, terminated, truncated, timestep, timesteps)
             tracker.step(rewards, terminated | truncated)
+            if t == rollouts - 1:
+                t_update = time.perf_counter()
             backend.post_interaction(timestep, timesteps)  # PPO update after the last step
             obs = next_obs
+        update_s = time.perf_counter() - t_update
         window.extend(tracker.pop())
         # one collective per iteration: [stop signal, sum of windowed returns, their count]
         table = backend.allgather_floats([float(stop.signum), float(sum(window)), float(len(window))])
@@ -182,8 +191,8 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
         dt = time.perf_counter() - t0
         if topo.is_main:
             scalars.add(env_steps, {"Reward/mean_return": mean_return, "Perf/env_steps_per_s": steps_per_iteration / dt,
-                                    "Perf/iteration_s": dt, **stats})
-            out.append_metrics(run_dir, iteration, env_steps, steps_per_iteration / dt, mean_return, dt)
+                                    "Perf/iteration_s": dt, "Perf/update_s": update_s, **stats})
+            out.append_metrics(run_dir, iteration, env_steps, steps_per_iteration / dt, mean_return, dt, update_s)
             ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
             say(topo, f"[iter {iteration:4d}/{max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
                       f"mean_return={ret} env_steps={env_steps}")

@@ -157,11 +157,11 @@ def plot_learning_curve(run_dir: Path, history: list[tuple[int, float]], task: s
 
 
 def append_metrics(run_dir: Path, iteration: int, env_steps: int, steps_per_s: float, mean_return: float,
-                   seconds: float) -> None:
+                   seconds: float, update_seconds: float) -> None:
     """One CSV row per iteration (metrics.csv), for scripts that compare runs."""
     path = run_dir / "metrics.csv"
     new = not path.exists()
     with open(path, "a") as f:
         if new:
-            f.write("iteration,env_steps,env_steps_per_s,mean_return,iteration_s\n")
-        f.write(f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f}\n")
+            f.write("iteration,env_steps,env_steps_per_s,mean_return,iteration_s,update_s\n")
+        f.write(f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f}\n")
