@@ -10,6 +10,7 @@ See docs/example_trainers.md.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     import trainer_dist
 
     topo = trainer_dist.read_topology(args)
+    if not topo.is_main:
+        # Only global rank 0 talks on stdout; library chatter of the other ranks (e.g. gloo's
+        # "[Gloo] Rank 1 is connected ...", printed from C++) goes to stderr with their errors.
+        sys.stdout.flush()
+        os.dup2(2, 1)
     if args.ml_framework == "torch":
         trainer_dist.setup_torch(topo)  # process group before skrl is imported
         from trainer_torch import TorchBackend as Backend

@@ -21,6 +21,7 @@ def available_tasks() -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="train.py",
+        allow_abbrev=False,  # exact flag names only: a misspelt flag must not silently match another
         description="Example skrl PPO trainer (torch or JAX) for gymnasium tasks; single process, "
         "torchrun or JAX multi-process.",
     )

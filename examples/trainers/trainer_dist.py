@@ -135,6 +135,24 @@ def _import_skrl_passively(world_size_var: str):
     return skrl
 
 
+def _attempt_store(topo: Topology):
+    """The torchrun store (MASTER_ADDR:MASTER_PORT), with keys scoped to this restart attempt.
+
+    Under torch elastic the agent's store outlives a worker restart; plain ``env://`` would let the
+    restarted gloo group read the dead workers' addresses ("Gloo connectFullMesh failed ...
+    Connection refused").  A per-attempt prefix keeps each attempt's rendezvous keys apart.
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
+    store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), _int_env("MASTER_PORT", 29500),
+                          topo.world_size, is_master=topo.rank == 0 and not agent_store,
+                          timeout=datetime.timedelta(minutes=10))
+    return dist.PrefixStore(f"train_multigpu_example/attempt_{topo.restart_count}", store)
+
+
 def setup_torch(topo: Topology):
     """Process group first (gloo/NCCL), then skrl adopting it. Returns skrl.config.torch."""
     import torch
@@ -145,8 +163,8 @@ def setup_torch(topo: Topology):
     if topo.distributed:
         import torch.distributed as dist
 
-        # env:// rendezvous: MASTER_ADDR/MASTER_PORT from torchrun.
-        dist.init_process_group(backend=topo.backend, rank=topo.rank, world_size=topo.world_size)
+        dist.init_process_group(backend=topo.backend, store=_attempt_store(topo), rank=topo.rank,
+                                world_size=topo.world_size)
     skrl = _import_skrl_passively("WORLD_SIZE")
     cfg = skrl.config.torch
     cfg._rank, cfg._local_rank, cfg._world_size = topo.rank, topo.local_rank, topo.world_size
