@@ -48,13 +48,14 @@ def _run(workers: int, framework: str, iterations: int, num_envs: int | None, ru
         raise SystemExit(f"JAX run with {workers} workers failed: exit codes {codes}")
 
 
-def _measure(run_dir: Path) -> tuple[float, float]:
+def _measure(run_dir: Path) -> tuple[float, float, float, float]:
     rows = list(csv.DictReader(open(run_dir / "metrics.csv")))[WARMUP:]
     per_iteration = int(rows[1]["env_steps"]) - int(rows[0]["env_steps"])
     steps = per_iteration * len(rows)
     seconds = sum(float(r["iteration_s"]) for r in rows)
     update = sum(float(r["update_s"]) for r in rows)
-    return steps / seconds, update / seconds
+    n = len(rows)
+    return steps / seconds, update / seconds, 1000 * (seconds - update) / n, 1000 * update / n
 
 
 def main() -> int:
@@ -71,11 +72,13 @@ def main() -> int:
             _run(workers, a.ml_framework, a.iterations, a.num_envs, run_dir)
             results[workers] = _measure(run_dir)
     load_after = os.getloadavg()
-    (sps1, upd1), (sps2, upd2) = results[1], results[2]
+    (sps1, upd1, roll_ms1, upd_ms1), (sps2, upd2, roll_ms2, upd_ms2) = results[1], results[2]
     print(f"framework {a.ml_framework}, {a.iterations} iterations (first {WARMUP} skipped), "
           f"{os.cpu_count()} CPUs, 1 thread per worker")
-    print(f"1 worker : {sps1:9.0f} env steps/s  (update {100 * upd1:4.1f}% of iteration time)")
-    print(f"2 workers: {sps2:9.0f} env steps/s  (update {100 * upd2:4.1f}% of iteration time)")
+    print(f"1 worker : {sps1:9.0f} env steps/s  (per iteration: rollout {roll_ms1:6.1f} ms, "
+          f"update {upd_ms1:6.1f} ms = {100 * upd1:4.1f}%)")
+    print(f"2 workers: {sps2:9.0f} env steps/s  (per iteration: rollout {roll_ms2:6.1f} ms, "
+          f"update {upd_ms2:6.1f} ms = {100 * upd2:4.1f}%, incl. gradient all-reduces)")
     print(f"ratio    : {sps2 / sps1:.2f}x")
     print("load average (1/5/15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f" % (*load_before, *load_after))
     return 0
