@@ -202,6 +202,8 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
             f"launcher=skrl_jax with nnodes={launcher.nnodes} needs the JAX coordinator as host:port",
             "the address of node 0, e.g. launcher.coordinator_address=10.0.0.10:29400",
         )
+    if multi and not launcher.local_nodes:
+        _no_loopback(launcher, rdzv, coordinator)
     if launcher.rdzv_backend == "static" and rdzv is not None:
         raise UserError(_key("rdzv_backend"), "static", "static rendezvous uses master_addr/master_port, not rdzv_endpoint")
 
@@ -271,6 +273,22 @@ def locate(cfg: TrainConfig, settled: Settled) -> Settled:
     return replace(settled, local_addr=local_addr, endpoint_here=here)
 
 
+def _no_loopback(launcher: LauncherConfig, rdzv: Optional[Endpoint], coordinator: Optional[Endpoint]) -> None:
+    """In a multi-node launch, a loopback address makes every node talk to itself."""
+    given = (
+        ("master_addr", launcher.master_addr, launcher.master_addr),
+        ("rdzv_endpoint", rdzv.host if rdzv else None, launcher.rdzv_endpoint),
+        ("coordinator_address", coordinator.host if coordinator else None, launcher.coordinator_address),
+    )
+    for name, host_name, value in given:
+        if host_name is not None and is_loopback(host_name):
+            raise UserError(
+                _key(name), value,
+                f"a loopback address in a launch of nnodes={launcher.nnodes}: the other nodes cannot reach it",
+                "use node 0's network address or hostname; if every node runs on this host, add launcher.local_nodes=true",
+            )
+
+
 def _bound_here(host_name: str, node_rank: int) -> bool:
     return node_rank == 0 and (is_loopback(host_name) or host.is_local_address(host_name))
 
@@ -281,18 +299,27 @@ def preflight(cfg: TrainConfig, settled: Settled) -> None:
         key = "script" if cfg.script else "profile.script_root"
         raise UserError(key, settled.script, "the training script does not exist", f"profile={cfg.profile.name}")
     launcher = cfg.launcher
-    ports: list[tuple[str, int]] = []
-    if launcher.master_port is not None and (
+    # (key, value as the user wrote it, port): the ports node 0 binds, checked where they are bound
+    ports: list[tuple[str, object, int]] = []
+    static = launcher.master_port is not None or (launcher.master_addr is not None and settled.rdzv_endpoint is None)
+    if static and (
         launcher.master_addr is None or _bound_here(launcher.master_addr, launcher.node_rank)
     ):
-        ports.append(("launcher.master_port", launcher.master_port))
+        if launcher.master_port is not None:
+            ports.append(("launcher.master_port", launcher.master_port, launcher.master_port))
+        else:
+            ports.append(("launcher.master_port", f"{MASTER_DEFAULT_PORT} (torchrun's default)", MASTER_DEFAULT_PORT))
     if settled.rdzv_endpoint is not None and _bound_here(settled.rdzv_endpoint.host, launcher.node_rank):
-        ports.append(("launcher.rdzv_endpoint", settled.rdzv_endpoint.port))
+        ports.append(("launcher.rdzv_endpoint", launcher.rdzv_endpoint, settled.rdzv_endpoint.port))
     if settled.coordinator is not None and _bound_here(settled.coordinator.host, launcher.node_rank):
-        ports.append(("launcher.coordinator_address", settled.coordinator.port))
-    for key, port in ports:
+        value = launcher.coordinator_address or str(settled.coordinator)
+        ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
+    for key, value, port in ports:
         if host.port_in_use(port):
-            raise UserError(key, port, f"port {port} is already in use on this host", "choose a free port or stop what holds it")
+            raise UserError(
+                key, value, f"port {port} is already in use on this host",
+                "choose a free port, or stop what holds it; ss -ltnp names it",
+            )
     if launcher.local_addr is not None and settled.max_nodes > 1 and not host.is_local_address(launcher.local_addr):
         raise UserError(
             _key("local_addr"), launcher.local_addr, "not an address of this host",
@@ -300,7 +327,7 @@ def preflight(cfg: TrainConfig, settled: Settled) -> None:
         )
     if (
         cfg.launcher.topology is Topology.skrl_jax and settled.device == "cpu" and settled.max_nodes > 1
-        and settled.coordinator is not None and not is_loopback(settled.coordinator.host)
+        and not launcher.local_nodes and settled.coordinator is not None and not is_loopback(settled.coordinator.host)
     ):
         name, addresses = host.hostname_addresses()
         if addresses and all(is_loopback(a) for a in addresses):

@@ -141,9 +141,9 @@ def launch(dict_cfg) -> int:
         return 0
     run_dir = _run_dir(cfg)
     _CURRENT.run_dir = str(run_dir)
-    plan = sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot)
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
+    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
     if slot is not None:  # a parallel sweep: started with the others once every job is planned
         devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
@@ -153,12 +153,12 @@ def launch(dict_cfg) -> int:
     started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
-    code = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
-    record.write_end(run_dir, started, code)
-    if code != 0:
+    outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+    record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
+    if outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
-    print(f"[{PROG}] exit code {code}; run directory: {run_dir}", flush=True)
-    return code
+    print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
+    return outcome.exit_code
 
 
 def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
@@ -258,18 +258,18 @@ def _run_queued() -> None:
         results[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
 
-    def on_end(index: int, code: int) -> None:
-        job = queued[index]
-        record.write_end(job.run_dir, starts[index], code)
+    def on_end(index: int, outcome: supervise.Outcome) -> None:
+        job, code = queued[index], outcome.exit_code
+        record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
         results[job.num].exit_code, results[job.num].duration_s = code, time.time() - starts[index]
-        print(f"[{PROG}] job {job.num} exit code {code}; run directory: {job.run_dir}", flush=True)
+        print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
 
     jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
-    codes = supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
-    for job, code in zip(queued, codes):
-        if code is None:
+    outcomes = supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
+    for job, outcome in zip(queued, outcomes):
+        if outcome is None:
             results[job.num].note = "skipped (sweep.fail_fast)"
-        _CURRENT.exit_codes.append(0 if code is None else code)
+        _CURRENT.exit_codes.append(0 if outcome is None else outcome.exit_code)
 
 
 def _is_config_error(err: Exception) -> bool:

@@ -13,7 +13,7 @@ JAX_WORLD_SIZE, JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping, Optional
 
@@ -49,6 +49,13 @@ TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
 DISTRIBUTED_FLAG = "--distributed"
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
 BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"
+# set by :func:`supervised` for the worker wrapper (launcher/worker.py) and the watchdog
+LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
+RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
+NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
+LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+# torchrun flags with which torchrun, not the launcher, handles the workers' output
+TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,10 @@ class LaunchPlan:
     processes: tuple[ProcessSpec, ...]
     grace_period: float
     log_all_ranks: bool
+    # set by supervised(): each rank writes logs/rank<R>.log (False when torchrun's own
+    # tee/redirects/log_dir handle the output), and the local ranks the console shows (None: rank 0)
+    rank_logs: bool = False
+    console_local_ranks: Optional[tuple[int, ...]] = None
 
 
 def _flag_value(value: object) -> str:
@@ -201,6 +212,43 @@ def build(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optiona
         processes=processes,
         grace_period=cfg.launcher.grace_period,
         log_all_ranks=cfg.log_all_ranks,
+    )
+
+
+def _script_index(argv: tuple[str, ...], script: str) -> int:
+    return next(i for i in range(1, len(argv)) if argv[i] == script)
+
+
+def _local_ranks(value: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in value.split(",") if part.strip().isdigit())
+
+
+def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> LaunchPlan:
+    """The plan as the supervisor runs it: every rank's script behind the worker wrapper
+    (``<python> <wrapper> <script> args``, see launcher/worker.py), and the variables the wrapper
+    and the watchdog read. With torchrun's --tee/--redirects/--log_dir given, torchrun keeps the
+    workers' output; --local_ranks_filter alone selects the local ranks the console shows."""
+    processes = []
+    torchrun_flags: tuple[str, ...] = ()
+    for spec in plan.processes:
+        at = _script_index(spec.argv, plan.script)
+        if spec.name == "torchrun":
+            torchrun_flags = spec.argv[:at]
+        processes.append(replace(spec, argv=spec.argv[:at] + (wrapper,) + spec.argv[at:]))
+    rank_logs = not any(flag in torchrun_flags for flag in TORCHRUN_OUTPUT_FLAGS)
+    console = None
+    if "--local_ranks_filter" in torchrun_flags:
+        console = _local_ranks(torchrun_flags[torchrun_flags.index("--local_ranks_filter") + 1])
+    env = dict(plan.env)
+    env.update({
+        LOG_DIR_VAR: log_dir,
+        RANK_LOGS_VAR: "1" if rank_logs else "0",
+        NODE_RANK_VAR: str(plan.node_rank),
+        LAUNCH_ID_VAR: launch_id,
+    })
+    return replace(
+        plan, processes=tuple(processes), env=MappingProxyType(env), rank_logs=rank_logs,
+        console_local_ranks=console,
     )
 
 

@@ -3,8 +3,8 @@
     <run_dir>/config.yaml    the resolved config
     <run_dir>/command.sh     the exact command(s), re-runnable
     <run_dir>/env.json       the environment variables the launcher added (secret values masked)
-    <run_dir>/status.json    start and end time, exit code
-    <run_dir>/logs/          one log per rank (written by the supervisor)
+    <run_dir>/status.json    start and end time, exit code, reason, the failure (if any)
+    <run_dir>/logs/          rank<R>.log per rank, torchrun.log, rank<R>.exit.json per failed rank
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan) -> float:
     return started
 
 
-def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "") -> None:
+def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", failure: Optional[dict] = None) -> None:
     ended = time.time()
     _write_status(
         run_dir,
@@ -70,6 +70,7 @@ def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "") -
             "duration_s": round(ended - started, 3),
             "exit_code": exit_code,
             "reason": reason,
+            "failure": failure,
         },
     )
 

@@ -104,6 +104,9 @@ class LauncherConfig:
     # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
     # (see launcher/slurm_launch.py, docs/slurm.md).
     from_slurm: bool = False
+    # multi-node launches only: every node runs on this host, so a loopback rendezvous, master or
+    # coordinator address (127.0.0.1, localhost, ::1) is meant; without it such an address is an error
+    local_nodes: bool = False
 
 
 @dataclass

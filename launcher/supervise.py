@@ -1,19 +1,38 @@
-"""Runs a launch plan and supervises it: the only module that starts processes or touches signals.
+"""Runs a launch plan and supervises it: the only place that starts processes or touches signals
+(with its helpers: procs, watchdog, worker, logs, failure).
 
-- Every process starts in its own session (its own process group), so a signal can reach all of
-  its descendants at once.
-- SIGINT, SIGTERM and SIGHUP to the launcher are forwarded once to every group; after
-  ``grace_period`` seconds whatever is left gets SIGKILL; a second Ctrl+C kills at once.
-- SIGUSR1 (SLURM's time-limit / preemption warning, docs/slurm.md) is not a stop: every process
-  starts with USR1 ignored (an ignored disposition survives exec, so a worker that does not handle
-  it is not killed by it; one that installs a handler gets it), and, with ``relay_usr1``, a USR1 to
-  the launcher is passed on to every group. Under SLURM the step's signal reaches every process
-  directly, so the CLI turns the relay off there.
-- The first process that exits non-zero ends the launch: the others are stopped the same way.
-- Each process's output goes to its own log file; the console shows rank 0 (or all ranks, each
-  line prefixed, with ``log_all_ranks``).
-- Exit code: the failing process's code (128+N when a signal N killed it), else 128+N after
-  signal N reached the launcher, else 0.
+Processes
+    Every process the launcher starts (torchrun, or one per JAX rank) runs in its own session, so a
+    Ctrl+C on the terminal reaches the launcher alone, and it dies with the launcher
+    (``PR_SET_PDEATHSIG``). Each rank runs behind the worker wrapper (launcher/worker.py), which
+    also dies with its parent, writes the rank's log and records a non-zero exit.
+
+Signals
+    SIGINT, SIGTERM and SIGHUP are forwarded once, to each started process's group. For torchrun
+    that group is torchrun alone: torchrun puts every worker in a session of its own and forwards the
+    signal to each worker group itself, so a worker gets it exactly once and torch elastic shuts its
+    workers down in its own order. JAX ranks get it directly, group-wide. ``launcher.grace_period``
+    seconds later (default 30) every process left in the launch gets SIGKILL; a second Ctrl+C does
+    that at once. Exit code 128+N after signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP), unless a
+    rank failed first.
+
+Fail fast
+    The first rank that exits non-zero (seen through its exit record, its exit status or torchrun's
+    report) ends the launch: the other ranks get SIGTERM (torchrun sends it itself, every
+    ``--monitor_interval``, 0.1 s by default) and, ``FAILURE_KILL_S`` later, everything left gets
+    SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary.
+
+SIGUSR1
+    SLURM's time-limit / preemption warning (docs/slurm.md) is not a stop: every process starts
+    with USR1 ignored (an ignored disposition survives exec, so a worker that does not handle it is
+    not killed by it; one that installs a handler gets it), and, with ``relay_usr1``, a USR1 to the
+    launcher is passed on to every group. Under SLURM the step's signal reaches every process
+    directly, so the CLI turns the relay off there.
+
+No orphans
+    The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
+    the end every descendant, and every process carrying the launch's marker, is killed. A watchdog
+    process (launcher/watchdog.py) does the same if the launcher itself is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -22,127 +41,314 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
+import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Optional
 
-from .plan import LaunchPlan, ProcessSpec
+from . import failure as failure_mod
+from . import logs, procs
+from .errors import UserError
+from .failure import Failure, exit_code_of  # noqa: F401  (exit_code_of: re-exported)
+from .plan import LAUNCH_ID_VAR, LaunchPlan, supervised
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
 POLL_S = 0.05
+FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
+REAP_EVERY_S = 1.0
+WORKER_WRAPPER = str(Path(__file__).resolve().parent / "worker.py")
+PROG = "train_multigpu"
 
 
-def exit_code_of(returncode: int) -> int:
-    """Shell convention: a process killed by signal N reports 128+N."""
-    return 128 - returncode if returncode < 0 else returncode
+def _max_restarts(argv: tuple[str, ...]) -> int:
+    if "--max_restarts" in argv:
+        value = argv[argv.index("--max_restarts") + 1]
+        return int(value) if value.isdigit() else 0
+    return 0
 
 
-def _log_name(spec: ProcessSpec) -> str:
-    return f"rank{spec.global_rank}.log" if spec.global_rank is not None else f"{spec.name}.log"
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    reason: str
+    failure: Optional[Failure] = None
+    summary: str = ""  # the failure summary as printed
+
+    def failure_record(self) -> Optional[dict]:
+        """What status.json keeps of the failure (None after a success or a signal)."""
+        return None if self.failure is None else {**self.failure.as_dict(), "summary": self.summary}
 
 
-def _pump(stream: IO[bytes], log: IO[bytes], console: Optional[IO[bytes]], prefix: bytes) -> None:
-    for line in iter(stream.readline, b""):
-        log.write(line)
-        log.flush()
-        if console is not None:
-            console.write(prefix + line)
-            console.flush()
-    stream.close()
-    log.close()
+def prepare(plan: LaunchPlan, log_dir: Path) -> LaunchPlan:
+    """The plan with the worker wrapper and a fresh launch id (what command.sh should show)."""
+    return supervised(plan, WORKER_WRAPPER, str(log_dir), uuid.uuid4().hex)
 
 
 class Supervisor:
-    def __init__(self, plan: LaunchPlan, log_dir: Optional[Path]) -> None:
+    """One launch. ``exclusive``: the only launch of this process, so every descendant of the
+    launcher belongs to it; a parallel sweep's launches (run_many) share the launcher and own only
+    their processes' trees and their marker."""
+
+    def __init__(
+        self, plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, exclusive: bool = True
+    ) -> None:
+        self.exclusive = exclusive
+        if LAUNCH_ID_VAR not in plan.env:
+            plan = prepare(plan, log_dir)
         self.plan = plan
+        self.launch_id = plan.env[LAUNCH_ID_VAR]
         self.log_dir = log_dir
+        self.console = console if console is not None else sys.stdout.buffer
         self.procs: list[subprocess.Popen] = []
-        self.pumps: list[threading.Thread] = []
+        self.pumps = []
+        self.tail: Optional[logs.ConsoleTail] = None
+        self.watchdog: Optional[subprocess.Popen] = None
         self.signal_received: Optional[int] = None
-        self.stop_deadline: Optional[float] = None
+        self.failure: Optional[Failure] = None
+        self.kill_at: Optional[float] = None
+        self.stopping = False
+        self.torchrun = plan.processes[0].name == "torchrun"
+        # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
+        self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
 
     # -- starting -------------------------------------------------------------------------
-    def _shown(self, spec: ProcessSpec) -> bool:
-        return self.plan.log_all_ranks or spec.global_rank in (None, 0)
+    def _shown(self, rank: int) -> bool:
+        if self.plan.log_all_ranks:
+            return True
+        if self.plan.console_local_ranks is not None:
+            return rank - self.plan.node_rank * self.plan.nproc_per_node in self.plan.console_local_ranks
+        return rank == 0
 
-    def start(self) -> None:
-        base_env = {**os.environ, **self.plan.env}
-        console = sys.stdout.buffer
-        multi = len(self.plan.processes) > 1
-        for spec in self.plan.processes:
-            env = {**base_env, **spec.env}
-            if self.log_dir is None:
-                proc = subprocess.Popen(spec.argv, env=env, start_new_session=True)
-            else:
-                proc = subprocess.Popen(
-                    spec.argv, env=env, start_new_session=True,
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                )
-                prefix = f"[{self.plan.node_rank}:{spec.global_rank}] ".encode() if multi and self.plan.log_all_ranks else b""
-                log = open(self.log_dir / _log_name(spec), "wb")
-                pump = threading.Thread(
-                    target=_pump, args=(proc.stdout, log, console if self._shown(spec) else None, prefix), daemon=True
-                )
-                pump.start()
-                self.pumps.append(pump)
-            self.procs.append(proc)
+    def _shows_any_local_rank(self) -> bool:
+        first = self.plan.node_rank * self.plan.nproc_per_node
+        return any(self._shown(rank) for rank in range(first, first + self.plan.nproc_per_node))
 
-    # -- stopping -------------------------------------------------------------------------
-    def _signal_all(self, signum: int) -> None:
-        for proc in self.procs:
+    def _say(self, text: str) -> None:
+        try:
+            self.console.write(f"[{PROG}] {text}\n".encode())
+            self.console.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _start_watchdog(self) -> None:
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )
+
+    def _tell_watchdog(self, line: str) -> None:
+        if self.watchdog is not None and self.watchdog.stdin is not None:
             try:
-                os.killpg(proc.pid, signum)
-            except ProcessLookupError:
+                self.watchdog.stdin.write(line.encode() + b"\n")
+                self.watchdog.stdin.flush()
+            except (BrokenPipeError, ValueError):
                 pass
 
-    def stop(self, signum: int = signal.SIGTERM) -> None:
-        """Ask every group to stop once; SIGKILL follows after the grace period."""
-        if self.stop_deadline is None:
-            self.stop_deadline = time.monotonic() + self.plan.grace_period
-            self._signal_all(signum)
+    def _echo_agent(self, line: bytes) -> None:
+        """torchrun's own lines: shown while it owns the output, or until the launch is ending."""
+        if self.plan.rank_logs and (self.stopping or self.failure is not None):
+            return
+        try:
+            self.console.write(line)
+            self.console.flush()
+        except (OSError, ValueError):
+            pass
+
+    def start(self) -> None:
+        procs.become_subreaper()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        base_env = {**os.environ, **self.plan.env}
+        preexec = procs.die_with_parent_preexec(os.getpid())
+        for spec in self.plan.processes:
+            env = {**base_env, **spec.env}
+            common = dict(env=env, start_new_session=True, preexec_fn=preexec, stdin=subprocess.DEVNULL)
+            try:
+                if spec.global_rank is None:  # torchrun: its own output goes to logs/torchrun.log
+                    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
+                    log = open(self.log_dir / logs.TORCHRUN_LOG, "ab")
+                    self.pumps.append(logs.pump(proc.stdout, log, self._echo_agent))
+                else:  # a JAX rank: what the interpreter prints before the wrapper runs lands in its log too
+                    with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
+                        proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
+            except OSError as err:
+                raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
+                                "set python= to an interpreter that exists, or leave it unset") from None
+            self.procs.append(proc)
+            if self.stopping and self.signal_received is not None:  # a signal came while starting
+                procs.signal_group(proc.pid, self.signal_received)
+        # after the children, so they get the CPU first; they die with the launcher anyway
+        # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
+        self._start_watchdog()
+        for proc in self.procs:
+            self._tell_watchdog(f"pgid {proc.pid}")
+        if self.plan.rank_logs and not self._shows_any_local_rank():
+            self._say(f"the console shows global rank 0 (on node 0); this node's ranks log to {self.log_dir}"
+                      " (log_all_ranks=true shows them here)")
+        if self.plan.rank_logs:
+            prefix = self.plan.log_all_ranks
+            self.tail = logs.ConsoleTail(self.log_dir, self.console, self._shown, self.plan.node_rank, prefix).start()
+
+    # -- stopping -------------------------------------------------------------------------
+    def _signal_groups(self, signum: int, skip: Optional[subprocess.Popen] = None) -> None:
+        for proc in self.procs:
+            if proc is not skip and proc.poll() is None:
+                procs.signal_group(proc.pid, signum)
+
+    def _launch_pids(self) -> set[int]:
+        """The launch's live processes: every descendant of this process (the launcher process belongs
+        to its launch; as a subreaper it also holds the re-parented orphans) and every process
+        carrying the launch's marker; never the watchdog."""
+        if self.exclusive:
+            pids = procs.descendants(os.getpid())
+        else:
+            own = [proc.pid for proc in self.procs]
+            pids = procs.descendants(*own) | {pid for pid in own if procs.alive(pid)}
+        pids |= procs.marked(self.launch_id)
+        if self.watchdog is not None:
+            pids.discard(self.watchdog.pid)
+        return pids
+
+    def kill_all(self) -> None:
+        """SIGKILL every process of the launch, until none is left (new ones may appear meanwhile)."""
+        own = {proc.pid for proc in self.procs}
+        for _ in range(100):
+            pids = self._launch_pids()
+            if not pids:
+                return
+            procs.kill(pids)
+            time.sleep(0.01)
+            procs.reap(pids - own)
+
+    def stop(self, signum: int, kill_after: float) -> None:
+        """Forward ``signum`` once to every group; everything left gets SIGKILL ``kill_after`` s later."""
+        if self.stopping:
+            return
+        self.stopping = True
+        self.kill_at = time.monotonic() + kill_after
+        self._signal_groups(signum)
 
     def _relay(self, signum: int, _frame: object) -> None:
-        self._signal_all(signum)
+        """USR1 to every process of the launch, torch workers included (torchrun does not forward it)."""
+        procs.kill(self._launch_pids(), signum)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
-            self._signal_all(signal.SIGKILL)  # second Ctrl+C: now
+            self.kill_at = 0.0  # second Ctrl+C: now (done by the wait loop)
             return
         if self.signal_received is None:
             self.signal_received = signum
-        self.stop(signum)
+        self.stop(signum, self.plan.grace_period)
+
+    # -- failures ------------------------------------------------------------------------
+    def _first_failure(self, codes: list[Optional[int]]) -> Optional[Failure]:
+        records = failure_mod.read_exit_records(self.log_dir) if self.plan.rank_logs or self.torchrun else []
+        by_rank = {record.rank: record for record in records}
+        if not self.torchrun:
+            # a rank that recorded a non-zero exit has failed even while it still hangs in its exit
+            # (jax.distributed's shutdown barrier waits for the other ranks at interpreter exit)
+            if records:
+                return records[0]
+            failed = [(spec, code) for spec, code in zip(self.plan.processes, codes) if code not in (None, 0)]
+            if not failed:
+                return None
+            spec, code = failed[0]
+            return Failure(
+                node=self.plan.node_rank, rank=spec.global_rank, local_rank=spec.local_rank,
+                exit_code=exit_code_of(code), signal=failure_mod.signal_name(code), time=time.time(),
+                source="exit status", log=str(logs.rank_log(self.log_dir, spec.global_rank)),
+            )
+        if self.elastic_restarts:
+            if codes[0] in (None, 0):
+                return None
+            return records[-1] if records else self._torchrun_failure(codes[0])
+        if records:
+            return records[0]
+        if codes[0] not in (None, 0):
+            return self._torchrun_failure(codes[0])
+        return None
+
+    def _torchrun_failure(self, code: int) -> Failure:
+        text = "\n".join(logs.last_lines(self.log_dir / logs.TORCHRUN_LOG, 200))
+        found = failure_mod.parse_torchrun_report(text, self.plan.node_rank, self.log_dir)
+        if found is not None:
+            if not self.plan.rank_logs:
+                found = Failure(**{**found.as_dict(), "log": str(self.log_dir / logs.TORCHRUN_LOG)})
+            return found
+        return Failure(
+            node=self.plan.node_rank, rank=None, local_rank=None, exit_code=exit_code_of(code),
+            signal=failure_mod.signal_name(code), source="exit status",
+            log=str(self.log_dir / logs.TORCHRUN_LOG),
+        )
+
+    def _on_failure(self) -> None:
+        kill_after = min(self.plan.grace_period, FAILURE_KILL_S)
+        if self.torchrun:  # torchrun stops its workers itself (and reports); it gets the same short time
+            self.stopping = True
+            self.kill_at = time.monotonic() + kill_after
+        else:
+            self.stop(signal.SIGTERM, kill_after)
 
     # -- waiting --------------------------------------------------------------------------
-    def wait(self) -> int:
-        failure: Optional[int] = None
+    def _reap_orphans(self) -> None:
+        if not self.exclusive:  # another launch's child might be reaped before its Popen sees it
+            return
+        own = {proc.pid for proc in self.procs}
+        if self.watchdog is not None:
+            own.add(self.watchdog.pid)
+        procs.reap_zombie_children(exclude=own)
+
+    def wait(self) -> Outcome:
+        next_reap = time.monotonic() + REAP_EVERY_S
         while True:
             codes = [proc.poll() for proc in self.procs]
-            if failure is None:
-                failed = [c for c in codes if c not in (None, 0)]
-                if failed:
-                    failure = exit_code_of(failed[0])
-                    self.stop(signal.SIGTERM)
-            if all(c is not None for c in codes):
+            if self.failure is None and self.signal_received is None:
+                self.failure = self._first_failure(codes)
+                if self.failure is not None:
+                    self._on_failure()
+            if all(code is not None for code in codes):
                 break
-            if self.stop_deadline is not None and time.monotonic() > self.stop_deadline:
-                self._signal_all(signal.SIGKILL)
+            now = time.monotonic()
+            if self.kill_at is not None and now >= self.kill_at:
+                self.kill_all()
+                self.kill_at = now + 1.0
+            if now >= next_reap:
+                self._reap_orphans()
+                next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
-        # descendants that outlived their process (same group) go too
-        self._signal_all(signal.SIGKILL)
+        self.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
+        return self._outcome([proc.returncode for proc in self.procs])
+
+    def _outcome(self, codes: list[int]) -> Outcome:
+        if self.failure is not None:
+            return Outcome(self.failure.exit_code, "rank failed" if self.failure.rank is not None else "torchrun failed", self.failure)
+        if self.signal_received is not None:
+            name = signal.Signals(self.signal_received).name
+            return Outcome(128 + self.signal_received, f"stopped by {name}")
+        return Outcome(0, "success")
+
+    def close(self) -> None:
         for pump in self.pumps:
             pump.join(timeout=5)
-        if failure is not None:
-            return failure
-        if self.signal_received is not None:
-            return 128 + self.signal_received
-        return 0
+        if self.tail is not None:
+            self.tail.stop()
+        if self.watchdog is not None:
+            self._tell_watchdog("done")
+            try:
+                self.watchdog.stdin.close()
+                self.watchdog.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
 
 
-def run(plan: LaunchPlan, log_dir: Optional[Path], relay_usr1: bool = True) -> int:
-    """Start the plan, supervise it to the end, and return the launch's exit code."""
-    supervisor = Supervisor(plan, log_dir)
+def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True) -> Outcome:
+    """Start the plan, supervise it to the end, print the failure summary; return the outcome."""
+    supervisor = Supervisor(plan, log_dir, console)
     previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS + RELAYED_SIGNALS}
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, supervisor._on_signal)
@@ -153,27 +359,44 @@ def run(plan: LaunchPlan, log_dir: Optional[Path], relay_usr1: bool = True) -> i
         if relay_usr1:
             for sig in RELAYED_SIGNALS:
                 signal.signal(sig, supervisor._relay)
-        return supervisor.wait()
+        outcome = supervisor.wait()
+    except BaseException:
+        supervisor.kill_all()
+        raise
     finally:
+        supervisor.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    return _summarised(outcome)
+
+
+def _summarised(outcome: Outcome) -> Outcome:
+    if outcome.failure is not None:
+        text = failure_mod.summary(outcome.failure)
+        outcome = replace(outcome, summary=text)
+        try:
+            print(f"[{PROG}] " + text, file=sys.stderr, flush=True)
+        except OSError:  # the terminal is gone (SIGHUP)
+            pass
+    return outcome
 
 
 def run_many(
-    jobs: "list[tuple[LaunchPlan, Optional[Path], tuple[int, ...]]]",
+    jobs: "list[tuple[LaunchPlan, Path, tuple[int, ...]]]",
     lanes: "list[list[int]]",
     fail_fast: bool = False,
     on_start=None,
     on_end=None,
-) -> list[Optional[int]]:
+) -> list[Optional[Outcome]]:
     """Run a parallel sweep: each lane (a list of job indexes) runs its jobs one after another, all
     lanes at once. A job given CPU cores runs pinned to them: its lane's thread sets its own CPU
     affinity before starting the job, and processes inherit the mask of the thread that starts
-    them (no preexec_fn, which is unsafe next to the log threads). Signals to the launcher reach
-    every running job; with ``fail_fast`` the first failure stops the running jobs and skips the
-    rest. Returns each job's exit code (None: skipped). ``on_start(i)``/``on_end(i, code)`` are
-    called from the lane threads."""
-    codes: list[Optional[int]] = [None] * len(jobs)
+    them. Signals to the launcher reach every running job; with ``fail_fast`` the first failure
+    stops the running jobs and skips the rest. Returns each job's outcome (None: skipped).
+    ``on_start(i)``/``on_end(i, outcome)`` are called from the lane threads."""
+    import threading
+
+    outcomes: list[Optional[Outcome]] = [None] * len(jobs)
     active: dict[int, Supervisor] = {}
     lock = threading.Lock()
     stopping = threading.Event()
@@ -184,7 +407,7 @@ def run_many(
             with lock:
                 if stopping.is_set():
                     continue
-                supervisor = Supervisor(plan, log_dir)
+                supervisor = Supervisor(plan, log_dir, exclusive=False)
                 active[index] = supervisor
             if cpus:
                 os.sched_setaffinity(0, cpus)  # this thread only; the job's processes inherit it
@@ -192,19 +415,21 @@ def run_many(
                 on_start(index)
             try:
                 supervisor.start()
-                code = supervisor.wait()
-            except OSError as err:  # the program could not be started
-                print(f"[train_multigpu] job {index}: {err}", file=sys.stderr, flush=True)
-                code = 127
-            codes[index] = code
+                outcome = supervisor.wait()
+            except UserError as err:  # the program could not be started
+                print(f"[{PROG}] job {index}: {err}", file=sys.stderr, flush=True)
+                outcome = Outcome(127, "could not start")
+            finally:
+                supervisor.close()
+            outcomes[index] = outcome = _summarised(outcome)
             with lock:
                 active.pop(index, None)
-                if code != 0 and fail_fast and not stopping.is_set():
+                if outcome.exit_code != 0 and fail_fast and not stopping.is_set():
                     stopping.set()
                     for other in active.values():
-                        other.stop(signal.SIGTERM)
+                        other.stop(signal.SIGTERM, other.plan.grace_period)
             if on_end is not None:
-                on_end(index, code)
+                on_end(index, outcome)
 
     def on_signal(signum: int, frame: object) -> None:
         stopping.set()
@@ -215,6 +440,7 @@ def run_many(
     previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, on_signal)
+    procs.become_subreaper()
     threads = [threading.Thread(target=lane, args=(indexes,), daemon=True) for indexes in lanes]
     try:
         for thread in threads:
@@ -225,4 +451,4 @@ def run_many(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return codes
+    return outcomes

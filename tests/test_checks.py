@@ -129,5 +129,5 @@ def test_explicit_port_in_use_fails_before_launch():
             checks.preflight(cfg, settled)
     assert str(caught.value) == (
         f"launcher.master_port={port}: port {port} is already in use on this host "
-        "(choose a free port or stop what holds it)"
+        "(choose a free port, or stop what holds it; ss -ltnp names it)"
     )

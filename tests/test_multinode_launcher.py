@@ -117,7 +117,7 @@ def test_jax_refused_before_launch_when_the_hostname_is_loopback(tmp_path):
 @pytest.mark.timeout(120)
 def test_c10d_two_launchers_on_loopback(tmp_path):
     with socket_port() as port:
-        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}", "launcher.local_nodes=true",
                      f"launcher.rdzv_id=loop-{os.getpid()}", "launcher.nproc_per_node=1", f"script={TORCH_WORKER}"]
     procs = []
     try:

@@ -83,7 +83,7 @@ def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_
     info = wait_job(torch_job, timeout=120)
     out = log_of(torch_dir, torch_job)
     assert info["JobState"] == "FAILED", out
-    assert re.search(r"rank\s*:\s*1 \(local_rank: 1\)\n\s*exitcode\s*:\s*7", out), out  # torchrun's report
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in out, out  # the launcher's failure summary
     info = wait_job(jax_job, timeout=120)
     assert info["JobState"] == "FAILED" and info["ExitCode"] == "7:0", log_of(jax_dir, jax_job)
 

@@ -1,0 +1,207 @@
+"""Process topology (ranks, device, back end, threads) and distributed set-up for both frameworks.
+
+skrl reads the rank variables when ``skrl`` is first imported and, when the world is larger than one,
+initialises distribution itself: the torch side hard-codes ``init_process_group("nccl")`` (unusable on
+CPU), the JAX side calls ``jax.distributed.initialize``.  This trainer owns that step instead, for
+both frameworks and every device:
+
+1. initialise the process group / JAX distributed client ourselves (gloo or NCCL, gloo CPU collectives
+   for JAX);
+2. import skrl while the world-size variable is hidden from the environment, so skrl's config starts
+   in its single-process state and initialises nothing;
+3. restore the variable and write the real topology into skrl's config (its private fields; they
+   have no public setters), then check skrl reports exactly what the process group says.
+
+skrl's agents then broadcast initial parameters and all-reduce (average) gradients over the group
+we created.  No torch or skrl function is patched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import sys
+
+
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    framework: str          # "torch" | "jax"
+    rank: int               # global rank
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    device: str             # "cpu" | "cuda:N"
+    backend: str            # torch process-group back end ("gloo" | "nccl"); "gloo"/"nccl" collectives for JAX
+    threads: int            # intra-op threads for this process
+    restart_count: int      # TORCHELASTIC_RESTART_COUNT (0 when not under torch elastic)
+    coordinator: str = ""   # JAX coordinator host:port
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _int_env(name: str, default: int) -> int:
+    value = os.environ.get(name, "")
+    try:
+        return int(value) if value != "" else default
+    except ValueError:
+        raise SystemExit(f"train.py: environment variable {name}={value!r} is not an integer") from None
+
+
+def _cuda_available(framework: str) -> bool:
+    """Whether a CUDA device exists, without initialising JAX (that must wait for distributed init)."""
+    if framework == "torch":
+        import torch
+
+        return torch.cuda.is_available()
+    # JAX: a CUDA jaxlib plugin plus a visible device; cheap checks only.
+    try:
+        import importlib.util
+
+        has_plugin = importlib.util.find_spec("jax_cuda12_plugin") is not None or \
+            importlib.util.find_spec("jax_cuda13_plugin") is not None
+    except (ImportError, ValueError):
+        has_plugin = False
+    return has_plugin and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "" and os.path.exists("/dev/nvidia0")
+
+
+def read_topology(args) -> Topology:
+    """Ranks from the launcher's environment: torchrun's for torch, skrl's JAX_* for JAX."""
+    if args.ml_framework == "torch":
+        rank, local_rank = _int_env("RANK", 0), _int_env("LOCAL_RANK", 0)
+        world = _int_env("WORLD_SIZE", 1)
+        local_world = _int_env("LOCAL_WORLD_SIZE", world)
+        coordinator = ""
+    else:
+        rank, local_rank = _int_env("JAX_RANK", 0), _int_env("JAX_LOCAL_RANK", 0)
+        world = _int_env("JAX_WORLD_SIZE", 1)
+        local_world = _int_env("LOCAL_WORLD_SIZE", world)  # skrl's JAX launcher gives no local size
+        coordinator = (os.environ.get("JAX_COORDINATOR_ADDR", "127.0.0.1") + ":"
+                       + os.environ.get("JAX_COORDINATOR_PORT", "1234"))
+    if world > 1 and not args.distributed:
+        raise SystemExit(f"train.py: world size is {world} but --distributed was not given")
+    if args.distributed and world == 1 and rank != 0:
+        raise SystemExit("train.py: --distributed with a world size of 1 but a non-zero rank")
+    if not 0 <= rank < world:
+        raise SystemExit(f"train.py: rank {rank} outside world size {world}")
+
+    device = args.device
+    if device is None:
+        device = f"cuda:{local_rank}" if _cuda_available(args.ml_framework) else "cpu"
+    elif device == "cuda":
+        device = f"cuda:{local_rank}"
+    if args.distributed and world > 1 and device.startswith("cuda") and device != f"cuda:{local_rank}":
+        raise SystemExit(f"train.py: distributed runs use cuda:LOCAL_RANK (cuda:{local_rank}), got --device {device}")
+
+    backend = os.environ.get("TRAIN_MULTIGPU_DIST_BACKEND", "") or ("nccl" if device.startswith("cuda") else "gloo")
+    if backend not in ("gloo", "nccl"):
+        raise SystemExit(f"train.py: TRAIN_MULTIGPU_DIST_BACKEND={backend!r}; allowed: gloo, nccl")
+    if backend == "nccl" and not device.startswith("cuda"):
+        raise SystemExit("train.py: TRAIN_MULTIGPU_DIST_BACKEND=nccl needs a CUDA device (use gloo on cpu)")
+
+    # Threads: an explicit OMP_NUM_THREADS wins (torchrun sets 1); otherwise share the CPUs this
+    # process may run on between the local workers, so N processes on N cores never oversubscribe.
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = _int_env("OMP_NUM_THREADS", 0) or max(1, cpus // max(1, local_world))
+
+    return Topology(framework=args.ml_framework, rank=rank, local_rank=local_rank, world_size=world,
+                    local_world_size=local_world, device=device, backend=backend, threads=threads,
+                    restart_count=_int_env("TORCHELASTIC_RESTART_COUNT", 0), coordinator=coordinator)
+
+
+@contextlib.contextmanager
+def _hidden_env(*names: str):
+    saved = {n: os.environ.pop(n) for n in names if n in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def _import_skrl_passively(world_size_var: str):
+    """Import skrl with the world size hidden so it initialises no distribution of its own."""
+    if "skrl" in sys.modules:
+        raise RuntimeError("skrl was imported before the process group was set up")
+    with _hidden_env(world_size_var):
+        import skrl
+    skrl.logger.setLevel(logging.WARNING)  # skrl's per-rank INFO lines would break "rank 0 only" output
+    return skrl
+
+
+def _attempt_store(topo: Topology):
+    """The torchrun store (MASTER_ADDR:MASTER_PORT), with keys scoped to this restart attempt.
+
+    Under torch elastic the agent's store outlives a worker restart; plain ``env://`` would let the
+    restarted gloo group read the dead workers' addresses ("Gloo connectFullMesh failed ...
+    Connection refused").  A per-attempt prefix keeps each attempt's rendezvous keys apart.
+    """
+    import datetime
+
+    import torch.distributed as dist
+
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
+    store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), _int_env("MASTER_PORT", 29500),
+                          topo.world_size, is_master=topo.rank == 0 and not agent_store,
+                          timeout=datetime.timedelta(minutes=10))
+    return dist.PrefixStore(f"train_multigpu_example/attempt_{topo.restart_count}", store)
+
+
+def setup_torch(topo: Topology):
+    """Process group first (gloo/NCCL), then skrl adopting it. Returns skrl.config.torch."""
+    import torch
+
+    torch.set_num_threads(topo.threads)
+    if topo.device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(topo.device))
+    if topo.distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group(backend=topo.backend, store=_attempt_store(topo), rank=topo.rank,
+                                world_size=topo.world_size)
+    skrl = _import_skrl_passively("WORLD_SIZE")
+    cfg = skrl.config.torch
+    cfg._rank, cfg._local_rank, cfg._world_size = topo.rank, topo.local_rank, topo.world_size
+    cfg._is_distributed = topo.distributed
+    cfg.device = topo.device
+    if topo.distributed:
+        import torch.distributed as dist
+
+        assert cfg.is_distributed and cfg.world_size == dist.get_world_size() and cfg.rank == dist.get_rank()
+        assert dist.get_backend() == topo.backend
+    return cfg
+
+
+def setup_jax(topo: Topology):
+    """JAX distributed client first (gloo CPU collectives), then skrl adopting it. Returns skrl.config.jax."""
+    if topo.device == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        if topo.threads == 1:
+            flags = os.environ.get("XLA_FLAGS", "")
+            os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
+    import jax
+
+    if topo.device == "cpu":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    if topo.distributed:
+        jax.distributed.initialize(coordinator_address=topo.coordinator, num_processes=topo.world_size,
+                                   process_id=topo.rank, local_device_ids=[topo.local_rank]
+                                   if topo.device.startswith("cuda") else None)
+    skrl = _import_skrl_passively("JAX_WORLD_SIZE")
+    cfg = skrl.config.jax
+    cfg._rank, cfg._local_rank, cfg._world_size = topo.rank, topo.local_rank, topo.world_size
+    cfg._is_distributed = topo.distributed
+    cfg._coordinator_address = topo.coordinator or cfg._coordinator_address
+    if topo.distributed:
+        cfg.device = jax.local_devices()[0]
+        assert cfg.is_distributed and jax.process_count() == topo.world_size and jax.process_index() == topo.rank
+    else:
+        cfg.device = jax.devices("gpu" if topo.device.startswith("cuda") else "cpu")[
+            int(topo.device.split(":")[1]) if ":" in topo.device else 0]
+    return cfg

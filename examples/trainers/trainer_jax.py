@@ -1,0 +1,241 @@
+"""skrl PPO with JAX/Flax models: the framework-specific half of the trainer.
+
+Imported only after ``trainer_dist.setup_jax`` has started the JAX distributed client (gloo CPU
+collectives on CPU) and set skrl's config.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import flax
+import flax.linen as nn
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+
+from skrl import config
+from skrl.agents.jax.ppo import PPO, PPO_CFG
+from skrl.memories.jax import RandomMemory
+from skrl.models.jax import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+
+_ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu}
+
+
+def _body(x, hidden, activation):
+    for h in hidden:
+        x = _ACTIVATIONS[activation](nn.Dense(h)(x))
+    return x
+
+
+# One pmapped all-reduce for the whole run.  skrl's Model.reduce_parameters builds
+# `jax.pmap(lambda ...)` anew at every call, so JAX recompiles it at every mini-batch
+# (~20 compilations per iteration, a 20x slow-down of distributed runs on CPU).
+_PSUM = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")
+
+
+class CachedReduce:
+    """Same result as skrl's ``Model.reduce_parameters`` (mean over ranks), compiled once per shape."""
+
+    def reduce_parameters(self, tree):
+        leaves, treedef = jax.tree.flatten(tree)
+        vector = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])[None]
+        mean = _PSUM(vector)[0] / config.jax.world_size
+        out, offset = [], 0
+        for leaf in leaves:
+            out.append(mean[offset:offset + leaf.size].reshape(leaf.shape))
+            offset += leaf.size
+        return jax.tree.unflatten(treedef, out)
+
+
+# Flax re-creates modules from their constructor fields, so the layer sizes are class attributes
+# (see _configured) rather than constructor arguments.
+class CategoricalPolicy(CachedReduce, CategoricalMixin, Model):
+    hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
+
+    def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
+        Model.__init__(self, observation_space=observation_space, state_space=state_space, action_space=action_space,
+                       device=device, **kwargs)
+        CategoricalMixin.__init__(self, unnormalized_log_prob=True)
+
+    @nn.compact
+    def __call__(self, inputs, role):
+        return nn.Dense(int(self.action_space.n))(_body(inputs["observations"], self.hidden, self.activation)), {}
+
+
+class GaussianPolicy(CachedReduce, GaussianMixin, Model):
+    hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
+
+    def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
+        Model.__init__(self, observation_space=observation_space, state_space=state_space, action_space=action_space,
+                       device=device, **kwargs)
+        GaussianMixin.__init__(self, clip_actions=True, clip_log_std=True, min_log_std=-5.0, max_log_std=2.0)
+
+    @nn.compact
+    def __call__(self, inputs, role):
+        mean = nn.Dense(self.num_actions)(_body(inputs["observations"], self.hidden, self.activation))
+        log_std = self.param("log_std", lambda _: jnp.full(self.num_actions, self.initial_log_std))
+        return mean, {"log_std": log_std}
+
+
+class Value(CachedReduce, DeterministicMixin, Model):
+    hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
+
+    def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
+        Model.__init__(self, observation_space=observation_space, state_space=state_space, action_space=action_space,
+                       device=device, **kwargs)
+        DeterministicMixin.__init__(self, clip_actions=False)
+
+    @nn.compact
+    def __call__(self, inputs, role):
+        return nn.Dense(1)(_body(inputs["observations"], self.hidden, self.activation)), {}
+
+
+def _configured(cls, model_cfg: dict):
+    attrs = {"hidden": tuple(model_cfg.get("hidden", [64, 64])), "activation": model_cfg.get("activation", "tanh"),
+             "initial_log_std": float(model_cfg.get("initial_log_std", 0.0)),
+             "__init__": cls.__init__}  # keep our __init__: Flax would generate one for a bare subclass
+    return type(cls.__name__, (cls,), attrs)
+
+
+class _UnitSchedule:
+    """A 'scheduler' that always answers 1.0.
+
+    Its presence makes skrl's JAX PPO apply the learning rate from ``agent.*_learning_rate`` at every
+    step (instead of baking it into optax.adam), so the loop can anneal it like the torch back end.
+    """
+
+    def __call__(self, timestep):
+        return 1.0
+
+
+def _find(tree, key):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if k == key:
+                return v
+            found = _find(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+class JaxBackend:
+    name = "jax"
+
+    def __init__(self, *, topo, observation_space, action_space, num_envs: int, agent_cfg: dict,
+                 model_cfg: dict, rank_seed: int) -> None:
+        config.jax.key = rank_seed  # action sampling differs per rank; initial params come from rank 0
+        self.topo = topo
+        self.device = config.jax.device
+        self.discrete = isinstance(action_space, gymnasium.spaces.Discrete)
+        policy_cls = CategoricalPolicy if self.discrete else GaussianPolicy
+        if not self.discrete:
+            self._low, self._high = action_space.low, action_space.high
+        spaces = {"observation_space": observation_space, "action_space": action_space, "device": self.device}
+        policy = _configured(policy_cls, model_cfg)(**spaces)
+        value = _configured(Value, model_cfg)(**spaces)
+        policy.init_state_dict(role="policy")
+        value.init_state_dict(role="value")
+        cfg = PPO_CFG(**agent_cfg)
+        cfg.learning_rate_scheduler = _UnitSchedule
+        cfg.experiment.write_interval = 0
+        cfg.experiment.checkpoint_interval = 0
+        memory = RandomMemory(memory_size=cfg.rollouts, num_envs=num_envs, device=self.device)
+        # PPO broadcasts rank 0's parameters and all-reduces (averages) gradients when distributed.
+        self.agent = PPO(models={"policy": policy, "value": value}, memory=memory,
+                         observation_space=observation_space, action_space=action_space,
+                         device=self.device, cfg=cfg)
+        self.agent.init()
+        self.agent.enable_training_mode(True)
+        self.rollouts = cfg.rollouts
+        self._obs = None
+
+    def _array(self, x, dtype=jnp.float32):
+        return jnp.asarray(np.asarray(x), dtype=dtype)
+
+    def act(self, obs, timestep, timesteps):
+        self._obs = self._array(obs)
+        self._actions, _ = self.agent.act(self._obs, None, timestep=timestep, timesteps=timesteps)
+        a = np.asarray(self._actions)
+        return a.reshape(-1).astype(np.int64) if self.discrete else a
+
+    def record(self, rewards, next_obs, terminated, truncated, timestep, timesteps):
+        n = len(rewards)
+        self.agent.record_transition(
+            observations=self._obs, states=None, actions=self._actions,
+            rewards=self._array(rewards).reshape(n, 1), next_observations=self._array(next_obs), next_states=None,
+            terminated=self._array(terminated, jnp.int8).reshape(n, 1),
+            truncated=self._array(truncated, jnp.int8).reshape(n, 1),
+            infos={}, timestep=timestep, timesteps=timesteps)
+
+    def post_interaction(self, timestep, timesteps):
+        self.agent.post_interaction(timestep=timestep, timesteps=timesteps)
+
+    def act_deterministic(self, obs):
+        _, out = self.agent.policy.act({"observations": self._array(obs)}, role="policy")
+        if self.discrete:
+            return np.asarray(jnp.argmax(out["net_output"], axis=-1))
+        return np.clip(np.asarray(out["mean_actions"]), self._low, self._high)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self.agent.policy_learning_rate = lr
+        self.agent.value_learning_rate = lr
+
+    def pop_stats(self):
+        data = self.agent.tracking_data
+        stats = {k: float(np.mean(v)) for k, v in data.items() if k.startswith("Loss") and v}
+        data.clear()
+        return stats
+
+    # -- state ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        sd = flax.serialization.to_state_dict
+        a = self.agent
+        return jax.device_get({"policy": sd(a.policy.state_dict.params), "value": sd(a.value.state_dict.params),
+                               "policy_optimizer": sd(a.policy_optimizer.state),
+                               "value_optimizer": sd(a.value_optimizer.state)})
+
+    def load_state_dict(self, state: dict) -> None:
+        fd = flax.serialization.from_state_dict
+        a = self.agent
+        for model, key in ((a.policy, "policy"), (a.value, "value")):
+            model.state_dict = model.state_dict.replace(params=jax.device_put(fd(model.state_dict.params, state[key])))
+        a.policy_optimizer = a.policy_optimizer.replace(state=fd(a.policy_optimizer.state, state["policy_optimizer"]))
+        a.value_optimizer = a.value_optimizer.replace(state=fd(a.value_optimizer.state, state["value_optimizer"]))
+
+    def dumps(self, obj) -> bytes:
+        return pickle.dumps(obj, protocol=4)
+
+    def loads(self, data: bytes):
+        return pickle.loads(data)
+
+    def policy_vector(self) -> np.ndarray:
+        leaves = jax.tree_util.tree_leaves((self.agent.policy.state_dict.params, self.agent.value.state_dict.params))
+        return np.concatenate([np.asarray(x).reshape(-1) for x in leaves])
+
+    def optimizer_steps(self) -> int:
+        count = _find(flax.serialization.to_state_dict(self.agent.policy_optimizer.state), "count")
+        return int(np.asarray(count)) if count is not None else 0
+
+    # -- collectives -----------------------------------------------------------------------------
+    def allgather_floats(self, values):
+        local = np.asarray(values, dtype=np.float32)
+        if not self.topo.distributed:
+            return local[None]
+        return np.asarray(multihost_utils.process_allgather(local)).reshape(self.topo.world_size, -1)
+
+    def broadcast_bytes(self, data):
+        if not self.topo.distributed:
+            return data
+        is_source = self.topo.rank == 0
+        n = int(multihost_utils.broadcast_one_to_all(np.int32(-1 if data is None else len(data)), is_source=is_source))
+        if n < 0:
+            return None
+        buf = np.frombuffer(data, dtype=np.uint8) if is_source else np.zeros(n, dtype=np.uint8)
+        return np.asarray(multihost_utils.broadcast_one_to_all(buf, is_source=is_source)).tobytes() if n else b""
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,167 @@
+"""Run directory, atomic checkpoints, TensorBoard scalars, learning-curve plot, resolved config.
+
+Everything here is written by global rank 0 only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+CHECKPOINT_DIR = "checkpoints"
+_CKPT_RE = re.compile(r"^iter_(\d{6,})\.ckpt$")
+KEEP_CHECKPOINTS = 3
+RUN_INFO = "run_info.json"
+
+
+def _elastic_run_id() -> str:
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return "" if run_id in ("", "none") else run_id
+
+
+def resolve_run_dir(task: str, run_name: str | None, *, resume: bool, restart_count: int) -> Path:
+    """TRAIN_MULTIGPU_RUN_DIR, else runs/<task>/<run_name or timestamp> under the cwd.
+
+    Without a run name a fresh run gets a timestamp.  ``--resume`` then means the most recent run of
+    the task, and a torch-elastic restart means the run that recorded the same TORCHELASTIC_RUN_ID.
+    """
+    explicit = os.environ.get("TRAIN_MULTIGPU_RUN_DIR", "")
+    if explicit:
+        return Path(explicit).resolve()
+    base = Path.cwd() / "runs" / task
+    if run_name:
+        return base / run_name
+    if restart_count > 0 and _elastic_run_id():
+        for info in sorted(base.glob(f"*/{RUN_INFO}"), key=os.path.getmtime, reverse=True):
+            try:
+                if json.loads(info.read_text()).get("torchelastic_run_id") == _elastic_run_id():
+                    return info.parent
+            except (OSError, ValueError):
+                continue
+    if resume:
+        runs = sorted((p for p in base.glob("*") if p.is_dir() and latest_checkpoint(p)), key=os.path.getmtime)
+        if runs:
+            return runs[-1]
+    return base / datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def write_run_info(run_dir: Path, resolved: dict) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resolved = dict(resolved, torchelastic_run_id=_elastic_run_id())
+    atomic_write(run_dir / RUN_INFO, json.dumps(resolved, indent=2, sort_keys=True, default=str).encode())
+    try:
+        import yaml
+
+        atomic_write(run_dir / "trainer_config.yaml",
+                     yaml.safe_dump(json.loads(json.dumps(resolved, default=str)), sort_keys=False).encode())
+    except ImportError:  # PyYAML comes with Hydra; the JSON copy is enough without it
+        pass
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary file in the same directory, fsync, rename: readers see old or new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with _suppress():
+            os.unlink(tmp)
+        raise
+
+
+class _suppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return True
+
+
+def checkpoint_path(run_dir: Path, iteration: int) -> Path:
+    return run_dir / CHECKPOINT_DIR / f"iter_{iteration:06d}.ckpt"
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    found = [(int(m.group(1)), p) for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt")
+             if (m := _CKPT_RE.match(p.name))]
+    return max(found)[1] if found else None
+
+
+def save_checkpoint(run_dir: Path, iteration: int, data: bytes) -> Path:
+    path = checkpoint_path(run_dir, iteration)
+    atomic_write(path, data)
+    old = sorted(p for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt") if _CKPT_RE.match(p.name))
+    for stale in old[:-KEEP_CHECKPOINTS]:
+        with _suppress():
+            stale.unlink()
+    return path
+
+
+class Scalars:
+    """TensorBoard event file (tensorboard's writer, as skrl uses); tolerates tensorboard missing."""
+
+    def __init__(self, run_dir: Path) -> None:
+        try:
+            from tensorboard.compat.proto.event_pb2 import Event
+            from tensorboard.compat.proto.summary_pb2 import Summary
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        except ImportError:
+            self._writer = None
+            return
+        self._Event, self._Summary = Event, Summary
+        self._writer = EventFileWriter(str(run_dir / "tensorboard"), max_queue_size=100, flush_secs=30)
+
+    def add(self, step: int, values: dict[str, float]) -> None:
+        if self._writer is None:
+            return
+        import time
+
+        summary = self._Summary(value=[self._Summary.Value(tag=k, simple_value=float(v)) for k, v in values.items()])
+        self._writer.add_event(self._Event(summary=summary, step=int(step), wall_time=time.time()))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def plot_learning_curve(run_dir: Path, history: list[tuple[int, float]], task: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = run_dir / "learning_curve.png"
+    points = [(s, r) for s, r in history if r == r]  # drop iterations without a finished episode (NaN)
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    if points:
+        ax.plot([s for s, _ in points], [r for _, r in points], marker=".", linewidth=1)
+    ax.set_xlabel("environment steps (all workers)")
+    ax.set_ylabel("mean episode return")
+    ax.set_title(f"{task}: PPO training")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    tmp = run_dir / ".learning_curve.tmp.png"
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def append_metrics(run_dir: Path, iteration: int, env_steps: int, steps_per_s: float, mean_return: float,
+                   seconds: float, update_seconds: float) -> None:
+    """One CSV row per iteration (metrics.csv), for scripts that compare runs."""
+    path = run_dir / "metrics.csv"
+    new = not path.exists()
+    with open(path, "a") as f:
+        if new:
+            f.write("iteration,env_steps,env_steps_per_s,mean_return,iteration_s,update_s\n")
+        f.write(f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f}\n")

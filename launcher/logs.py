@@ -1,0 +1,143 @@
+"""Per-rank log files and the console view of them.
+
+Every rank writes its own output, stdout and stderr interleaved, to ``<run_dir>/logs/rank<R>.log``
+(R the global rank; the worker wrapper redirects file descriptors 1 and 2 there, so the rank's
+child processes land there too). torchrun's own agent output goes to ``logs/torchrun.log``.
+
+The console is a view of those files: :class:`ConsoleTail` follows the shown ranks' files and
+copies what they gain to the launcher's stdout, bytes as they come for a single shown rank
+(progress bars keep working), whole lines prefixed ``[node:rank]`` when all ranks are shown.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import IO, Callable, Optional
+
+RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+TORCHRUN_LOG = "torchrun.log"
+POLL_S = 0.02
+
+
+def rank_log(log_dir: Path, rank: int) -> Path:
+    return log_dir / f"rank{rank}.log"
+
+
+def last_lines(path: Path, count: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last ``count`` lines of a file ([] when it does not exist)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            data = handle.read()
+    except OSError:
+        return []
+    return data.decode(errors="replace").splitlines()[-count:]
+
+
+class ConsoleTail:
+    """Follows the shown ranks' log files on a thread and copies them to ``console``."""
+
+    def __init__(
+        self, log_dir: Path, console: IO[bytes], shown: Callable[[int], bool], node_rank: int, prefix: bool
+    ) -> None:
+        self.log_dir, self.console, self.shown = log_dir, console, shown
+        self.node_rank, self.prefix = node_rank, prefix
+        self._files: dict[int, IO[bytes]] = {}
+        self._partial: dict[int, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="console-tail", daemon=True)
+
+    def start(self) -> "ConsoleTail":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Copy what is left, then stop following."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        for rank, rest in self._partial.items():
+            if rest:
+                self._write(rank, rest + b"\n")
+        for handle in self._files.values():
+            handle.close()
+        self._flush()
+
+    def _discover(self) -> None:
+        try:
+            names = [entry.name for entry in self.log_dir.iterdir()]
+        except OSError:
+            return
+        for name in names:
+            match = RANK_LOG.match(name)
+            if match and int(match.group(1)) not in self._files and self.shown(int(match.group(1))):
+                try:
+                    self._files[int(match.group(1))] = open(self.log_dir / name, "rb")
+                except OSError:
+                    pass
+
+    def _write(self, rank: int, data: bytes) -> None:
+        try:
+            self.console.write(data)
+        except (OSError, ValueError):
+            pass
+
+    def _flush(self) -> None:
+        try:
+            self.console.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _copy(self) -> bool:
+        copied = False
+        for rank, handle in sorted(self._files.items()):
+            data = handle.read()
+            if not data:
+                continue
+            copied = True
+            if not self.prefix:
+                self._write(rank, data)
+                continue
+            data = self._partial.pop(rank, b"") + data
+            *lines, rest = data.split(b"\n")
+            self._partial[rank] = rest
+            tag = f"[{self.node_rank}:{rank}] ".encode()
+            if lines:
+                self._write(rank, b"".join(tag + line + b"\n" for line in lines))
+        if copied:
+            self._flush()
+        return copied
+
+    def _run(self) -> None:
+        rounds = 0
+        while not self._stop.is_set():
+            if rounds % 4 == 0 or not self._files:
+                self._discover()
+            rounds += 1
+            if not self._copy():
+                self._stop.wait(POLL_S)
+        self._discover()
+        self._copy()
+
+
+def pump(stream: IO[bytes], log: IO[bytes], echo: Callable[[bytes], None]) -> threading.Thread:
+    """Copy a child's output pipe to its log file and, line by line, through ``echo``."""
+
+    def run() -> None:
+        for line in iter(stream.readline, b""):
+            log.write(line)
+            log.flush()
+            echo(line)
+        stream.close()
+        log.close()
+
+    thread = threading.Thread(target=run, name="pump", daemon=True)
+    thread.start()
+    return thread
+
+
+def open_log(path: Path) -> Optional[IO[bytes]]:
+    return open(path, "ab")

@@ -1,0 +1,141 @@
+"""Finding and killing a launch's processes on Linux, through /proc and prctl. Standard library only.
+
+A launch's processes are found two ways, and both are used:
+
+- by ancestry: every descendant of the launcher. The launcher is a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``), so a grandchild whose parent died, even one that called setsid()
+  or double-forked, is re-parented to the launcher and stays in its tree;
+- by a marker: every process started for a launch carries ``TRAIN_MULTIGPU_LAUNCH_ID=<id>`` in its
+  environment, and children inherit it. This is what the watchdog uses once the launcher itself is
+  gone (SIGKILL), when the tree has been re-parented to init.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Iterable, Optional
+
+MARKER_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+_libc = None
+
+
+def _prctl(option: int, value: int) -> bool:
+    global _libc
+    try:
+        if _libc is None:
+            import ctypes
+
+            _libc = ctypes.CDLL(None, use_errno=True)
+        return _libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):  # not Linux
+        return False
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to this process instead of init."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent_preexec(parent: int):
+    """A ``preexec_fn``: the child gets SIGKILL when ``parent`` dies (and exits at once if it already has)."""
+    _prctl(PR_SET_PDEATHSIG, 0)  # load libc in the parent, before fork: preexec must not import
+
+    def preexec() -> None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(137)
+
+    return preexec
+
+
+def _stat(pid: int) -> Optional[tuple[str, int]]:
+    """(state, ppid) of a process, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    fields = text[text.rfind(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1])
+
+
+def alive(pid: int) -> bool:
+    """True when ``pid`` exists and is not a zombie."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in ("Z", "X")
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def descendants(*roots: int) -> set[int]:
+    """Every live process below ``roots`` in the process tree."""
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        stat = _stat(pid)
+        if stat is not None and stat[0] not in ("Z", "X"):
+            children.setdefault(stat[1], []).append(pid)
+    found: set[int] = set()
+    stack = list(roots)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def marked(launch_id: str) -> set[int]:
+    """Live processes whose environment carries this launch's marker."""
+    needle = f"{MARKER_VAR}={launch_id}".encode()
+    found = set()
+    me = os.getpid()
+    for pid in _pids():
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                env = handle.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0") and alive(pid):
+            found.add(pid)
+    return found
+
+
+def signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill(pids: Iterable[int], signum: int = signal.SIGKILL) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap(pids: Iterable[int]) -> None:
+    """Collect the exit status of those of ``pids`` that are our children (no zombies left)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
+def reap_zombie_children(exclude: Iterable[int] = ()) -> None:
+    """Collect re-parented orphans that have exited (a subreaper must, or they stay zombies)."""
+    me, skip = os.getpid(), set(exclude)
+    for pid in _pids():
+        stat = _stat(pid)
+        if stat is not None and stat[1] == me and stat[0] == "Z" and pid not in skip:
+            reap([pid])

@@ -1,0 +1,50 @@
+"""The watchdog: a tiny process that outlives a SIGKILLed launcher and kills what it left behind.
+
+``python -m launcher.watchdog LAUNCH_ID`` is started by the supervisor in its own session (so a
+Ctrl+C on the terminal does not reach it) with a pipe on stdin whose other end only the launcher
+holds. The launcher writes ``pgid N`` for every group it starts and ``done`` after its own
+clean-up. End of file without ``done`` means the launcher died without cleaning up (SIGKILL, a
+crash): the watchdog then SIGKILLs every group it was told about and every process carrying the
+launch's marker, until none is left.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+from . import procs
+
+SWEEP_S = 10.0
+
+
+def sweep(launch_id: str, groups: list[int]) -> None:
+    deadline = time.monotonic() + SWEEP_S
+    quiet_rounds = 0
+    while time.monotonic() < deadline and quiet_rounds < 3:
+        for pgid in groups:
+            procs.signal_group(pgid, signal.SIGKILL)
+        left = procs.marked(launch_id)
+        procs.kill(left)
+        quiet_rounds = 0 if left else quiet_rounds + 1
+        time.sleep(0.05)
+
+
+def main(argv: list[str]) -> int:
+    launch_id = argv[0]
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    groups: list[int] = []
+    for raw in sys.stdin.buffer:
+        words = raw.decode(errors="replace").split()
+        if words[:1] == ["done"]:
+            return 0
+        if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
+            groups.append(int(words[1]))
+    sweep(launch_id, groups)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

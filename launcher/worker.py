@@ -1,0 +1,128 @@
+"""Runs one rank's training script: ``python <this file> script.py args...``.
+
+Started by torchrun (one per local rank) or by the supervisor (JAX ranks), in front of the user's
+script, so that users never decorate their code. Standard library only, no imports from the
+package: the worker interpreter (``python=``) may not have train_multigpu installed.
+
+- Dies with its parent: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so a rank never outlives the
+  torchrun agent (or the launcher) that started it.
+- With ``TRAIN_MULTIGPU_LOG_DIR`` set (and ``TRAIN_MULTIGPU_RANK_LOGS`` not ``0``), stdout and stderr (file descriptors 1 and 2, so child
+  processes too) go to ``<dir>/rank<R>.log``; the supervisor shows the console from these files.
+- A non-zero exit leaves ``<dir>/rank<R>.exit.json`` (rank, exit code, exception, traceback) for
+  the launcher's failure summary, and an uncaught exception is also written to torch elastic's
+  ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
+  carries the traceback.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+
+LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
+RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
+NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(128 + signal.SIGKILL)
+
+
+def _ranks() -> dict:
+    env = os.environ
+    rank = env.get("RANK", env.get("JAX_RANK", "0"))
+    local = env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", "0"))
+    node = env.get(NODE_RANK_VAR, env.get("GROUP_RANK", "0"))
+    return {"node": int(node), "rank": int(rank), "local_rank": int(local)}
+
+
+def _redirect(log_dir: str, rank: int) -> None:
+    os.makedirs(log_dir, exist_ok=True)
+    fd = os.open(os.path.join(log_dir, f"rank{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=2)
+    os.replace(tmp, path)
+
+
+def _record(ranks: dict, code: int, error: "BaseException | None", stack: str) -> None:
+    log_dir = os.environ.get(LOG_DIR_VAR)
+    message = f"{type(error).__name__}: {error}" if error is not None else ""
+    if log_dir:
+        data = dict(ranks, pid=os.getpid(), exit_code=code, time=time.time(), exception=message, traceback=stack)
+        try:
+            _write_json(os.path.join(log_dir, f"rank{ranks['rank']}.exit.json"), data)
+        except OSError:
+            pass
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if error_file and error is not None:
+        extra = {"py_callstack": stack, "timestamp": str(int(time.time()))}
+        try:
+            _write_json(error_file, {"message": {"message": message, "extraInfo": extra}})
+        except OSError:
+            pass
+
+
+def _exit_code(value: object) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    return 1  # sys.exit("message") prints the message and exits 1
+
+
+def main(argv: list) -> None:
+    if not argv:
+        print("usage: worker.py SCRIPT [ARGS...]", file=sys.stderr)
+        sys.exit(2)
+    _die_with_parent()
+    ranks = _ranks()
+    log_dir = os.environ.get(LOG_DIR_VAR)
+    if log_dir and os.environ.get(RANK_LOGS_VAR, "1") == "1":
+        _redirect(log_dir, ranks["rank"])
+    script = argv[0]
+    sys.argv = list(argv)
+    # the script's directory, not this package's, comes first on the path (as `python script.py`)
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+
+    import runpy
+
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as done:
+        code = _exit_code(done.code)
+        if code != 0:
+            _record(ranks, code, None, "")
+        raise
+    except KeyboardInterrupt:
+        raise  # stopped by a signal the launcher forwarded: not a failure of this rank
+    except BaseException as error:  # noqa: BLE001 - every uncaught error ends the rank
+        stack = traceback.format_exc()
+        sys.stderr.write(stack)
+        sys.stderr.flush()
+        _record(ranks, 1, error, stack)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,97 @@
+"""Helpers for the supervisor tests: start train_multigpu for real and count what survives it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SPAWNER = REPO / "tests" / "workers" / "spawner.py"
+HELPER_TOKEN = b"tmg-test-helper"
+
+
+def env() -> dict:
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), out.get("PYTHONPATH")]))
+    out.pop("OMP_NUM_THREADS", None)
+    return out
+
+
+def start(tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Popen:
+    """``train_multigpu device=cpu run_root=<tmp>/runs <overrides> -- <script_args>`` in the background."""
+    argv = [sys.executable, "-m", "launcher", "device=cpu", f"run_root={tmp / 'runs'}", *overrides]
+    if script_args:
+        argv += ["--", *script_args]
+    return subprocess.Popen(argv, cwd=tmp, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def spawner(tmp: Path, *overrides: str, nproc: int = 2, jax: bool = False, args: tuple = ()) -> tuple[subprocess.Popen, Path]:
+    pid_dir = tmp / "pids"
+    pid_dir.mkdir(exist_ok=True)
+    topology = ["launcher=skrl_jax"] if jax else []
+    proc = start(
+        tmp, *topology, f"launcher.nproc_per_node={nproc}", f"script={SPAWNER}", *overrides,
+        script_args=("--pid_dir", str(pid_dir), *args),
+    )
+    return proc, pid_dir
+
+
+def wait_for_files(directory: Path, count: int, pattern: str = "*.pid", timeout: float = 60.0) -> list[Path]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(directory.glob(pattern))
+        if len(found) >= count:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"only {sorted(p.name for p in directory.glob(pattern))} in {directory} after {timeout}s")
+
+
+def _alive(pid: int, token: bytes = b"") -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    return state not in (b"Z", b"X") and token in cmdline
+
+
+def survivors(pid_dir: Path, settle: float = 2.0) -> list[str]:
+    """The recorded processes still alive (after up to ``settle`` seconds for the kernel to finish)."""
+    deadline = time.monotonic() + settle
+    while True:
+        left = []
+        for path in pid_dir.glob("*.pid"):
+            token = HELPER_TOKEN if path.name.startswith("helper-") else b"spawner.py"
+            pid = int(path.read_text())
+            if _alive(pid, token):
+                left.append(f"{path.name}:{pid}")
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"train_multigpu did not end within {timeout}s:\n{out.decode()}\n{err.decode()}")
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def run_dir(tmp: Path) -> Path:
+    dirs = sorted((tmp / "runs").iterdir())
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def status(tmp: Path) -> dict:
+    return json.loads((run_dir(tmp) / "status.json").read_text())

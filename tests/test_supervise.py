@@ -1,0 +1,190 @@
+"""The supervisor with real processes: normal end, failed ranks, signals, a SIGKILLed launcher.
+
+Every test counts survivors: each rank of tests/workers/spawner.py leaves two helpers behind (one
+in its own session, one double-forked) that ignore SIGINT/SIGTERM/SIGHUP; none may outlive the
+launch.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from supervise_util import finish, run_dir, spawner, status, survivors, wait_for_files
+
+RANK_AND_HELPERS = 3  # rank<R>.pid + two helpers per rank
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
+def test_normal_end_leaves_no_descendants_and_splits_logs(tmp_path, jax):
+    proc, pids = spawner(tmp_path, jax=jax, args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    wait_for_files(pids, 2 * RANK_AND_HELPERS, timeout=1)
+    assert survivors(pids) == []
+    logs = run_dir(tmp_path) / "logs"
+    assert "rank 1 done" in (logs / "rank1.log").read_text()
+    assert "rank 0 done" in (logs / "rank0.log").read_text()
+    # the console shows global rank 0 only
+    assert "rank 0 done" in out and "rank 1 done" not in out
+    assert status(tmp_path)["exit_code"] == 0 and status(tmp_path)["reason"] == "success"
+
+
+@pytest.mark.timeout(60)
+def test_log_all_ranks_prefixes_node_and_rank(tmp_path):
+    proc, _ = spawner(tmp_path, "log_all_ranks=true", jax=True, args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert "[0:0] rank 0 done" in out and "[0:1] rank 1 done" in out
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
+def test_failed_rank_ends_launch_fast_with_its_exit_code(tmp_path, jax):
+    proc, pids = spawner(tmp_path, jax=jax, args=("--fail", "1:7"))
+    wait_for_files(pids, 1, "failed.time")
+    failed_at = float((pids / "failed.time").read_text())
+    code, out, err = finish(proc)
+    ended = time.time()
+    assert code == 7, err
+    # the other rank and every helper gone; the launcher out within 2 s of the failure (+ slack
+    # for a loaded 2-core machine)
+    assert survivors(pids, settle=0) == []
+    assert ended - failed_at < 3.0, ended - failed_at
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in err
+    assert "rank 1 failing with 7" in err  # the last lines of that rank's log
+    assert "/logs/rank1.log" in err
+    record = status(tmp_path)
+    assert record["exit_code"] == 7 and record["reason"] == "rank failed"
+    assert record["failure"]["rank"] == 1 and record["failure"]["exit_code"] == 7
+    assert record["failure"]["summary"].startswith("FAILED: node 0, rank 1 (local rank 1): exit code 7\n")
+
+
+@pytest.mark.timeout(60)
+def test_traceback_of_a_failed_torchrun_rank_is_kept(tmp_path):
+    proc, pids = spawner(tmp_path, args=("--raise", "1"))
+    code, out, err = finish(proc)
+    assert code == 1
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 1" in err
+    assert "error: ValueError: boom from rank 1" in err
+    assert 'raise ValueError(f"boom from rank {rank}")' in err  # traceback lines from the rank's log
+    # torch elastic's error file was written too: torchrun's own report carries the traceback
+    assert "boom from rank 1" in (run_dir(tmp_path) / "logs" / "torchrun.log").read_text()
+    assert survivors(pids) == []
+
+
+@pytest.mark.timeout(60)
+def test_rank_killed_by_signal_is_named_from_torchruns_report(tmp_path):
+    proc, pids = spawner(tmp_path, args=("--kill", "1"))
+    code, out, err = finish(proc)
+    assert code == 137, err
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 137 (SIGKILL)" in err
+    assert survivors(pids) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "signum, code, jax",
+    [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, True), (signal.SIGHUP, 129, True), (signal.SIGTERM, 143, False)],
+    ids=["SIGINT-torchrun", "SIGTERM-jax", "SIGHUP-jax", "SIGTERM-torchrun"],
+)
+def test_signal_stops_everything_with_128_plus_n(tmp_path, signum, code, jax):
+    proc, pids = spawner(tmp_path, jax=jax)
+    wait_for_files(pids, 2 * RANK_AND_HELPERS)
+    proc.send_signal(signum)
+    returncode, out, err = finish(proc, timeout=20)
+    assert returncode == code, err
+    assert survivors(pids, settle=0) == []
+    assert status(tmp_path)["reason"] == f"stopped by {signal.Signals(signum).name}"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
+def test_ranks_that_ignore_signals_get_sigkill_after_the_grace_period(tmp_path, jax):
+    proc, pids = spawner(tmp_path, "launcher.grace_period=1.5", jax=jax, args=("--ignore_signals",))
+    wait_for_files(pids, 2 * RANK_AND_HELPERS)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=20)
+    took = time.monotonic() - sent
+    assert code == 130
+    assert 1.4 < took < 5.0, took
+    assert survivors(pids, settle=0) == []
+
+
+@pytest.mark.timeout(60)
+def test_second_ctrl_c_kills_at_once(tmp_path):
+    proc, pids = spawner(tmp_path, jax=True, args=("--ignore_signals",))  # grace period 30 s
+    wait_for_files(pids, 2 * RANK_AND_HELPERS)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=20)
+    assert code == 130
+    assert time.monotonic() - sent < 2.0
+    assert survivors(pids, settle=0) == []
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
+def test_sigkill_of_the_launcher_leaves_no_orphans(tmp_path, jax):
+    proc, pids = spawner(tmp_path, jax=jax)
+    wait_for_files(pids, 2 * RANK_AND_HELPERS)
+    proc.kill()
+    proc.communicate()
+    # the watchdog notices at once; allow a loaded machine a few seconds
+    assert survivors(pids, settle=5.0) == []
+
+
+@pytest.mark.timeout(60)
+def test_torchrun_output_flags_are_honoured(tmp_path):
+    """With tee/redirects/log_dir torchrun keeps the workers' output, as the user asked."""
+    torch_logs = tmp_path / "torchrun_logs"
+    proc, pids = spawner(tmp_path, "launcher.tee=3", f"launcher.log_dir={torch_logs}", args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert "rank 1 done" in out and "rank 0 done" in out  # torchrun's tee, all local ranks
+    assert list(torch_logs.rglob("stdout.log"))
+    assert not (run_dir(tmp_path) / "logs" / "rank0.log").exists()
+
+
+@pytest.mark.timeout(60)
+def test_local_ranks_filter_alone_selects_the_console_ranks(tmp_path):
+    proc, _ = spawner(tmp_path, "launcher.local_ranks_filter=1", args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert "rank 1 done" in out and "rank 0 done" not in out
+    assert "rank 0 done" in (run_dir(tmp_path) / "logs" / "rank0.log").read_text()
+
+
+@pytest.mark.timeout(90)
+def test_torchrun_restarts_are_left_to_torchrun(tmp_path):
+    """With max_restarts, a failed rank is restarted by torchrun, not ended by the launcher."""
+    proc, pids = spawner(tmp_path, "launcher.max_restarts=1", args=("--fail", "1:7"))
+    code, out, err = finish(proc, timeout=80)
+    assert code == 7, err
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in err
+    # two attempts ran: rank 1 failed twice
+    assert (run_dir(tmp_path) / "logs" / "rank1.log").read_text().count("rank 1 failing with 7") == 2
+    assert survivors(pids) == []
+
+
+@pytest.mark.timeout(60)
+def test_a_node_without_rank_0_says_where_its_logs_are(tmp_path):
+    """JAX ranks of node 1 of 2 (node 0 never comes): the console points at this node's logs."""
+    proc, pids = spawner(
+        tmp_path, "launcher.nnodes=2", "launcher.node_rank=1", "launcher.local_nodes=true",
+        "launcher.coordinator_address=127.0.0.1:1", nproc=1, jax=True, args=("--mode", "ok"),
+    )
+    code, out, err = finish(proc)
+    assert code == 0, err
+    logs = run_dir(tmp_path) / "logs"
+    assert (
+        f"[train_multigpu] the console shows global rank 0 (on node 0); this node's ranks log to {logs}"
+        " (log_all_ranks=true shows them here)"
+    ) in out
+    assert "rank 1 done" in (logs / "rank1.log").read_text() and "rank 1 done" not in out

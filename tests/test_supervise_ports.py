@@ -1,0 +1,117 @@
+"""Ports, addresses and threads: what preflight refuses before anything starts, and the OMP default."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from supervise_util import REPO, env, finish, run_dir, spawner
+
+HINT = "choose a free port, or stop what holds it; ss -ltnp names it"
+LOOPBACK = (
+    "a loopback address in a launch of nnodes=2: the other nodes cannot reach it (use node 0's network address "
+    "or hostname; if every node runs on this host, add launcher.local_nodes=true)"
+)
+
+
+@pytest.fixture
+def taken_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def dry_run(*overrides: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", "dry_run=true", *overrides]
+    return subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=REPO, timeout=60)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "overrides, key, value",
+    [
+        (["launcher.master_port={port}"], "launcher.master_port", "{port}"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.local_nodes=true", "launcher.rdzv_endpoint=localhost:{port}"],
+         "launcher.rdzv_endpoint", "localhost:{port}"),
+        (["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:{port}"], "launcher.coordinator_address", "127.0.0.1:{port}"),
+    ],
+    ids=["master_port", "rdzv_endpoint", "jax-coordinator"],
+)
+def test_a_taken_port_fails_before_launch_naming_it(taken_port, overrides, key, value):
+    result = dry_run(*(o.format(port=taken_port) for o in overrides))
+    assert result.returncode == 2
+    value = value.format(port=taken_port)
+    assert result.stderr.strip() == (
+        f"train_multigpu: error: {key}={value}: port {taken_port} is already in use on this host ({HINT})"
+    )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "overrides, key, value",
+    [
+        (["launcher=multinode", "launcher.master_addr=127.0.0.1"], "launcher.master_addr", "127.0.0.1"),
+        (["launcher=multinode", "launcher.node_rank=1", "launcher.rdzv_endpoint=localhost:29400"], "launcher.rdzv_endpoint", "localhost:29400"),
+        (["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:1234"], "launcher.coordinator_address", "127.0.0.1:1234"),
+    ],
+    ids=["master_addr", "rdzv_endpoint-node1", "jax-coordinator"],
+)
+def test_loopback_in_a_multinode_launch_is_an_error(overrides, key, value):
+    result = dry_run("launcher.nnodes=2", *overrides)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"train_multigpu: error: {key}={value}: {LOOPBACK}"
+    # ... unless every node is on this host
+    assert dry_run("launcher.nnodes=2", "launcher.local_nodes=true", *overrides).returncode == 0
+
+
+@pytest.mark.timeout(60)
+def test_free_ports_are_chosen_when_none_is_given(taken_port):
+    single = dry_run().stdout
+    assert "--standalone" in single  # torchrun picks a free port itself
+    jax = dry_run("launcher=skrl_jax").stdout
+    ports = {line.split("JAX_COORDINATOR_PORT=")[1].split()[0] for line in jax.splitlines() if "JAX_COORDINATOR_PORT=" in line}
+    assert len(ports) == 1 and int(ports.pop()) != taken_port
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset")
+def test_omp_threads_follow_the_affinity_mask_and_torchrun_prints_no_banner(tmp_path):
+    proc, _ = spawner(tmp_path, nproc=1, args=("--mode", "ok"))
+    code, out, err = finish(proc)
+    assert code == 0, err
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    assert f"rank 0 OMP_NUM_THREADS={cores}" in out
+    torchrun_log = (run_dir(tmp_path) / "logs" / "torchrun.log").read_text()
+    assert "Setting OMP_NUM_THREADS" not in torchrun_log + out + err  # torchrun's banner
+    # one core allowed: one thread, whatever the machine has
+    pinned = subprocess.run(
+        ["taskset", "-c", "0", sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", "dry_run=true"],
+        capture_output=True, text=True, env=env(), cwd=REPO, timeout=60,
+    )
+    assert "export OMP_NUM_THREADS=1" in pinned.stdout
+
+
+@pytest.mark.timeout(60)
+def test_torchruns_default_master_port_is_checked_and_named():
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 29500))
+        holder.listen()
+    except OSError:
+        pass  # someone else holds it already: taken either way
+    try:
+        result = dry_run("launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=127.0.0.1", "launcher.local_nodes=true")
+    finally:
+        holder.close()
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "train_multigpu: error: launcher.master_port=29500 (torchrun's default): "
+        f"port 29500 is already in use on this host ({HINT})"
+    )

@@ -1,0 +1,92 @@
+"""Checkpoints under failure: SIGKILL then --resume, SIGTERM/SIGUSR1 exit codes, injected rank crash
+with and without a torch-elastic restart."""
+
+import json
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from trainer_procs import PY, REPO, TRAIN, clean_env, iteration_lines, torchrun
+
+pytestmark = pytest.mark.timeout(240)
+SMALL = ["--num_envs", "4"]
+
+
+def _start(tmp_path, args, **env):
+    return subprocess.Popen([PY, str(TRAIN), *SMALL, *args], cwd=tmp_path, env=clean_env(**env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_iteration(proc, n: int) -> list[str]:
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(f"[iter {n:4d}/"):
+            return seen
+    raise AssertionError("trainer ended before iteration %d: %s" % (n, proc.stderr.read()[-3000:]))
+
+
+def test_sigkill_then_resume_keeps_every_completed_iteration(tmp_path):
+    run = tmp_path / "run"
+    proc = _start(tmp_path, ["--max_iterations", "1000"], TRAIN_MULTIGPU_RUN_DIR=run)
+    _wait_for_iteration(proc, 3)
+    proc.kill()
+    proc.wait()
+    ckpts = sorted((run / "checkpoints").glob("iter_*.ckpt"))
+    done = int(ckpts[-1].stem.split("_")[1])
+    assert done >= 3  # every iteration that was printed has its checkpoint
+    saved = torch.load(ckpts[-1], weights_only=False)
+    assert saved["iteration"] == done
+
+    dump = tmp_path / "dump"
+    r = subprocess.run([PY, str(TRAIN), *SMALL, "--resume", "--max_iterations", str(done + 2)], cwd=tmp_path,
+                       env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run, TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS=dump),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = iteration_lines(r.stdout)
+    assert lines[0].startswith(f"[iter {done + 1:4d}/") and len(lines) == 2
+    info = json.loads((dump / "rank0_info.json").read_text())
+    assert info["start_iteration"] == done
+    hp = yaml.safe_load((REPO / "examples/agents/CartPole-v1.yaml").read_text())["agent"]
+    steps_per_iteration = hp["learning_epochs"] * hp["mini_batches"]
+    assert info["optimizer_steps_start"] == done * steps_per_iteration  # Adam state came back
+    assert info["optimizer_steps_end"] == (done + 2) * steps_per_iteration
+    saved_params = torch.cat([v.reshape(-1) for k, v in saved["agent"]["model"].items()]).numpy()
+    np.testing.assert_array_equal(np.sort(np.load(dump / "rank0_initial.npy")), np.sort(saved_params))
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGUSR1, 138)])
+def test_signal_finishes_iteration_checkpoints_and_exits(tmp_path, sig, code):
+    run = tmp_path / "run"
+    proc = _start(tmp_path, ["--max_iterations", "1000"], TRAIN_MULTIGPU_RUN_DIR=run)
+    _wait_for_iteration(proc, 2)
+    proc.send_signal(sig)
+    rest, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err[-3000:]
+    stopped = [line for line in rest.splitlines() if line.startswith("stopped by")]
+    assert stopped and sig.name in stopped[0]
+    last = int(iteration_lines(rest)[-1].split("/")[0].split()[-1]) if iteration_lines(rest) else 2
+    assert (run / "checkpoints" / f"iter_{last:06d}.ckpt").exists()
+    assert rest.strip().splitlines()[-1] == f"run_dir: {run}"
+
+
+def test_injected_crash_exits_3_and_elastic_restart_resumes(tmp_path):
+    args = ["--max_iterations", "4", *SMALL]
+    env = clean_env(TRAIN_MULTIGPU_EXAMPLE_CRASH="2:1", TRAIN_MULTIGPU_RUN_DIR=tmp_path / "a")
+    r = torchrun(2, args, env=env, cwd=tmp_path)
+    assert r.returncode != 0
+    assert "rank 1 exits 3 after iteration 2" in r.stderr
+    assert "exitcode  : 3" in r.stderr  # torchrun's failure report for the crashed rank
+    assert iteration_lines(r.stdout)[-1].startswith("[iter    2/")
+    assert (tmp_path / "a" / "checkpoints" / "iter_000002.ckpt").exists()
+
+    env = clean_env(TRAIN_MULTIGPU_EXAMPLE_CRASH="2:1", TRAIN_MULTIGPU_RUN_DIR=tmp_path / "b")
+    r = torchrun(2, args, env=env, cwd=tmp_path, extra=("--max_restarts", "1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resuming from" in r.stdout and "iter_000002.ckpt" in r.stdout
+    assert [line.split("/")[0] for line in iteration_lines(r.stdout)] == \
+        ["[iter    1", "[iter    2", "[iter    3", "[iter    4"]
