@@ -208,9 +208,11 @@ def test_max_restarts_restarts_a_rank_that_crashed_once(tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_jax_coordinator_node_killed_mid_run_fails_the_survivor(tmp_path):
-    """Node 0 (the JAX coordinator) dies: the rank on node 1 fails within seconds. (When node 0 survives a dead node 1, its rank aborts only at JAX's 100 s heartbeat
-    timeout: docs/multinode.md.)"""
+@pytest.mark.parametrize("dead", [0, 1])
+def test_jax_node_killed_mid_run_fails_the_survivor(tmp_path, dead):
+    """A JAX rank whose peer died raises in its collective and then never exits by itself (bare,
+    the coordinator's side waits for JAX's 100 s heartbeat timeout); the launcher's supervisor
+    ends it: the surviving node's launcher exits non-zero within seconds, whichever node died."""
     with Hosts(2, hostnames=True) as hosts:
         overrides = ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.nproc_per_node=1", "log_all_ranks=true",
                      f"launcher.coordinator_address={hosts[0].addr}:5124",
@@ -219,11 +221,57 @@ def test_jax_coordinator_node_killed_mid_run_fails_the_survivor(tmp_path):
                         script_args=("--hold", "60")) for h in hosts]
         for p in procs:
             p.wait_for("HOLDING", 90)
+        survivor = procs[1 - dead]
         t0 = time.monotonic()
-        hosts[0].crash()
-        rc = procs[1].wait(60)
+        hosts[dead].crash()
+        rc = survivor.wait(60)
         elapsed = time.monotonic() - t0
-    print(f"survivor rc {rc} after {elapsed:.1f} s")
-    assert rc != 0, procs[1].out[-3000:]
-    assert f"[train_multigpu] exit code {rc} " in procs[1].out
+    assert rc != 0, survivor.out[-3000:]
+    assert f"[train_multigpu] exit code {rc} " in survivor.out
     assert elapsed < 30, elapsed
+
+
+# --- the bundled trainer (examples/train.py: skrl PPO on CartPole, gloo) across two nodes --------
+
+TRAINER = str(ROOT / "examples" / "train.py")
+ITER = re.compile(r"\[iter +(\d+)/")
+
+
+def trainer(hosts, node_rank: int, *extra: str) -> list[str]:
+    return ["launcher=multinode", "launcher.nnodes=2", f"launcher.node_rank={node_rank}",
+            f"launcher.rdzv_endpoint={hosts[0].addr}:29400", "launcher.network_interface=eth0",
+            "launcher.nproc_per_node=1", f"script={TRAINER}", "task=CartPole-v1", "num_envs=4", "seed=1", *extra]
+
+
+@pytest.mark.timeout(180)
+def test_trainer_trains_across_two_nodes(tmp_path):
+    with Hosts(2) as hosts:
+        procs = [launch(h, tmp_path / f"n{h.index}", *trainer(hosts, h.index, "max_iterations=3")) for h in hosts]
+        for p in procs:
+            assert p.wait(150) == 0, p.out[-3000:]
+    iterations = [int(m) for m in ITER.findall(procs[0].out)]
+    assert iterations == [1, 2, 3], procs[0].out[-3000:]
+    (run,) = (tmp_path / "n0").glob("runs/*")
+    assert (run / "checkpoints" / "iter_000003.ckpt").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=False, reason=(
+    "examples/train.py, 1 run in 3 here: the restarted rank 1 aborts at exit ('terminate called without "
+    "an active exception') after the run completed, node 1 has no restart left and fails, node 0 then "
+    "waits in torchrun's exit barrier; see docs/multinode.md"))
+def test_trainer_rank_crash_restarts_and_resumes_from_its_checkpoint(tmp_path):
+    """Global rank 1 (node 1) exits 3 right after iteration 2 (its checkpoint is written by rank 0
+    on node 0); with max_restarts=1 both nodes restart their workers, rank 0 resumes from
+    iter_000002.ckpt and the run ends at iteration 4: no completed iteration is lost or redone.
+    (Rank 0's own worker fails on the broken collective, so node 0 counts the restart too and
+    the trainer's per-attempt store keys and auto-resume agree on both nodes.)"""
+    with Hosts(2) as hosts:
+        extra = ("max_iterations=4", "launcher.max_restarts=1", "+worker_env.TRAIN_MULTIGPU_EXAMPLE_CRASH='2:1'",
+                 "log_all_ranks=true")
+        procs = [launch(h, tmp_path / f"n{h.index}", *trainer(hosts, h.index, *extra)) for h in hosts]
+        for p in procs:
+            assert p.wait(60) == 0, p.out[-3000:]
+    assert "rank 1 exits 3 after iteration 2" in procs[1].out
+    assert re.search(r"resuming from \S+/checkpoints/iter_000002\.ckpt", procs[0].out), procs[0].out[-3000:]
+    assert [int(m) for m in ITER.findall(procs[0].out)] == [1, 2, 3, 4], procs[0].out[-3000:]
