@@ -279,6 +279,22 @@ def _is_config_error(err: Exception) -> bool:
     return isinstance(err, (HydraException, OmegaConfBaseException))
 
 
+def _run_once(overrides: list[str]) -> None:
+    """A single run, without Hydra flags: the config composed once, through Hydra's compose API.
+    (``hydra.main`` composes it twice, once to find the run mode; that is most of the start-up
+    time the launcher adds.) The job sees the same config and the same HydraConfig."""
+    from hydra import compose as hydra_compose, initialize
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    with initialize(config_path=None, version_base="1.3", job_name=PROG):
+        cfg = hydra_compose(compose.CONFIG_NAME, overrides=overrides, return_hydra_config=True)
+        HydraConfig.instance().set_config(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        _job(cfg)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     global _CURRENT
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -300,17 +316,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     overrides = compose.with_default_profile(overrides, os.environ)
     _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
 
-    import hydra
-
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
-    # no primary config directory: the profile search path names them all, the shipped one last
-    app = hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(_job)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
     sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        app()
+        if line.hydra_flags:
+            import hydra
+
+            # no primary config directory: the profile search path names them all, the shipped one last
+            hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(_job)()
+        else:
+            _run_once([searchpath, *overrides])
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except Exception as err:

@@ -72,3 +72,8 @@ def build(argv: list[str], gpus: int = 0, cpus: int = 2, env: dict | None = None
 
         settled = replace(settled, coordinator=coordinator)
     return plan.build(cfg, settled, facts, run_dir="/runs/r1")
+
+
+# the small distributed target (gloo all-reduce / JAX psum, --exit_code_on_rank R:CODE) for tests
+# that exercise launching rather than training
+ALLREDUCE = str(paths.examples_dir() / "allreduce.py")

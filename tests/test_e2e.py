@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ALLREDUCE
+
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -17,7 +19,7 @@ def run_dir_of(stdout: str) -> Path:
 
 
 def test_torchrun_two_workers_all_reduce(run_cli):
-    result = run_cli("log_all_ranks=true", "run_name=ar")
+    result = run_cli(f"script={ALLREDUCE}", "log_all_ranks=true", "run_name=ar")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("all_reduce sum=3 expected=3") == 2, result.stdout
     run_dir = run_dir_of(result.stdout)
@@ -29,18 +31,30 @@ def test_torchrun_two_workers_all_reduce(run_cli):
 
 
 def test_jax_two_ranks_psum_through_skrl(run_cli):
-    result = run_cli("launcher=skrl_jax", "launcher.nproc_per_node=2", "log_all_ranks=true")
+    result = run_cli(f"script={ALLREDUCE}", "launcher=skrl_jax", "launcher.nproc_per_node=2", "log_all_ranks=true")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("psum=3 expected=3") == 2, result.stdout
 
 
 def test_torchrun_failing_rank_fails_the_launch(run_cli):
-    result = run_cli("--", "--exit_code_on_rank", "1:7")
-    assert result.returncode != 0
+    result = run_cli(f"script={ALLREDUCE}", "--", "--exit_code_on_rank", "1:7")
+    assert result.returncode == 7, result.stdout + result.stderr  # the rank's own code, not torchrun's 1
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in result.stderr
     status = json.loads((run_dir_of(result.stdout) / "status.json").read_text())
     assert status["exit_code"] == result.returncode
 
 
 def test_jax_failing_rank_exit_code_reaches_the_user(run_cli):
-    result = run_cli("launcher=skrl_jax", "launcher.nproc_per_node=2", "--", "--exit_code_on_rank", "1:7")
+    result = run_cli(f"script={ALLREDUCE}", "launcher=skrl_jax", "launcher.nproc_per_node=2", "--", "--exit_code_on_rank", "1:7")
     assert result.returncode == 7, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("topology", ["single_node", "skrl_jax"])
+def test_the_main_job_trains_the_bundled_trainer(run_cli, topology):
+    """The default target is the bundled skrl PPO trainer; presets=debug keeps it tiny."""
+    result = run_cli(f"launcher={topology}", "presets=debug", "launcher.nproc_per_node=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run_dir = run_dir_of(result.stdout)
+    trainer_dir = Path(result.stdout.split("run_dir:")[-1].split()[0])
+    assert trainer_dir == run_dir  # the trainer writes into the launcher's run directory
+    assert list(run_dir.glob("checkpoints/*")) and (run_dir / "logs" / "rank1.log").is_file()

@@ -83,7 +83,7 @@ def test_single_node_without_port_is_standalone():
     p = build([])
     args = argv_of(p)
     assert args[:6] == [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone"]
-    assert args[6].endswith("examples/allreduce.py") and args[-1] == "--distributed"
+    assert args[6].endswith("examples/train.py") and args[-1] == "--distributed"
     assert p.profile == "examples" and p.device == "cpu"
     assert p.env["TRAIN_MULTIGPU_DIST_BACKEND"] == "gloo"
     assert p.env["TRAIN_MULTIGPU_RUN_DIR"] == "/runs/r1"
@@ -169,7 +169,7 @@ def test_jax_ranks_get_skrls_variables():
         for i in range(2)
     ]
     args = argv_of(p)
-    assert args[0] == PY and args[1].endswith("examples/allreduce.py")
+    assert args[0] == PY and args[1].endswith("examples/train.py")
     assert args[2:] == ["--task=Pendulum-v1", "--ml_framework", "jax", "--distributed"]
     assert p.env["JAX_PLATFORMS"] == "cpu"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ALLREDUCE, ROOT, clean_env
 from slurm_cluster import wait_job
 
 pytestmark = pytest.mark.timeout(240)
@@ -51,7 +51,7 @@ def log_of(run_dir: Path, job: str) -> str:
 
 
 def test_submit_two_cpu_workers_completes(slurm_cluster, run_cli):
-    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", "log_all_ranks=true", "run_name=sub", env=env())
+    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", f"script={ALLREDUCE}", "log_all_ranks=true", "run_name=sub", env=env())
     assert result.returncode == 0, result.stderr
     [(job, run_dir)] = submitted(result.stdout)
     assert f"log:    {run_dir}/slurm-{job}.out" in result.stdout
@@ -66,7 +66,7 @@ def test_submit_two_cpu_workers_completes(slurm_cluster, run_cli):
 def test_launcher_slurm_inside_salloc_and_srun(slurm_cluster, tmp_path):
     for launcher, expect in (("slurm", "all_reduce sum=3 expected=3"), ("slurm_jax", "psum=3 expected=3")):
         argv = ["salloc", "--nodes=1", "--cpus-per-task=2", "srun", "--ntasks-per-node=1", "--cpus-per-task=2",
-                sys.executable, "-m", "launcher", f"launcher={launcher}", "log_all_ranks=true"]
+                sys.executable, "-m", "launcher", f"launcher={launcher}", f"script={ALLREDUCE}", "log_all_ranks=true"]
         result = subprocess.run(argv, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.count(expect) == 2, result.stdout
@@ -75,7 +75,7 @@ def test_launcher_slurm_inside_salloc_and_srun(slurm_cluster, tmp_path):
 def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_cli):
     jobs = []
     for launcher in ("launcher=single_node", "launcher=skrl_jax"):
-        result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", launcher,
+        result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", launcher, f"script={ALLREDUCE}",
                          "--", "--exit_code_on_rank", "1:7", env=env())
         assert result.returncode == 0, result.stderr
         jobs += submitted(result.stdout)
@@ -89,7 +89,7 @@ def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_
 
 
 def test_sweep_submits_one_job_per_point(slurm_cluster, run_cli):
-    result = run_cli("-m", "seed=1,2,3", "submit=slurm", "slurm.cpus_per_task=1", "launcher.nproc_per_node=1",
+    result = run_cli("-m", "seed=1,2,3", "submit=slurm", "slurm.cpus_per_task=1", "launcher.nproc_per_node=1", f"script={ALLREDUCE}",
                      "slurm.time=5", env=env())
     assert result.returncode == 0, result.stderr
     jobs = submitted(result.stdout)
