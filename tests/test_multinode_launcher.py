@@ -96,7 +96,7 @@ def test_jax_two_nodes_own_hostnames(tmp_path):
     """skrl's JAX ranks across nodes, with the bundled examples/allreduce.py (a psum)."""
     with Hosts(2, hostnames=True) as hosts:
         overrides = ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.nproc_per_node=1", "log_all_ranks=true",
-                     f"launcher.coordinator_address={hosts[0].addr}:5123"]
+                     f"launcher.coordinator_address={hosts[0].addr}:5123", f"script={ROOT / 'examples' / 'allreduce.py'}"]
         procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}") for h in hosts]
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
