@@ -20,27 +20,10 @@ from typing import Mapping, Optional
 from . import rendezvous
 from .checks import Settled
 from .host import HostFacts
-from .schema import Topology, TrainConfig
+from .schema import TORCHRUN_ONLY_KEYS, Topology, TrainConfig
 
 # torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
-TORCHRUN_FLAG_ORDER = (
-    "nnodes",
-    "node_rank",
-    "master_addr",
-    "master_port",
-    "rdzv_backend",
-    "rdzv_endpoint",
-    "rdzv_id",
-    "rdzv_conf",
-    "max_restarts",
-    "monitor_interval",
-    "start_method",
-    "role",
-    "tee",
-    "redirects",
-    "local_ranks_filter",
-    "log_dir",
-)
+TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_ONLY_KEYS[: TORCHRUN_ONLY_KEYS.index("log_dir") + 1])
 # new torchrun flags, after Isaac Lab's ones (Isaac Lab's commands stay a prefix of ours)
 LOCAL_ADDR_FLAG = "--local_addr"
 # what launcher.network_interface sets for every worker

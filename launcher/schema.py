@@ -37,6 +37,7 @@ class MLFramework(Enum):
 
 # Keys of LauncherConfig that only torchrun understands; skrl_jax rejects them.
 TORCHRUN_ONLY_KEYS = (
+    # torchrun flags, in the order Isaac Lab's train_multigpu emits them (after nnodes, node_rank)
     "master_addr",
     "master_port",
     "rdzv_backend",
@@ -51,6 +52,7 @@ TORCHRUN_ONLY_KEYS = (
     "redirects",
     "local_ranks_filter",
     "log_dir",
+    # train_multigpu's own multi-node keys, turned into torchrun flags and rdzv_conf entries
     "join_timeout",
     "local_addr",
     "is_host",
