@@ -253,7 +253,6 @@ def trainer(hosts, node_rank: int, *extra: str) -> list[str]:
 
 
 @pytest.mark.timeout(120)
-@TRAINER_EXIT_FLAKE
 def test_trainer_trains_across_two_nodes(tmp_path):
     with Hosts(2) as hosts:
         procs = [launch(h, tmp_path / f"n{h.index}", *trainer(hosts, h.index, "max_iterations=3")) for h in hosts]
@@ -266,11 +265,6 @@ def test_trainer_trains_across_two_nodes(tmp_path):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=False, reason=(
-    "examples/train.py keys its process-group store per TORCHELASTIC_RESTART_COUNT, which is per node: "
-    "when node 0's agent restarts for the new rendezvous round before its own worker failed, node 0 "
-    "keeps count 0 (no resume, prefix attempt_0) while node 1 has 1 (attempt_1), and the restarted "
-    "group hangs; also the exit abort of TRAINER_EXIT_FLAKE"))
 def test_trainer_rank_crash_restarts_and_resumes_from_its_checkpoint(tmp_path):
     """Global rank 1 (node 1) exits 3 right after iteration 2 (its checkpoint is written by rank 0
     on node 0); with max_restarts=1 both nodes restart their workers, rank 0 resumes from
