@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         os.dup2(2, 1)
     if args.ml_framework == "torch":
-        trainer_dist.setup_torch(topo)  # process group before skrl is imported
+        topo = trainer_dist.setup_torch(topo)  # process group before skrl is imported; agrees the attempt
         from trainer_torch import TorchBackend as Backend
     else:
         trainer_dist.setup_jax(topo)

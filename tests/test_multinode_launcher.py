@@ -237,12 +237,10 @@ TRAINER = str(ROOT / "examples" / "train.py")
 ITER = re.compile(r"\[iter +(\d+)/")
 
 
-# Seen twice in ~16 two-node runs here (once under the full suite's load): after the run completed, rank 1
-# aborts at exit ("terminate called without an active exception"), its node fails, and node 0's
-# torchrun then waits in its exit barrier (300 s). A trainer/torch teardown issue, not the launcher's.
-TRAINER_EXIT_FLAKE = pytest.mark.xfail(strict=False, reason=(
-    "examples/train.py across nodes: rank 1 intermittently aborts at exit after the run completed "
-    "('terminate called without an active exception'); node 0 then waits in torchrun's exit barrier"))
+# Formerly xfail: rank 1 sometimes aborted at exit ("terminate called without an active exception") and
+# node 0 then waited in torchrun's exit barrier (seen 2 in ~16 runs); the trainer now tears down with
+# barrier + destroy_process_group + dropping its TCPStore. Restarts are keyed by a generation all ranks
+# agree through the store, not by the per-node TORCHELASTIC_RESTART_COUNT.
 
 
 def trainer(hosts, node_rank: int, *extra: str) -> list[str]:
@@ -253,7 +251,6 @@ def trainer(hosts, node_rank: int, *extra: str) -> list[str]:
 
 
 @pytest.mark.timeout(120)
-@TRAINER_EXIT_FLAKE
 def test_trainer_trains_across_two_nodes(tmp_path):
     with Hosts(2) as hosts:
         procs = [launch(h, tmp_path / f"n{h.index}", *trainer(hosts, h.index, "max_iterations=3")) for h in hosts]
@@ -266,11 +263,6 @@ def test_trainer_trains_across_two_nodes(tmp_path):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(strict=False, reason=(
-    "examples/train.py keys its process-group store per TORCHELASTIC_RESTART_COUNT, which is per node: "
-    "when node 0's agent restarts for the new rendezvous round before its own worker failed, node 0 "
-    "keeps count 0 (no resume, prefix attempt_0) while node 1 has 1 (attempt_1), and the restarted "
-    "group hangs; also the exit abort of TRAINER_EXIT_FLAKE"))
 def test_trainer_rank_crash_restarts_and_resumes_from_its_checkpoint(tmp_path):
     """Global rank 1 (node 1) exits 3 right after iteration 2 (its checkpoint is written by rank 0
     on node 0); with max_restarts=1 both nodes restart their workers, rank 0 resumes from

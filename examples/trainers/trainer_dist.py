@@ -35,8 +35,16 @@ class Topology:
     device: str             # "cpu" | "cuda:N"
     backend: str            # torch process-group back end ("gloo" | "nccl"); "gloo"/"nccl" collectives for JAX
     threads: int            # intra-op threads for this process
-    restart_count: int      # TORCHELASTIC_RESTART_COUNT (0 when not under torch elastic)
+    restart_count: int      # TORCHELASTIC_RESTART_COUNT (0 when not under torch elastic); PER NODE
     coordinator: str = ""   # JAX coordinator host:port
+    # Restart attempt of the whole job, identical on every rank (see ``_agree_attempt``); before the
+    # process group is set up it is this node's restart count.  -1: not yet agreed.
+    attempt: int = -1
+
+    @property
+    def restarted(self) -> bool:
+        """Whether this is a restarted attempt (a failure happened on ANY node), the same on all ranks."""
+        return (self.attempt if self.attempt >= 0 else self.restart_count) > 0
 
     @property
     def distributed(self) -> bool:
@@ -135,26 +143,129 @@ def _import_skrl_passively(world_size_var: str):
     return skrl
 
 
+_PREFIX = "train_multigpu_example"
+_STORE = None  # the TCPStore client/server this process created; released after the group is destroyed
+
+
+def _agree_attempt(store, topo: Topology, deadline: float) -> tuple[int, int]:
+    """A generation number that is identical on every rank and unique per restart round.
+
+    TORCHELASTIC_RESTART_COUNT is per torch-elastic agent, i.e. per node: with c10d rendezvous a node
+    whose workers were restarted because ANOTHER node's worker failed does not count a restart, so
+    it cannot key anything shared.  MASTER_PORT is the agent's shared store and does not change
+    between rounds either.  So the ranks agree through that store, which outlives worker restarts:
+
+    * rank 0 takes a fresh generation ``g`` (atomic ``add``) and publishes it as ``current``;
+    * every other rank reads ``current`` and claims its slot ``gen_<g>/rank_<r>`` with compare-and-set.
+      If a previous worker of the same rank already claimed it, ``g`` is a dead round's: wait for
+      ``current`` to change.  Having claimed it, wait until rank 0 seals ``g`` or ``current`` moves on
+      (a dead round's rank 0 never seals; a sealed round had every slot claimed, so cannot be claimed);
+    * rank 0 seals ``g`` once every rank claimed its slot.
+
+    torch elastic stops all workers of a round before any worker of the next round starts, so
+    nothing from a dead round can complete this exchange.  Each rank passes its own restart count
+    along; the seal carries the largest, so "restarted" is also the same everywhere (it matters when
+    the store is not shared and so the generation starts afresh every round).  Returns
+    (generation, attempt).
+    """
+    import datetime
+    import time
+
+    def wait_for(key: str, seconds: float) -> bool:
+        try:
+            store.wait([key], datetime.timedelta(seconds=seconds))
+            return True
+        except Exception:  # timeout (DistStoreError / RuntimeError, depending on the torch version)
+            return False
+
+    def remaining() -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise SystemExit("train.py: ranks did not agree on a restart generation in time "
+                             "(is another rank of this attempt stuck?)")
+        return left
+
+    if topo.rank == 0:
+        gen = store.add(f"{_PREFIX}/generation", 1)
+        store.set(f"{_PREFIX}/current", str(gen))
+        counts = [topo.restart_count]
+        for r in range(1, topo.world_size):
+            key = f"{_PREFIX}/gen_{gen}/rank_{r}"
+            while not wait_for(key, min(5.0, remaining())):
+                pass
+            counts.append(int(store.get(key).decode().split(":")[1]))
+        attempt = max(gen - 1, max(counts))
+        store.set(f"{_PREFIX}/gen_{gen}/sealed", str(attempt))
+        return gen, attempt
+
+    import uuid
+
+    token = f"{uuid.uuid4().hex}:{topo.restart_count}"
+    while True:
+        while not wait_for(f"{_PREFIX}/current", min(5.0, remaining())):
+            pass
+        gen = int(store.get(f"{_PREFIX}/current").decode())
+        slot = f"{_PREFIX}/gen_{gen}/rank_{topo.rank}"
+        claimed = store.compare_set(slot, "", token).decode() == token
+        sealed = f"{_PREFIX}/gen_{gen}/sealed"
+        while True:
+            if claimed and wait_for(sealed, min(1.0, remaining())):
+                return gen, int(store.get(sealed).decode())
+            if int(store.get(f"{_PREFIX}/current").decode()) != gen:
+                break  # a new round's rank 0 published its generation: take part in that one
+            if not claimed:
+                time.sleep(min(0.2, remaining()))
+
+
 def _attempt_store(topo: Topology):
     """The torchrun store (MASTER_ADDR:MASTER_PORT), with keys scoped to this restart attempt.
 
     Under torch elastic the agent's store outlives a worker restart; plain ``env://`` would let the
     restarted gloo group read the dead workers' addresses ("Gloo connectFullMesh failed ...
-    Connection refused").  A per-attempt prefix keeps each attempt's rendezvous keys apart.
+    Connection refused").  A per-attempt prefix keeps each attempt's rendezvous keys apart; the
+    attempt is agreed between the ranks (``_agree_attempt``), not taken from the per-node restart
+    count.  Returns (prefixed store, agreed attempt).
     """
     import datetime
+    import time
 
     import torch.distributed as dist
 
+    global _STORE
+    timeout = datetime.timedelta(minutes=10)
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
-    store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), _int_env("MASTER_PORT", 29500),
-                          topo.world_size, is_master=topo.rank == 0 and not agent_store,
-                          timeout=datetime.timedelta(minutes=10))
-    return dist.PrefixStore(f"train_multigpu_example/attempt_{topo.restart_count}", store)
+    _STORE = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), _int_env("MASTER_PORT", 29500),
+                           topo.world_size, is_master=topo.rank == 0 and not agent_store,
+                           timeout=timeout, wait_for_workers=False)
+    gen, attempt = _agree_attempt(_STORE, topo, time.monotonic() + timeout.total_seconds())
+    return dist.PrefixStore(f"{_PREFIX}/attempt_{gen}", _STORE), attempt
 
 
-def setup_torch(topo: Topology):
-    """Process group first (gloo/NCCL), then skrl adopting it. Returns skrl.config.torch."""
+def teardown_torch(topo: Topology) -> None:
+    """Leave the process group in step: barrier, destroy the group, then release our TCPStore.
+
+    Destroying the group while a peer still has gloo traffic in flight, or leaving the group and the
+    store to interpreter-exit destructors (with gloo's threads still running), can abort the process
+    ("terminate called without an active exception") after the run has finished.
+    """
+    global _STORE
+    import torch.distributed as dist
+
+    if topo.distributed and dist.is_initialized():
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()
+    _STORE = None
+    import gc
+
+    gc.collect()
+
+
+def setup_torch(topo: Topology) -> Topology:
+    """Process group first (gloo/NCCL), then skrl adopting it.
+
+    Returns the topology with ``attempt`` agreed between the ranks (skrl.config.torch is configured)."""
     import torch
 
     torch.set_num_threads(topo.threads)
@@ -163,8 +274,12 @@ def setup_torch(topo: Topology):
     if topo.distributed:
         import torch.distributed as dist
 
-        dist.init_process_group(backend=topo.backend, store=_attempt_store(topo), rank=topo.rank,
+        store, attempt = _attempt_store(topo)
+        topo = dataclasses.replace(topo, attempt=attempt)
+        dist.init_process_group(backend=topo.backend, store=store, rank=topo.rank,
                                 world_size=topo.world_size)
+    else:
+        topo = dataclasses.replace(topo, attempt=topo.restart_count)
     skrl = _import_skrl_passively("WORLD_SIZE")
     cfg = skrl.config.torch
     cfg._rank, cfg._local_rank, cfg._world_size = topo.rank, topo.local_rank, topo.world_size
@@ -175,7 +290,7 @@ def setup_torch(topo: Topology):
 
         assert cfg.is_distributed and cfg.world_size == dist.get_world_size() and cfg.rank == dist.get_rank()
         assert dist.get_backend() == topo.backend
-    return cfg
+    return topo
 
 
 def setup_jax(topo: Topology):

@@ -105,11 +105,11 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
     run_dir = None
     payload = None
     if topo.is_main:
-        run_dir = out.resolve_run_dir(task, args.run_name, resume=args.resume, restart_count=topo.restart_count)
+        run_dir = out.resolve_run_dir(task, args.run_name, resume=args.resume, restarted=topo.restarted)
         source = None
         if args.checkpoint:
             source = Path(args.checkpoint)
-        elif args.resume or topo.restart_count > 0:
+        elif args.resume or topo.restarted:  # restarted: a failure on any node, agreed by all ranks
             source = out.latest_checkpoint(run_dir)
             if source is None and args.resume:
                 print(f"train.py: --resume: no checkpoint in {run_dir / out.CHECKPOINT_DIR}", file=sys.stderr)
@@ -196,7 +196,7 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
             ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
             say(topo, f"[iter {iteration:4d}/{max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
                       f"mean_return={ret} env_steps={env_steps}")
-        if crash and crash == (iteration, topo.rank) and topo.restart_count == 0:
+        if crash and crash == (iteration, topo.rank) and not topo.restarted:
             print(f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH: rank {topo.rank} exits 3 after iteration {iteration}",
                   file=sys.stderr, flush=True)
             os._exit(3)

@@ -23,7 +23,7 @@ def _elastic_run_id() -> str:
     return "" if run_id in ("", "none") else run_id
 
 
-def resolve_run_dir(task: str, run_name: str | None, *, resume: bool, restart_count: int) -> Path:
+def resolve_run_dir(task: str, run_name: str | None, *, resume: bool, restarted: bool) -> Path:
     """TRAIN_MULTIGPU_RUN_DIR, else runs/<task>/<run_name or timestamp> under the cwd.
 
     Without a run name a fresh run gets a timestamp.  ``--resume`` then means the most recent run of
@@ -35,7 +35,7 @@ def resolve_run_dir(task: str, run_name: str | None, *, resume: bool, restart_co
     base = Path.cwd() / "runs" / task
     if run_name:
         return base / run_name
-    if restart_count > 0 and _elastic_run_id():
+    if restarted and _elastic_run_id():
         for info in sorted(base.glob(f"*/{RUN_INFO}"), key=os.path.getmtime, reverse=True):
             try:
                 if json.loads(info.read_text()).get("torchelastic_run_id") == _elastic_run_id():

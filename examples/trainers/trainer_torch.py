@@ -203,5 +203,6 @@ class TorchBackend:
         return box[0]
 
     def close(self) -> None:
-        if self.topo.distributed and dist.is_initialized():
-            dist.destroy_process_group()
+        import trainer_dist
+
+        trainer_dist.teardown_torch(self.topo)
