@@ -13,9 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, grammar, host, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
+from . import checks, compose, errors, grammar, host, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
 from .addresses import Endpoint
-from . import errors
 from .errors import EXIT_USAGE, UserError
 from .schema import Topology
 
@@ -61,7 +60,6 @@ def _error(message: str) -> None:
 
 def _full_error() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
-
 
 
 def _to_object(cfg) -> schema.TrainConfig:

@@ -48,6 +48,8 @@ HYDRA_FLAGS = {
     "--experimental-rerun": True, "--info": False,
 }
 INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+# keys whose values may be bracketed IPv6 addresses
+ADDRESS_KEYS = ("launcher.rdzv_endpoint", "launcher.coordinator_address", "launcher.master_addr", "launcher.local_addr")
 # first segment of an override that belongs to Isaac Lab's training script, not to us
 SCRIPT_OVERRIDE_ROOTS = ("env", "agent")
 _OVERRIDE = re.compile(r"^[+~]{0,2}([A-Za-z_][\w.\-/@]*)(=|$)")
@@ -126,7 +128,7 @@ def parse(argv: list[str]) -> CommandLine:
             if root in SCRIPT_OVERRIDE_ROOTS:
                 forwarded.append(token)
             else:
-                line.overrides.append(token)
+                line.overrides.append(_bracketed_address(token))
         else:
             raise UserError(
                 "argument", token,
@@ -139,6 +141,21 @@ def parse(argv: list[str]) -> CommandLine:
         # Isaac Lab's grammar has no topology: multi-node flags select it
         line.overrides.insert(0, "launcher=multinode")
     return line
+
+
+def _bracketed_address(override: str) -> str:
+    """``launcher.rdzv_endpoint=[::1]:29400`` as typed: Hydra's grammar would read ``[`` as a list,
+    so an address key's bracketed IPv6 value is quoted for it.
+
+    >>> _bracketed_address("launcher.coordinator_address=[fd00::1]:5000")
+    "launcher.coordinator_address='[fd00::1]:5000'"
+    >>> _bracketed_address("presets=[debug]")
+    'presets=[debug]'
+    """
+    key, _, value = override.partition("=")
+    if key.lstrip("+") in ADDRESS_KEYS and value.startswith("["):
+        return f"{key}={quote(value)}"
+    return override
 
 
 def _translate(name: str, value: str) -> list[str]:

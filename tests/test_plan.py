@@ -214,3 +214,8 @@ def test_single_node_nnodes_flag_one_stays_single_node(value):
         assert build(["--nnodes", "1"]).topology is Topology.single_node
     else:
         assert build(["--nnodes", value, "--master_addr", "10.0.0.1"]).topology is Topology.multinode
+
+
+def test_bracketed_ipv6_endpoint_needs_no_quoting_in_the_hydra_grammar():
+    p = build(["launcher=multinode", "launcher.rdzv_endpoint=[::1]:29400", "launcher.local_nodes=true"])
+    assert "[::1]:29400" in p.processes[0].argv
