@@ -20,6 +20,7 @@ from skrl import config
 from skrl.agents.jax.ppo import PPO, PPO_CFG
 from skrl.memories.jax import RandomMemory
 from skrl.models.jax import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+from trainer_ppo import build_agent
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu}
 
@@ -139,18 +140,10 @@ class JaxBackend:
         value = _configured(Value, model_cfg)(**spaces)
         policy.init_state_dict(role="policy")
         value.init_state_dict(role="value")
-        cfg = PPO_CFG(**agent_cfg)
-        cfg.learning_rate_scheduler = _UnitSchedule
-        cfg.experiment.write_interval = 0
-        cfg.experiment.checkpoint_interval = 0
-        memory = RandomMemory(memory_size=cfg.rollouts, num_envs=num_envs, device=self.device)
-        # PPO broadcasts rank 0's parameters and all-reduces (averages) gradients when distributed.
-        self.agent = PPO(models={"policy": policy, "value": value}, memory=memory,
-                         observation_space=observation_space, action_space=action_space,
-                         device=self.device, cfg=cfg)
-        self.agent.init()
-        self.agent.enable_training_mode(True)
-        self.rollouts = cfg.rollouts
+        self.agent = build_agent(PPO, PPO_CFG, RandomMemory, {"policy": policy, "value": value}, agent_cfg,
+                                 num_envs, self.device, observation_space, action_space,
+                                 learning_rate_scheduler=_UnitSchedule)
+        self.rollouts = self.agent.cfg.rollouts
         self._obs = None
 
     def _array(self, x, dtype=jnp.float32):

@@ -16,6 +16,7 @@ import torch.nn as nn
 from skrl.agents.torch.ppo import PPO, PPO_CFG
 from skrl.memories.torch import RandomMemory
 from skrl.models.torch import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+from trainer_ppo import build_agent
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
 
@@ -103,18 +104,9 @@ class TorchBackend:
             model = ContinuousActorCritic(observation_space, action_space, self.device, hidden, act,
                                           model_cfg.get("initial_log_std", 0.0))
             self._low, self._high = action_space.low, action_space.high
-        cfg = PPO_CFG(**agent_cfg)
-        # The loop writes logs and checkpoints itself (one per iteration, atomically, rank 0 only).
-        cfg.experiment.write_interval = 0
-        cfg.experiment.checkpoint_interval = 0
-        memory = RandomMemory(memory_size=cfg.rollouts, num_envs=num_envs, device=self.device)
-        # PPO broadcasts rank 0's initial parameters and averages gradients over the process group.
-        self.agent = PPO(models={"policy": model, "value": model}, memory=memory,
-                         observation_space=observation_space, action_space=action_space,
-                         device=self.device, cfg=cfg)
-        self.agent.init()
-        self.agent.enable_training_mode(True)
-        self.rollouts = cfg.rollouts
+        self.agent = build_agent(PPO, PPO_CFG, RandomMemory, {"policy": model, "value": model}, agent_cfg,
+                                 num_envs, self.device, observation_space, action_space)
+        self.rollouts = self.agent.cfg.rollouts
         self._obs = None
 
     # -- interaction -------------------------------------------------------------------------

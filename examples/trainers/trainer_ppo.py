@@ -1,0 +1,21 @@
+"""The skrl PPO agent as both back ends build it; the framework's classes are passed in."""
+
+from __future__ import annotations
+
+
+def build_agent(ppo, ppo_cfg, memory_cls, models: dict, agent_cfg: dict, num_envs: int, device,
+                observation_space, action_space, **cfg_fields):
+    """A PPO agent in training mode. The loop writes logs and checkpoints itself (one per iteration,
+    atomically, rank 0 only), so skrl's own writers are off. When distributed, PPO broadcasts rank
+    0's initial parameters and averages gradients over the ranks."""
+    cfg = ppo_cfg(**agent_cfg)
+    for name, value in cfg_fields.items():
+        setattr(cfg, name, value)
+    cfg.experiment.write_interval = 0
+    cfg.experiment.checkpoint_interval = 0
+    memory = memory_cls(memory_size=cfg.rollouts, num_envs=num_envs, device=device)
+    agent = ppo(models=models, memory=memory, observation_space=observation_space,
+                action_space=action_space, device=device, cfg=cfg)
+    agent.init()
+    agent.enable_training_mode(True)
+    return agent
