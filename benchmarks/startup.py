@@ -44,7 +44,7 @@ def bare_app(workdir: Path) -> Path:
     # same groups, keys and values, as plain YAML instead of the typed schema
     from omegaconf import OmegaConf
 
-    from launcher.schema import TrainConfig
+    from launcher.config.schema import TrainConfig
 
     keys = OmegaConf.to_yaml(OmegaConf.to_container(OmegaConf.structured(TrainConfig), enum_to_str=True))
     text = primary.read_text().replace("  - train_multigpu_schema\n", "").replace("\nhydra:\n", f"\n{keys}\nhydra:\n", 1)

@@ -1,3 +1,23 @@
-"""train_multigpu: configuration-driven launcher for distributed RL training."""
+"""train_multigpu: configuration-driven launcher for distributed RL training.
+
+The package is laid out in the order a launch flows through it (README.md, "Layout")::
+
+    cli ──► session ──► config/ ──► checks ──► probe ──► plan ──► run/      (run here)
+                                                              └──► slurm/   (submit=slurm)
+                           sweep/: -m sweeps (per-job values, lanes, the parallel runner)
+                           record: the run directory
+
+Import rules (tests/test_layout.py checks them):
+
+- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses`` are leaves: any module may import
+  them, they import none of the rooms below.
+- ``config/`` and the pure stages (``checks``, ``rendezvous``, ``plan``) never import ``run/``,
+  ``sweep/``, ``slurm/``, ``record``, ``session`` or ``cli``.
+- ``run/`` (processes and signals) imports only the leaves and ``plan``'s data types;
+  ``run/worker.py`` and ``run/watchdog.py`` run as separate processes and import nothing of the
+  package beyond the standard library (the watchdog: ``run/procs.py``).
+- ``slurm/`` and ``sweep/`` may use the stages before them; ``session`` may use everything;
+  nothing imports ``cli``.
+"""
 
 __version__ = "0.1.0"

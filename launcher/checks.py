@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from . import host, rendezvous
+from . import probe as host, rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
 from .errors import UserError
-from .host import HostFacts
-from .schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
+from .probe import HostFacts
+from .config.schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
 
 C10D_DEFAULT_PORT = 29400
 MASTER_DEFAULT_PORT = 29500

@@ -13,10 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, errors, grammar, host, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
+from . import checks, errors, plan as plan_mod, probe as host, record, secrets
+from .config import compose, grammar, profiles, schema
+from .run import supervise
+from .slurm import launch as slurm_launch
+from .sweep import lanes as sweep
 from .addresses import Endpoint
 from .errors import EXIT_USAGE, UserError
-from .schema import Topology
+from .config.schema import Topology
 
 PROG = "train_multigpu"
 
@@ -187,7 +191,7 @@ def _submit_slurm(cfg: schema.TrainConfig) -> int:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from . import slurm_submit
+    from .slurm import submit as slurm_submit
 
     return slurm_submit.run(
         cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
@@ -344,7 +348,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
     if len(_CURRENT.submissions) > 1 or {"-m", "--multirun"} & set(line.hydra_flags):
         if _CURRENT.submissions:
-            from .slurm_submit import summary
+            from .slurm.submit import summary
 
             print(summary(_CURRENT.submissions), flush=True)
     failures = [code for code in _CURRENT.exit_codes if code != 0]

@@ -19,8 +19,8 @@ from typing import Mapping, Optional
 
 from . import rendezvous
 from .checks import Settled
-from .host import HostFacts
-from .schema import TORCHRUN_ONLY_KEYS, Topology, TrainConfig
+from .probe import HostFacts
+from .config.schema import TORCHRUN_ONLY_KEYS, Topology, TrainConfig
 
 # torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
 TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_ONLY_KEYS[: TORCHRUN_ONLY_KEYS.index("log_dir") + 1])
@@ -32,7 +32,7 @@ TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
 DISTRIBUTED_FLAG = "--distributed"
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
 BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"
-# set by :func:`supervised` for the worker wrapper (launcher/worker.py) and the watchdog
+# set by :func:`supervised` for the worker wrapper (launcher/run/worker.py) and the watchdog
 LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
 RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
@@ -208,7 +208,7 @@ def _local_ranks(value: str) -> tuple[int, ...]:
 
 def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> LaunchPlan:
     """The plan as the supervisor runs it: every rank's script behind the worker wrapper
-    (``<python> <wrapper> <script> args``, see launcher/worker.py), and the variables the wrapper
+    (``<python> <wrapper> <script> args``, see launcher/run/worker.py), and the variables the wrapper
     and the watchdog read. With torchrun's --tee/--redirects/--log_dir given, torchrun keeps the
     workers' output; --local_ranks_filter alone selects the local ranks the console shows."""
     processes = []

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher import checks, grammar, paths, plan
-from launcher.compose import compose, with_default_profile
-from launcher.host import HostFacts
+from launcher import checks, paths, plan
+from launcher.config import grammar
+from launcher.config.compose import compose, with_default_profile
+from launcher.probe import HostFacts
 from slurm_cluster import slurm_cluster  # noqa: F401  (the real one-host SLURM fixture, used by name)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,10 +6,11 @@ import socket
 
 import pytest
 
-from launcher import checks, grammar
-from launcher.compose import compose
+from launcher import checks
+from launcher.config import grammar
+from launcher.config.compose import compose
 from launcher.errors import UserError
-from launcher.schema import TORCHRUN_ONLY_KEYS
+from launcher.config.schema import TORCHRUN_ONLY_KEYS
 
 from conftest import build, make_facts
 
@@ -86,7 +87,7 @@ def test_more_workers_than_visible_gpus():
 
 
 def test_gpu_count_comes_from_cuda_visible_devices_without_torch():
-    from launcher import host
+    from launcher import probe as host
 
     assert host.count_gpus({"CUDA_VISIBLE_DEVICES": "0,1"}) == (2, "CUDA_VISIBLE_DEVICES='0,1'")
     assert host.count_gpus({"CUDA_VISIBLE_DEVICES": ""})[0] == 0

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from launcher import checks, grammar, plan, rendezvous
-from launcher.compose import compose, with_default_profile
+from launcher import checks, plan, rendezvous
+from launcher.config import grammar
+from launcher.config.compose import compose, with_default_profile
 from launcher.errors import UserError
 
 from conftest import make_facts
@@ -136,7 +137,7 @@ def test_messages(argv, message):
 
 
 def test_machine_checks_name_the_key(monkeypatch):
-    from launcher import host
+    from launcher import probe as host
 
     cfg = compose(C10D + ["launcher.network_interface=eth9"])
     settled = checks.validate(cfg, make_facts())
@@ -151,7 +152,7 @@ def test_machine_checks_name_the_key(monkeypatch):
 
 
 def test_jax_on_cpu_refuses_a_hostname_on_loopback(monkeypatch, tmp_path):
-    from launcher import host
+    from launcher import probe as host
 
     script = tmp_path / "train.py"
     script.write_text("")

@@ -6,8 +6,8 @@ import pytest
 
 from launcher import plan
 from launcher.addresses import Endpoint
-from launcher.compose import with_default_profile
-from launcher.schema import Topology
+from launcher.config.compose import with_default_profile
+from launcher.config.schema import Topology
 
 from conftest import build
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher import profiles, secrets
-from launcher.compose import compose_dict, to_typed
+from launcher import secrets
+from launcher.config import profiles
+from launcher.config.compose import compose_dict, to_typed
 from launcher.errors import UserError
 
 from conftest import ROOT, clean_env

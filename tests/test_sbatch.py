@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from launcher.sbatch import (
+from launcher.slurm.batch import (
     SBATCH_LONG_OPTIONS,
     SbatchError,
     SlurmSettings,

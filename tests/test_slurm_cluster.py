@@ -11,8 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from launcher.sbatch import SlurmSettings, render_sbatch
-from launcher.slurm_env import SlurmAllocation
+from launcher.slurm.batch import SlurmSettings, render_sbatch
+from launcher.slurm.env import SlurmAllocation
 from slurm_cluster import sbatch, wait_job
 
 ALLREDUCE = """\

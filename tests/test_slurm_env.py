@@ -2,7 +2,7 @@
 
 import pytest
 
-from launcher.slurm_env import (
+from launcher.slurm.env import (
     NotInAllocationError,
     SlurmAllocation,
     SlurmEnvError,

@@ -8,10 +8,12 @@ import shlex
 import pytest
 
 from conftest import clean_env, make_facts
-from launcher import checks, grammar, plan, slurm_launch
-from launcher.compose import compose, with_default_profile
+from launcher import checks, plan
+from launcher.config import grammar
+from launcher.slurm import launch as slurm_launch
+from launcher.config.compose import compose, with_default_profile
 from launcher.errors import UserError
-from launcher.slurm_env import SlurmAllocation
+from launcher.slurm.env import SlurmAllocation
 
 TWO_NODES = {
     "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]",

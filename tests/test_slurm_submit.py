@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from conftest import ROOT, clean_env
-from launcher.slurm_submit import Submission, config_flags, job_command, job_overrides, summary
+from launcher.slurm.submit import Submission, config_flags, job_command, job_overrides, summary
 
 PROFILE = """\
 # @package _global_

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from launcher import checks, host, plan as plan_mod
-from launcher.schema import LauncherConfig, Topology, TrainConfig, Device
+from launcher import checks, plan as plan_mod, probe as host
+from launcher.config.schema import LauncherConfig, Topology, TrainConfig, Device
 
-WRAPPER = "/pkg/launcher/worker.py"
+WRAPPER = "/pkg/launcher/run/worker.py"
 
 
 def _plan(**launcher) -> plan_mod.LaunchPlan:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher import sweep
-from launcher.compose import compose
+from launcher.sweep import lanes as sweep
+from launcher.config.compose import compose
 from launcher.errors import UserError
 
 from conftest import clean_env, make_facts

@@ -4,7 +4,7 @@
 Processes
     Every process the launcher starts (torchrun, or one per JAX rank) runs in its own session, so a
     Ctrl+C on the terminal reaches the launcher alone, and it dies with the launcher
-    (``PR_SET_PDEATHSIG``). Each rank runs behind the worker wrapper (launcher/worker.py), which
+    (``PR_SET_PDEATHSIG``). Each rank runs behind the worker wrapper (launcher/run/worker.py), which
     also dies with its parent, writes the rank's log and records a non-zero exit.
 
 Signals
@@ -32,7 +32,7 @@ SIGUSR1
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
     the end every descendant, and every process carrying the launch's marker, is killed. A watchdog
-    process (launcher/watchdog.py) does the same if the launcher itself is SIGKILLed.
+    process (launcher/run/watchdog.py) does the same if the launcher itself is SIGKILLed.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from typing import IO, Optional
 
 from . import failure as failure_mod
 from . import logs, procs
-from .errors import UserError
+from ..errors import UserError
 from .failure import Failure, exit_code_of  # noqa: F401  (exit_code_of: re-exported)
-from .plan import LAUNCH_ID_VAR, LaunchPlan, supervised
+from ..plan import LAUNCH_ID_VAR, LaunchPlan, supervised
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
@@ -133,11 +133,11 @@ class Supervisor:
             pass
 
     def _start_watchdog(self) -> None:
-        package_parent = str(Path(__file__).resolve().parent.parent)
+        package_parent = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id],
+            [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )

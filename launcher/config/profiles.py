@@ -23,8 +23,9 @@ import re
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from . import grammar, paths
-from .errors import UserError
+from .. import paths
+from ..errors import UserError
+from . import grammar
 
 CONFIG_PATH_ENV = "TRAIN_MULTIGPU_CONFIG_PATH"
 PROJECT_DIR = ".train_multigpu"
@@ -149,7 +150,7 @@ def _diff(value: dict, default: dict) -> dict:
 
 def _secret_references(container: dict) -> None:
     """Secret values never go into a profile file: they become ``${oc.env:NAME}`` references."""
-    from .secrets import is_secret
+    from ..secrets import is_secret
 
     for section in ("worker_env",):
         env = container.get(section) or {}
@@ -169,7 +170,7 @@ def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: S
     from omegaconf import OmegaConf
 
     from . import schema
-    from .secrets import mask_override
+    from ..secrets import mask_override
 
     values = OmegaConf.to_container(dict_cfg, resolve=False, enum_to_str=True)
     values.pop("hydra", None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .errors import UserError
+from ..errors import UserError
 
 # Isaac Lab flag -> config key
 _LAUNCHER_FLAGS = (

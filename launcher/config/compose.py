@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping, Sequence
 
-from . import paths, schema
-from .errors import UserError
+from .. import paths
+from ..errors import UserError
+from . import schema
 
 CONFIG_NAME = "train_multigpu"
 ISAACLAB_ENV = "ISAACLAB_PATH"

@@ -2,7 +2,7 @@
 
 The job runs ``<this python> -m launcher launcher=slurm <the same overrides> submit=none
 run_dir=<run dir> [-- <script args>]`` once per node (``srun --ntasks-per-node=1``), so every node's
-launcher derives its topology from SLURM (launcher/slurm_launch.py). A JAX launch
+launcher derives its topology from SLURM (launcher/slurm/launch.py). A JAX launch
 (``launcher=skrl_jax``) becomes ``launcher=slurm_jax``.
 
 Before submitting, the job's own config is composed and validated against the allocation the
@@ -10,7 +10,7 @@ Before submitting, the job's own config is composed and validated against the al
 script, a bad ``#SBATCH`` value) fails here, in one line, not in the queue.
 
 Everything but :func:`submit` is pure. ``sbatch`` is the only process started here: a short,
-synchronous query-like call, not a launch (launches belong to launcher/supervise.py).
+synchronous query-like call, not a launch (launches belong to launcher/run/supervise.py).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import grammar
-from .errors import UserError
-from .host import HostFacts
-from .sbatch import SbatchError, SlurmSettings, render_sbatch
-from .schema import SlurmConfig, Topology, TrainConfig
-from .slurm_env import SlurmAllocation
+from ..config import grammar
+from ..config.schema import SlurmConfig, Topology, TrainConfig
+from ..errors import UserError
+from ..probe import HostFacts
+from .batch import SbatchError, SlurmSettings, render_sbatch
+from .env import SlurmAllocation
 
 PROG = "train_multigpu"
 SCRIPT_NAME = "job.sbatch"
@@ -207,7 +207,7 @@ def _job_config(job_overrides_: Sequence[str], script_args: Sequence[str]) -> Tr
     from hydra import compose as hydra_compose
     from omegaconf.errors import OmegaConfBaseException
 
-    from . import compose, profiles
+    from ..config import compose, profiles
 
     # the same profile search path the CLI gives Hydra (--config-dir is already in the app's)
     searchpath = profiles.searchpath_override(os.environ, os.getcwd())
@@ -221,7 +221,8 @@ def _job_config(job_overrides_: Sequence[str], script_args: Sequence[str]) -> Tr
 
 def check_job(job: TrainConfig, facts: HostFacts) -> None:
     """Validate the job's config against the allocation it asks for, as node 0 will."""
-    from . import checks, slurm_launch
+    from .. import checks
+    from . import launch as slurm_launch
 
     job, node_facts = slurm_launch.settle(job, planned_allocation(job.slurm), planned_facts(job.slurm, facts))
     settled = checks.validate(job, node_facts)

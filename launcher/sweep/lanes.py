@@ -4,7 +4,7 @@ device sets, and the summary table. Pure except :func:`job_info` (reads Hydra's 
 Hydra's BasicLauncher calls the job function once per sweep point, in-process, in order. With
 ``sweep.parallel=1`` each call runs its job to the end. With ``sweep.parallel=N`` each call only
 validates, plans and records its job; the cli then hands all of them to
-:func:`launcher.supervise.run_many`, which runs N lanes at once, each lane pinned to its own set
+:func:`launcher.run.supervise.run_many`, which runs N lanes at once, each lane pinned to its own set
 of devices (``CUDA_VISIBLE_DEVICES`` for GPUs, CPU affinity for CPU jobs). Job ``k`` (0-based
 ``hydra.job.num``) runs in lane ``k % N``: the assignment is known before anything starts, so
 each job's run record shows its devices and ports.
@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Callable, Optional, Sequence
 
-from .addresses import parse_endpoint
-from .errors import UserError
-from .host import HostFacts
-from .schema import Device, Topology, TrainConfig
+from ..addresses import parse_endpoint
+from ..config.schema import Device, Topology, TrainConfig
+from ..errors import UserError
+from ..probe import HostFacts
 
 
 @dataclass(frozen=True)

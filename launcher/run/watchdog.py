@@ -1,6 +1,6 @@
 """The watchdog: a tiny process that outlives a SIGKILLed launcher and kills what it left behind.
 
-``python -m launcher.watchdog LAUNCH_ID`` is started by the supervisor in its own session (so a
+``python -m launcher.run.watchdog LAUNCH_ID`` is started by the supervisor in its own session (so a
 Ctrl+C on the terminal does not reach it) with a pipe on stdin whose other end only the launcher
 holds. The launcher writes ``pgid N`` for every group it starts and ``done`` after its own
 clean-up. End of file without ``done`` means the launcher died without cleaning up (SIGKILL, a

@@ -104,7 +104,7 @@ class LauncherConfig:
     grace_period: float = 30.0
     # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
     # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
-    # (see launcher/slurm_launch.py, docs/slurm.md).
+    # (see launcher/slurm/launch.py, docs/slurm.md).
     from_slurm: bool = False
     # multi-node launches only: every node runs on this host, so a loopback rendezvous, master or
     # coordinator address (127.0.0.1, localhost, ::1) is meant; without it such an address is an error
@@ -148,7 +148,7 @@ class Submit(Enum):
 
 @dataclass
 class SlurmConfig:
-    """What ``submit=slurm`` asks SLURM for (rendered by launcher/sbatch.py). Unset: cluster default."""
+    """What ``submit=slurm`` asks SLURM for (rendered by launcher/slurm/batch.py). Unset: cluster default."""
 
     nodes: int = 1
     gpus_per_node: int = 0  # 0: ask for no GPUs (CPU clusters)

@@ -28,10 +28,10 @@ import copy
 from dataclasses import replace
 from typing import Optional
 
-from .errors import UserError
-from .host import HostFacts
-from .schema import Topology, TrainConfig
-from .slurm_env import NotInAllocationError, SlurmAllocation, SlurmEnvError
+from ..config.schema import Topology, TrainConfig
+from ..errors import UserError
+from ..probe import HostFacts
+from .env import NotInAllocationError, SlurmAllocation, SlurmEnvError
 
 PORT_BASE = 20000
 PORT_SPAN = 10000

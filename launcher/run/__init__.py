@@ -1,0 +1,18 @@
+"""Running a plan on this node: the only place that starts processes or touches signals.
+
+- ``supervise``: one launch from start to outcome, built from the components below.
+- ``group``: the process group: start, signal, kill and reap the launch's processes.
+- ``detect``: failure detection: which rank failed first, and how.
+- ``console``: the console view (rank logs tailed to the terminal, the launcher's own lines).
+- ``signals``: one context manager that installs and restores signal handlers.
+- ``procs``: finding and killing processes through /proc and prctl (standard library only).
+- ``logs``: per-rank log files; ``failure``: exit records and the failure summary.
+- ``worker``: the rank wrapper, a separate program (standard library only).
+- ``watchdog``: a separate process that kills what a SIGKILLed launcher left behind.
+
+A hang watchdog (a stalled rank detected by its silence) would be one more component here, started
+and stopped by ``supervise`` like ``detect`` and ``console``. A change to "how ranks are killed"
+belongs in ``group.py`` (and ``procs.py``).
+
+Imports the package's leaves and ``plan``'s data types; never ``config/``, ``sweep/``, ``slurm/``.
+"""

@@ -1,0 +1,7 @@
+"""``-m`` sweeps: what differs per job, and running the jobs of a parallel sweep.
+
+- ``lanes``: pure: per-job rendezvous values, disjoint device sets (lanes), the summary table.
+- ``parallel``: runs a parallel sweep's planned jobs, lane by lane, on threads (uses ``run/``).
+
+The state of a sweep (results, queued jobs, ports handed out) lives in :class:`launcher.session.Session`.
+"""
