@@ -1,23 +1,25 @@
-"""Semantic checks, run before anything starts.
+"""Semantic checks, run before anything starts. Pure.
 
-:func:`validate` is pure: it takes the typed config and the host facts and returns the settled
-values the plan needs (device, worker count, node range, endpoints) or raises :class:`UserError`.
-:func:`preflight` looks at the machine for what only the machine can say: the script exists, the
-ports this node must bind are free.
+:func:`validate` takes the typed config and the host facts and returns the settled values the plan
+needs (device, worker count, node range, endpoints) or raises :class:`UserError`. What only the
+machine can say (the script exists, ports are free, addresses are this host's) is
+:mod:`launcher.probe`'s.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, replace
-from typing import Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
-from . import probe as host, rendezvous
+from . import rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
-from .errors import UserError
-from .probe import HostFacts
 from .config.schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
+from .errors import UserError
+
+if TYPE_CHECKING:
+    from .probe import HostFacts
 
 C10D_DEFAULT_PORT = 29400
 MASTER_DEFAULT_PORT = 29500
@@ -249,30 +251,6 @@ def _rendezvous_keys(launcher: LauncherConfig, backend: Optional[str], user_conf
             raise UserError(_key("is_host"), str(launcher.is_host).lower(), f"also given as is_host={user_conf['is_host']} in launcher.rdzv_conf", "give it once")
 
 
-def locate(cfg: TrainConfig, settled: Settled) -> Settled:
-    """What only this machine can say about the addresses of a multi-node launch: whether it holds the
-    c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address of
-    launcher.network_interface (advertised as --local_addr when none is given)."""
-    launcher = cfg.launcher
-    if launcher.network_interface is not None:
-        present = host.interface_names()
-        for name in str(launcher.network_interface).split(","):
-            if present and name not in present:
-                raise UserError(
-                    _key("network_interface"), launcher.network_interface,
-                    f"no network interface {name} on this host", f"available: {', '.join(present)}",
-                )
-    if settled.max_nodes < 2 or settled.rdzv_backend != "c10d":
-        return settled
-    local_addr = settled.local_addr
-    if local_addr is None and launcher.network_interface is not None:
-        local_addr = host.interface_ipv4(str(launcher.network_interface).split(",")[0])
-    here = settled.rdzv_endpoint is not None and (
-        is_loopback(settled.rdzv_endpoint.host) or host.is_local_address(settled.rdzv_endpoint.host)
-    )
-    return replace(settled, local_addr=local_addr, endpoint_here=here)
-
-
 def _no_loopback(launcher: LauncherConfig, rdzv: Optional[Endpoint], coordinator: Optional[Endpoint]) -> None:
     """In a multi-node launch, a loopback address makes every node talk to itself."""
     given = (
@@ -286,54 +264,4 @@ def _no_loopback(launcher: LauncherConfig, rdzv: Optional[Endpoint], coordinator
                 _key(name), value,
                 f"a loopback address in a launch of nnodes={launcher.nnodes}: the other nodes cannot reach it",
                 "use node 0's network address or hostname; if every node runs on this host, add launcher.local_nodes=true",
-            )
-
-
-def _bound_here(host_name: str, node_rank: int) -> bool:
-    return node_rank == 0 and (is_loopback(host_name) or host.is_local_address(host_name))
-
-
-def preflight(cfg: TrainConfig, settled: Settled) -> None:
-    """Checks that look at the machine: the script exists and node 0's ports are free."""
-    if not os.path.isfile(settled.script):
-        key = "script" if cfg.script else "profile.script_root"
-        raise UserError(key, settled.script, "the training script does not exist", f"profile={cfg.profile.name}")
-    launcher = cfg.launcher
-    # (key, value as the user wrote it, port): the ports node 0 binds, checked where they are bound
-    ports: list[tuple[str, object, int]] = []
-    static = launcher.master_port is not None or (launcher.master_addr is not None and settled.rdzv_endpoint is None)
-    if static and (
-        launcher.master_addr is None or _bound_here(launcher.master_addr, launcher.node_rank)
-    ):
-        if launcher.master_port is not None:
-            ports.append(("launcher.master_port", launcher.master_port, launcher.master_port))
-        else:
-            ports.append(("launcher.master_port", f"{MASTER_DEFAULT_PORT} (torchrun's default)", MASTER_DEFAULT_PORT))
-    if settled.rdzv_endpoint is not None and _bound_here(settled.rdzv_endpoint.host, launcher.node_rank):
-        ports.append(("launcher.rdzv_endpoint", launcher.rdzv_endpoint, settled.rdzv_endpoint.port))
-    if settled.coordinator is not None and _bound_here(settled.coordinator.host, launcher.node_rank):
-        value = launcher.coordinator_address or str(settled.coordinator)
-        ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
-    for key, value, port in ports:
-        if host.port_in_use(port):
-            raise UserError(
-                key, value, f"port {port} is already in use on this host",
-                "choose a free port, or stop what holds it; ss -ltnp names it",
-            )
-    if launcher.local_addr is not None and settled.max_nodes > 1 and not host.is_local_address(launcher.local_addr):
-        raise UserError(
-            _key("local_addr"), launcher.local_addr, "not an address of this host",
-            "it tells the other nodes where to reach this one: give this node's own address",
-        )
-    if (
-        cfg.launcher.topology is Topology.skrl_jax and settled.device == "cpu" and settled.max_nodes > 1
-        and not launcher.local_nodes and settled.coordinator is not None and not is_loopback(settled.coordinator.host)
-    ):
-        name, addresses = host.hostname_addresses()
-        if addresses and all(is_loopback(a) for a in addresses):
-            raise UserError(
-                _key("coordinator_address"), str(settled.coordinator),
-                f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives would "
-                "offer the other nodes a loopback address",
-                f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
             )

@@ -1,95 +1,20 @@
-"""``train_multigpu``: split the command line, compose the config with Hydra, validate, plan, then
-print the plan (dry run) or run it.
-
-Every user mistake ends here as one line on stderr and exit code 2; ``HYDRA_FULL_ERROR=1`` shows
-the traceback instead.
+"""``train_multigpu``: split the command line, hand it to a :class:`~launcher.session.Session`
+(through Hydra), and turn every user mistake into one line on stderr and exit code 2
+(``HYDRA_FULL_ERROR=1`` shows the traceback instead). Nothing imports this module.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, errors, plan as plan_mod, probe as host, record, secrets
-from .config import compose, grammar, profiles, schema
-from .run import supervise
-from .slurm import launch as slurm_launch
-from .sweep import lanes as sweep
-from .addresses import Endpoint
+from . import errors
+from .config import compose, grammar, profiles
 from .errors import EXIT_USAGE, UserError
-from .config.schema import Topology
-
-PROG = "train_multigpu"
-
-
-@dataclass
-class _Invocation:
-    """What main() hands to the Hydra job, and what the job reports back."""
-
-    script_args: list[str] = field(default_factory=list)
-    full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
-    started: bool = False
-    exit_codes: list[int] = field(default_factory=list)
-    # -m sweeps (launcher.sweep)
-    results: list = field(default_factory=list)  # sweep.JobResult per job, for the summary
-    queued: list = field(default_factory=list)  # _Queued jobs of a parallel sweep
-    ports: set = field(default_factory=set)  # JAX coordinator ports given to jobs of this sweep
-    run_dir: str = ""
-    fail_fast: Optional[bool] = None
-    stop_sweep: bool = False
-    save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
-    command: list[str] = field(default_factory=list)
-    hydra_flags: list[str] = field(default_factory=list)
-    submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
-
-
-@dataclass
-class _Queued:
-    num: int
-    plan: plan_mod.LaunchPlan
-    run_dir: Path
-    config_yaml: str
-    slot: "sweep.Slot"
-
-
-_CURRENT = _Invocation()
-
-
-def _error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
-
-
-def _full_error() -> bool:
-    return os.environ.get("HYDRA_FULL_ERROR") == "1"
-
-
-def _to_object(cfg) -> schema.TrainConfig:
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return compose.to_typed(cfg)
-    except OmegaConfBaseException as err:
-        raise UserError.from_omegaconf(err) from err
-
-
-def _run_dir(cfg: schema.TrainConfig) -> Path:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN:
-        path = Path(hydra_cfg.runtime.output_dir)
-        path.mkdir(parents=True, exist_ok=True)
-        return path.resolve()
-    multinode = cfg.launcher.nnodes != "1"
-    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
-        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
-        path.mkdir(parents=True, exist_ok=True)
-        return path.resolve()
-    return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+from .names import PROG
+from .session import Session, error
 
 
 def _flag_value(flags: list[str], *names: str) -> Optional[str]:
@@ -99,181 +24,6 @@ def _flag_value(flags: list[str], *names: str) -> Optional[str]:
     return None
 
 
-def _save_profile(dict_cfg, target: str) -> int:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if HydraConfig.get().mode == RunMode.MULTIRUN:
-        raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
-    _to_object(dict_cfg)  # a profile that does not compose is not written
-    text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, _CURRENT.command)
-    profiles.write(Path(target), text)
-    print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
-    return 0
-
-
-def launch(dict_cfg) -> int:
-    from omegaconf import OmegaConf
-
-    if _CURRENT.save_as is not None:
-        return _save_profile(dict_cfg, _CURRENT.save_as)
-    cfg = _to_object(dict_cfg)
-    _CURRENT.fail_fast = cfg.sweep.fail_fast
-    # forwarded arguments are the user's literal text: added after resolution, never interpolated
-    cfg.script_args += _CURRENT.script_args
-    if cfg.submit is schema.Submit.slurm:
-        return _submit_slurm(cfg)
-    facts = host.gather()
-    # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
-    cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
-    job = sweep.job_info()
-    slot = None
-    if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
-        slot = sweep.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
-        cfg, facts = sweep.job_config(cfg, job.num, slot), sweep.job_facts(facts, slot)
-    settled = checks.validate(cfg, facts)
-    if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
-        settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
-    settled = checks.locate(cfg, settled)
-    checks.preflight(cfg, settled)
-    if cfg.dry_run:
-        if allocation is not None:
-            print(slurm_launch.describe(allocation))
-        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
-        return 0
-    run_dir = _run_dir(cfg)
-    _CURRENT.run_dir = str(run_dir)
-    logs = run_dir / "logs"
-    logs.mkdir(exist_ok=True)
-    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
-    config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
-    if slot is not None:  # a parallel sweep: started with the others once every job is planned
-        devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
-        print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
-        _CURRENT.queued.append(_Queued(job.num, plan, run_dir, config_yaml, slot))
-        return 0
-    started = record.write_start(run_dir, config_yaml, plan)
-    print(f"[{PROG}] run directory: {run_dir}", flush=True)
-    # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
-    outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
-    record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
-    if outcome.exit_code != 0:
-        _rendezvous_hint(cfg, settled, logs)
-    print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
-    return outcome.exit_code
-
-
-def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
-    """After a failed multi-node torchrun launch: say what the rendezvous waited for, when torchrun's
-    output shows that the nodes never all met (docs/multinode.md)."""
-    from . import rendezvous
-
-    if settled.max_nodes < 2 or settled.rdzv_backend not in rendezvous.TIMEOUT_KEY:
-        return
-    output = ""
-    for path in sorted(logs.rglob("*.log")):
-        with open(path, "rb") as log:
-            log.seek(max(0, path.stat().st_size - 200_000))
-            output += log.read().decode(errors="replace")
-    if settled.rdzv_backend == "c10d":
-        endpoint = str(settled.rdzv_endpoint)
-    else:
-        endpoint = str(Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT))
-    waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
-    hint = rendezvous.failure_hint(
-        output, settled.rdzv_backend, endpoint, settled.nnodes, cfg.launcher.node_rank, cfg.launcher.rdzv_id, waited
-    )
-    if hint:
-        print(f"[{PROG}] {hint}", file=sys.stderr, flush=True)
-
-
-def _submit_slurm(cfg: schema.TrainConfig) -> int:
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    from .slurm import submit as slurm_submit
-
-    return slurm_submit.run(
-        cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
-        host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
-    )
-
-
-def _job(dict_cfg) -> int:
-    import time
-
-    _CURRENT.started = True
-    job = sweep.job_info()
-    result = sweep.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
-    if result is not None:
-        _CURRENT.results.append(result)
-        if _CURRENT.stop_sweep:
-            result.note = "skipped (sweep.fail_fast)"
-            print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
-            return 0
-    _CURRENT.run_dir = ""
-    begin = time.monotonic()
-    try:
-        code = launch(dict_cfg)
-    except UserError as err:
-        if _CURRENT.full_error:
-            raise
-        _error(str(err))
-        code = EXIT_USAGE
-    if result is not None:
-        result.run_dir = _CURRENT.run_dir
-        if _CURRENT.queued and _CURRENT.queued[-1].num == job.num:
-            result.note = "queued"
-            return 0
-        result.exit_code, result.duration_s = code, time.monotonic() - begin
-        if code != 0 and _fail_fast(dict_cfg):
-            _CURRENT.stop_sweep = True
-    _CURRENT.exit_codes.append(code)
-    return code
-
-
-def _fail_fast(dict_cfg) -> bool:
-    from omegaconf import OmegaConf
-
-    if _CURRENT.fail_fast is not None:
-        return _CURRENT.fail_fast
-    try:
-        return bool(OmegaConf.select(dict_cfg, "sweep.fail_fast", default=False))
-    except Exception:  # an unresolvable config: the safe choice is to carry on
-        return False
-
-
-def _run_queued() -> None:
-    """A parallel sweep: every job is planned and recorded; now run them, lane by lane."""
-    import time
-
-    queued, results = _CURRENT.queued, {r.num: r for r in _CURRENT.results}
-    fail_fast = bool(_CURRENT.fail_fast)
-    lanes: dict[int, list[int]] = {}
-    for index, job in enumerate(queued):
-        lanes.setdefault(job.slot.index, []).append(index)
-    starts: dict[int, float] = {}
-
-    def on_start(index: int) -> None:
-        job = queued[index]
-        starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan)
-        results[job.num].note = ""
-        print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
-
-    def on_end(index: int, outcome: supervise.Outcome) -> None:
-        job, code = queued[index], outcome.exit_code
-        record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
-        results[job.num].exit_code, results[job.num].duration_s = code, time.time() - starts[index]
-        print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
-
-    jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
-    outcomes = supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
-    for job, outcome in zip(queued, outcomes):
-        if outcome is None:
-            results[job.num].note = "skipped (sweep.fail_fast)"
-        _CURRENT.exit_codes.append(0 if outcome is None else outcome.exit_code)
-
-
 def _is_config_error(err: Exception) -> bool:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -281,7 +31,7 @@ def _is_config_error(err: Exception) -> bool:
     return isinstance(err, (HydraException, OmegaConfBaseException))
 
 
-def _run_once(overrides: list[str]) -> None:
+def _run_once(session: Session, overrides: list[str]) -> None:
     """A single run, without Hydra flags: the config composed once, through Hydra's compose API.
     (``hydra.main`` composes it twice, once to find the run mode; that is most of the start-up
     time the launcher adds.) The job sees the same config and the same HydraConfig."""
@@ -294,32 +44,34 @@ def _run_once(overrides: list[str]) -> None:
         HydraConfig.instance().set_config(cfg)
         with open_dict(cfg):
             del cfg["hydra"]
-        _job(cfg)
+        session.job(cfg)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    global _CURRENT
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         line = grammar.parse(argv)
-    except UserError as err:
-        _error(str(err))
-        return EXIT_USAGE
-    try:
         save_as, overrides = profiles.split_save(line.overrides)
-        if save_as is not None:
-            save_as = str(profiles.save_target(save_as, os.getcwd(), _flag_value(line.hydra_flags, "--config-dir", "-cd")))
-        searchpath = profiles.searchpath_override(os.environ, os.getcwd())
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
+        if save_as is not None:
+            save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))
+        searchpath = profiles.searchpath_override(os.environ, os.getcwd())
         listed = ([Path(config_dir)] if config_dir and Path(config_dir).is_dir() else []) + profiles.all_dirs(os.environ, os.getcwd())
     except UserError as err:
-        _error(str(err))
+        error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    session = Session(
+        script_args=line.script_args, full_error=user_full_error, save_as=save_as, command=argv,
+        hydra_flags=line.hydra_flags,
+    )
+
+    def task(dict_cfg) -> int:  # Hydra's task function (its module names Hydra's job: cli)
+        return session.job(dict_cfg)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
-    saved_argv, user_full_error = sys.argv, _CURRENT.full_error
+    saved_argv = sys.argv
     sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -328,31 +80,21 @@ def main(argv: Optional[list[str]] = None) -> int:
             import hydra
 
             # no primary config directory: the profile search path names them all, the shipped one last
-            hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(_job)()
+            hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(task)()
         else:
-            _run_once([searchpath, *overrides])
+            _run_once(session, [searchpath, *overrides])
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except Exception as err:
-        if user_full_error or _CURRENT.started or not _is_config_error(err):
+        if user_full_error or session.started or not _is_config_error(err):
             raise
-        _error(errors.from_hydra(err, overrides))
+        error(errors.from_hydra(err, overrides))
         return EXIT_USAGE
     finally:
         sys.argv = saved_argv
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
-    if _CURRENT.queued:
-        _run_queued()
-    if _CURRENT.results:
-        print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
-    if len(_CURRENT.submissions) > 1 or {"-m", "--multirun"} & set(line.hydra_flags):
-        if _CURRENT.submissions:
-            from .slurm.submit import summary
-
-            print(summary(_CURRENT.submissions), flush=True)
-    failures = [code for code in _CURRENT.exit_codes if code != 0]
-    return failures[0] if failures else 0
+    return session.finish()
 
 
 def entry() -> None:

@@ -15,12 +15,15 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from . import rendezvous
 from .checks import Settled
-from .probe import HostFacts
 from .config.schema import TORCHRUN_ONLY_KEYS, Topology, TrainConfig
+from .names import BACKEND_VAR, LAUNCH_ID_VAR, LOG_DIR_VAR, NODE_RANK_VAR, RANK_LOGS_VAR, RUN_DIR_VAR
+
+if TYPE_CHECKING:
+    from .probe import HostFacts
 
 # torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
 TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_ONLY_KEYS[: TORCHRUN_ONLY_KEYS.index("log_dir") + 1])
@@ -30,13 +33,6 @@ LOCAL_ADDR_FLAG = "--local_addr"
 INTERFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
 DISTRIBUTED_FLAG = "--distributed"
-RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
-BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"
-# set by :func:`supervised` for the worker wrapper (launcher/run/worker.py) and the watchdog
-LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
-RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
-NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
-LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
 

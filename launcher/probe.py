@@ -1,4 +1,6 @@
-"""Facts about this machine that the plan needs, read once and passed in (the plan reads nothing).
+"""Everything that looks at this machine before a launch: the facts the plan needs (read once and
+passed in; the plan reads nothing), and the checks only the machine can answer (the script exists,
+node 0's ports are free, an address is this host's).
 
 GPUs are counted without importing torch: ``CUDA_VISIBLE_DEVICES`` when set, else ``nvidia-smi -L``,
 else the driver's ``/proc/driver/nvidia/gpus``.
@@ -11,11 +13,14 @@ import shutil
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Optional
 
-from . import paths
+from . import checks, paths
+from .addresses import is_loopback
+from .config.schema import Topology, TrainConfig
+from .errors import UserError
 
 
 @dataclass(frozen=True)
@@ -152,3 +157,87 @@ def hostname_addresses() -> tuple[str, list[str]]:
     except OSError:
         addresses = []
     return name, addresses
+
+
+# -- the checks that look at the machine (after checks.validate, before plan.build) --------------
+
+
+def script_exists(cfg: TrainConfig, script: str, before_submit: bool = False) -> None:
+    """The training script is a file on this machine (``before_submit``: checked for a SLURM job)."""
+    if not os.path.isfile(script):
+        key = "script" if cfg.script else "profile.script_root"
+        if before_submit:
+            raise UserError(key, script, "the training script does not exist (checked on this node before submitting)")
+        raise UserError(key, script, "the training script does not exist", f"profile={cfg.profile.name}")
+
+
+def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
+    """What only this machine can say about the addresses of a multi-node launch: whether it holds the
+    c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address of
+    launcher.network_interface (advertised as --local_addr when none is given)."""
+    launcher = cfg.launcher
+    if launcher.network_interface is not None:
+        present = interface_names()
+        for name in str(launcher.network_interface).split(","):
+            if present and name not in present:
+                raise UserError(
+                    "launcher.network_interface", launcher.network_interface,
+                    f"no network interface {name} on this host", f"available: {', '.join(present)}",
+                )
+    if settled.max_nodes < 2 or settled.rdzv_backend != "c10d":
+        return settled
+    local_addr = settled.local_addr
+    if local_addr is None and launcher.network_interface is not None:
+        local_addr = interface_ipv4(str(launcher.network_interface).split(",")[0])
+    here = settled.rdzv_endpoint is not None and (
+        is_loopback(settled.rdzv_endpoint.host) or is_local_address(settled.rdzv_endpoint.host)
+    )
+    return replace(settled, local_addr=local_addr, endpoint_here=here)
+
+
+def _bound_here(host_name: str, node_rank: int) -> bool:
+    return node_rank == 0 and (is_loopback(host_name) or is_local_address(host_name))
+
+
+def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
+    """Checks that look at the machine: the script exists and node 0's ports are free."""
+    script_exists(cfg, settled.script)
+    launcher = cfg.launcher
+    # (key, value as the user wrote it, port): the ports node 0 binds, checked where they are bound
+    ports: list[tuple[str, object, int]] = []
+    static = launcher.master_port is not None or (launcher.master_addr is not None and settled.rdzv_endpoint is None)
+    if static and (
+        launcher.master_addr is None or _bound_here(launcher.master_addr, launcher.node_rank)
+    ):
+        if launcher.master_port is not None:
+            ports.append(("launcher.master_port", launcher.master_port, launcher.master_port))
+        else:
+            ports.append(("launcher.master_port", f"{checks.MASTER_DEFAULT_PORT} (torchrun's default)", checks.MASTER_DEFAULT_PORT))
+    if settled.rdzv_endpoint is not None and _bound_here(settled.rdzv_endpoint.host, launcher.node_rank):
+        ports.append(("launcher.rdzv_endpoint", launcher.rdzv_endpoint, settled.rdzv_endpoint.port))
+    if settled.coordinator is not None and _bound_here(settled.coordinator.host, launcher.node_rank):
+        value = launcher.coordinator_address or str(settled.coordinator)
+        ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
+    for key, value, port in ports:
+        if port_in_use(port):
+            raise UserError(
+                key, value, f"port {port} is already in use on this host",
+                "choose a free port, or stop what holds it; ss -ltnp names it",
+            )
+    if launcher.local_addr is not None and settled.max_nodes > 1 and not is_local_address(launcher.local_addr):
+        raise UserError(
+            "launcher.local_addr", launcher.local_addr, "not an address of this host",
+            "it tells the other nodes where to reach this one: give this node's own address",
+        )
+    if (
+        cfg.launcher.topology is Topology.skrl_jax and settled.device == "cpu" and settled.max_nodes > 1
+        and not launcher.local_nodes and settled.coordinator is not None and not is_loopback(settled.coordinator.host)
+    ):
+        name, addresses = hostname_addresses()
+        if addresses and all(is_loopback(a) for a in addresses):
+            raise UserError(
+                "launcher.coordinator_address", str(settled.coordinator),
+                f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives would "
+                "offer the other nodes a loopback address",
+                f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
+            )

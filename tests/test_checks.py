@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from launcher import checks
+from launcher import checks, probe
 from launcher.config import grammar
 from launcher.config.compose import compose
 from launcher.errors import UserError
@@ -115,7 +115,7 @@ def test_missing_script(tmp_path):
     cfg = compose([f"script={tmp_path}/nope.py"])
     settled = checks.validate(cfg, make_facts())
     with pytest.raises(UserError) as caught:
-        checks.preflight(cfg, settled)
+        probe.preflight(cfg, settled)
     assert str(caught.value) == f"script={tmp_path}/nope.py: the training script does not exist (profile=examples)"
 
 
@@ -127,7 +127,7 @@ def test_explicit_port_in_use_fails_before_launch():
         cfg = compose([f"launcher.master_port={port}"])
         settled = checks.validate(cfg, make_facts())
         with pytest.raises(UserError) as caught:
-            checks.preflight(cfg, settled)
+            probe.preflight(cfg, settled)
     assert str(caught.value) == (
         f"launcher.master_port={port}: port {port} is already in use on this host "
         "(choose a free port, or stop what holds it; ss -ltnp names it)"

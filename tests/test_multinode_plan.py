@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from launcher import checks, plan, rendezvous
+from launcher import checks, plan, probe, rendezvous
 from launcher.config import grammar
 from launcher.config.compose import compose, with_default_profile
 from launcher.errors import UserError
@@ -19,7 +19,7 @@ STATIC = ["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=10.0.
 
 
 def build(argv: list[str], here: bool | None = None, local_addr: str | None = None) -> plan.LaunchPlan:
-    """As conftest.build, with what checks.locate would find on the machine given explicitly."""
+    """As conftest.build, with what probe.locate would find on the machine given explicitly."""
     import os
 
     line = grammar.parse(argv)
@@ -143,11 +143,11 @@ def test_machine_checks_name_the_key(monkeypatch):
     settled = checks.validate(cfg, make_facts())
     monkeypatch.setattr(host, "interface_names", lambda: ["lo", "eth0"])
     with pytest.raises(UserError, match=r"^launcher.network_interface=eth9: no network interface eth9 on this host \(available: lo, eth0\)$"):
-        checks.locate(cfg, settled)
+        probe.locate(cfg, settled)
     cfg = compose(C10D + ["launcher.network_interface=eth0"])
     monkeypatch.setattr(host, "interface_ipv4", lambda name: "10.0.0.7")
     monkeypatch.setattr(host, "is_local_address", lambda name: False)
-    located = checks.locate(cfg, checks.validate(cfg, make_facts()))
+    located = probe.locate(cfg, checks.validate(cfg, make_facts()))
     assert located.local_addr == "10.0.0.7" and located.endpoint_here is False
 
 
@@ -160,14 +160,14 @@ def test_jax_on_cpu_refuses_a_hostname_on_loopback(monkeypatch, tmp_path):
     settled = checks.validate(cfg, make_facts())
     monkeypatch.setattr(host, "hostname_addresses", lambda: ("box", ["127.0.1.1"]))
     with pytest.raises(UserError) as caught:
-        checks.preflight(cfg, settled)
+        probe.preflight(cfg, settled)
     assert str(caught.value) == (
         "launcher.coordinator_address=10.0.0.1:5123: this host's name 'box' resolves to 127.0.1.1, so JAX's CPU "
         "(gloo) collectives would offer the other nodes a loopback address (make 'box' resolve to this node's own "
         "address (/etc/hosts or DNS); see docs/multinode.md)"
     )
     monkeypatch.setattr(host, "hostname_addresses", lambda: ("box", ["10.0.0.2"]))
-    checks.preflight(cfg, settled)
+    probe.preflight(cfg, settled)
 
 
 def test_failure_hint_static_and_unreachable():

@@ -5,7 +5,7 @@ A launch's processes are found two ways, and both are used:
 - by ancestry: every descendant of the launcher. The launcher is a child subreaper
   (``PR_SET_CHILD_SUBREAPER``), so a grandchild whose parent died, even one that called setsid()
   or double-forked, is re-parented to the launcher and stays in its tree;
-- by a marker: every process started for a launch carries ``TRAIN_MULTIGPU_LAUNCH_ID=<id>`` in its
+- by a marker: every process started for a launch carries ``TRAIN_MULTIGPU_LAUNCH_ID=<id>`` (names.LAUNCH_ID_VAR) in its
   environment, and children inherit it. This is what the watchdog uses once the launcher itself is
   gone (SIGKILL), when the tree has been re-parented to init.
 """
@@ -16,7 +16,8 @@ import os
 import signal
 from typing import Iterable, Optional
 
-MARKER_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+from ..names import LAUNCH_ID_VAR
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -92,7 +93,7 @@ def descendants(*roots: int) -> set[int]:
 
 def marked(launch_id: str) -> set[int]:
     """Live processes whose environment carries this launch's marker."""
-    needle = f"{MARKER_VAR}={launch_id}".encode()
+    needle = f"{LAUNCH_ID_VAR}={launch_id}".encode()
     found = set()
     me = os.getpid()
     for pid in _pids():

@@ -1,5 +1,7 @@
-"""Runs a launch plan and supervises it: the only place that starts processes or touches signals
-(with its helpers: procs, watchdog, worker, logs, failure).
+"""Runs a launch plan and supervises it, from start to outcome. The work is done by components:
+the process group (run/group.py: start, signal, kill, reap), the monitors that detect failures
+(run/detect.py; a hang watchdog would be one more), and the console view (run/console.py).
+This module decides when to stop and how the launch ends.
 
 Processes
     Every process the launcher starts (torchrun, or one per JAX rank) runs in its own session, so a
@@ -37,9 +39,7 @@ No orphans
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -47,26 +47,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Optional
 
+from ..names import LAUNCH_ID_VAR, PROG
+from ..plan import LaunchPlan, supervised
 from . import failure as failure_mod
-from . import logs, procs
-from ..errors import UserError
-from .failure import Failure, exit_code_of  # noqa: F401  (exit_code_of: re-exported)
-from ..plan import LAUNCH_ID_VAR, LaunchPlan, supervised
+from .console import Console
+from .detect import FailureDetector, Monitor
+from .failure import Failure
+from .group import ProcessGroup
+from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, handlers
 
-FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
 REAP_EVERY_S = 1.0
 WORKER_WRAPPER = str(Path(__file__).resolve().parent / "worker.py")
-PROG = "train_multigpu"
-
-
-def _max_restarts(argv: tuple[str, ...]) -> int:
-    if "--max_restarts" in argv:
-        value = argv[argv.index("--max_restarts") + 1]
-        return int(value) if value.isdigit() else 0
-    return 0
 
 
 @dataclass(frozen=True)
@@ -87,157 +80,50 @@ def prepare(plan: LaunchPlan, log_dir: Path) -> LaunchPlan:
 
 
 class Supervisor:
-    """One launch. ``exclusive``: the only launch of this process, so every descendant of the
-    launcher belongs to it; a parallel sweep's launches (run_many) share the launcher and own only
-    their processes' trees and their marker."""
+    """One launch: its process group, its monitors and its console; decides when to stop.
+    ``exclusive``: see :class:`~launcher.run.group.ProcessGroup`."""
 
     def __init__(
         self, plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, exclusive: bool = True
     ) -> None:
-        self.exclusive = exclusive
         if LAUNCH_ID_VAR not in plan.env:
             plan = prepare(plan, log_dir)
         self.plan = plan
-        self.launch_id = plan.env[LAUNCH_ID_VAR]
+        self.group = ProcessGroup(plan, plan.env[LAUNCH_ID_VAR], log_dir, exclusive)
+        self.console = Console(plan, console if console is not None else sys.stdout.buffer,
+                               agent_quiet=lambda: self.stopping or self.failure is not None)
+        self.detector = FailureDetector(plan, log_dir)
+        self.monitors: list[Monitor] = [self.detector]  # a hang watchdog would join here
         self.log_dir = log_dir
-        self.console = console if console is not None else sys.stdout.buffer
-        self.procs: list[subprocess.Popen] = []
-        self.pumps = []
-        self.tail: Optional[logs.ConsoleTail] = None
-        self.watchdog: Optional[subprocess.Popen] = None
         self.signal_received: Optional[int] = None
         self.failure: Optional[Failure] = None
         self.kill_at: Optional[float] = None
         self.stopping = False
-        self.torchrun = plan.processes[0].name == "torchrun"
-        # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
-        self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
-
-    # -- starting -------------------------------------------------------------------------
-    def _shown(self, rank: int) -> bool:
-        if self.plan.log_all_ranks:
-            return True
-        if self.plan.console_local_ranks is not None:
-            return rank - self.plan.node_rank * self.plan.nproc_per_node in self.plan.console_local_ranks
-        return rank == 0
-
-    def _shows_any_local_rank(self) -> bool:
-        first = self.plan.node_rank * self.plan.nproc_per_node
-        return any(self._shown(rank) for rank in range(first, first + self.plan.nproc_per_node))
-
-    def _say(self, text: str) -> None:
-        try:
-            self.console.write(f"[{PROG}] {text}\n".encode())
-            self.console.flush()
-        except (OSError, ValueError):
-            pass
-
-    def _start_watchdog(self) -> None:
-        package_parent = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
-        self.watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=env, start_new_session=True,
-        )
-
-    def _tell_watchdog(self, line: str) -> None:
-        if self.watchdog is not None and self.watchdog.stdin is not None:
-            try:
-                self.watchdog.stdin.write(line.encode() + b"\n")
-                self.watchdog.stdin.flush()
-            except (BrokenPipeError, ValueError):
-                pass
-
-    def _echo_agent(self, line: bytes) -> None:
-        """torchrun's own lines: shown while it owns the output, or until the launch is ending."""
-        if self.plan.rank_logs and (self.stopping or self.failure is not None):
-            return
-        try:
-            self.console.write(line)
-            self.console.flush()
-        except (OSError, ValueError):
-            pass
 
     def start(self) -> None:
-        procs.become_subreaper()
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        base_env = {**os.environ, **self.plan.env}
-        preexec = procs.die_with_parent_preexec(os.getpid())
-        for spec in self.plan.processes:
-            env = {**base_env, **spec.env}
-            common = dict(env=env, start_new_session=True, preexec_fn=preexec, stdin=subprocess.DEVNULL)
-            try:
-                if spec.global_rank is None:  # torchrun: its own output goes to logs/torchrun.log
-                    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
-                    log = open(self.log_dir / logs.TORCHRUN_LOG, "ab")
-                    self.pumps.append(logs.pump(proc.stdout, log, self._echo_agent))
-                else:  # a JAX rank: what the interpreter prints before the wrapper runs lands in its log too
-                    with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
-                        proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
-            except OSError as err:
-                raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
-                                "set python= to an interpreter that exists, or leave it unset") from None
-            self.procs.append(proc)
-            if self.stopping and self.signal_received is not None:  # a signal came while starting
-                procs.signal_group(proc.pid, self.signal_received)
-        # after the children, so they get the CPU first; they die with the launcher anyway
-        # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
-        self._start_watchdog()
-        for proc in self.procs:
-            self._tell_watchdog(f"pgid {proc.pid}")
-        if self.plan.rank_logs and not self._shows_any_local_rank():
-            self._say(f"the console shows global rank 0 (on node 0); this node's ranks log to {self.log_dir}"
-                      " (log_all_ranks=true shows them here)")
-        if self.plan.rank_logs:
-            prefix = self.plan.log_all_ranks
-            self.tail = logs.ConsoleTail(self.log_dir, self.console, self._shown, self.plan.node_rank, prefix).start()
+        self.group.start(self.console.echo_agent, self._pending_signal)
+        self.console.start(self.log_dir)
+
+    def _pending_signal(self) -> Optional[int]:
+        return self.signal_received if self.stopping else None
 
     # -- stopping -------------------------------------------------------------------------
-    def _signal_groups(self, signum: int, skip: Optional[subprocess.Popen] = None) -> None:
-        for proc in self.procs:
-            if proc is not skip and proc.poll() is None:
-                procs.signal_group(proc.pid, signum)
-
-    def _launch_pids(self) -> set[int]:
-        """The launch's live processes: every descendant of this process (the launcher process belongs
-        to its launch; as a subreaper it also holds the re-parented orphans) and every process
-        carrying the launch's marker; never the watchdog."""
-        if self.exclusive:
-            pids = procs.descendants(os.getpid())
-        else:
-            own = [proc.pid for proc in self.procs]
-            pids = procs.descendants(*own) | {pid for pid in own if procs.alive(pid)}
-        pids |= procs.marked(self.launch_id)
-        if self.watchdog is not None:
-            pids.discard(self.watchdog.pid)
-        return pids
-
-    def kill_all(self) -> None:
-        """SIGKILL every process of the launch, until none is left (new ones may appear meanwhile)."""
-        own = {proc.pid for proc in self.procs}
-        for _ in range(100):
-            pids = self._launch_pids()
-            if not pids:
-                return
-            procs.kill(pids)
-            time.sleep(0.01)
-            procs.reap(pids - own)
-
     def stop(self, signum: int, kill_after: float) -> None:
         """Forward ``signum`` once to every group; everything left gets SIGKILL ``kill_after`` s later."""
         if self.stopping:
             return
         self.stopping = True
         self.kill_at = time.monotonic() + kill_after
-        self._signal_groups(signum)
+        self.group.signal(signum)
 
-    def _relay(self, signum: int, _frame: object) -> None:
+    def kill_all(self) -> None:
+        self.group.kill_all()
+
+    def relay(self, signum: int, _frame: object) -> None:
         """USR1 to every process of the launch, torch workers included (torchrun does not forward it)."""
-        procs.kill(self._launch_pids(), signum)
+        self.group.relay(signum)
 
-    def _on_signal(self, signum: int, _frame: object) -> None:
+    def on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
             self.kill_at = 0.0  # second Ctrl+C: now (done by the wait loop)
             return
@@ -245,132 +131,79 @@ class Supervisor:
             self.signal_received = signum
         self.stop(signum, self.plan.grace_period)
 
-    # -- failures ------------------------------------------------------------------------
-    def _first_failure(self, codes: list[Optional[int]]) -> Optional[Failure]:
-        records = failure_mod.read_exit_records(self.log_dir) if self.plan.rank_logs or self.torchrun else []
-        by_rank = {record.rank: record for record in records}
-        if not self.torchrun:
-            # a rank that recorded a non-zero exit has failed even while it still hangs in its exit
-            # (jax.distributed's shutdown barrier waits for the other ranks at interpreter exit)
-            if records:
-                return records[0]
-            failed = [(spec, code) for spec, code in zip(self.plan.processes, codes) if code not in (None, 0)]
-            if not failed:
-                return None
-            spec, code = failed[0]
-            return Failure(
-                node=self.plan.node_rank, rank=spec.global_rank, local_rank=spec.local_rank,
-                exit_code=exit_code_of(code), signal=failure_mod.signal_name(code), time=time.time(),
-                source="exit status", log=str(logs.rank_log(self.log_dir, spec.global_rank)),
-            )
-        if self.elastic_restarts:
-            if codes[0] in (None, 0):
-                return None
-            return records[-1] if records else self._torchrun_failure(codes[0])
-        if records:
-            return records[0]
-        if codes[0] not in (None, 0):
-            return self._torchrun_failure(codes[0])
-        return None
-
-    def _torchrun_failure(self, code: int) -> Failure:
-        text = "\n".join(logs.last_lines(self.log_dir / logs.TORCHRUN_LOG, 200))
-        found = failure_mod.parse_torchrun_report(text, self.plan.node_rank, self.log_dir)
-        if found is not None:
-            if not self.plan.rank_logs:
-                found = Failure(**{**found.as_dict(), "log": str(self.log_dir / logs.TORCHRUN_LOG)})
-            return found
-        return Failure(
-            node=self.plan.node_rank, rank=None, local_rank=None, exit_code=exit_code_of(code),
-            signal=failure_mod.signal_name(code), source="exit status",
-            log=str(self.log_dir / logs.TORCHRUN_LOG),
-        )
-
     def _on_failure(self) -> None:
         kill_after = min(self.plan.grace_period, FAILURE_KILL_S)
-        if self.torchrun:  # torchrun stops its workers itself (and reports); it gets the same short time
+        if self.detector.torchrun:  # torchrun stops its workers itself (and reports); it gets the same short time
             self.stopping = True
             self.kill_at = time.monotonic() + kill_after
         else:
             self.stop(signal.SIGTERM, kill_after)
 
     # -- waiting --------------------------------------------------------------------------
-    def _reap_orphans(self) -> None:
-        if not self.exclusive:  # another launch's child might be reaped before its Popen sees it
-            return
-        own = {proc.pid for proc in self.procs}
-        if self.watchdog is not None:
-            own.add(self.watchdog.pid)
-        procs.reap_zombie_children(exclude=own)
+    def _check(self, codes: list[Optional[int]]) -> Optional[Failure]:
+        for monitor in self.monitors:
+            found = monitor.check(codes)
+            if found is not None:
+                return found
+        return None
 
     def wait(self) -> Outcome:
         next_reap = time.monotonic() + REAP_EVERY_S
         while True:
-            codes = [proc.poll() for proc in self.procs]
+            codes = self.group.poll()
             if self.failure is None and self.signal_received is None:
-                self.failure = self._first_failure(codes)
+                self.failure = self._check(codes)
                 if self.failure is not None:
                     self._on_failure()
             if all(code is not None for code in codes):
                 break
             now = time.monotonic()
             if self.kill_at is not None and now >= self.kill_at:
-                self.kill_all()
+                self.group.kill_all()
                 self.kill_at = now + 1.0
             if now >= next_reap:
-                self._reap_orphans()
+                self.group.reap_orphans()
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
-        self.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
-        return self._outcome([proc.returncode for proc in self.procs])
+        self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
+        return self._outcome()
 
-    def _outcome(self, codes: list[int]) -> Outcome:
+    def _outcome(self) -> Outcome:
         if self.failure is not None:
-            return Outcome(self.failure.exit_code, "rank failed" if self.failure.rank is not None else "torchrun failed", self.failure)
+            reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
+            return Outcome(self.failure.exit_code, reason, self.failure)
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
             return Outcome(128 + self.signal_received, f"stopped by {name}")
         return Outcome(0, "success")
 
     def close(self) -> None:
-        for pump in self.pumps:
-            pump.join(timeout=5)
-        if self.tail is not None:
-            self.tail.stop()
-        if self.watchdog is not None:
-            self._tell_watchdog("done")
-            try:
-                self.watchdog.stdin.close()
-                self.watchdog.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+        self.group.close()
+        self.console.stop()
 
 
 def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True) -> Outcome:
     """Start the plan, supervise it to the end, print the failure summary; return the outcome."""
     supervisor = Supervisor(plan, log_dir, console)
-    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS + RELAYED_SIGNALS}
-    for sig in FORWARDED_SIGNALS:
-        signal.signal(sig, supervisor._on_signal)
-    for sig in RELAYED_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)  # inherited by every process started below
-    try:
-        supervisor.start()
-        if relay_usr1:
-            for sig in RELAYED_SIGNALS:
-                signal.signal(sig, supervisor._relay)
-        outcome = supervisor.wait()
-    except BaseException:
-        supervisor.kill_all()
-        raise
-    finally:
-        supervisor.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return _summarised(outcome)
+    installed = {sig: supervisor.on_signal for sig in FORWARDED_SIGNALS}
+    installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
+    with handlers(installed):
+        try:
+            supervisor.start()
+            if relay_usr1:
+                for sig in RELAYED_SIGNALS:
+                    signal.signal(sig, supervisor.relay)  # restored by handlers() too
+            outcome = supervisor.wait()
+        except BaseException:
+            supervisor.kill_all()
+            raise
+        finally:
+            supervisor.close()
+    return summarised(outcome)
 
 
-def _summarised(outcome: Outcome) -> Outcome:
+def summarised(outcome: Outcome) -> Outcome:
+    """The outcome with its failure summary, printed on stderr."""
     if outcome.failure is not None:
         text = failure_mod.summary(outcome.failure)
         outcome = replace(outcome, summary=text)
@@ -379,76 +212,3 @@ def _summarised(outcome: Outcome) -> Outcome:
         except OSError:  # the terminal is gone (SIGHUP)
             pass
     return outcome
-
-
-def run_many(
-    jobs: "list[tuple[LaunchPlan, Path, tuple[int, ...]]]",
-    lanes: "list[list[int]]",
-    fail_fast: bool = False,
-    on_start=None,
-    on_end=None,
-) -> list[Optional[Outcome]]:
-    """Run a parallel sweep: each lane (a list of job indexes) runs its jobs one after another, all
-    lanes at once. A job given CPU cores runs pinned to them: its lane's thread sets its own CPU
-    affinity before starting the job, and processes inherit the mask of the thread that starts
-    them. Signals to the launcher reach every running job; with ``fail_fast`` the first failure
-    stops the running jobs and skips the rest. Returns each job's outcome (None: skipped).
-    ``on_start(i)``/``on_end(i, outcome)`` are called from the lane threads."""
-    import threading
-
-    outcomes: list[Optional[Outcome]] = [None] * len(jobs)
-    active: dict[int, Supervisor] = {}
-    lock = threading.Lock()
-    stopping = threading.Event()
-
-    def lane(indexes: list[int]) -> None:
-        for index in indexes:
-            plan, log_dir, cpus = jobs[index]
-            with lock:
-                if stopping.is_set():
-                    continue
-                supervisor = Supervisor(plan, log_dir, exclusive=False)
-                active[index] = supervisor
-            if cpus:
-                os.sched_setaffinity(0, cpus)  # this thread only; the job's processes inherit it
-            if on_start is not None:
-                on_start(index)
-            try:
-                supervisor.start()
-                outcome = supervisor.wait()
-            except UserError as err:  # the program could not be started
-                print(f"[{PROG}] job {index}: {err}", file=sys.stderr, flush=True)
-                outcome = Outcome(127, "could not start")
-            finally:
-                supervisor.close()
-            outcomes[index] = outcome = _summarised(outcome)
-            with lock:
-                active.pop(index, None)
-                if outcome.exit_code != 0 and fail_fast and not stopping.is_set():
-                    stopping.set()
-                    for other in active.values():
-                        other.stop(signal.SIGTERM, other.plan.grace_period)
-            if on_end is not None:
-                on_end(index, outcome)
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.set()
-        with lock:
-            for supervisor in active.values():
-                supervisor._on_signal(signum, frame)
-
-    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
-    for sig in FORWARDED_SIGNALS:
-        signal.signal(sig, on_signal)
-    procs.become_subreaper()
-    threads = [threading.Thread(target=lane, args=(indexes,), daemon=True) for indexes in lanes]
-    try:
-        for thread in threads:
-            thread.start()
-        while any(thread.is_alive() for thread in threads):
-            for thread in threads:
-                thread.join(timeout=POLL_S)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return outcomes

@@ -3,8 +3,8 @@ device sets, and the summary table. Pure except :func:`job_info` (reads Hydra's 
 
 Hydra's BasicLauncher calls the job function once per sweep point, in-process, in order. With
 ``sweep.parallel=1`` each call runs its job to the end. With ``sweep.parallel=N`` each call only
-validates, plans and records its job; the cli then hands all of them to
-:func:`launcher.run.supervise.run_many`, which runs N lanes at once, each lane pinned to its own set
+validates, plans and records its job; the session then hands all of them to
+:func:`launcher.sweep.parallel.run_many`, which runs N lanes at once, each lane pinned to its own set
 of devices (``CUDA_VISIBLE_DEVICES`` for GPUs, CPU affinity for CPU jobs). Job ``k`` (0-based
 ``hydra.job.num``) runs in lane ``k % N``: the assignment is known before anything starts, so
 each job's run record shows its devices and ports.

@@ -1,0 +1,76 @@
+"""Failure detection: which rank failed first, and how (seen through its exit record, its exit status
+or torchrun's report). The supervisor asks every monitor once per poll; this is the first monitor,
+a hang watchdog would be another with the same :class:`Monitor` shape."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional, Protocol, Sequence
+
+from ..plan import LaunchPlan
+from . import failure as failure_mod
+from . import logs
+from .failure import Failure, exit_code_of
+
+
+class Monitor(Protocol):
+    def check(self, codes: Sequence[Optional[int]]) -> Optional[Failure]:
+        """A failure that ends the launch, or None. ``codes``: each started process's exit status
+        (None: still running)."""
+
+
+def _max_restarts(argv: tuple[str, ...]) -> int:
+    if "--max_restarts" in argv:
+        value = argv[argv.index("--max_restarts") + 1]
+        return int(value) if value.isdigit() else 0
+    return 0
+
+
+class FailureDetector:
+    """The first rank that exits non-zero ends the launch."""
+
+    def __init__(self, plan: LaunchPlan, log_dir: Path) -> None:
+        self.plan, self.log_dir = plan, log_dir
+        self.torchrun = plan.processes[0].name == "torchrun"
+        # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
+        self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
+
+    def check(self, codes: Sequence[Optional[int]]) -> Optional[Failure]:
+        records = failure_mod.read_exit_records(self.log_dir) if self.plan.rank_logs or self.torchrun else []
+        if not self.torchrun:
+            # a rank that recorded a non-zero exit has failed even while it still hangs in its exit
+            # (jax.distributed's shutdown barrier waits for the other ranks at interpreter exit)
+            if records:
+                return records[0]
+            failed = [(spec, code) for spec, code in zip(self.plan.processes, codes) if code not in (None, 0)]
+            if not failed:
+                return None
+            spec, code = failed[0]
+            return Failure(
+                node=self.plan.node_rank, rank=spec.global_rank, local_rank=spec.local_rank,
+                exit_code=exit_code_of(code), signal=failure_mod.signal_name(code), time=time.time(),
+                source="exit status", log=str(logs.rank_log(self.log_dir, spec.global_rank)),
+            )
+        if self.elastic_restarts:
+            if codes[0] in (None, 0):
+                return None
+            return records[-1] if records else self._torchrun_failure(codes[0])
+        if records:
+            return records[0]
+        if codes[0] not in (None, 0):
+            return self._torchrun_failure(codes[0])
+        return None
+
+    def _torchrun_failure(self, code: int) -> Failure:
+        text = "\n".join(logs.last_lines(self.log_dir / logs.TORCHRUN_LOG, 200))
+        found = failure_mod.parse_torchrun_report(text, self.plan.node_rank, self.log_dir)
+        if found is not None:
+            if not self.plan.rank_logs:
+                found = Failure(**{**found.as_dict(), "log": str(self.log_dir / logs.TORCHRUN_LOG)})
+            return found
+        return Failure(
+            node=self.plan.node_rank, rank=None, local_rank=None, exit_code=exit_code_of(code),
+            signal=failure_mod.signal_name(code), source="exit status",
+            log=str(self.log_dir / logs.TORCHRUN_LOG),
+        )

@@ -1,0 +1,147 @@
+"""A launch's processes: start them, signal them, kill them, reap them.
+
+Every process the launcher starts (torchrun, or one per JAX rank) runs in its own session, so a
+Ctrl+C on the terminal reaches the launcher alone, and it dies with the launcher
+(``PR_SET_PDEATHSIG``). The launcher is a child subreaper, so descendants whose parent died are
+re-parented to it; :meth:`ProcessGroup.kill_all` kills every descendant and every process carrying
+the launch's marker. A watchdog process (run/watchdog.py) does the same if the launcher itself is
+SIGKILLed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..errors import UserError
+from ..plan import LaunchPlan
+from . import logs, procs
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the watchdog runs as python -m launcher.run.watchdog
+
+
+class ProcessGroup:
+    """The processes of one launch. ``exclusive``: the only launch of this process, so every
+    descendant of the launcher belongs to it; a parallel sweep's launches share the launcher and own
+    only their processes' trees and their marker."""
+
+    def __init__(self, plan: LaunchPlan, launch_id: str, log_dir: Path, exclusive: bool = True) -> None:
+        self.plan, self.launch_id, self.log_dir, self.exclusive = plan, launch_id, log_dir, exclusive
+        self.procs: list[subprocess.Popen] = []
+        self.pumps = []
+        self.watchdog: Optional[subprocess.Popen] = None
+
+    # -- start -------------------------------------------------------------------------------
+    def start(self, echo_agent: Callable[[bytes], None], pending_signal: Callable[[], Optional[int]]) -> None:
+        """Start every process of the plan. torchrun's own output goes through ``echo_agent`` (and
+        to logs/torchrun.log); ``pending_signal()`` names a signal that came while starting (each
+        process started after it gets it at once)."""
+        procs.become_subreaper()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        base_env = {**os.environ, **self.plan.env}
+        preexec = procs.die_with_parent_preexec(os.getpid())
+        for spec in self.plan.processes:
+            env = {**base_env, **spec.env}
+            common = dict(env=env, start_new_session=True, preexec_fn=preexec, stdin=subprocess.DEVNULL)
+            try:
+                if spec.global_rank is None:  # torchrun: its own output goes to logs/torchrun.log
+                    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
+                    log = open(self.log_dir / logs.TORCHRUN_LOG, "ab")  # noqa: SIM115 (closed by the pump)
+                    self.pumps.append(logs.pump(proc.stdout, log, echo_agent))
+                else:  # a JAX rank: what the interpreter prints before the wrapper runs lands in its log too
+                    with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
+                        proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
+            except OSError as err:
+                raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
+                                "set python= to an interpreter that exists, or leave it unset") from None
+            self.procs.append(proc)
+            signum = pending_signal()
+            if signum is not None:  # a signal came while starting
+                procs.signal_group(proc.pid, signum)
+        # after the children, so they get the CPU first; they die with the launcher anyway
+        # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
+        self._start_watchdog()
+        for proc in self.procs:
+            self._tell_watchdog(f"pgid {proc.pid}")
+
+    def _start_watchdog(self) -> None:
+        env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )
+
+    def _tell_watchdog(self, line: str) -> None:
+        if self.watchdog is not None and self.watchdog.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ValueError):
+                self.watchdog.stdin.write(line.encode() + b"\n")
+                self.watchdog.stdin.flush()
+
+    # -- observe -----------------------------------------------------------------------------
+    def poll(self) -> list[Optional[int]]:
+        """Each started process's exit status (None: still running)."""
+        return [proc.poll() for proc in self.procs]
+
+    def returncodes(self) -> list[int]:
+        return [proc.returncode for proc in self.procs]
+
+    # -- signal, kill, reap ------------------------------------------------------------------
+    def signal(self, signum: int) -> None:
+        """``signum`` to each started process's group (that is still running)."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                procs.signal_group(proc.pid, signum)
+
+    def relay(self, signum: int) -> None:
+        """``signum`` to every process of the launch, torch workers included."""
+        procs.kill(self.launch_pids(), signum)
+
+    def launch_pids(self) -> set[int]:
+        """The launch's live processes: every descendant of this process (the launcher process belongs
+        to its launch; as a subreaper it also holds the re-parented orphans) and every process
+        carrying the launch's marker; never the watchdog."""
+        if self.exclusive:
+            pids = procs.descendants(os.getpid())
+        else:
+            own = [proc.pid for proc in self.procs]
+            pids = procs.descendants(*own) | {pid for pid in own if procs.alive(pid)}
+        pids |= procs.marked(self.launch_id)
+        if self.watchdog is not None:
+            pids.discard(self.watchdog.pid)
+        return pids
+
+    def kill_all(self) -> None:
+        """SIGKILL every process of the launch, until none is left (new ones may appear meanwhile)."""
+        own = {proc.pid for proc in self.procs}
+        for _ in range(100):
+            pids = self.launch_pids()
+            if not pids:
+                return
+            procs.kill(pids)
+            time.sleep(0.01)
+            procs.reap(pids - own)
+
+    def reap_orphans(self) -> None:
+        if not self.exclusive:  # another launch's child might be reaped before its Popen sees it
+            return
+        own = {proc.pid for proc in self.procs}
+        if self.watchdog is not None:
+            own.add(self.watchdog.pid)
+        procs.reap_zombie_children(exclude=own)
+
+    def close(self) -> None:
+        """Wait for the output pumps; tell the watchdog the launch cleaned up after itself."""
+        for pump in self.pumps:
+            pump.join(timeout=5)
+        if self.watchdog is not None:
+            self._tell_watchdog("done")
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                self.watchdog.stdin.close()
+                self.watchdog.wait(timeout=5)

@@ -1,0 +1,241 @@
+"""One invocation of ``train_multigpu``: a single launch, or every job of a ``-m`` sweep.
+
+:class:`Session` is the state that used to be a module global in the CLI. ``cli.main`` creates one
+per invocation and hands its bound :meth:`Session.job` to Hydra as the task function, so every job of
+a sweep reports into the same object and nothing outlives the call (tests call ``main`` many times
+in one process). Why an object and not a Hydra ``Launcher`` plugin: a Launcher must be packaged as
+``hydra_plugins`` (it would be seen by every Hydra app installed beside us), it would replace
+Hydra's BasicLauncher for ``-m`` only, and a single run never goes through one; an object that
+``main`` owns covers both paths with the same code.
+
+:meth:`Session.launch` is the one pass of a launch: compose (typed config) → SLURM's allocation
+(``launcher=slurm``) → the sweep lane → validate (:mod:`launcher.checks`) → probe the host
+(:mod:`launcher.probe`) → plan (:mod:`launcher.plan`) → print it (dry run), queue it (parallel
+sweep), run it (:mod:`launcher.run`) or submit it (:mod:`launcher.slurm.submit`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+from . import checks, plan as plan_mod, probe, record, secrets
+from .addresses import Endpoint
+from .config import compose, profiles, schema
+from .config.schema import Topology
+from .errors import EXIT_USAGE, UserError
+from .names import PROG
+from .run import supervise
+from .slurm import launch as slurm_launch
+from .sweep import lanes, parallel
+
+
+def error(message: str) -> None:
+    """The one error path's output: one line on stderr."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+@dataclass
+class Session:
+    """What ``main`` hands to each Hydra job, and what the jobs report back."""
+
+    script_args: list[str] = field(default_factory=list)
+    full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
+    save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
+    command: list[str] = field(default_factory=list)  # argv as typed (for a saved profile's header)
+    hydra_flags: list[str] = field(default_factory=list)
+    started: bool = False  # a job function ran: errors after this are not composition errors
+    exit_codes: list[int] = field(default_factory=list)
+    # -m sweeps (launcher/sweep/)
+    results: list[lanes.JobResult] = field(default_factory=list)  # per job, for the summary
+    queued: list[parallel.Queued] = field(default_factory=list)  # a parallel sweep's planned jobs
+    ports: set[int] = field(default_factory=set)  # JAX coordinator ports given to jobs of this sweep
+    run_dir: str = ""  # the current job's run directory
+    fail_fast: Optional[bool] = None
+    stop_sweep: bool = False
+    submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
+
+    # -- the Hydra task function ----------------------------------------------------------------
+    def job(self, dict_cfg) -> int:
+        """One job: a single launch, or one point of a ``-m`` sweep."""
+        self.started = True
+        job = lanes.job_info()
+        result = lanes.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
+        if result is not None:
+            self.results.append(result)
+            if self.stop_sweep:
+                result.note = "skipped (sweep.fail_fast)"
+                print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
+                return 0
+        self.run_dir = ""
+        begin = time.monotonic()
+        try:
+            code = self.launch(dict_cfg)
+        except UserError as err:
+            if self.full_error:
+                raise
+            error(str(err))
+            code = EXIT_USAGE
+        if result is not None:
+            result.run_dir = self.run_dir
+            if self.queued and self.queued[-1].num == job.num:
+                result.note = "queued"
+                return 0
+            result.exit_code, result.duration_s = code, time.monotonic() - begin
+            if code != 0 and self._fail_fast(dict_cfg):
+                self.stop_sweep = True
+        self.exit_codes.append(code)
+        return code
+
+    def _fail_fast(self, dict_cfg) -> bool:
+        from omegaconf import OmegaConf
+
+        if self.fail_fast is not None:
+            return self.fail_fast
+        try:
+            return bool(OmegaConf.select(dict_cfg, "sweep.fail_fast", default=False))
+        except Exception:  # an unresolvable config: the safe choice is to carry on
+            return False
+
+    # -- one launch ----------------------------------------------------------------------------
+    def launch(self, dict_cfg) -> int:
+        from omegaconf import OmegaConf
+
+        if self.save_as is not None:
+            return self._save_profile(dict_cfg, self.save_as)
+        cfg = _to_object(dict_cfg)
+        self.fail_fast = cfg.sweep.fail_fast
+        # forwarded arguments are the user's literal text: added after resolution, never interpolated
+        cfg.script_args += self.script_args
+        if cfg.submit is schema.Submit.slurm:
+            return self._submit_slurm(cfg)
+        facts = probe.gather()
+        # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
+        cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
+        job = lanes.job_info()
+        slot = None
+        if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
+            slot = lanes.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
+            cfg, facts = lanes.job_config(cfg, job.num, slot), lanes.job_facts(facts, slot)
+        settled = checks.validate(cfg, facts)
+        if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
+            port = lanes.distinct_port(probe.free_port, self.ports)
+            settled = replace(settled, coordinator=Endpoint("127.0.0.1", port))
+        settled = probe.locate(cfg, settled)
+        probe.preflight(cfg, settled)
+        if cfg.dry_run:
+            if allocation is not None:
+                print(slurm_launch.describe(allocation))
+            print(plan_mod.describe(secrets.mask_plan(lanes.bind(plan_mod.build(cfg, settled, facts), slot))))
+            return 0
+        run_dir = _run_dir(cfg)
+        self.run_dir = str(run_dir)
+        logs = run_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        plan = supervise.prepare(lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
+        config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+        if slot is not None:  # a parallel sweep: started with the others once every job is planned
+            devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
+            print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
+            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot))
+            return 0
+        started = record.write_start(run_dir, config_yaml, plan)
+        print(f"[{PROG}] run directory: {run_dir}", flush=True)
+        # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
+        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+        record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
+        if outcome.exit_code != 0:
+            _rendezvous_hint(cfg, settled, logs)
+        print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
+        return outcome.exit_code
+
+    def _save_profile(self, dict_cfg, target: str) -> int:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
+        _to_object(dict_cfg)  # a profile that does not compose is not written
+        text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, self.command)
+        profiles.write(Path(target), text)
+        print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
+        return 0
+
+    def _submit_slurm(self, cfg: schema.TrainConfig) -> int:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        from .slurm import submit
+
+        return submit.run(
+            cfg, HydraConfig.get().overrides.task, self.hydra_flags, self.script_args, _run_dir,
+            probe.gather(), self.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+        )
+
+    # -- after the last job --------------------------------------------------------------------
+    def finish(self) -> int:
+        """Run a parallel sweep's queued jobs, print the summaries; the invocation's exit code."""
+        if self.queued:
+            self.exit_codes += parallel.run_queued(self.queued, self.results, bool(self.fail_fast))
+        if self.results:
+            print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
+        if self.submissions and (len(self.submissions) > 1 or {"-m", "--multirun"} & set(self.hydra_flags)):
+            from .slurm.submit import summary
+
+            print(summary(self.submissions), flush=True)
+        failures = [code for code in self.exit_codes if code != 0]
+        return failures[0] if failures else 0
+
+
+def _to_object(cfg) -> schema.TrainConfig:
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return compose.to_typed(cfg)
+    except OmegaConfBaseException as err:
+        raise UserError.from_omegaconf(err) from err
+
+
+def _run_dir(cfg: schema.TrainConfig) -> Path:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode == RunMode.MULTIRUN:
+        path = Path(hydra_cfg.runtime.output_dir)
+        path.mkdir(parents=True, exist_ok=True)
+        return path.resolve()
+    multinode = cfg.launcher.nnodes != "1"
+    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
+        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+        path.mkdir(parents=True, exist_ok=True)
+        return path.resolve()
+    return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+
+
+def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
+    """After a failed multi-node torchrun launch: say what the rendezvous waited for, when torchrun's
+    output shows that the nodes never all met (docs/multinode.md)."""
+    from . import rendezvous
+
+    if settled.max_nodes < 2 or settled.rdzv_backend not in rendezvous.TIMEOUT_KEY:
+        return
+    output = ""
+    for path in sorted(logs.rglob("*.log")):
+        with open(path, "rb") as log:
+            log.seek(max(0, path.stat().st_size - 200_000))
+            output += log.read().decode(errors="replace")
+    if settled.rdzv_backend == "c10d":
+        endpoint = str(settled.rdzv_endpoint)
+    else:
+        endpoint = str(Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT))
+    waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
+    hint = rendezvous.failure_hint(
+        output, settled.rdzv_backend, endpoint, settled.nnodes, cfg.launcher.node_rank, cfg.launcher.rdzv_id, waited
+    )
+    if hint:
+        print(f"[{PROG}] {hint}", file=sys.stderr, flush=True)
