@@ -19,11 +19,18 @@ from typing import Optional
 from . import secrets
 from .plan import LaunchPlan
 
+STATUS = "status.json"
+
+
+def run_dir_name(run_name: Optional[str], node_rank: Optional[int] = None) -> str:
+    """``<date_time>[_<run_name>][_node<R>]`` for a run started now (node: a multi-node launch)."""
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return stamp + (f"_{run_name}" if run_name else "") + (f"_node{node_rank}" if node_rank is not None else "")
+
 
 def create_run_dir(root: str, run_name: Optional[str], node_rank: int, multinode: bool) -> Path:
-    """A new directory ``<root>/<date_time>[_<run_name>][_node<R>]``, never one that exists."""
-    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    name = stamp + (f"_{run_name}" if run_name else "") + (f"_node{node_rank}" if multinode else "")
+    """A new directory ``<root>/<run_dir_name>``, never one that exists."""
+    name = run_dir_name(run_name, node_rank if multinode else None)
     Path(root).mkdir(parents=True, exist_ok=True)
     for attempt in range(1000):
         candidate = Path(root) / (name if attempt == 0 else f"{name}-{attempt}")
@@ -54,16 +61,16 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan) -> float:
     script = run_dir / "command.sh"
     script.write_text(command_script(plan))
     script.chmod(0o755)
-    (run_dir / "env.json").write_text(json.dumps(secrets.mask_env(plan.env), indent=2) + "\n")
+    write_json(run_dir / "env.json", secrets.mask_env(plan.env))
     started = time.time()
-    _write_status(run_dir, {"started": _iso(started), "pid": os.getpid(), "exit_code": None})
+    write_json(run_dir / STATUS, {"started": _iso(started), "pid": os.getpid(), "exit_code": None})
     return started
 
 
 def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", failure: Optional[dict] = None) -> None:
     ended = time.time()
-    _write_status(
-        run_dir,
+    write_json(
+        run_dir / STATUS,
         {
             "started": _iso(started),
             "ended": _iso(ended),
@@ -79,7 +86,9 @@ def _iso(stamp: float) -> str:
     return datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds")
 
 
-def _write_status(run_dir: Path, status: dict) -> None:
-    tmp = run_dir / "status.json.tmp"
-    tmp.write_text(json.dumps(status, indent=2) + "\n")
-    tmp.replace(run_dir / "status.json")
+def write_json(path: Path, data: dict) -> None:
+    """Write ``data`` as indented JSON atomically: readers see the old file or the new one, never half
+    (run/worker.py, a separate stdlib-only program, keeps its own copy for the exit records)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)

@@ -1,21 +1,17 @@
-"""Unit tests for launcher.sbatch (pure rendering; the real cluster is in test_slurm_cluster)."""
-
-import dataclasses
+"""Unit tests for launcher.slurm.batch (pure rendering from the schema's SlurmConfig; the real
+cluster is in test_slurm_cluster)."""
 
 import pytest
 
-from launcher.slurm.batch import (
-    SBATCH_LONG_OPTIONS,
-    SbatchError,
-    SlurmSettings,
-    _FIELD_OPTIONS,
-    render_sbatch,
-    time_limit_seconds,
-)
+from launcher.config.schema import SlurmConfig
+from launcher.errors import UserError
+from launcher.slurm.batch import KEY_OPTIONS, SBATCH_LONG_OPTIONS, check, render as render_batch, time_limit_seconds
 
 
-def render(settings=None, command=("python", "train.py"), env=None, workdir="/work/run"):
-    return render_sbatch(settings or SlurmSettings(), list(command), env or {}, workdir)
+def render(slurm=None, command=("python", "train.py"), env=None, workdir="/work/run", job_name="train_multigpu",
+           output="/work/run/slurm-%j.out"):
+    command = command if isinstance(command, str) else list(command)
+    return render_batch(slurm or SlurmConfig(requeue=False), command, env or {}, workdir, job_name, output)
 
 
 def directives(text):
@@ -26,9 +22,11 @@ def test_minimal_script():
     text = render()
     assert text.startswith("#!/bin/bash\n")
     assert directives(text) == [
+        "#SBATCH --job-name=train_multigpu",
         "#SBATCH --nodes=1",
         "#SBATCH --ntasks-per-node=1",
         "#SBATCH --chdir=/work/run",
+        "#SBATCH --output=/work/run/slurm-%j.out",
         "#SBATCH --signal=B:USR1@120",
         "#SBATCH --no-requeue",
     ]
@@ -39,13 +37,12 @@ def test_minimal_script():
 
 
 def test_full_settings_in_order():
-    s = SlurmSettings(nodes=4, gpus_per_node=8, gpu_type="h100", cpus_per_task=32,
-                      ntasks_per_node=1, partition="gpu", time="1-00:00:00", account="rl",
-                      qos="high", job_name="ppo-ant", mem="0", output="logs/%x-%j.out",
-                      error="logs/%x-%j.err", signal_seconds=300, requeue=True,
-                      extra={"exclusive": True, "--constraint": "a100&ib", "nice": 10,
-                             "hold": False})
-    assert directives(render(s)) == [
+    s = SlurmConfig(nodes=4, gpus_per_node=8, gpu_type="h100", cpus_per_task=32,
+                    partition="gpu", time="1-00:00:00", account="rl",
+                    qos="high", mem="0", signal_seconds=300, requeue=True,
+                    extra={"exclusive": True, "--constraint": "a100&ib", "nice": 10,
+                           "hold": False})
+    assert directives(render(s, job_name="ppo-ant", output="/logs/%x-%j.out")) == [
         "#SBATCH --job-name=ppo-ant",
         "#SBATCH --nodes=4",
         "#SBATCH --ntasks-per-node=1",
@@ -57,19 +54,19 @@ def test_full_settings_in_order():
         "#SBATCH --qos=high",
         "#SBATCH --time=1-00:00:00",
         "#SBATCH --chdir=/work/run",
-        "#SBATCH --output=logs/%x-%j.out",
-        "#SBATCH --error=logs/%x-%j.err",
+        "#SBATCH --output=/logs/%x-%j.out",
         "#SBATCH --signal=B:USR1@300",
         "#SBATCH --requeue",
         "#SBATCH --exclusive",
         '#SBATCH --constraint="a100&ib"',
         "#SBATCH --nice=10",
+        "#SBATCH --open-mode=append",  # a requeued job appends to its log
     ]
     assert "--cpus-per-task=32 -- python train.py &" in render(s)
 
 
 def test_gpus_without_type_and_no_signal():
-    text = render(SlurmSettings(gpus_per_node=2, signal_seconds=None))
+    text = render(SlurmConfig(gpus_per_node=2, signal_seconds=None))
     assert "#SBATCH --gpus-per-node=2" in directives(text)
     assert "--signal" not in text and "trap forward_usr1" not in text
 
@@ -86,7 +83,7 @@ def test_gpus_without_type_and_no_signal():
     ],
 )
 def test_directive_quoting(value, rendered):
-    assert f"#SBATCH --job-name={rendered}" in directives(render(SlurmSettings(job_name=value)))
+    assert f"#SBATCH --job-name={rendered}" in directives(render(job_name=value))
 
 
 def test_env_and_command_are_shell_quoted():
@@ -114,41 +111,34 @@ def test_time_limit_seconds():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"nodes": 0}, "nodes=0: must be >= 1"),
-        ({"nodes": "2"}, "nodes: expected an integer, got '2'"),
-        ({"nodes": True}, "nodes: expected an integer, got True"),
-        ({"gpus_per_node": -1}, "gpus_per_node=-1: must be >= 0"),
-        ({"ntasks_per_node": 0}, "ntasks_per_node=0: must be >= 1"),
-        ({"cpus_per_task": 0}, "cpus_per_task=0: must be >= 1"),
-        ({"gpu_type": "a100"}, "gpu_type='a100' needs gpus_per_node >= 1"),
-        ({"gpu_type": "a 100", "gpus_per_node": 1}, "gpu_type='a 100': letters, digits"),
-        ({"job_name": "a\nb"}, "job_name='a\\nb': control character '\\n'"),
-        ({"partition": ""}, "partition: must not be empty"),
-        ({"account": 5}, "account: expected a string, got int 5"),
-        ({"output": "x\r"}, "output='x\\r': control character"),
-        ({"mem": "64GB"}, "mem='64GB': expected a number with optional K/M/G/T suffix"),
-        ({"time": "2h"}, "time='2h': expected minutes, MM:SS"),
-        ({"time": "2", "signal_seconds": 120}, "signal_seconds=120: must be shorter than time='2'"),
-        ({"signal_seconds": 0}, "signal_seconds=0: must be between 1 and 65535"),
-        ({"signal_seconds": 70000}, "signal_seconds=70000: must be between 1 and 65535"),
-        ({"requeue": "yes"}, "requeue: expected true or false, got 'yes'"),
-        ({"extra": ["exclusive"]}, "extra: expected a mapping"),
-        ({"extra": {"nodes": 2}}, "extra.nodes: set SlurmSettings.nodes instead"),
-        ({"extra": {"--no-requeue": True}}, "extra.no-requeue: set SlurmSettings.requeue"),
-        ({"extra": {"chdir": "/x"}}, "extra.chdir: set SlurmSettings.workdir (render_sbatch"),
-        ({"extra": {"gpus-per-nod": 1}}, "extra.gpus-per-nod: not a known sbatch long option "
+        ({"nodes": 0}, "slurm.nodes=0: must be >= 1"),
+        ({"gpus_per_node": -1}, "slurm.gpus_per_node=-1: must be >= 0"),
+        ({"cpus_per_task": 0}, "slurm.cpus_per_task=0: must be >= 1"),
+        ({"gpu_type": "a100"}, "slurm.gpu_type=a100: needs gpus_per_node >= 1"),
+        ({"gpu_type": "a 100", "gpus_per_node": 1}, "slurm.gpu_type=a 100: letters, digits"),
+        ({"job_name": "a\nb"}, "slurm.job_name=a\\nb: control character '\\n'"),
+        ({"partition": ""}, "slurm.partition=: must not be empty"),
+        ({"mem": "64GB"}, "slurm.mem=64GB: expected a number with optional K/M/G/T suffix"),
+        ({"time": "2h"}, "slurm.time=2h: expected minutes, MM:SS"),
+        ({"time": "2", "signal_seconds": 120}, "slurm.signal_seconds=120: must be shorter than time='2'"),
+        ({"signal_seconds": 0}, "slurm.signal_seconds=0: must be between 1 and 65535"),
+        ({"signal_seconds": 70000}, "slurm.signal_seconds=70000: must be between 1 and 65535"),
+        ({"extra": {"nodes": 2}}, "slurm.extra.nodes=2: set slurm.nodes instead"),
+        ({"extra": {"--no-requeue": True}}, "slurm.extra.no-requeue=True: set slurm.requeue"),
+        ({"extra": {"chdir": "/x"}}, "slurm.extra.chdir=/x: set the launcher (the directory"),
+        ({"extra": {"gpus-per-nod": 1}}, "slurm.extra.gpus-per-nod=1: not a known sbatch long option "
                                          "(did you mean: gpus, gpus-per-socket, gpus-per-task?)"),
-        ({"extra": {"frobnicate": 1}}, "extra.frobnicate: not a known sbatch long option"),
-        ({"extra": {"wrap": "ls"}}, "extra.wrap: not a known sbatch long option"),
-        ({"extra": {"comment": "a\nb"}}, "extra.comment='a\\nb': control character"),
-        ({"extra": {3: "x"}}, "extra: option names must be strings, got 3"),
+        ({"extra": {"frobnicate": 1}}, "slurm.extra.frobnicate=1: not a known sbatch long option"),
+        ({"extra": {"wrap": "ls"}}, "slurm.extra.wrap=ls: not a known sbatch long option"),
+        ({"extra": {"comment": "a\nb"}}, "slurm.extra.comment=a\\nb: control character"),
     ],
 )
 def test_settings_errors(kwargs, message):
-    with pytest.raises(SbatchError) as info:
-        SlurmSettings(**kwargs)
-    assert message in str(info.value)
-    assert isinstance(info.value, ValueError)
+    with pytest.raises(UserError) as info:
+        check(SlurmConfig(**kwargs))
+    assert str(info.value).startswith(message), str(info.value)
+    assert str(info.value).endswith("(docs/slurm.md lists the slurm.* keys)")
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -156,26 +146,19 @@ def test_settings_errors(kwargs, message):
     [
         ({"command": []}, "command: expected a non-empty list"),
         ({"command": "python x.py"}, "command: expected a non-empty list"),
-        ({"command": ["python", 3]}, "command[1]: expected a string, got 3"),
         ({"command": ["a\x00"]}, "command[0]='a\\x00': NUL character"),
         ({"workdir": "rel/dir"}, "workdir='rel/dir': must be an absolute path"),
-        ({"workdir": "/a\nb"}, "workdir='/a\\nb': control character"),
+        ({"workdir": "/a\nb"}, "workdir='/a\\nb': must be an absolute path without control characters"),
         ({"env": {"1BAD": "x"}}, "env: '1BAD' is not a valid variable name"),
         ({"env": {"A-B": "x"}}, "env: 'A-B' is not a valid variable name"),
-        ({"env": {"A": 1}}, "env.A: expected a string without NUL, got 1"),
     ],
 )
 def test_render_errors(call, message):
     args = {"command": ["python"], "env": {}, "workdir": "/w", **call}
-    with pytest.raises(SbatchError) as info:
-        render_sbatch(SlurmSettings(), args["command"], args["env"], args["workdir"])
-    assert message in str(info.value)
+    with pytest.raises(UserError) as info:
+        render(command=args["command"], env=args["env"], workdir=args["workdir"])
+    assert str(info.value).startswith("submit=slurm: cannot write the batch script: " + message), str(info.value)
 
 
-def test_settings_are_frozen_and_options_consistent():
-    s = SlurmSettings()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        s.nodes = 3
-    names = {f.name for f in dataclasses.fields(SlurmSettings)}
-    assert {v for v in _FIELD_OPTIONS.values() if " " not in v} <= names
-    assert not SBATCH_LONG_OPTIONS & set(_FIELD_OPTIONS)
+def test_options_the_keys_own_are_not_extra_options():
+    assert not SBATCH_LONG_OPTIONS & set(KEY_OPTIONS)

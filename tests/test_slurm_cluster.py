@@ -1,4 +1,4 @@
-"""End-to-end: render_sbatch scripts and SlurmAllocation against a REAL one-host SLURM cluster.
+"""End-to-end: batch scripts (launcher.slurm.batch.render) and SlurmAllocation against a REAL one-host SLURM cluster.
 
 Skipped (with the reason) where tests/infra/slurm_up.sh cannot bring the cluster up.
 """
@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from launcher.slurm.batch import SlurmSettings, render_sbatch
+from launcher.config.schema import SlurmConfig
+from launcher.slurm.batch import render
 from launcher.slurm.env import SlurmAllocation
 from slurm_cluster import sbatch, wait_job
 
@@ -42,11 +43,10 @@ sys.exit(0 if got else 5)
 
 
 def write_job(tmp_path: Path, name: str, command: list[str], **settings) -> Path:
-    s = SlurmSettings(job_name=name, output=str(tmp_path / f"{name}-%j.out"), time="5",
-                      signal_seconds=60, **settings)
+    s = SlurmConfig(time="5", signal_seconds=60, **{"requeue": False, **settings})
     env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     script = tmp_path / f"{name}.sbatch"
-    script.write_text(render_sbatch(s, command, env, str(tmp_path)))
+    script.write_text(render(s, command, env, str(tmp_path), name, str(tmp_path / f"{name}-%j.out")))
     return script
 
 

@@ -1,7 +1,8 @@
 """Render a readable SLURM batch script that starts one launcher per node (PURE).
 
-``render_sbatch(settings, command, env, workdir)`` returns the script text; nothing here runs
-``sbatch`` or reads the environment.
+``render(slurm, command, env, workdir, job_name, output)`` returns the script text for the schema's
+``SlurmConfig`` (the ``slurm.*`` keys); :func:`check` names the first bad key as a ``UserError``
+(``slurm.<key>``). Nothing here runs ``sbatch`` or reads the environment.
 
 How ``#SBATCH`` values are read (checked with sbatch 22.05): an unquoted value ends at the first
 blank or ``#``; single and double quotes group; a backslash escapes the next character even
@@ -27,19 +28,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Sequence
 
-__all__ = ["SBATCH_LONG_OPTIONS", "SbatchError", "SlurmSettings", "render_sbatch"]
+from ..config.schema import SlurmConfig
+from ..errors import UserError
 
-
-class SbatchError(ValueError):
-    """A SLURM setting, command, environment or directory cannot be rendered safely."""
-
+HINT = "docs/slurm.md lists the slurm.* keys"
 
 # Long options of sbatch 22.05 (from its man page) that make sense as #SBATCH directives.
-# Left out: options modelled by SlurmSettings fields (see _FIELD_OPTIONS) and ones that do not
-# belong in a script (help, usage, version, parsable, test-only, wrap, quiet, verbose).
+# Left out: options the slurm.* keys own (see KEY_OPTIONS) and ones that do not belong in a
+# script (help, usage, version, parsable, test-only, wrap, quiet, verbose).
 SBATCH_LONG_OPTIONS = frozenset(
     """
     acctg-freq array batch bb bbf begin cluster-constraint clusters comment constraint container
@@ -54,13 +52,15 @@ SBATCH_LONG_OPTIONS = frozenset(
     """.split()
 )
 
-# sbatch option -> the SlurmSettings field that owns it.
-_FIELD_OPTIONS = {
-    "nodes": "nodes", "gpus-per-node": "gpus_per_node", "cpus-per-task": "cpus_per_task",
-    "ntasks-per-node": "ntasks_per_node", "partition": "partition", "time": "time",
-    "account": "account", "qos": "qos", "job-name": "job_name", "mem": "mem",
-    "output": "output", "error": "error", "signal": "signal_seconds",
-    "requeue": "requeue", "no-requeue": "requeue", "chdir": "workdir (render_sbatch argument)",
+# sbatch option -> what sets it instead of slurm.extra
+KEY_OPTIONS = {
+    "nodes": "slurm.nodes", "gpus-per-node": "slurm.gpus_per_node", "cpus-per-task": "slurm.cpus_per_task",
+    "partition": "slurm.partition", "time": "slurm.time", "account": "slurm.account", "qos": "slurm.qos",
+    "job-name": "slurm.job_name", "mem": "slurm.mem", "signal": "slurm.signal_seconds",
+    "requeue": "slurm.requeue", "no-requeue": "slurm.requeue",
+    "ntasks-per-node": "the launcher (one launcher per node)",
+    "output": "the launcher (<run dir>/slurm-%j.out)", "error": "the launcher (stderr goes to the output)",
+    "chdir": "the launcher (the directory train_multigpu is started from)",
 }
 
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+\Z")
@@ -69,35 +69,36 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # SLURM time limits: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or UNLIMITED/INFINITE.
 _TIME = re.compile(r"(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)\Z")
 _MEM = re.compile(r"\d+[KMGT]?\Z")
+TIME_FORMATS = "expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
 
-ExtraValue = Union[str, int, bool, None]
+
+def _shown(value: object) -> str:
+    """A value as one line of an error message (control characters escaped)."""
+    return repr(value)[1:-1] if isinstance(value, str) else str(value)
 
 
-def _check_text(key: str, value: object) -> str:
+def _text(key: str, value: object) -> str:
     if not isinstance(value, str):
-        raise SbatchError(f"{key}: expected a string, got {type(value).__name__} {value!r}")
+        raise UserError(key, _shown(value), f"expected a string, got {type(value).__name__}", HINT)
     if value == "":
-        raise SbatchError(f"{key}: must not be empty (leave it unset instead)")
+        raise UserError(key, "", "must not be empty (leave it unset instead)", HINT)
     bad = _CONTROL.search(value)
     if bad:
-        raise SbatchError(
-            f"{key}={value!r}: control character {bad.group()!r} (newlines and tabs are not "
-            "allowed in #SBATCH values)"
+        raise UserError(
+            key, _shown(value),
+            f"control character {bad.group()!r} (newlines and tabs are not allowed in #SBATCH values)", HINT,
         )
     return value
 
 
-def _check_int(key: str, value: object, minimum: int, maximum: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SbatchError(f"{key}: expected an integer, got {value!r}")
+def _at_least(key: str, value: int, minimum: int, maximum: Optional[int] = None) -> None:
     if value < minimum or (maximum is not None and value > maximum):
         allowed = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
-        raise SbatchError(f"{key}={value}: must be {allowed}")
-    return value
+        raise UserError(key, value, f"must be {allowed}", HINT)
 
 
-def time_limit_seconds(time: str) -> Optional[int]:
-    """Seconds in a SLURM time limit; None for UNLIMITED/INFINITE; SbatchError if malformed.
+def time_limit_seconds(time: str, key: str = "slurm.time") -> Optional[int]:
+    """Seconds in a SLURM time limit; None for UNLIMITED/INFINITE.
 
     >>> time_limit_seconds("90"), time_limit_seconds("1:30:00"), time_limit_seconds("2-00")
     (5400, 5400, 172800)
@@ -106,10 +107,7 @@ def time_limit_seconds(time: str) -> Optional[int]:
         return None
     m = _TIME.match(time)
     if not m:
-        raise SbatchError(
-            f"time={time!r}: expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS "
-            "or UNLIMITED"
-        )
+        raise UserError(key, _shown(time), TIME_FORMATS, HINT)
     d, h, mi, s, m1, m2, m3 = (int(g) if g else 0 for g in m.groups())
     if m.group(1) is not None:  # D-H[:M[:S]]
         return ((d * 24 + h) * 60 + mi) * 60 + s
@@ -118,89 +116,43 @@ def time_limit_seconds(time: str) -> Optional[int]:
     return m1 * 60 + m2  # M or M:S
 
 
-@dataclass(frozen=True)
-class SlurmSettings:
-    """What to ask SLURM for. Unset (None) options are left to the cluster's defaults."""
+def extra_options(slurm: SlurmConfig) -> dict[str, Any]:
+    """``slurm.extra`` by sbatch option name (``_`` written as ``-``); a requeued job appends to its
+    log instead of truncating it (``open-mode=append`` unless given)."""
+    extra = {str(name).replace("_", "-"): value for name, value in slurm.extra.items()}
+    if slurm.requeue:
+        extra.setdefault("open-mode", "append")
+    return extra
 
-    nodes: int = 1
-    gpus_per_node: int = 0  # 0: ask for no GPUs
-    gpu_type: Optional[str] = None  # --gpus-per-node=<type>:<count>, e.g. "a100"
-    cpus_per_task: Optional[int] = None
-    ntasks_per_node: int = 1  # the allocation; srun always starts ONE launcher per node
-    partition: Optional[str] = None
-    time: Optional[str] = None  # SLURM format: "30", "4:00:00", "1-12:00:00"
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    job_name: Optional[str] = None
-    mem: Optional[str] = None  # per node, e.g. "64G"; "0" = all of the node's memory
-    output: Optional[str] = None  # patterns such as "logs/%x-%j.out"
-    error: Optional[str] = None
-    signal_seconds: Optional[int] = 120  # USR1 this long before the time limit; None: no warning
-    requeue: bool = False
-    extra: Mapping[str, ExtraValue] = field(default_factory=dict)  # long option -> value
 
-    def __post_init__(self) -> None:
-        _check_int("nodes", self.nodes, 1)
-        _check_int("gpus_per_node", self.gpus_per_node, 0)
-        _check_int("ntasks_per_node", self.ntasks_per_node, 1)
-        if self.cpus_per_task is not None:
-            _check_int("cpus_per_task", self.cpus_per_task, 1)
-        for name in ("gpu_type", "partition", "account", "qos", "job_name", "output", "error"):
-            value = getattr(self, name)
-            if value is not None:
-                _check_text(name, value)
-        if self.gpu_type is not None:
-            if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.gpu_type):
-                raise SbatchError(f"gpu_type={self.gpu_type!r}: letters, digits, '_.-' only")
-            if self.gpus_per_node == 0:
-                raise SbatchError(f"gpu_type={self.gpu_type!r} needs gpus_per_node >= 1")
-        if self.mem is not None and not _MEM.match(_check_text("mem", self.mem)):
-            raise SbatchError(f"mem={self.mem!r}: expected a number with optional K/M/G/T suffix")
-        limit = None
-        if self.time is not None:
-            limit = time_limit_seconds(_check_text("time", self.time))
-        if self.signal_seconds is not None:
-            _check_int("signal_seconds", self.signal_seconds, 1, 65535)
-            if limit is not None and self.signal_seconds >= limit:
-                raise SbatchError(
-                    f"signal_seconds={self.signal_seconds}: must be shorter than time={self.time!r}"
-                    f" ({limit} s)"
-                )
-        if not isinstance(self.requeue, bool):
-            raise SbatchError(f"requeue: expected true or false, got {self.requeue!r}")
-        if not isinstance(self.extra, Mapping):
-            raise SbatchError(f"extra: expected a mapping of sbatch options, got {self.extra!r}")
-        for name, value in self.extra.items():
-            _extra_line(name, value)  # validates
-
-    def directives(self, workdir: str) -> list[str]:
-        """The ``#SBATCH`` lines, in a fixed order."""
-        gpus = None
-        if self.gpus_per_node:
-            gpus = f"{self.gpu_type}:{self.gpus_per_node}" if self.gpu_type else self.gpus_per_node
-        pairs: list[tuple[str, object]] = [
-            ("job-name", self.job_name),
-            ("nodes", self.nodes),
-            ("ntasks-per-node", self.ntasks_per_node),
-            ("gpus-per-node", gpus),
-            ("cpus-per-task", self.cpus_per_task),
-            ("mem", self.mem),
-            ("partition", self.partition),
-            ("account", self.account),
-            ("qos", self.qos),
-            ("time", self.time),
-            ("chdir", workdir),
-            ("output", self.output),
-            ("error", self.error),
-            ("signal", f"B:USR1@{self.signal_seconds}" if self.signal_seconds else None),
-        ]
-        lines = [f"#SBATCH --{k}={_sbatch_value(str(v))}" for k, v in pairs if v is not None]
-        lines.append("#SBATCH --requeue" if self.requeue else "#SBATCH --no-requeue")
-        for name, value in self.extra.items():
-            line = _extra_line(name, value)
-            if line:
-                lines.append(line)
-        return lines
+def check(slurm: SlurmConfig) -> None:
+    """Every ``slurm.*`` value can be written as a directive SLURM reads back as meant."""
+    _at_least("slurm.nodes", slurm.nodes, 1)
+    _at_least("slurm.gpus_per_node", slurm.gpus_per_node, 0)
+    if slurm.cpus_per_task is not None:
+        _at_least("slurm.cpus_per_task", slurm.cpus_per_task, 1)
+    for name in ("gpu_type", "partition", "account", "qos", "job_name"):
+        value = getattr(slurm, name)
+        if value is not None:
+            _text(f"slurm.{name}", value)
+    if slurm.gpu_type is not None:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", slurm.gpu_type):
+            raise UserError("slurm.gpu_type", slurm.gpu_type, "letters, digits, '_.-' only", HINT)
+        if slurm.gpus_per_node == 0:
+            raise UserError("slurm.gpu_type", slurm.gpu_type, "needs gpus_per_node >= 1", HINT)
+    if slurm.mem is not None and not _MEM.match(_text("slurm.mem", slurm.mem)):
+        raise UserError("slurm.mem", slurm.mem, "expected a number with optional K/M/G/T suffix", HINT)
+    limit = None
+    if slurm.time is not None:
+        limit = time_limit_seconds(_text("slurm.time", slurm.time))
+    if slurm.signal_seconds is not None:
+        _at_least("slurm.signal_seconds", slurm.signal_seconds, 1, 65535)
+        if limit is not None and slurm.signal_seconds >= limit:
+            raise UserError(
+                "slurm.signal_seconds", slurm.signal_seconds, f"must be shorter than time={slurm.time!r} ({limit} s)", HINT
+            )
+    for name, value in extra_options(slurm).items():
+        _extra_line(name, value)
 
 
 def _sbatch_value(value: str) -> str:
@@ -214,69 +166,96 @@ def _sbatch_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _extra_line(name: object, value: ExtraValue) -> Optional[str]:
-    if not isinstance(name, str):
-        raise SbatchError(f"extra: option names must be strings, got {name!r}")
+def _extra_line(name: str, value: Any) -> Optional[str]:
     option = name[2:] if name.startswith("--") else name
-    if option in _FIELD_OPTIONS:
-        raise SbatchError(
-            f"extra.{option}: set SlurmSettings.{_FIELD_OPTIONS[option]} instead of an extra option"
-        )
+    key = f"slurm.extra.{option}"
+    if option in KEY_OPTIONS:
+        raise UserError(key, _shown(value), f"set {KEY_OPTIONS[option]} instead of an extra option", HINT)
     if option not in SBATCH_LONG_OPTIONS:
         close = sorted(o for o in SBATCH_LONG_OPTIONS if o.split("-")[0] == option.split("-")[0])
-        hint = f" (did you mean: {', '.join(close)}?)" if close else ""
-        raise SbatchError(f"extra.{option}: not a known sbatch long option{hint}")
+        why = "not a known sbatch long option" + (f" (did you mean: {', '.join(close)}?)" if close else "")
+        raise UserError(key, _shown(value), why, HINT)
     if value is None or value is True:
         return f"#SBATCH --{option}"
     if value is False:
         return None
     if isinstance(value, int):
         return f"#SBATCH --{option}={value}"
-    return f"#SBATCH --{option}={_sbatch_value(_check_text(f'extra.{option}', value))}"
+    return f"#SBATCH --{option}={_sbatch_value(_text(key, str(value) if isinstance(value, float) else value))}"
 
 
-def _srun_argv(settings: SlurmSettings) -> list[str]:
-    argv = ["srun", "--nodes", str(settings.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
-    if settings.cpus_per_task is not None:
+def directives(slurm: SlurmConfig, workdir: str, job_name: str, output: str) -> list[str]:
+    """The ``#SBATCH`` lines, in a fixed order."""
+    gpus = None
+    if slurm.gpus_per_node:
+        gpus = f"{slurm.gpu_type}:{slurm.gpus_per_node}" if slurm.gpu_type else slurm.gpus_per_node
+    pairs: list[tuple[str, object]] = [
+        ("job-name", job_name),
+        ("nodes", slurm.nodes),
+        ("ntasks-per-node", 1),  # srun starts ONE launcher per node
+        ("gpus-per-node", gpus),
+        ("cpus-per-task", slurm.cpus_per_task),
+        ("mem", slurm.mem),
+        ("partition", slurm.partition),
+        ("account", slurm.account),
+        ("qos", slurm.qos),
+        ("time", slurm.time),
+        ("chdir", workdir),
+        ("output", output),
+        ("signal", f"B:USR1@{slurm.signal_seconds}" if slurm.signal_seconds else None),
+    ]
+    lines = [f"#SBATCH --{k}={_sbatch_value(str(v))}" for k, v in pairs if v is not None]
+    lines.append("#SBATCH --requeue" if slurm.requeue else "#SBATCH --no-requeue")
+    for name, value in extra_options(slurm).items():
+        line = _extra_line(name, value)
+        if line:
+            lines.append(line)
+    return lines
+
+
+def _srun_argv(slurm: SlurmConfig) -> list[str]:
+    argv = ["srun", "--nodes", str(slurm.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    if slurm.cpus_per_task is not None:
         # srun 22.05 no longer inherits --cpus-per-task from the batch allocation.
-        argv.append(f"--cpus-per-task={settings.cpus_per_task}")
+        argv.append(f"--cpus-per-task={slurm.cpus_per_task}")
     return argv
 
 
-def render_sbatch(
-    settings: SlurmSettings,
-    command: Sequence[str],
-    env: Mapping[str, str],
-    workdir: str,
+def _cannot(what: str) -> UserError:
+    return UserError("submit", "slurm", f"cannot write the batch script: {what}")
+
+
+def render(
+    slurm: SlurmConfig, command: Sequence[str], env: Mapping[str, str], workdir: str, job_name: str, output: str
 ) -> str:
     """The batch script: directives, strict bash, exported env, one srun launcher per node."""
+    check(slurm)
     if isinstance(command, str) or not command:
-        raise SbatchError(f"command: expected a non-empty list of arguments, got {command!r}")
+        raise _cannot(f"command: expected a non-empty list of arguments, got {command!r}")
     for i, arg in enumerate(command):
-        if not isinstance(arg, str):
-            raise SbatchError(f"command[{i}]: expected a string, got {arg!r}")
         if "\x00" in arg:
-            raise SbatchError(f"command[{i}]={arg!r}: NUL character")
-    _check_text("workdir", workdir)
-    if not workdir.startswith("/"):
-        raise SbatchError(f"workdir={workdir!r}: must be an absolute path")
+            raise _cannot(f"command[{i}]={arg!r}: NUL character")
+    for key, value in (("workdir", workdir), ("output", output)):
+        if _CONTROL.search(value) or not value.startswith("/"):
+            raise _cannot(f"{key}={value!r}: must be an absolute path without control characters")
+    _text("slurm.job_name", job_name)
     for name, value in env.items():
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise SbatchError(f"env: {name!r} is not a valid variable name")
-        if not isinstance(value, str) or "\x00" in value:
-            raise SbatchError(f"env.{name}: expected a string without NUL, got {value!r}")
+        if not _ENV_NAME.match(name):
+            raise _cannot(f"env: {name!r} is not a valid variable name")
+        if "\x00" in value:
+            raise _cannot(f"env.{name}: NUL character")
 
     lines = ["#!/bin/bash", "# Written by train_multigpu: one launcher per node, started by srun."]
-    lines += settings.directives(workdir)
+    lines += directives(slurm, workdir, job_name, output)
     lines += ["", "set -euo pipefail", f"cd {shlex.quote(workdir)}"]
     if env:
         lines.append("")
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    srun = shlex.join(_srun_argv(settings) + ["--", *command])
-    if settings.signal_seconds:
+    srun = shlex.join(_srun_argv(slurm) + ["--", *command])
+    if slurm.signal_seconds:
         lines += [
             "",
-            f"# SLURM sends USR1 to this shell (--signal=B:USR1@{settings.signal_seconds}); pass it",
+            f"# SLURM sends USR1 to this shell (--signal=B:USR1@{slurm.signal_seconds}); pass it",
             "# to srun, which delivers it to every process of the step on every node.",
             "forward_usr1() {",
             '  echo "train_multigpu: time limit near, forwarding USR1 to srun" >&2',
@@ -296,4 +275,3 @@ def render_sbatch(
         "",
     ]
     return "\n".join(lines)
-

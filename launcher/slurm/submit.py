@@ -15,25 +15,24 @@ synchronous query-like call, not a launch (launches belong to launcher/run/super
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .. import probe, record, tables
 from ..config import grammar
 from ..config.schema import SlurmConfig, Topology, TrainConfig
 from ..errors import UserError
+from ..names import PROG, override_key
 from ..probe import HostFacts
-from .batch import SbatchError, SlurmSettings, render_sbatch
+from . import batch
 from .env import SlurmAllocation
 
-PROG = "train_multigpu"
 SCRIPT_NAME = "job.sbatch"
 # overrides the job must not inherit: it picks its own launcher, never submits, writes into run_dir
 _DROPPED = ("launcher", "submit", "dry_run", "run_dir")
@@ -56,17 +55,13 @@ class Submission:
         return f"{self.run_dir}/slurm-{self.job_id or '%j'}.out"
 
 
-def _override_key(override: str) -> str:
-    return override.lstrip("+~").split("=", 1)[0]
-
-
 def job_overrides(overrides: Sequence[str], jax: bool, run_dir: str) -> list[str]:
     """The job's overrides: the user's, with the launcher replaced and the submission removed.
 
     >>> job_overrides(["launcher=skrl_jax", "seed=3", "submit=slurm", "slurm.nodes=2"], True, "/r/1")
     ['launcher=slurm_jax', 'seed=3', 'slurm.nodes=2', 'submit=none', 'run_dir=/r/1']
     """
-    kept = [o for o in overrides if _override_key(o) not in _DROPPED]
+    kept = [o for o in overrides if override_key(o) not in _DROPPED]
     value = run_dir if _PLAIN_PATH.match(run_dir) else grammar.quote(run_dir)
     return ["launcher=slurm_jax" if jax else "launcher=slurm", *kept, "submit=none", f"run_dir={value}"]
 
@@ -93,33 +88,6 @@ def job_command(python: str, flags: Sequence[str], overrides: Sequence[str], scr
     return command + (["--", *script_args] if script_args else [])
 
 
-_SBATCH_MESSAGE = re.compile(r"(?P<key>[\w.-]+?)(?:=(?P<value>'[^']*'|\"[^\"]*\"|[^\s:']*))?:? (?P<why>.*)\Z", re.S)
-
-
-def settings(cfg: SlurmConfig, run_name: Optional[str], run_dir: str) -> SlurmSettings:
-    """The sbatch settings for ``cfg`` (the ``slurm`` section); every mistake names ``slurm.<key>``."""
-    extra = {str(name).replace("_", "-"): value for name, value in cfg.extra.items()}
-    if cfg.requeue:
-        extra.setdefault("open-mode", "append")  # a requeued job adds to its log instead of truncating it
-    try:
-        return SlurmSettings(
-            nodes=cfg.nodes, gpus_per_node=cfg.gpus_per_node, gpu_type=cfg.gpu_type,
-            cpus_per_task=cfg.cpus_per_task, partition=cfg.partition, time=cfg.time,
-            account=cfg.account, qos=cfg.qos, job_name=cfg.job_name or run_name or PROG, mem=cfg.mem,
-            output=f"{run_dir}/slurm-%j.out", signal_seconds=cfg.signal_seconds, requeue=cfg.requeue,
-            extra=extra,
-        )
-    except SbatchError as err:
-        match = _SBATCH_MESSAGE.match(str(err))
-        if not match:
-            raise UserError("slurm", "", str(err)) from None
-        key = match["key"].replace("-", "_") if not match["key"].startswith("extra.") else match["key"]
-        value = (match["value"] or "").strip("'\"")
-        if key.startswith("extra.") and not value:
-            value = str(extra.get(key[len("extra."):], ""))
-        raise UserError(f"slurm.{key}", value, match["why"].replace("SlurmSettings.", "slurm."), "docs/slurm.md lists the slurm.* keys") from None
-
-
 def planned_allocation(slurm: SlurmConfig) -> SlurmAllocation:
     """The allocation ``slurm.*`` asks for, as node 0 of the job will see it."""
     return SlurmAllocation(
@@ -138,17 +106,9 @@ def planned_facts(slurm: SlurmConfig, facts: HostFacts) -> HostFacts:
     )
 
 
-def new_run_dir_name(root: str, run_name: Optional[str]) -> str:
-    """Where a run directory would go (dry run: nothing is created)."""
-    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return os.path.join(os.path.abspath(root), stamp + (f"_{run_name}" if run_name else ""))
-
-
 def script_text(cfg: TrainConfig, command: Sequence[str], run_dir: str, workdir: str) -> str:
-    try:
-        return render_sbatch(settings(cfg.slurm, cfg.run_name, run_dir), command, {}, workdir)
-    except SbatchError as err:  # the command or directories (settings() already named its keys)
-        raise UserError("submit", "slurm", f"cannot write the batch script: {err}") from None
+    job_name = cfg.slurm.job_name or cfg.run_name or PROG
+    return batch.render(cfg.slurm, command, {}, workdir, job_name, f"{run_dir}/slurm-%j.out")
 
 
 def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str) -> Submission:
@@ -169,8 +129,10 @@ def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: 
         raise UserError("submit", "slurm", f"sbatch refused the job: {why}", f"script: {path}")
     job_id = out.stdout.strip().split(";")[0]
     submission = Submission(tuple(overrides), str(run_dir), job_id)
-    (run_dir / "submit.json").write_text(json.dumps(
-        {"job_id": job_id, "script": str(path), "log": submission.log, "overrides": list(overrides)}, indent=2) + "\n")
+    record.write_json(
+        run_dir / "submit.json",
+        {"job_id": job_id, "script": str(path), "log": submission.log, "overrides": list(overrides)},
+    )
     return submission
 
 
@@ -191,10 +153,8 @@ def summary(submissions: Sequence[Submission]) -> str:
     for number, s in enumerate(submissions):
         own = " ".join(o for o in s.overrides if o not in common) or "-"
         rows.append((str(number), s.job_id or "FAILED", own, s.error or s.run_dir))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"]
-    lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + tables.table(rows, indent="  "))
 
 
 def interpreter() -> str:
@@ -226,9 +186,7 @@ def check_job(job: TrainConfig, facts: HostFacts) -> None:
 
     job, node_facts = slurm_launch.settle(job, planned_allocation(job.slurm), planned_facts(job.slurm, facts))
     settled = checks.validate(job, node_facts)
-    if not os.path.isfile(settled.script):
-        key = "script" if job.script else "profile.script_root"
-        raise UserError(key, settled.script, "the training script does not exist (checked on this node before submitting)")
+    probe.script_exists(job, settled.script, before_submit=True)
 
 
 def run(
@@ -238,15 +196,15 @@ def run(
     script_args: Sequence[str],
     make_run_dir,
     facts: HostFacts,
-    record: list,
+    submissions: list,
     resolved_yaml: str,
 ) -> int:
-    """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``record``."""
+    """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``submissions``."""
     overrides = tuple(overrides)
     try:
         jax = cfg.launcher.topology is Topology.skrl_jax
-        planned_dir = new_run_dir_name(cfg.run_root, cfg.run_name)
-        settings(cfg.slurm, cfg.run_name, planned_dir)  # names a bad slurm.* key before any directory exists
+        planned_dir = os.path.join(os.path.abspath(cfg.run_root), record.run_dir_name(cfg.run_name))
+        batch.check(cfg.slurm)  # names a bad slurm.* key before any directory exists
         check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args), facts)
         run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg))
         command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(overrides, jax, run_dir), script_args)
@@ -254,12 +212,12 @@ def run(
         if cfg.dry_run:
             print(f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)")
             print(text, end="")
-            record.append(Submission(overrides, run_dir, None, "dry run"))
+            submissions.append(Submission(overrides, run_dir, None, "dry run"))
             return 0
         submission = submit(text, Path(run_dir), overrides, resolved_yaml)
     except UserError as err:
-        record.append(Submission(overrides, "", None, str(err)))
+        submissions.append(Submission(overrides, "", None, str(err)))
         raise
-    record.append(submission)
+    submissions.append(submission)
     print(announce(submission), flush=True)
     return 0

@@ -18,9 +18,10 @@ from types import MappingProxyType
 from typing import Callable, Optional, Sequence
 
 from ..addresses import parse_endpoint
-from ..config.schema import Device, Topology, TrainConfig
+from ..config.schema import Device, TrainConfig
 from ..errors import UserError
 from ..probe import HostFacts
+from ..tables import table
 
 
 @dataclass(frozen=True)
@@ -149,20 +150,14 @@ def distinct_port(pick: Callable[[], int], taken: set[int]) -> int:
     raise RuntimeError("no distinct free port found")
 
 
-def uses_jax_auto_coordinator(cfg: TrainConfig) -> bool:
-    return cfg.launcher.topology is Topology.skrl_jax and cfg.launcher.coordinator_address is None
-
-
 def summary(results: Sequence[JobResult]) -> str:
     """The table printed at the end of a sweep."""
     rows = [("job", "overrides", "exit", "duration", "run directory")]
     for r in sorted(results, key=lambda r: r.num):
         exit_text = r.note if r.exit_code is None else str(r.exit_code) + (f" ({r.note})" if r.note else "")
         rows.append((str(r.num), r.overrides or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
+    lines = table(rows, rule=True)
     failed = sum(1 for r in results if r.exit_code not in (0, None))
     skipped = sum(1 for r in results if r.exit_code is None)
-    lines.insert(1, "-" * len(lines[0]))
     lines.append(f"{len(results)} job(s): {len(results) - failed - skipped} succeeded, {failed} failed, {skipped} skipped")
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(lines)
