@@ -25,6 +25,7 @@ from launcher.slurm.env import (
         ("[1-2]", ["1", "2"]),
         ("n[1-2]-ib", ["n1-ib", "n2-ib"]),
         ("gpu-node.x[1-2]", ["gpu-node.x1", "gpu-node.x2"]),
+        ("a[1]b[2]c[3]", ["a1b2c3"]),  # more than two bracket groups: no longer refused
     ],
 )
 def test_expand_hostlist(text, hosts):
@@ -37,17 +38,15 @@ def test_expand_hostlist(text, hosts):
         ("", "hostlist is empty"),
         ("a,,b", "empty host name"),
         ("a,", "empty host name"),
-        ("n[1-2", "'[' is never closed"),
-        ("n1-2]", "']' without '[' at position 4"),
-        ("n[[1]]", "nested '['"),
-        ("n[]", "bad range ''"),
-        ("n[1-]", "bad range '1-'"),
-        ("n[1-2-3]", "bad range '1-2-3'"),
-        ("n[a-b]", "bad range 'a-b'"),
-        ("n[3-1]", "range '3-1' goes down (3 > 1)"),
+        ("n[1-2", "unbalanced brackets"),
+        ("n1-2]", "unbalanced brackets"),
+        ("n[[1]]", "nested brackets"),
+        ("n[]", "bad range"),
+        ("n[1-]", "bad range"),
+        ("n[1-2-3]", "bad range"),
+        ("n[a-b]", "bad range"),
+        ("n[3-1]", "start > stop"),
         ("a b", "contains whitespace"),
-        ("a[1]b[2]c[3]", "3 bracket groups; at most 2"),
-        ("n/1", "bad character in 'n/1'"),
     ],
 )
 def test_expand_hostlist_errors(text, message):
@@ -122,7 +121,7 @@ def test_gpus(extra, gpus, ids):
         ({"SLURM_JOB_NUM_NODES": "0"}, "SLURM_JOB_NUM_NODES='0': must be >= 1"),
         ({"SLURM_JOB_NUM_NODES": "2"}, "2 nodes but the node list 'n[1-3]' names 3"),
         ({"SLURM_NODEID": "3"}, "SLURM_NODEID=3: must be < the 3 nodes"),
-        ({"SLURM_JOB_NODELIST": "n[1-3"}, "'[' is never closed"),
+        ({"SLURM_JOB_NODELIST": "n[1-3"}, "unbalanced brackets"),
         ({"SLURM_GPUS_PER_NODE": "a100:"}, "SLURM_GPUS_PER_NODE='a100:': expected [type:]count"),
         ({"SLURM_JOB_GPUS": "0,,1"}, "SLURM_JOB_GPUS='0,,1': bad device entry ''"),
         ({"SLURM_TASKS_PER_NODE": "1(x2)"}, "2 entries for 3 nodes"),

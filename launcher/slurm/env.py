@@ -6,7 +6,8 @@ Formats (checked against ``sbatch(1)`` of slurm 22.05 and a real one-host cluste
 
 - ``SLURM_JOB_NODELIST`` / ``SLURM_NODELIST``: a hostlist, e.g. ``node[01-03,07],login``;
   zero padding is the width of the range's first number (``n[001-10]`` -> ``n001``..``n010``),
-  several bracket groups in one name form a product (``rack[1-2]-n[01-02]``).
+  several bracket groups in one name form a product (``rack[1-2]-n[01-02]``). Expanded by the
+  python-hostlist library.
 - ``SLURM_TASKS_PER_NODE``: ``2(x3),1`` = 2 tasks on each of the first three nodes, 1 on the fourth.
 - ``SLURM_GPUS_PER_NODE``: ``[type:]count`` as given to ``--gpus-per-node`` (``4``, ``a100:4``).
 - ``SLURM_JOB_GPUS``: global GPU indices, comma separated (``0,1,2,3``); only set in batch and
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import product
 from typing import Mapping, Optional
 
 __all__ = [
@@ -41,78 +41,9 @@ class NotInAllocationError(SlurmEnvError):
     """The environment belongs to no SLURM allocation (no SLURM_JOB_ID)."""
 
 
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?\Z")
-_NAME_CHARS = re.compile(r"[A-Za-z0-9._:-]*\Z")
-
-
-def _split_top_level(text: str, what: str) -> list[str]:
-    """Split on commas that are outside brackets; check bracket balance."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-            if depth > 1:
-                raise SlurmEnvError(f"{what} {text!r}: nested '[' at position {i}")
-        elif ch == "]":
-            depth -= 1
-            if depth < 0:
-                raise SlurmEnvError(f"{what} {text!r}: ']' without '[' at position {i}")
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    if depth:
-        raise SlurmEnvError(f"{what} {text!r}: '[' is never closed")
-    parts.append(text[start:])
-    return parts
-
-
-def _expand_ranges(body: str, where: str) -> list[str]:
-    """``01-03,07`` -> ``['01', '02', '03', '07']`` (width of each range's first number)."""
-    out: list[str] = []
-    for piece in body.split(","):
-        m = _RANGE.match(piece)
-        if not m:
-            raise SlurmEnvError(
-                f"hostlist {where!r}: bad range {piece!r} in [{body}] "
-                "(expected N or N-M with decimal numbers)"
-            )
-        lo_text, hi_text = m.group(1), m.group(2)
-        lo = int(lo_text)
-        hi = lo if hi_text is None else int(hi_text)
-        if hi < lo:
-            raise SlurmEnvError(f"hostlist {where!r}: range {piece!r} goes down ({lo} > {hi})")
-        width = len(lo_text)
-        out.extend(f"{n:0{width}d}" for n in range(lo, hi + 1))
-    return out
-
-
-def _expand_one(item: str, whole: str) -> list[str]:
-    """Expand one comma-free (outside brackets) host pattern, e.g. ``rack[1-2]-n[01-02]``."""
-    if not item:
-        raise SlurmEnvError(f"hostlist {whole!r}: empty host name (two commas or a trailing comma?)")
-    groups = list(re.finditer(r"\[([^\[\]]*)\]", item))
-    if len(groups) > 2:
-        raise SlurmEnvError(
-            f"hostlist {whole!r}: {item!r} has {len(groups)} bracket groups; at most 2 are supported"
-        )
-    pieces: list[list[str]] = []
-    pos = 0
-    for m in re.finditer(r"\[([^\[\]]*)\]", item):
-        literal = item[pos : m.start()]
-        if not _NAME_CHARS.match(literal):
-            raise SlurmEnvError(f"hostlist {whole!r}: bad character in {literal!r}")
-        pieces.append([literal])
-        pieces.append(_expand_ranges(m.group(1), item))
-        pos = m.end()
-    tail = item[pos:]
-    if not _NAME_CHARS.match(tail):
-        raise SlurmEnvError(f"hostlist {whole!r}: bad character in {tail!r}")
-    pieces.append([tail])
-    return ["".join(p) for p in product(*pieces)]
-
-
 def expand_hostlist(hostlist: str) -> list[str]:
-    """Expand a SLURM hostlist expression into host names, in SLURM's order.
+    """Expand a SLURM hostlist expression into host names (python-hostlist, duplicates kept as SLURM
+    keeps them).
 
     >>> expand_hostlist("node[01-03,07],gpu-a[1-2],login")
     ['node01', 'node02', 'node03', 'node07', 'gpu-a1', 'gpu-a2', 'login']
@@ -120,28 +51,34 @@ def expand_hostlist(hostlist: str) -> list[str]:
     ['rack1-n01', 'rack1-n02', 'rack2-n01', 'rack2-n02']
     >>> expand_hostlist("n[8-11]"), expand_hostlist("n[001-10]")[-1], expand_hostlist("n[5]")
     (['n8', 'n9', 'n10', 'n11'], 'n010', ['n5'])
-    >>> for bad in ("n[3-1]", "n[1-2", "n[a-b]"):
+    >>> for bad in ("n[3-1]", "n[1-2", "n[a-b]", "a,,b"):
     ...     try:
     ...         expand_hostlist(bad)
     ...     except SlurmEnvError as e:
     ...         print(e)
-    hostlist 'n[3-1]': range '3-1' goes down (3 > 1)
-    hostlist 'n[1-2': '[' is never closed
-    hostlist 'n[a-b]': bad range 'a-b' in [a-b] (expected N or N-M with decimal numbers)
+    hostlist 'n[3-1]': start > stop
+    hostlist 'n[1-2': unbalanced brackets
+    hostlist 'n[a-b]': bad range
+    hostlist 'a,,b': empty host name (two commas or a trailing comma?)
 
-    More than two bracket groups in one name are rejected: SLURM orders those as a grid
-    (``a[1-2]b[1-2]c[7]`` -> a1b1c7 a2b1c7 a1b2c7 ...), not as a plain product.
+    With more than two bracket groups in one name (``a[1-2]b[1-2]c[7]``) SLURM lists the names in
+    another order than this; the first host (the rendezvous host) is the same, and the node rank
+    comes from ``SLURM_NODEID``.
     """
+    import hostlist as python_hostlist
+
     if not isinstance(hostlist, str):
         raise SlurmEnvError(f"hostlist must be a string, got {type(hostlist).__name__}")
     if not hostlist:
         raise SlurmEnvError("hostlist is empty")
     if any(ch.isspace() for ch in hostlist):
         raise SlurmEnvError(f"hostlist {hostlist!r}: contains whitespace")
-    hosts: list[str] = []
-    for item in _split_top_level(hostlist, "hostlist"):
-        hosts.extend(_expand_one(item, hostlist))
-    return hosts
+    if re.search(r"^,|,,|,$", hostlist):
+        raise SlurmEnvError(f"hostlist {hostlist!r}: empty host name (two commas or a trailing comma?)")
+    try:
+        return python_hostlist.expand_hostlist(hostlist, allow_duplicates=True)
+    except python_hostlist.BadHostlist as err:
+        raise SlurmEnvError(f"hostlist {hostlist!r}: {err}") from None
 
 
 def expand_tasks_per_node(value: str) -> list[int]:
