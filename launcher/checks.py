@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 C10D_DEFAULT_PORT = 29400
 MASTER_DEFAULT_PORT = 29500
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
-NPROC_WORDS = ("auto", "gpu", "cpu")
-TEE_REDIRECT_VALUES = "0 (none), 1 (stdout), 2 (stderr), 3 (both), or per rank like 0:1,1:2"
 START_METHODS = ("spawn", "fork", "forkserver")
 _INTERFACE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
 

@@ -67,8 +67,10 @@ def _unknown_keys(node, prefix: str = "") -> Iterable[str]:
     for key in node.keys():
         if known is not None and key not in known:
             yield f"{prefix}{key}"
-        child = node._get_node(key)
-        if isinstance(child, DictConfig) and not child._is_none() and not child._is_missing():
+        if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
+            continue  # nothing typed below it (an interpolation is checked where it points)
+        child = node[key]
+        if isinstance(child, DictConfig):
             yield from _unknown_keys(child, f"{prefix}{key}.")
 
 

@@ -61,10 +61,6 @@ class CommandLine:
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
 
-    def hydra_argv(self) -> list[str]:
-        """Hydra flags first, then overrides: Hydra refuses flags between overrides."""
-        return self.hydra_flags + self.overrides
-
 
 def quote(value: str) -> str:
     """A Hydra override value that stays the literal string it is (quotes, spaces, ``${``).

@@ -89,9 +89,6 @@ class ProcessGroup:
         """Each started process's exit status (None: still running)."""
         return [proc.poll() for proc in self.procs]
 
-    def returncodes(self) -> list[int]:
-        return [proc.returncode for proc in self.procs]
-
     # -- signal, kill, reap ------------------------------------------------------------------
     def signal(self, signum: int) -> None:
         """``signum`` to each started process's group (that is still running)."""

@@ -137,7 +137,3 @@ def pump(stream: IO[bytes], log: IO[bytes], echo: Callable[[bytes], None]) -> th
     thread = threading.Thread(target=run, name="pump", daemon=True)
     thread.start()
     return thread
-
-
-def open_log(path: Path) -> Optional[IO[bytes]]:
-    return open(path, "ab")

@@ -177,8 +177,6 @@ class SlurmAllocation:
     cpus_per_task: Optional[int] = None
     ntasks_per_node: Optional[int] = None
     restart_count: int = 0
-    array_job_id: Optional[str] = None
-    array_task_id: Optional[int] = None
     step_id: Optional[str] = None  # set inside srun steps ("batch" in the batch step)
 
     @property
@@ -246,7 +244,6 @@ class SlurmAllocation:
                 )
             ntasks = per_node[node_rank]
 
-        array_task = _int(env, "SLURM_ARRAY_TASK_ID")
         return cls(
             job_id=job_id,
             nnodes=nnodes,
@@ -257,7 +254,5 @@ class SlurmAllocation:
             cpus_per_task=_int(env, "SLURM_CPUS_PER_TASK", minimum=1),
             ntasks_per_node=ntasks,
             restart_count=_int(env, "SLURM_RESTART_COUNT") or 0,
-            array_job_id=env.get("SLURM_ARRAY_JOB_ID") or None,
-            array_task_id=array_task,
             step_id=env.get("SLURM_STEP_ID") or None,
         )
