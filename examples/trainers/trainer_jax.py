@@ -177,12 +177,6 @@ class JaxBackend:
         self.agent.policy_learning_rate = lr
         self.agent.value_learning_rate = lr
 
-    def pop_stats(self):
-        data = self.agent.tracking_data
-        stats = {k: float(np.mean(v)) for k, v in data.items() if k.startswith("Loss") and v}
-        data.clear()
-        return stats
-
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         sd = flax.serialization.to_state_dict

@@ -15,12 +15,15 @@ import random
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Optional, Protocol
 
 import numpy as np
 
 import trainer_outputs as out
 from trainer_env import EpisodeTracker, env_seeds, evaluate, make_vec_env
+from trainer_ppo import pop_stats
 
 CHECKPOINT_FORMAT = 1
 RETURN_WINDOW = 10  # finished episodes per worker averaged into "mean_return"
@@ -72,103 +75,173 @@ class Dump:
             out.atomic_write(self.dir / f"rank{self.rank}_info.json", json.dumps(self.info, default=float).encode())
 
 
+class Backend(Protocol):
+    """What the loop needs from a framework (trainer_torch.TorchBackend, trainer_jax.JaxBackend)."""
+
+    name: str  # "torch" or "jax": written into checkpoints, checked on resume
+    rollouts: int  # environment steps per iteration (skrl's PPO rollouts)
+    agent: Any  # the skrl PPO agent (its tracking data gives the loss statistics)
+
+    # interaction: one action per step, the transition recorded, skrl's update after the last step
+    def act(self, obs: np.ndarray, timestep: int, timesteps: int) -> np.ndarray: ...
+    def record(self, rewards, next_obs, terminated, truncated, timestep: int, timesteps: int) -> None: ...
+    def post_interaction(self, timestep: int, timesteps: int) -> None: ...
+    def act_deterministic(self, obs: np.ndarray) -> np.ndarray: ...
+    def set_learning_rate(self, lr: float) -> None: ...
+    # state: checkpoints are bytes rank 0 writes and every rank loads
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+    def dumps(self, obj) -> bytes: ...
+    def loads(self, data: bytes): ...
+    def policy_vector(self) -> np.ndarray: ...
+    def optimizer_steps(self) -> int: ...
+    # collectives across the ranks
+    def allgather_floats(self, values: list[float]) -> np.ndarray: ...
+    def broadcast_bytes(self, data: Optional[bytes]) -> Optional[bytes]: ...
+    def close(self) -> None: ...
+
+
 def say(topo, *parts) -> None:
     if topo.is_main:
         print(*parts, flush=True)
 
 
-def run(*, args, topo, hp: dict, backend_factory) -> int:
+@dataclass
+class Training:
+    """What the three phases share: settings from the command line and hyperparameters, the
+    environment and back end, and the progress so far."""
+
+    args: Any
+    topo: Any
+    hp: dict
+    env: Any
+    backend: Backend
+    seed: int
+    rank_seed: int
+    num_envs: int
+    max_iterations: int
+    dump: Dump
+    crash: Optional[tuple[int, int]] = None  # TRAIN_MULTIGPU_EXAMPLE_CRASH: (iteration, rank) that exits 3
+    run_dir: Optional[Path] = None  # rank 0 only
+    scalars: Optional[out.Scalars] = None  # rank 0 only
+    start_iteration: int = 0
+    iteration: int = 0
+    env_steps: int = 0
+    history: list = field(default_factory=list)
+    stopped_by: int = 0  # the signal that stopped training (on any rank), 0: none
+    train_s: float = 0.0
+
+    @property
+    def task(self) -> str:
+        return self.args.task
+
+
+def run(*, args, topo, hp: dict, backend_factory: Callable[..., Backend]) -> int:
     """Train; returns the process exit code."""
-    task = args.task
     seed = args.seed if args.seed is not None else int(hp.get("seed", 42))
     rank_seed = seed + topo.rank
     num_envs = args.num_envs or int(hp["num_envs"])
-    max_iterations = args.max_iterations or int(hp["max_iterations"])
-    reward_scale = float(hp.get("reward_scale", 1.0))
-    base_lr = float(hp.get("agent", {}).get("learning_rate", 1e-3))
     schedule = hp.get("learning_rate_schedule", "constant")
     if schedule not in ("constant", "linear"):
         raise SystemExit(f"train.py: learning_rate_schedule={schedule!r}; allowed: constant, linear")
     random.seed(rank_seed)
     np.random.seed(rank_seed % 2**32)
 
-    env = make_vec_env(task, num_envs)
+    env = make_vec_env(args.task, num_envs)
     backend = backend_factory(topo=topo, observation_space=env.single_observation_space,
                               action_space=env.single_action_space, num_envs=num_envs,
                               agent_cfg=dict(hp.get("agent", {})), model_cfg=dict(hp.get("models", {})),
                               rank_seed=rank_seed)
-    rollouts = backend.rollouts
-    crash = parse_crash(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_CRASH", ""))
-    dump = Dump(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS", ""), topo.rank)
+    training = Training(args=args, topo=topo, hp=hp, env=env, backend=backend, seed=seed, rank_seed=rank_seed,
+                        num_envs=num_envs, max_iterations=args.max_iterations or int(hp["max_iterations"]),
+                        crash=parse_crash(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_CRASH", "")),
+                        dump=Dump(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS", ""), topo.rank))
+    code = restore(training)
+    if code:
+        backend.close()
+        return code
+    iterate(training)
+    return finish(training)
 
-    # ---- run directory and starting point (rank 0 decides, everyone loads the same bytes) ------
-    run_dir = None
+
+def restore(t: Training) -> int:
+    """Choose the run directory and the starting point (rank 0 decides, everyone loads the same
+    bytes); returns an exit code to stop with, 0 to go on."""
+    topo, backend = t.topo, t.backend
     payload = None
     if topo.is_main:
-        run_dir = out.resolve_run_dir(task, args.run_name, resume=args.resume, restarted=topo.restarted)
+        t.run_dir = out.resolve_run_dir(t.task, t.args.run_name, resume=t.args.resume, restarted=topo.restarted)
         source = None
-        if args.checkpoint:
-            source = Path(args.checkpoint)
-        elif args.resume or topo.restarted:  # restarted: a failure on any node, agreed by all ranks
-            source = out.latest_checkpoint(run_dir)
-            if source is None and args.resume:
-                print(f"train.py: --resume: no checkpoint in {run_dir / out.CHECKPOINT_DIR}", file=sys.stderr)
+        if t.args.checkpoint:
+            source = Path(t.args.checkpoint)
+        elif t.args.resume or topo.restarted:  # restarted: a failure on any node, agreed by all ranks
+            source = out.latest_checkpoint(t.run_dir)
+            if source is None and t.args.resume:
+                print(f"train.py: --resume: no checkpoint in {t.run_dir / out.CHECKPOINT_DIR}", file=sys.stderr)
                 payload = b""  # tells every rank to stop
         if source is not None:
             payload = source.read_bytes()
             print(f"resuming from {source}", flush=True)
     payload = backend.broadcast_bytes(payload)
     if payload == b"":
-        backend.close()
         return 2
-    start_iteration, env_steps, history = 0, 0, []
     if payload is not None:
         state = backend.loads(payload)
         if state.get("format") != CHECKPOINT_FORMAT or state.get("framework") != backend.name:
             if topo.is_main:
                 print(f"train.py: checkpoint is not a {backend.name} checkpoint of this trainer", file=sys.stderr)
-            backend.close()
             return 2
         backend.load_state_dict(state["agent"])
-        start_iteration, env_steps = int(state["iteration"]), int(state["env_steps"])
-        history = [tuple(h) for h in state.get("history", [])]
+        t.start_iteration, t.env_steps = int(state["iteration"]), int(state["env_steps"])
+        t.history = [tuple(h) for h in state.get("history", [])]
+    t.iteration = t.start_iteration
 
     if topo.is_main:
-        resolved = {"task": task, "ml_framework": backend.name, "seed": seed, "num_envs_per_worker": num_envs,
-                    "max_iterations": max_iterations, "world_size": topo.world_size, "device": topo.device,
+        resolved = {"task": t.task, "ml_framework": backend.name, "seed": t.seed, "num_envs_per_worker": t.num_envs,
+                    "max_iterations": t.max_iterations, "world_size": topo.world_size, "device": topo.device,
                     "dist_backend": topo.backend if topo.distributed else None, "threads_per_worker": topo.threads,
-                    "start_iteration": start_iteration, "argv": sys.argv[1:], "hyperparameters": hp}
-        out.write_run_info(run_dir, resolved)
-        scalars = out.Scalars(run_dir)
-        say(topo, f"{task} | {backend.name} | {topo.world_size} worker(s) x {num_envs} envs | device {topo.device}"
-                  f" | {topo.threads} thread(s)/worker | iterations {start_iteration + 1}..{max_iterations}"
-                  f" | run dir {run_dir}")
+                    "start_iteration": t.start_iteration, "argv": sys.argv[1:], "hyperparameters": t.hp}
+        out.write_run_info(t.run_dir, resolved)
+        t.scalars = out.Scalars(t.run_dir)
+        say(topo, f"{t.task} | {backend.name} | {topo.world_size} worker(s) x {t.num_envs} envs | device {topo.device}"
+                  f" | {topo.threads} thread(s)/worker | iterations {t.start_iteration + 1}..{t.max_iterations}"
+                  f" | run dir {t.run_dir}")
+    return 0
 
-    seeds = env_seeds(rank_seed, num_envs, stream=start_iteration)
+
+def iterate(t: Training) -> None:
+    """The training iterations, from the starting point to max_iterations or a stop request."""
+    topo, backend, env = t.topo, t.backend, t.env
+    rollouts = backend.rollouts
+    base_lr = float(t.hp.get("agent", {}).get("learning_rate", 1e-3))
+    schedule = t.hp.get("learning_rate_schedule", "constant")
+    reward_scale = float(t.hp.get("reward_scale", 1.0))
+    crash = t.crash
+
+    seeds = env_seeds(t.rank_seed, t.num_envs, stream=t.start_iteration)
     obs, _ = env.reset(seed=seeds)
-    dump.params("initial", backend.policy_vector())
-    dump.write_info(rank_seed=rank_seed, env_seeds=seeds, first_obs=np.asarray(obs).tolist(),
-                    start_iteration=start_iteration, optimizer_steps_start=backend.optimizer_steps())
+    t.dump.params("initial", backend.policy_vector())
+    t.dump.write_info(rank_seed=t.rank_seed, env_seeds=seeds, first_obs=np.asarray(obs).tolist(),
+                      start_iteration=t.start_iteration, optimizer_steps_start=backend.optimizer_steps())
 
     stop = StopRequest()
-    tracker = EpisodeTracker(num_envs)
+    tracker = EpisodeTracker(t.num_envs)
     window: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
-    timesteps = max_iterations * rollouts
-    steps_per_iteration = topo.world_size * num_envs * rollouts
+    timesteps = t.max_iterations * rollouts
+    steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
-    stopped_by = 0
-    iteration = start_iteration
-    for iteration in range(start_iteration + 1, max_iterations + 1):
+    for iteration in range(t.start_iteration + 1, t.max_iterations + 1):
+        t.iteration = iteration
         t0 = time.perf_counter()
         if schedule == "linear":  # anneal to 0 at max_iterations; a function of the iteration, so resume-safe
-            backend.set_learning_rate(base_lr * (1.0 - (iteration - 1) / max_iterations))
-        for t in range(rollouts):
-            timestep = (iteration - 1) * rollouts + t
+            backend.set_learning_rate(base_lr * (1.0 - (iteration - 1) / t.max_iterations))
+        for step in range(rollouts):
+            timestep = (iteration - 1) * rollouts + step
             actions = backend.act(obs, timestep, timesteps)
             next_obs, rewards, terminated, truncated, _ = env.step(actions)
             backend.record(rewards * reward_scale, next_obs, terminated, truncated, timestep, timesteps)
             tracker.step(rewards, terminated | truncated)
-            if t == rollouts - 1:
+            if step == rollouts - 1:
                 t_update = time.perf_counter()
             backend.post_interaction(timestep, timesteps)  # PPO update after the last step
             obs = next_obs
@@ -176,60 +249,61 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
         window.extend(tracker.pop())
         # one collective per iteration: [stop signal, sum of windowed returns, their count]
         table = backend.allgather_floats([float(stop.signum), float(sum(window)), float(len(window))])
-        stopped_by = int(table[:, 0].max())
+        t.stopped_by = int(table[:, 0].max())
         mean_return = float(table[:, 1].sum() / table[:, 2].sum()) if table[:, 2].sum() else float("nan")
-        env_steps += steps_per_iteration
-        history.append((env_steps, mean_return))
-        stats = backend.pop_stats()
+        t.env_steps += steps_per_iteration
+        t.history.append((t.env_steps, mean_return))
+        stats = pop_stats(backend.agent)
         if topo.is_main:
-            payload = {"format": CHECKPOINT_FORMAT, "framework": backend.name, "task": task,
-                       "iteration": iteration, "env_steps": env_steps, "history": history,
-                       "seed": seed, "world_size": topo.world_size, "num_envs_per_worker": num_envs,
+            payload = {"format": CHECKPOINT_FORMAT, "framework": backend.name, "task": t.task,
+                       "iteration": iteration, "env_steps": t.env_steps, "history": t.history,
+                       "seed": t.seed, "world_size": topo.world_size, "num_envs_per_worker": t.num_envs,
                        "agent": backend.state_dict(),
                        "rng": {"numpy": np.random.get_state(), "python": random.getstate()}}
-            out.save_checkpoint(run_dir, iteration, backend.dumps(payload))
+            out.save_checkpoint(t.run_dir, iteration, backend.dumps(payload))
         dt = time.perf_counter() - t0
         if topo.is_main:
-            scalars.add(env_steps, {"Reward/mean_return": mean_return, "Perf/env_steps_per_s": steps_per_iteration / dt,
-                                    "Perf/iteration_s": dt, "Perf/update_s": update_s, **stats})
-            out.append_metrics(run_dir, iteration, env_steps, steps_per_iteration / dt, mean_return, dt, update_s)
+            t.scalars.add(t.env_steps, {"Reward/mean_return": mean_return, "Perf/env_steps_per_s": steps_per_iteration / dt,
+                                        "Perf/iteration_s": dt, "Perf/update_s": update_s, **stats})
+            out.append_metrics(t.run_dir, iteration, t.env_steps, steps_per_iteration / dt, mean_return, dt, update_s)
             ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
-            say(topo, f"[iter {iteration:4d}/{max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
-                      f"mean_return={ret} env_steps={env_steps}")
+            say(topo, f"[iter {iteration:4d}/{t.max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
+                      f"mean_return={ret} env_steps={t.env_steps}")
         if crash and crash == (iteration, topo.rank) and not topo.restarted:
             print(f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH: rank {topo.rank} exits 3 after iteration {iteration}",
                   file=sys.stderr, flush=True)
             os._exit(3)
-        if stopped_by:
+        if t.stopped_by:
             break
-    train_s = time.perf_counter() - t_start
+    t.train_s = time.perf_counter() - t_start
 
-    dump.params("final", backend.policy_vector())
-    dump.write_info(final_iteration=iteration, optimizer_steps_end=backend.optimizer_steps())
-    code = 0
+
+def finish(t: Training) -> int:
+    """The learning curve, the final evaluation (or the stop message); returns the exit code."""
+    topo, backend = t.topo, t.backend
+    t.dump.params("final", backend.policy_vector())
+    t.dump.write_info(final_iteration=t.iteration, optimizer_steps_end=backend.optimizer_steps())
     if topo.is_main:
-        scalars.close()
-        plot = out.plot_learning_curve(run_dir, history, task)
-        if stopped_by:
-            name = signal.Signals(stopped_by).name
-            say(topo, f"stopped by {name} after iteration {iteration}; checkpoint "
-                      f"{out.checkpoint_path(run_dir, iteration)}; resume with --resume")
+        t.scalars.close()
+        plot = out.plot_learning_curve(t.run_dir, t.history, t.task)
+        if t.stopped_by:
+            name = signal.Signals(t.stopped_by).name
+            say(topo, f"stopped by {name} after iteration {t.iteration}; checkpoint "
+                      f"{out.checkpoint_path(t.run_dir, t.iteration)}; resume with --resume")
         else:
-            episodes = int(hp.get("eval_episodes", 5))
-            returns = evaluate(task, backend.act_deterministic, episodes, seed)
+            episodes = int(t.hp.get("eval_episodes", 5))
+            returns = evaluate(t.task, backend.act_deterministic, episodes, t.seed)
             mean_eval = float(np.mean(returns))
-            out.atomic_write(run_dir / "evaluation.json", json.dumps(
-                {"mean_return": mean_eval, "returns": returns, "iterations": iteration,
-                 "env_steps": env_steps, "train_seconds": train_s}).encode())
-            scalars_final = out.Scalars(run_dir)
-            scalars_final.add(env_steps, {"Eval/mean_return": mean_eval})
+            out.atomic_write(t.run_dir / "evaluation.json", json.dumps(
+                {"mean_return": mean_eval, "returns": returns, "iterations": t.iteration,
+                 "env_steps": t.env_steps, "train_seconds": t.train_s}).encode())
+            scalars_final = out.Scalars(t.run_dir)
+            scalars_final.add(t.env_steps, {"Eval/mean_return": mean_eval})
             scalars_final.close()
-            say(topo, f"done: {iteration} iterations, {env_steps} env steps, {train_s:.1f} s training; "
+            say(topo, f"done: {t.iteration} iterations, {t.env_steps} env steps, {t.train_s:.1f} s training; "
                       f"plot {plot}")
             say(topo, f"evaluation: mean_return={mean_eval:.1f} over {episodes} episodes (deterministic policy)")
-        say(topo, f"run_dir: {run_dir}")
-    if stopped_by:
-        code = 128 + stopped_by
-    env.close()
+        say(topo, f"run_dir: {t.run_dir}")
+    t.env.close()
     backend.close()
-    return code
+    return 128 + t.stopped_by if t.stopped_by else 0

@@ -5,6 +5,7 @@ Everything here is written by global rank 0 only.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -73,17 +74,9 @@ def atomic_write(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with _suppress():
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-class _suppress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return True
 
 
 def checkpoint_path(run_dir: Path, iteration: int) -> Path:
@@ -101,7 +94,7 @@ def save_checkpoint(run_dir: Path, iteration: int, data: bytes) -> Path:
     atomic_write(path, data)
     old = sorted(p for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt") if _CKPT_RE.match(p.name))
     for stale in old[:-KEEP_CHECKPOINTS]:
-        with _suppress():
+        with contextlib.suppress(OSError):
             stale.unlink()
     return path
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def build_agent(ppo, ppo_cfg, memory_cls, models: dict, agent_cfg: dict, num_envs: int, device,
                 observation_space, action_space, **cfg_fields):
@@ -19,3 +21,11 @@ def build_agent(ppo, ppo_cfg, memory_cls, models: dict, agent_cfg: dict, num_env
     agent.init()
     agent.enable_training_mode(True)
     return agent
+
+
+def pop_stats(agent) -> dict[str, float]:
+    """The mean of each loss skrl tracked since the last call (then forgotten)."""
+    data = agent.tracking_data
+    stats = {k: float(np.mean(v)) for k, v in data.items() if k.startswith("Loss") and v}
+    data.clear()
+    return stats

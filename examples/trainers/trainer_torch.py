@@ -145,12 +145,6 @@ class TorchBackend:
         for group in self.agent.optimizer.param_groups:
             group["lr"] = lr
 
-    def pop_stats(self) -> dict[str, float]:
-        data = self.agent.tracking_data
-        stats = {k: float(np.mean(v)) for k, v in data.items() if k.startswith("Loss") and v}
-        data.clear()
-        return stats
-
     # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         return {"model": self.agent.policy.state_dict(), "optimizer": self.agent.optimizer.state_dict()}
