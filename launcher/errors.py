@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from .names import override_key
+
 EXIT_USAGE = 2
 
 
@@ -52,7 +54,7 @@ def from_hydra(err: Exception, overrides: list[str]) -> str:
     cause = err.__cause__
     if named and cause is not None:
         target = named.group(1) or named.group(2)
-        override = next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == target.split("=", 1)[0]), target)
+        override = next((o for o in overrides if override_key(o) == override_key(target)), target)
         return str(UserError.from_omegaconf(cause, override))
     lines = [line.strip() for line in text.splitlines() if line.strip() and "HYDRA_FULL_ERROR" not in line]
     return "; ".join(lines[:3])

@@ -11,6 +11,7 @@ from typing import Iterable, Mapping, Sequence
 
 from .. import paths
 from ..errors import UserError
+from ..names import override_key
 from . import schema
 
 CONFIG_NAME = "train_multigpu"
@@ -19,7 +20,7 @@ ISAACLAB_ENV = "ISAACLAB_PATH"
 
 def with_default_profile(overrides: Sequence[str], env: Mapping[str, str]) -> list[str]:
     """With ISAACLAB_PATH set and no profile chosen, the isaaclab profile is the default."""
-    if env.get(ISAACLAB_ENV) and not any(o.split("=", 1)[0].lstrip("+~") == "profile" for o in overrides):
+    if env.get(ISAACLAB_ENV) and not any(override_key(o) == "profile" for o in overrides):
         return [*overrides, "profile=isaaclab"]
     return list(overrides)
 

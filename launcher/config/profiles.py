@@ -25,6 +25,7 @@ from typing import Mapping, Optional, Sequence
 
 from .. import paths
 from ..errors import UserError
+from ..names import override_key
 from . import grammar
 
 CONFIG_PATH_ENV = "TRAIN_MULTIGPU_CONFIG_PATH"
@@ -95,7 +96,7 @@ def split_save(overrides: Sequence[str]) -> tuple[Optional[str], list[str]]:
     name, rest = None, []
     for override in overrides:
         key, eq, value = override.partition("=")
-        if key.lstrip("+~") == SAVE_KEY and eq:
+        if override_key(key) == SAVE_KEY and eq:
             name = value.strip().strip("'\"")
             if not name:
                 raise UserError(SAVE_KEY, "", "a profile name or a path ending in .yaml", "e.g. save_profile=my_cluster")
