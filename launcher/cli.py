@@ -26,6 +26,7 @@ class _Invocation:
     """What main() hands to the Hydra job, and what the job reports back."""
 
     script_args: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # grammar.CommandLine.order: the typed order
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     started: bool = False
     exit_codes: list[int] = field(default_factory=list)
@@ -135,13 +136,13 @@ def launch(dict_cfg) -> int:
     if cfg.dry_run:
         if allocation is not None:
             print(slurm_launch.describe(allocation))
-        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
+        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts, order=_CURRENT.order), slot))))
         return 0
     run_dir = _run_dir(cfg)
     _CURRENT.run_dir = str(run_dir)
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
-    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
+    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir), order=_CURRENT.order), slot), logs)
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
     if slot is not None:  # a parallel sweep: started with the others once every job is planned
         devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
@@ -312,7 +313,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error

@@ -32,7 +32,7 @@ def test_dry_run_hydra_grammar_jax(run_cli):
     assert result.returncode == 0, result.stderr
     ranks = [line for line in result.stdout.splitlines() if line.startswith("JAX_LOCAL_RANK=")]
     assert len(ranks) == 2 and "JAX_RANK=1 JAX_WORLD_SIZE=2 JAX_COORDINATOR_ADDR=127.0.0.1" in ranks[1]
-    assert ranks[0].endswith("--task=Pendulum-v1 --ml_framework jax --distributed")
+    assert ranks[0].endswith("--ml_framework jax --task=Pendulum-v1 --distributed")
 
 
 def test_isaaclab_path_selects_the_isaaclab_profile(run_cli, isaaclab):
