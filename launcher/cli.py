@@ -136,7 +136,9 @@ def launch(dict_cfg) -> int:
     if cfg.dry_run:
         if allocation is not None:
             print(slurm_launch.describe(allocation))
-        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts, order=_CURRENT.order), slot))))
+        # the argv a real launch starts: every rank's script behind the worker wrapper
+        plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=_CURRENT.order), supervise.WORKER_WRAPPER)
+        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan, slot)), _dry_run_notes(cfg, settled)))
         return 0
     run_dir = _run_dir(cfg)
     _CURRENT.run_dir = str(run_dir)
@@ -158,6 +160,26 @@ def launch(dict_cfg) -> int:
         _rendezvous_hint(cfg, settled, logs)
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return outcome.exit_code
+
+
+def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled) -> list[str]:
+    """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
+    found when ISAACLAB_PATH is unset."""
+    from hydra.core.hydra_config import HydraConfig
+
+    notes = []
+    forwarded = compose.forwarded_presets(cfg)
+    typed = [name for _, names in compose.preset_overrides(HydraConfig.get().overrides.task) for name in names]
+    if typed:
+        applied = [name for name in typed if name not in forwarded]
+        notes.append(
+            f"presets: applied {', '.join(applied) or '-'}; "
+            f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
+        )
+    checkout = compose.isaaclab_checkout(os.environ)
+    if checkout is not None and checkout.how != compose.ISAACLAB_ENV and settled.script.startswith(checkout.root + os.sep):
+        notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
+    return notes
 
 
 def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
@@ -316,6 +338,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    if not {"-m", "--multirun"} & set(line.hydra_flags):
+        overrides = compose.preset_lists(overrides)
+    compose.open_presets(overrides, listed)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
     sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.

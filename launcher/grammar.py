@@ -70,7 +70,7 @@ class CommandLine:
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
     # what reaches the training script, in the order typed: a key of ORDERED_KEYS, "ml_framework",
-    # "presets:NAME" for each name of a presets= override, or ARG for the next entry of script_args
+    # "presets:A,B" for a presets= override (its names), or ARG for the next entry of script_args
     order: list[str] = field(default_factory=list)
 
     def hydra_argv(self) -> list[str]:
@@ -152,7 +152,7 @@ def parse(argv: list[str]) -> CommandLine:
                 if key in ORDERED_KEYS:
                     order.append(key)
                 elif key == PRESETS_KEY:
-                    order += [f"{PRESETS_KEY}:{name}" for name in preset_names(token.partition("=")[2])]
+                    order.append(f"{PRESETS_KEY}:{','.join(preset_names(token.partition('=')[2]))}")
         else:
             raise UserError(
                 "argument", token,

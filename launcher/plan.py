@@ -34,6 +34,7 @@ DISTRIBUTED_FLAG = "--distributed"
 # entries of the typed order (grammar.CommandLine.order); plan stays free of the grammar module
 ARG_ENTRY = ""
 PRESET_ENTRY = "presets:"
+PRESETS_ARG = "presets="  # Isaac Lab's training script's preset selector
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
 BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"
 # set by :func:`supervised` for the worker wrapper (launcher/worker.py) and the watchdog
@@ -78,6 +79,8 @@ class LaunchPlan:
     # tee/redirects/log_dir handle the output), and the local ranks the console shows (None: rank 0)
     rank_logs: bool = False
     console_local_ranks: Optional[tuple[int, ...]] = None
+    # set by wrapped(): the worker wrapper in front of every rank's script (launcher/worker.py)
+    wrapper: Optional[str] = None
 
 
 def _flag_value(value: object) -> str:
@@ -111,8 +114,9 @@ def script_args(cfg: TrainConfig, settled: Settled, order: Sequence[str] = ()) -
     for name in TRAINING_FIELDS:
         if name not in typed:
             args += field_args(name)
+    typed_presets = {name for entry in typed if entry.startswith(PRESET_ENTRY) for name in entry[len(PRESET_ENTRY):].split(",")}
     for preset, preset_args in cfg.preset_args.items():
-        if f"{PRESET_ENTRY}{preset}" not in typed:
+        if preset not in typed_presets:
             args += list(preset_args)
     for name in ("device", "ml_framework"):
         if name not in typed:
@@ -128,10 +132,29 @@ def script_args(cfg: TrainConfig, settled: Settled, order: Sequence[str] = ()) -
         elif entry in fields:
             args += field_args(entry)
         elif entry.startswith(PRESET_ENTRY):
-            args += list(cfg.preset_args.get(entry[len(PRESET_ENTRY):], ()))
+            args += _typed_preset_args(cfg, entry[len(PRESET_ENTRY):].split(","))
         done.add(entry)
     args += list(forwarded)
     return [arg for arg in args if arg != DISTRIBUTED_FLAG] + [DISTRIBUTED_FLAG]
+
+
+def _typed_preset_args(cfg: TrainConfig, names: Sequence[str]) -> list[str]:
+    """The arguments of the presets one ``presets=`` override chose. Their bare ``presets=NAME``
+    arguments (Isaac Lab's presets, ours or forwarded) become one ``presets=A,B`` where the first
+    one stood, as Isaac Lab's own launcher passes ``presets=A,B`` on."""
+    args: list[str] = []
+    bare: list[str] = []
+    for name in names:
+        for arg in cfg.preset_args.get(name, ()):
+            if arg.startswith(PRESETS_ARG) and "," not in arg and len(arg) > len(PRESETS_ARG):
+                if not bare:
+                    args.append(arg)
+                bare.append(arg[len(PRESETS_ARG):])
+            else:
+                args.append(arg)
+    if len(bare) > 1:
+        args[args.index(PRESETS_ARG + bare[0])] = PRESETS_ARG + ",".join(bare)
+    return args
 
 
 def _split(values: Sequence[str], tail: int) -> tuple[list[str], list[str]]:
@@ -253,18 +276,28 @@ def _local_ranks(value: str) -> tuple[int, ...]:
     return tuple(int(part) for part in value.split(",") if part.strip().isdigit())
 
 
+def wrapped(plan: LaunchPlan, wrapper: str) -> LaunchPlan:
+    """Every rank's script behind the worker wrapper: ``<python> <wrapper> <script> args`` (for
+    torchrun, the wrapper is torchrun's training script). The dry run shows this argv too."""
+    if plan.wrapper is not None:
+        return plan
+    processes = []
+    for spec in plan.processes:
+        at = _script_index(spec.argv, plan.script)
+        processes.append(replace(spec, argv=spec.argv[:at] + (wrapper,) + spec.argv[at:]))
+    return replace(plan, processes=tuple(processes), wrapper=wrapper)
+
+
 def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> LaunchPlan:
     """The plan as the supervisor runs it: every rank's script behind the worker wrapper
     (``<python> <wrapper> <script> args``, see launcher/worker.py), and the variables the wrapper
     and the watchdog read. With torchrun's --tee/--redirects/--log_dir given, torchrun keeps the
     workers' output; --local_ranks_filter alone selects the local ranks the console shows."""
-    processes = []
+    plan = wrapped(plan, wrapper)
     torchrun_flags: tuple[str, ...] = ()
     for spec in plan.processes:
-        at = _script_index(spec.argv, plan.script)
         if spec.name == "torchrun":
-            torchrun_flags = spec.argv[:at]
-        processes.append(replace(spec, argv=spec.argv[:at] + (wrapper,) + spec.argv[at:]))
+            torchrun_flags = spec.argv[: _script_index(spec.argv, wrapper)]
     rank_logs = not any(flag in torchrun_flags for flag in TORCHRUN_OUTPUT_FLAGS)
     console = None
     if "--local_ranks_filter" in torchrun_flags:
@@ -276,20 +309,29 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
         NODE_RANK_VAR: str(plan.node_rank),
         LAUNCH_ID_VAR: launch_id,
     })
-    return replace(
-        plan, processes=tuple(processes), env=MappingProxyType(env), rank_logs=rank_logs,
-        console_local_ranks=console,
-    )
+    return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
 
 
-def describe(plan: LaunchPlan) -> str:
-    """The dry run's text: profile, topology, environment and one pasteable line per command."""
+def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
+    """The dry run's text: profile, topology, ``notes`` (one comment line each), environment and
+    one pasteable line per command, exactly the argv a real launch starts (see :func:`wrapped`)."""
     lines = [
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
+        *(f"# {note}" for note in notes),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
+    if plan.wrapper is not None:
+        lines.append(
+            f"# a real launch adds, for its run directory: {RUN_DIR_VAR}, {LOG_DIR_VAR}, {RANK_LOGS_VAR}, "
+            f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR} (<run dir>/env.json keeps them)"
+        )
     lines.append(f"# {len(plan.processes)} command(s):")
+    if plan.wrapper is not None:
+        lines.append(
+            f"# {plan.wrapper} runs each rank's script as __main__, unchanged: it dies with its parent, "
+            "writes logs/rank<R>.log and records a failed rank's exit (logs/rank<R>.exit.json)"
+        )
     lines += [process.shell_line() for process in plan.processes]
     return "\n".join(lines)

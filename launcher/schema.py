@@ -141,6 +141,9 @@ class ProfileConfig:
     rl_libraries: List[str] = field(default_factory=list)
     # environment variables for the workers (e.g. NCCL settings)
     env: Dict[str, str] = field(default_factory=dict)
+    # the script takes Isaac Lab's presets=NAME: a presets= name train_multigpu does not ship is
+    # forwarded to it verbatim (false: an unknown name is an error)
+    forward_presets: bool = False
 
 
 class Submit(Enum):

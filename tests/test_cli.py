@@ -6,6 +6,8 @@ import shlex
 
 import pytest
 
+from launcher.supervise import WORKER_WRAPPER
+
 from conftest import clean_env
 
 
@@ -45,7 +47,7 @@ def test_isaaclab_path_selects_the_isaaclab_profile(run_cli, isaaclab):
     assert result.returncode == 0, result.stderr
     assert "# profile: isaaclab" in result.stdout
     assert result.stdout.splitlines()[-1].endswith(
-        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {isaaclab}/scripts/reinforcement_learning/train.py "
+        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {WORKER_WRAPPER} {isaaclab}/scripts/reinforcement_learning/train.py "
         "--rl_library rsl_rl --task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0 --num_envs=4096 --max_iterations=100 "
         "--run_name=gpu4_vis presets=newton_mjwarp --distributed"
     )
