@@ -338,9 +338,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    try:
+        compose.open_presets(overrides, listed)
+    except UserError as err:
+        _error(str(err))
+        return EXIT_USAGE
     if not {"-m", "--multirun"} & set(line.hydra_flags):
         overrides = compose.preset_lists(overrides)
-    compose.open_presets(overrides, listed)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
     sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.

@@ -22,6 +22,17 @@ _FORWARDED_PRESETS: dict[str, list[str]] = {}
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
+def _plain_name(name: str) -> bool:
+    """A name Hydra reads as an option name, not as a number, bool or null."""
+    if not _PRESET_NAME.match(name) or name.lower() in ("null", "true", "false"):
+        return False
+    try:
+        float(name)
+    except ValueError:
+        return True
+    return False
+
+
 @dataclasses.dataclass(frozen=True)
 class IsaacLabCheckout:
     root: str  # the checkout: <root>/scripts/reinforcement_learning/train.py
@@ -133,15 +144,22 @@ def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> list[str]:
     that no ``presets/`` directory on the search path holds becomes a preset that forwards
     ``presets=NAME`` to the script (registered here, in Hydra's ConfigStore). Whether the profile
     takes that (``profile.forward_presets``) is checked by :func:`to_typed`: the examples profile
-    keeps refusing an unknown name with Hydra's message. Returns the forwarded names."""
+    keeps refusing an unknown name with Hydra's message. A value that holds no plain names
+    (``presets=1``, ``presets=null``, a nested list) is an error. Returns the forwarded names."""
     from hydra.core.config_store import ConfigStore
 
     known = sorted({f.stem for root in dirs for f in (Path(root) / PRESETS_GROUP).glob("*.yaml")})
     forwarded = []
-    for _, names in preset_overrides(overrides):
+    for index, names in preset_overrides(overrides):
         for name in names:
-            if name in known or name in forwarded or not _PRESET_NAME.match(name):
-                continue  # an odd name is left to Hydra's own message
+            if name in known or name in forwarded:
+                continue
+            if not _plain_name(name):
+                raise UserError(
+                    PRESETS_GROUP, overrides[index].partition("=")[2],
+                    "preset names: letters, digits, '_', '.', '-' (not a number, true, false or null)",
+                    "one name, a list presets=[a,b], or Isaac Lab's presets=a,b",
+                )
             forwarded.append(name)
             _FORWARDED_PRESETS[name] = known
             node = {"preset_args": {name: [f"{PRESETS_GROUP}={name}"]}}
@@ -166,8 +184,8 @@ def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = 
     register()
     env = os.environ if env is None else env
     searchpath = profiles.searchpath_override(env, cwd or os.getcwd())
-    overrides = preset_lists(overrides)
     open_presets(overrides, profiles.all_dirs(env, cwd or os.getcwd()))
+    overrides = preset_lists(overrides)
     # no primary directory: the search path names every directory, the shipped one last
     with initialize(config_path=None, version_base="1.3"):
         return compose(CONFIG_NAME, overrides=[searchpath, *overrides])

@@ -73,6 +73,16 @@ def test_the_examples_profile_keeps_refusing_unknown_presets(run_cli, tmp_path):
     assert not (tmp_path / ".train_multigpu").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("value", ["1", "null", "[a,[b]]", "x,2.5"])
+def test_a_presets_value_without_plain_names_is_one_line(run_cli, isaaclab, value):
+    result = run_cli(f"presets={value}", "dry_run=true", env=clean_env(ISAACLAB_PATH=str(isaaclab)))
+    assert_usage_error(
+        result, f"presets={value}: preset names: letters, digits, '_', '.', '-' (not a number, true, false or null) "
+        "(one name, a list presets=[a,b], or Isaac Lab's presets=a,b)",
+    )
+    assert len(result.stderr.splitlines()) == 1
+
+
 # -- item 21: the dry run prints what really runs -------------------------------------------------
 
 CAPTURE = '''
