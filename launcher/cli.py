@@ -36,6 +36,8 @@ class _Invocation:
     run_dir: str = ""
     fail_fast: Optional[bool] = None
     stop_sweep: bool = False
+    interrupts: Optional[supervise.Interrupts] = None  # a sweep's signal handling, from start to summary
+    reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
     save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
     command: list[str] = field(default_factory=list)
     hydra_flags: list[str] = field(default_factory=list)
@@ -151,7 +153,8 @@ def launch(dict_cfg) -> int:
     started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
-    outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+    outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=_CURRENT.interrupts)
+    _CURRENT.reason = outcome.reason
     record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
     if outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
@@ -203,11 +206,14 @@ def _job(dict_cfg) -> int:
     result = sweep.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
     if result is not None:
         _CURRENT.results.append(result)
+        if _interrupted() is not None:
+            result.note = supervise.SKIPPED_INTERRUPTED
+            return 0
         if _CURRENT.stop_sweep:
-            result.note = "skipped (sweep.fail_fast)"
+            result.note = supervise.SKIPPED_FAIL_FAST
             print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
             return 0
-    _CURRENT.run_dir = ""
+    _CURRENT.run_dir, _CURRENT.reason = "", ""
     begin = time.monotonic()
     try:
         code = launch(dict_cfg)
@@ -222,10 +228,25 @@ def _job(dict_cfg) -> int:
             result.note = "queued"
             return 0
         result.exit_code, result.duration_s = code, time.monotonic() - begin
+        result.note = _note(code, _CURRENT.reason)
         if code != 0 and _fail_fast(dict_cfg):
             _CURRENT.stop_sweep = True
     _CURRENT.exit_codes.append(code)
     return code
+
+
+def _interrupted() -> Optional[int]:
+    """The signal that interrupted this sweep, if one did."""
+    return None if _CURRENT.interrupts is None else _CURRENT.interrupts.received
+
+
+def _note(code: int, reason: str) -> str:
+    """The summary's note on a job that ran: stopped by the sweep's signal, or by fail_fast."""
+    if reason == supervise.FAIL_FAST_STOP:
+        return reason
+    if _interrupted() is not None and reason.startswith("stopped by "):
+        return "interrupted"
+    return ""
 
 
 def _fail_fast(dict_cfg) -> bool:
@@ -259,15 +280,18 @@ def _run_queued() -> None:
     def on_end(index: int, outcome: supervise.Outcome) -> None:
         job, code = queued[index], outcome.exit_code
         record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
-        results[job.num].exit_code, results[job.num].duration_s = code, time.time() - starts[index]
+        result = results[job.num]
+        result.exit_code, result.duration_s = code, time.time() - starts[index]
+        result.note = _note(code, outcome.reason)
+        if not outcome.halted:  # in the order the jobs end: the exit code is the first failure's
+            _CURRENT.exit_codes.append(code)
         print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
 
+    def on_skip(index: int, reason: str) -> None:
+        results[queued[index].num].note = reason
+
     jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
-    outcomes = supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
-    for job, outcome in zip(queued, outcomes):
-        if outcome is None:
-            results[job.num].note = "skipped (sweep.fail_fast)"
-        _CURRENT.exit_codes.append(0 if outcome is None else outcome.exit_code)
+    supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end, _CURRENT.interrupts, on_skip)
 
 
 def _is_config_error(err: Exception) -> bool:
@@ -313,6 +337,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
     _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
+        with supervise.Interrupts() as _CURRENT.interrupts:
+            return _main(line, searchpath, overrides, listed)
+    return _main(line, searchpath, overrides, listed)
+
+
+def _main(line: grammar.CommandLine, searchpath: str, overrides: list[str], listed: list[Path]) -> int:
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
@@ -347,6 +378,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             from .slurm_submit import summary
 
             print(summary(_CURRENT.submissions), flush=True)
+    if _interrupted() is not None:
+        return 128 + _interrupted()
     failures = [code for code in _CURRENT.exit_codes if code != 0]
     return failures[0] if failures else 0
 

@@ -153,16 +153,28 @@ def uses_jax_auto_coordinator(cfg: TrainConfig) -> bool:
     return cfg.launcher.topology is Topology.skrl_jax and cfg.launcher.coordinator_address is None
 
 
+def kind(result: JobResult) -> str:
+    """succeeded, failed, stopped (by the sweep's signal or fail_fast) or skipped (never started)."""
+    if result.exit_code is None:
+        return "skipped"
+    if result.note == "interrupted" or result.note.startswith("stopped"):
+        return "stopped"
+    return "succeeded" if result.exit_code == 0 else "failed"
+
+
 def summary(results: Sequence[JobResult]) -> str:
     """The table printed at the end of a sweep."""
     rows = [("job", "overrides", "exit", "duration", "run directory")]
     for r in sorted(results, key=lambda r: r.num):
-        exit_text = r.note if r.exit_code is None else str(r.exit_code) + (f" ({r.note})" if r.note else "")
+        if r.exit_code is None or r.note.startswith("stopped"):
+            exit_text = r.note
+        else:
+            exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")
         rows.append((str(r.num), r.overrides or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
-    failed = sum(1 for r in results if r.exit_code not in (0, None))
-    skipped = sum(1 for r in results if r.exit_code is None)
+    counts = {name: sum(1 for r in results if kind(r) == name) for name in ("succeeded", "failed", "stopped", "skipped")}
     lines.insert(1, "-" * len(lines[0]))
-    lines.append(f"{len(results)} job(s): {len(results) - failed - skipped} succeeded, {failed} failed, {skipped} skipped")
+    stopped = f", {counts['stopped']} stopped" if counts["stopped"] else ""
+    lines.append(f"{len(results)} job(s): {counts['succeeded']} succeeded, {counts['failed']} failed{stopped}, {counts['skipped']} skipped")
     return "\n".join(line.rstrip() for line in lines)
