@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, errors, grammar, host, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
+from . import checks, compose, errors, grammar, host, multirun, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
 from .addresses import Endpoint
 from .errors import EXIT_USAGE, UserError
 from .schema import Topology
@@ -38,6 +38,7 @@ class _Invocation:
     stop_sweep: bool = False
     interrupts: Optional[supervise.Interrupts] = None  # a sweep's signal handling, from start to summary
     reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
+    checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
     command: list[str] = field(default_factory=list)
     hydra_flags: list[str] = field(default_factory=list)
@@ -73,20 +74,28 @@ def _to_object(cfg) -> schema.TrainConfig:
         raise UserError.from_omegaconf(err) from err
 
 
-def _run_dir(cfg: schema.TrainConfig) -> Path:
+def _run_dir(cfg: schema.TrainConfig, create: bool = True) -> Path:
+    """The run directory, created; ``create=False``: where it will be (a sweep job's, before it
+    starts; a dry run's)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         path = Path(hydra_cfg.runtime.output_dir)
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
     if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
         path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
+    if not create:
+        from .slurm_submit import new_run_dir_name
+
+        return Path(new_run_dir_name(cfg.run_root, cfg.run_name))
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
 
 
@@ -134,15 +143,19 @@ def launch(dict_cfg) -> int:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     settled = checks.locate(cfg, settled)
     checks.preflight(cfg, settled)
+    if _CURRENT.checking:
+        return 0
     if cfg.dry_run:
+        _CURRENT.reason = "dry run"
+        if job is not None:
+            _CURRENT.run_dir = str(_run_dir(cfg, create=False))
         if allocation is not None:
             print(slurm_launch.describe(allocation))
         print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
         return 0
-    run_dir = _run_dir(cfg)
+    run_dir = _run_dir(cfg, create=slot is None)  # a parallel job's: when it starts
     _CURRENT.run_dir = str(run_dir)
     logs = run_dir / "logs"
-    logs.mkdir(exist_ok=True)
     plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
     if slot is not None:  # a parallel sweep: started with the others once every job is planned
@@ -150,6 +163,7 @@ def launch(dict_cfg) -> int:
         print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
         _CURRENT.queued.append(_Queued(job.num, plan, run_dir, config_yaml, slot))
         return 0
+    logs.mkdir(exist_ok=True)
     started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
@@ -195,6 +209,7 @@ def _submit_slurm(cfg: schema.TrainConfig) -> int:
     return slurm_submit.run(
         cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
         host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+        check_only=_CURRENT.checking,
     )
 
 
@@ -203,7 +218,7 @@ def _job(dict_cfg) -> int:
 
     _CURRENT.started = True
     job = sweep.job_info()
-    result = sweep.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
+    result = sweep.JobResult(job.num, job.overrides) if job is not None else None
     if result is not None:
         _CURRENT.results.append(result)
         if _interrupted() is not None:
@@ -226,6 +241,9 @@ def _job(dict_cfg) -> int:
         result.run_dir = _CURRENT.run_dir
         if _CURRENT.queued and _CURRENT.queued[-1].num == job.num:
             result.note = "queued"
+            return 0
+        if _CURRENT.reason == "dry run" and code == 0:
+            result.note = "dry run"
             return 0
         result.exit_code, result.duration_s = code, time.monotonic() - begin
         result.note = _note(code, _CURRENT.reason)
@@ -273,6 +291,7 @@ def _run_queued() -> None:
 
     def on_start(index: int) -> None:
         job = queued[index]
+        (job.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan)
         results[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
@@ -292,6 +311,37 @@ def _run_queued() -> None:
 
     jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
     supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end, _CURRENT.interrupts, on_skip)
+
+
+def _sweep(line: grammar.CommandLine, searchpath: str, overrides: list[str]) -> Optional[int]:
+    """``-m``: every point is composed and checked first (a mistake in any point: each distinct
+    message once, exit 2, nothing started or written); then the points run as jobs, in order."""
+    from hydra.core.hydra_config import HydraConfig
+
+    args = [multirun.searchpath_with(_flag_value(line.hydra_flags, "--config-dir", "-cd"), searchpath), *overrides]
+    with multirun.expand(compose.CONFIG_NAME, args, PROG) as points:
+        messages: list[str] = []
+        _CURRENT.checking = True
+        try:
+            for point in points:
+                HydraConfig.instance().set_config(point.hydra_config)
+                try:
+                    launch(point.config)
+                except UserError as err:
+                    if _CURRENT.full_error:
+                        raise
+                    messages.append(str(err))
+        finally:
+            _CURRENT.checking = False
+            _CURRENT.ports.clear()
+        if messages:
+            for message in dict.fromkeys(messages):
+                _error(message)
+            return EXIT_USAGE
+        for point in points:
+            HydraConfig.instance().set_config(point.hydra_config)
+            _job(point.config)
+    return None
 
 
 def _is_config_error(err: Exception) -> bool:
@@ -351,7 +401,11 @@ def _main(line: grammar.CommandLine, searchpath: str, overrides: list[str], list
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        if line.hydra_flags:
+        if multirun.handles(line.hydra_flags):
+            code = _sweep(line, searchpath, overrides)
+            if code is not None:
+                return code
+        elif line.hydra_flags:
             import hydra
 
             # no primary config directory: the profile search path names them all, the shipped one last
@@ -371,13 +425,12 @@ def _main(line: grammar.CommandLine, searchpath: str, overrides: list[str], list
             os.environ.pop("HYDRA_FULL_ERROR", None)
     if _CURRENT.queued:
         _run_queued()
-    if _CURRENT.results:
-        print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
-    if len(_CURRENT.submissions) > 1 or {"-m", "--multirun"} & set(line.hydra_flags):
-        if _CURRENT.submissions:
-            from .slurm_submit import summary
+    if _CURRENT.submissions and (len(_CURRENT.submissions) > 1 or _CURRENT.results):
+        from .slurm_submit import summary  # a SLURM sweep: its table says what was submitted
 
-            print(summary(_CURRENT.submissions), flush=True)
+        print(summary(_CURRENT.submissions), flush=True)
+    elif _CURRENT.results:
+        print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
     if _interrupted() is not None:
         return 128 + _interrupted()
     failures = [code for code in _CURRENT.exit_codes if code != 0]

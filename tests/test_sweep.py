@@ -90,17 +90,21 @@ def test_job_config_rdzv_id_and_ports():
 
 
 def test_summary_table():
+    shared = ("task=CartPole-v1", "+worker_env.HF_TOKEN=x")  # on every job: not a swept value
     text = sweep.summary([
-        sweep.JobResult(1, "seed=2", 3, 1.25, "/r/1"),
-        sweep.JobResult(0, "seed=1", 0, 2.0, "/r/0"),
-        sweep.JobResult(2, "seed=3", None, 0.0, "", "skipped (sweep.fail_fast)"),
+        sweep.JobResult(1, ("seed=2", *shared), 3, 1.25, "/r/1"),
+        sweep.JobResult(0, ("seed=1", *shared), 0, 2.0, "/r/0"),
+        sweep.JobResult(2, ("seed=3", *shared), None, 0.0, "", "skipped (sweep.fail_fast)"),
+        sweep.JobResult(3, ("seed=4", *shared), 143, 0.5, "/r/3", "stopped (sweep.fail_fast)"),
     ])
     lines = text.splitlines()
     assert lines[0].split() == ["job", "overrides", "exit", "duration", "run", "directory"]
-    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]
+    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]  # the swept values only, as docs/sweeps.md shows
     assert lines[3].split() == ["1", "seed=2", "3", "1.2s", "/r/1"]
-    assert "skipped (sweep.fail_fast)" in lines[4]
-    assert lines[-1] == "3 job(s): 1 succeeded, 1 failed, 1 skipped"
+    assert re.split(r"\s{2,}", lines[4]) == ["2", "seed=3", "skipped (sweep.fail_fast)", "0.0s", "-"]
+    assert re.split(r"\s{2,}", lines[5]) == ["3", "seed=4", "stopped (sweep.fail_fast)", "0.5s", "/r/3"]
+    assert lines[-1] == "4 job(s): 1 succeeded, 1 failed, 1 stopped, 1 skipped"
+    assert sweep.summary([sweep.JobResult(0, ("seed=1",), 0)]).splitlines()[2].split()[1] == "seed=1"  # one job: all
 
 
 # -- real processes -----------------------------------------------------------------------------
