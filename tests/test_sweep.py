@@ -255,3 +255,69 @@ def test_parallel_fail_fast_exits_with_the_failure_and_marks_the_stopped_job(tmp
     assert stopped["reason"] == "stopped (sweep.fail_fast)" and stopped["failure"] is None
     assert "torchrun failed" not in out + err
     assert "3 job(s): 0 succeeded, 1 failed, 1 stopped, 1 skipped" in out
+
+
+# -- what a sweep writes: nothing, until a job starts ----------------------------------------------
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("extra", [[], ["sweep.parallel=2"]], ids=["sequential", "parallel"])
+def test_dry_run_sweep_writes_nothing(run_cli, tmp_path, extra):
+    before = files_under(tmp_path)
+    result = run_cli("-m", "seed=1,2", "+worker_env.HOOK_API_TOKEN=x", "dry_run=true", *extra)
+    assert result.returncode == 0, result.stderr
+    assert files_under(tmp_path) == before  # no runs/multirun/<t>/multirun.yaml, no job directories
+    rows = summary_rows(result.stdout)
+    assert [(r[1], r[2]) for r in rows] == [("seed=1", "dry run"), ("seed=2", "dry run")]
+    parents = {Path(r[4]).parent for r in rows}  # where the real sweep would put them: one sweep directory
+    assert len(parents) == 1 and parents.pop().parent == tmp_path / "runs" / "multirun"
+    assert "2 job(s): dry run, nothing started" in result.stdout
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["real", "dry-run"])
+def test_sweep_error_is_printed_once_and_writes_nothing(run_cli, tmp_path, dry_run):
+    before = files_under(tmp_path)
+    result = run_cli("-m", "seed=1,2,3", "sweep.parallel=3", *(["dry_run=true"] if dry_run else []))
+    assert result.returncode == 2
+    assert result.stderr == "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own\n"
+    assert files_under(tmp_path) == before
+
+
+def test_a_bad_point_stops_the_sweep_before_any_job_starts(run_cli, tmp_path, worker):
+    before = files_under(tmp_path)
+    missing = tmp_path / "missing.py"
+    result = run_cli("-m", f"script={worker},{missing}", "launcher.nproc_per_node=1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) == 1 and f"script={missing}" in result.stderr, result.stderr
+    assert "WORKER" not in result.stdout  # the good point did not run either
+    assert files_under(tmp_path) == before
+
+
+def test_slurm_sweep_dry_run_shows_what_the_submission_writes(run_cli, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")  # a fake sbatch: no cluster needed here
+    (bin_dir / "sbatch").chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}")
+    args = ("-m", "seed=1,2", "submit=slurm", "slurm.gpus_per_node=1", "+worker_env.HOOK_API_TOKEN=x")
+    stamp = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")
+
+    dry = run_cli(*args, "dry_run=true", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert files_under(tmp_path) == ["bin", "bin/sbatch"]
+    scripts = dict(re.findall(r"^# (\S+/job\.sbatch) \(dry run: nothing written, nothing submitted\)\n(.*?)(?=^# /|^\[train_multigpu\])",
+                              dry.stdout, re.M | re.S))
+    assert "sweep summary" not in dry.stdout  # one table
+    assert re.findall(r"^  \d  (.*)$", dry.stdout, re.M) == [
+        f"dry run  seed={n + 1}     {path[: -len('/job.sbatch')]}" for n, path in enumerate(scripts)
+    ], dry.stdout
+
+    real = run_cli(*args, env=env)
+    assert real.returncode == 0, real.stderr
+    assert "sweep summary" not in real.stdout
+    written = sorted((tmp_path / "runs" / "multirun").glob("*/*/job.sbatch"))
+    assert [stamp.sub("T", str(p)) for p in written] == [stamp.sub("T", p) for p in scripts]
+    assert [stamp.sub("T", p.read_text()) for p in written] == [stamp.sub("T", text) for text in scripts.values()]
