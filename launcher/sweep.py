@@ -1,8 +1,9 @@
 """Sweeps (``train_multigpu -m seed=1,2,3``): per-job rendezvous values, packing jobs onto disjoint
 device sets, and the summary table. Pure except :func:`job_info` (reads Hydra's job state).
 
-Hydra's BasicLauncher calls the job function once per sweep point, in-process, in order. With
-``sweep.parallel=1`` each call runs its job to the end. With ``sweep.parallel=N`` each call only
+The cli calls the job function once per sweep point (launcher/multirun.py expands them), in
+order, after a first pass has checked every point. With ``sweep.parallel=1`` each call runs its
+job to the end. With ``sweep.parallel=N`` each call only
 validates, plans and records its job; the cli then hands all of them to
 :func:`launcher.supervise.run_many`, which runs N lanes at once, each lane pinned to its own set
 of devices (``CUDA_VISIBLE_DEVICES`` for GPUs, CPU affinity for CPU jobs). Job ``k`` (0-based
