@@ -246,7 +246,7 @@ def _job(dict_cfg) -> int:
             result.note = "dry run"
             return 0
         result.exit_code, result.duration_s = code, time.monotonic() - begin
-        result.note = _note(code, _CURRENT.reason)
+        result.note = _note(_CURRENT.reason)
         if code != 0 and _fail_fast(dict_cfg):
             _CURRENT.stop_sweep = True
     _CURRENT.exit_codes.append(code)
@@ -258,7 +258,7 @@ def _interrupted() -> Optional[int]:
     return None if _CURRENT.interrupts is None else _CURRENT.interrupts.received
 
 
-def _note(code: int, reason: str) -> str:
+def _note(reason: str) -> str:
     """The summary's note on a job that ran: stopped by the sweep's signal, or by fail_fast."""
     if reason == supervise.FAIL_FAST_STOP:
         return reason
@@ -301,7 +301,7 @@ def _run_queued() -> None:
         record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
         result = results[job.num]
         result.exit_code, result.duration_s = code, time.time() - starts[index]
-        result.note = _note(code, outcome.reason)
+        result.note = _note(outcome.reason)
         if not outcome.halted:  # in the order the jobs end: the exit code is the first failure's
             _CURRENT.exit_codes.append(code)
         print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
