@@ -71,21 +71,35 @@ def _to_object(cfg) -> schema.TrainConfig:
         raise UserError.from_omegaconf(err) from err
 
 
-def _run_dir(cfg: schema.TrainConfig) -> Path:
+def _multirun() -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN:
-        path = Path(hydra_cfg.runtime.output_dir)
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _run_dir(cfg: schema.TrainConfig, restart: str = "") -> Path:
+    """The launcher's record of this launch (config.yaml, command.sh, status.json, logs/)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if _multirun():
+        path = Path(HydraConfig.get().runtime.output_dir)
         path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
-    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
-        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
+        path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
         path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+
+
+def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
+    """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
+    of a SLURM job train, checkpoint and resume there); else the launch's own record directory."""
+    if cfg.run_dir is not None and not _multirun():
+        return str(Path(cfg.run_dir).resolve())
+    return str(record_dir)
 
 
 def _flag_value(flags: list[str], *names: str) -> Optional[str]:
@@ -137,11 +151,11 @@ def launch(dict_cfg) -> int:
             print(slurm_launch.describe(allocation))
         print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
         return 0
-    run_dir = _run_dir(cfg)
+    run_dir = _run_dir(cfg, slurm_launch.record_subdir(allocation))
     _CURRENT.run_dir = str(run_dir)
     logs = run_dir / "logs"
     logs.mkdir(exist_ok=True)
-    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
+    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir)), slot), logs)
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
     if slot is not None:  # a parallel sweep: started with the others once every job is planned
         devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
