@@ -1,5 +1,5 @@
-"""The learning target (slow: about 2.5 minutes on 2 quiet cores, 9 minutes at load 9): the default job, started the way a
-user starts it -- through ``train_multigpu`` (``python -m launcher``), 2 workers, CartPole-v1, default
+"""The learning target (slow: 9 minutes measured on 2 cores at load 9; quiet, the docs' figures
+add up to about 2.5 minutes): the default job, started the way a user starts it -- through ``train_multigpu`` (``python -m launcher``), 2 workers, CartPole-v1, default
 hyperparameters -- reaches a deterministic evaluation return >= 475:
 
 - torch (torchrun, gloo): the default seed and 3 others, each job well under 2 minutes start to exit;
