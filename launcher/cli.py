@@ -14,7 +14,9 @@ from . import errors
 from .config import compose, grammar, profiles
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
+from .run.signals import Interrupts
 from .session import Session, error
+from .sweep import points
 
 
 def _flag_value(flags: list[str], *names: str) -> Optional[str]:
@@ -63,20 +65,43 @@ def main(argv: Optional[list[str]] = None) -> int:
     overrides = compose.with_default_profile(overrides, os.environ)
     user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     session = Session(
-        script_args=line.script_args, full_error=user_full_error, save_as=save_as, command=argv,
+        script_args=line.script_args, order=line.order, full_error=user_full_error, save_as=save_as, command=argv,
         hydra_flags=line.hydra_flags,
     )
+    if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
+        with Interrupts() as session.interrupts:
+            return _dispatch(session, line, searchpath, overrides, listed)
+    return _dispatch(session, line, searchpath, overrides, listed)
+
+
+def _dispatch(session: Session, line: grammar.CommandLine, searchpath: str, overrides: list[str], listed: list[Path]) -> int:
+    """Hand the composed config(s) to the session: a sweep through sweep/points.py, Hydra's own
+    flags through ``hydra.main``, a single run through the compose API."""
+    user_full_error = session.full_error
 
     def task(dict_cfg) -> int:  # Hydra's task function (its module names Hydra's job: cli)
         return session.job(dict_cfg)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    try:
+        compose.open_presets(overrides, listed)
+    except UserError as err:
+        error(str(err))
+        return EXIT_USAGE
+    if not {"-m", "--multirun"} & set(line.hydra_flags):
+        overrides = compose.preset_lists(overrides)
     saved_argv = sys.argv
     sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        if line.hydra_flags:
+        if points.handles(line.hydra_flags):
+            args = [points.searchpath_with(_flag_value(line.hydra_flags, "--config-dir", "-cd"), searchpath), *overrides]
+            with points.expand(compose.CONFIG_NAME, args, PROG) as expanded:
+                code = session.sweep(expanded)
+            if code is not None:
+                return code
+        elif line.hydra_flags:
             import hydra
 
             # no primary config directory: the profile search path names them all, the shipped one last

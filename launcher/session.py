@@ -30,6 +30,7 @@ from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
 from .run import supervise
+from .run.signals import Interrupts
 from .slurm import launch as slurm_launch
 from .sweep import lanes, parallel
 
@@ -44,6 +45,7 @@ class Session:
     """What ``main`` hands to each Hydra job, and what the jobs report back."""
 
     script_args: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # grammar.CommandLine.order: the typed order
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
     command: list[str] = field(default_factory=list)  # argv as typed (for a saved profile's header)
@@ -57,6 +59,9 @@ class Session:
     run_dir: str = ""  # the current job's run directory
     fail_fast: Optional[bool] = None
     stop_sweep: bool = False
+    interrupts: Optional[Interrupts] = None  # a sweep's signal handling, from start to summary
+    reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
+    checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
 
     # -- the Hydra task function ----------------------------------------------------------------
@@ -64,14 +69,17 @@ class Session:
         """One job: a single launch, or one point of a ``-m`` sweep."""
         self.started = True
         job = lanes.job_info()
-        result = lanes.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
+        result = lanes.JobResult(job.num, job.overrides) if job is not None else None
         if result is not None:
             self.results.append(result)
+            if self.interrupted() is not None:
+                result.note = lanes.SKIPPED_INTERRUPTED
+                return 0
             if self.stop_sweep:
-                result.note = "skipped (sweep.fail_fast)"
+                result.note = lanes.SKIPPED_FAIL_FAST
                 print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
                 return 0
-        self.run_dir = ""
+        self.run_dir, self.reason = "", ""
         begin = time.monotonic()
         try:
             code = self.launch(dict_cfg)
@@ -85,11 +93,56 @@ class Session:
             if self.queued and self.queued[-1].num == job.num:
                 result.note = "queued"
                 return 0
+            if self.reason == lanes.DRY_RUN and code == 0:
+                result.note = lanes.DRY_RUN
+                return 0
             result.exit_code, result.duration_s = code, time.monotonic() - begin
+            result.note = self.note(self.reason)
             if code != 0 and self._fail_fast(dict_cfg):
                 self.stop_sweep = True
         self.exit_codes.append(code)
         return code
+
+    def interrupted(self) -> Optional[int]:
+        """The signal that interrupted this sweep, if one did."""
+        return None if self.interrupts is None else self.interrupts.received
+
+    def note(self, reason: str) -> str:
+        """The summary's note on a job that ran: stopped by the sweep's signal, or by fail_fast."""
+        if reason == lanes.FAIL_FAST_STOP:
+            return reason
+        if self.interrupted() is not None and reason.startswith("stopped by "):
+            return "interrupted"
+        return ""
+
+    def sweep(self, points) -> Optional[int]:
+        """``-m``: every point (sweep/points.py) is composed and checked first (a mistake in any
+        point: each distinct message once, exit 2, nothing started or written); then the points run
+        as jobs, in order."""
+        from hydra.core.hydra_config import HydraConfig
+
+        messages: list[str] = []
+        self.checking = True
+        try:
+            for point in points:
+                HydraConfig.instance().set_config(point.hydra_config)
+                try:
+                    self.launch(point.config)
+                except UserError as err:
+                    if self.full_error:
+                        raise
+                    messages.append(str(err))
+        finally:
+            self.checking = False
+            self.ports.clear()
+        if messages:
+            for message in dict.fromkeys(messages):
+                error(message)
+            return EXIT_USAGE
+        for point in points:
+            HydraConfig.instance().set_config(point.hydra_config)
+            self.job(point.config)
+        return None
 
     def _fail_fast(self, dict_cfg) -> bool:
         from omegaconf import OmegaConf
@@ -127,26 +180,36 @@ class Session:
             settled = replace(settled, coordinator=Endpoint("127.0.0.1", port))
         settled = probe.locate(cfg, settled)
         probe.preflight(cfg, settled)
+        if self.checking:
+            return 0
         if cfg.dry_run:
+            self.reason = lanes.DRY_RUN
+            if job is not None:
+                self.run_dir = str(_run_dir(cfg, create=False))
             if allocation is not None:
                 print(slurm_launch.describe(allocation))
-            print(plan_mod.describe(secrets.mask_plan(lanes.bind(plan_mod.build(cfg, settled, facts), slot))))
+            # the argv a real launch starts: every rank's script behind the worker wrapper
+            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
+            print(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled)))
             return 0
-        run_dir = _run_dir(cfg)
+        run_dir = _run_dir(cfg, create=slot is None)  # a parallel job's: when it starts
         self.run_dir = str(run_dir)
         logs = run_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        plan = supervise.prepare(lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
+        plan = supervise.prepare(
+            lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir), order=self.order), slot), logs
+        )
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
         if slot is not None:  # a parallel sweep: started with the others once every job is planned
             devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
             print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
             self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot))
             return 0
+        logs.mkdir(exist_ok=True)
         started = record.write_start(run_dir, config_yaml, plan)
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
-        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
+        self.reason = outcome.reason
         record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
         if outcome.exit_code != 0:
             _rendezvous_hint(cfg, settled, logs)
@@ -174,19 +237,24 @@ class Session:
         return submit.run(
             cfg, HydraConfig.get().overrides.task, self.hydra_flags, self.script_args, _run_dir,
             probe.gather(), self.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+            check_only=self.checking,
         )
 
     # -- after the last job --------------------------------------------------------------------
     def finish(self) -> int:
         """Run a parallel sweep's queued jobs, print the summaries; the invocation's exit code."""
         if self.queued:
-            self.exit_codes += parallel.run_queued(self.queued, self.results, bool(self.fail_fast))
-        if self.results:
-            print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
-        if self.submissions and (len(self.submissions) > 1 or {"-m", "--multirun"} & set(self.hydra_flags)):
-            from .slurm.submit import summary
+            self.exit_codes += parallel.run_queued(
+                self.queued, self.results, bool(self.fail_fast), self.interrupts, self.note
+            )
+        if self.submissions and (len(self.submissions) > 1 or self.results):
+            from .slurm.submit import summary  # a SLURM sweep: its table says what was submitted
 
             print(summary(self.submissions), flush=True)
+        elif self.results:
+            print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
+        if self.interrupted() is not None:
+            return 128 + self.interrupted()
         failures = [code for code in self.exit_codes if code != 0]
         return failures[0] if failures else 0
 
@@ -200,21 +268,47 @@ def _to_object(cfg) -> schema.TrainConfig:
         raise UserError.from_omegaconf(err) from err
 
 
-def _run_dir(cfg: schema.TrainConfig) -> Path:
+def _run_dir(cfg: schema.TrainConfig, create: bool = True) -> Path:
+    """The run directory, created; ``create=False``: where it will be (a sweep job's, before it
+    starts; a dry run's)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         path = Path(hydra_cfg.runtime.output_dir)
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
     if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
         path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
+    if not create:
+        return Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+
+
+def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled) -> list[str]:
+    """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
+    found when ISAACLAB_PATH is unset."""
+    from hydra.core.hydra_config import HydraConfig
+
+    notes = []
+    forwarded = compose.forwarded_presets(cfg)
+    typed = [name for _, names in compose.preset_overrides(HydraConfig.get().overrides.task) for name in names]
+    if typed:
+        applied = [name for name in typed if name not in forwarded]
+        notes.append(
+            f"presets: applied {', '.join(applied) or '-'}; "
+            f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
+        )
+    checkout = compose.isaaclab_checkout(os.environ)
+    if checkout is not None and checkout.how != compose.ISAACLAB_ENV and settled.script.startswith(checkout.root + os.sep):
+        notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
+    return notes
 
 
 def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:

@@ -1,11 +1,14 @@
-"""Which signals a launch handles, and one context manager that installs handlers and restores the
-previous ones on the way out (a launch, and a parallel sweep's lanes, both use it)."""
+"""Which signals a launch handles; one context manager that installs handlers and restores the
+previous ones on the way out (a launch, a sweep and a parallel sweep's lanes all use it); and a
+sweep's hold on the stop signals (:class:`Interrupts`)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
 from contextlib import contextmanager
-from typing import Callable, Iterator, Mapping, Union
+from typing import Callable, Iterator, Mapping, Optional, Protocol, Union
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # stop the launch
 RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
@@ -25,3 +28,50 @@ def handlers(installed: Mapping[int, Handler]) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+class Stoppable(Protocol):
+    def on_signal(self, signum: int, frame: object) -> None: ...
+
+
+class Interrupts:
+    """A sweep's hold on SIGINT/SIGTERM/SIGHUP, from its first job to its summary (a context
+    manager). The first signal is passed to every running launch (each stops as on its own) and
+    stays in ``received``: the sweep starts nothing more. A second SIGINT reaches the running
+    launches too, which kill at once. Between jobs a signal is only noted."""
+
+    def __init__(self) -> None:
+        self.received: Optional[int] = None
+        self._active: list[Stoppable] = []
+        self._lock = threading.RLock()  # the handler runs in the main thread, which may hold it
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "Interrupts":
+        self._stack.enter_context(handlers({sig: self._on_signal for sig in FORWARDED_SIGNALS}))
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stack.close()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        with self._lock:
+            for launch in list(self._active):
+                launch.on_signal(signum, frame)
+
+    def attach(self, launch: Stoppable) -> None:
+        """``launch`` is running: signals reach it (one that came already, at once)."""
+        with self._lock:
+            self._active.append(launch)
+            if self.received is not None:
+                launch.on_signal(self.received, None)
+
+    def detach(self, launch: Stoppable) -> None:
+        with self._lock:
+            if launch in self._active:
+                self._active.remove(launch)
+
+    def running(self) -> list:
+        with self._lock:
+            return list(self._active)

@@ -31,6 +31,12 @@ SIGUSR1
     launcher is passed on to every group. Under SLURM the step's signal reaches every process
     directly, so the CLI turns the relay off there.
 
+Sweeps
+    A sweep (``-m``) holds the signals for its whole length (run/signals.py's ``Interrupts``), not
+    job by job: the first SIGINT/SIGTERM/SIGHUP stops the running job(s) as above and the sweep
+    starts no more; a second Ctrl+C kills at once. ``sweep.fail_fast`` stops a parallel sweep's
+    other jobs with :meth:`Supervisor.halt`: their outcome says so instead of reporting a failure.
+
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
     the end every descendant, and every process carrying the launch's marker, is killed. A watchdog
@@ -54,7 +60,7 @@ from .console import Console
 from .detect import FailureDetector, Monitor
 from .failure import Failure
 from .group import ProcessGroup
-from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, handlers
+from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, Interrupts, handlers
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
@@ -68,6 +74,7 @@ class Outcome:
     reason: str
     failure: Optional[Failure] = None
     summary: str = ""  # the failure summary as printed
+    halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
 
     def failure_record(self) -> Optional[dict]:
         """What status.json keeps of the failure (None after a success or a signal)."""
@@ -99,13 +106,16 @@ class Supervisor:
         self.failure: Optional[Failure] = None
         self.kill_at: Optional[float] = None
         self.stopping = False
+        self.stop_signal: Optional[int] = None  # what stop() sent (processes started later get it too)
+        self.halted: Optional[str] = None  # why the sweep stopped this launch (halt)
 
     def start(self) -> None:
         self.group.start(self.console.echo_agent, self._pending_signal)
         self.console.start(self.log_dir)
 
     def _pending_signal(self) -> Optional[int]:
-        return self.signal_received if self.stopping else None
+        """A signal (or a halt) that came before or while starting."""
+        return self.stop_signal
 
     # -- stopping -------------------------------------------------------------------------
     def stop(self, signum: int, kill_after: float) -> None:
@@ -113,8 +123,16 @@ class Supervisor:
         if self.stopping:
             return
         self.stopping = True
+        self.stop_signal = signum
         self.kill_at = time.monotonic() + kill_after
         self.group.signal(signum)
+
+    def halt(self, reason: str) -> None:
+        """Stop the launch for a reason of the caller's (a sweep's fail_fast): SIGTERM, SIGKILL after
+        the grace period; its outcome is ``reason``, not a failure of its own."""
+        if self.halted is None and self.signal_received is None and self.failure is None:
+            self.halted = reason
+        self.stop(signal.SIGTERM, self.plan.grace_period)
 
     def kill_all(self) -> None:
         self.group.kill_all()
@@ -151,7 +169,7 @@ class Supervisor:
         next_reap = time.monotonic() + REAP_EVERY_S
         while True:
             codes = self.group.poll()
-            if self.failure is None and self.signal_received is None:
+            if self.failure is None and self.signal_received is None and self.halted is None:
                 self.failure = self._check(codes)
                 if self.failure is not None:
                     self._on_failure()
@@ -175,6 +193,8 @@ class Supervisor:
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
             return Outcome(128 + self.signal_received, f"stopped by {name}")
+        if self.halted is not None:
+            return Outcome(128 + signal.SIGTERM, self.halted, halted=True)
         return Outcome(0, "success")
 
     def close(self) -> None:
@@ -182,12 +202,18 @@ class Supervisor:
         self.console.stop()
 
 
-def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True) -> Outcome:
-    """Start the plan, supervise it to the end, print the failure summary; return the outcome."""
+def run(
+    plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True,
+    interrupts: Optional[Interrupts] = None,
+) -> Outcome:
+    """Start the plan, supervise it to the end, print the failure summary; return the outcome.
+    With ``interrupts`` (a sweep), the sweep's handler passes SIGINT/SIGTERM/SIGHUP on."""
     supervisor = Supervisor(plan, log_dir, console)
-    installed = {sig: supervisor.on_signal for sig in FORWARDED_SIGNALS}
+    installed = {} if interrupts is not None else {sig: supervisor.on_signal for sig in FORWARDED_SIGNALS}
     installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
     with handlers(installed):
+        if interrupts is not None:
+            interrupts.attach(supervisor)
         try:
             supervisor.start()
             if relay_usr1:
@@ -198,6 +224,8 @@ def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, re
             supervisor.kill_all()
             raise
         finally:
+            if interrupts is not None:
+                interrupts.detach(supervisor)
             supervisor.close()
     return summarised(outcome)
 

@@ -8,8 +8,8 @@ processes' trees and marker); this module owns the lane threads and the signal h
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
 import sys
 import threading
 import time
@@ -22,9 +22,9 @@ from ..errors import UserError
 from ..names import PROG
 from ..plan import LaunchPlan
 from ..run import procs
-from ..run.signals import FORWARDED_SIGNALS, handlers
+from ..run.signals import Interrupts
 from ..run.supervise import POLL_S, Outcome, Supervisor, summarised
-from .lanes import JobResult, Slot
+from .lanes import FAIL_FAST_STOP, SKIPPED_FAIL_FAST, SKIPPED_INTERRUPTED, JobResult, Slot
 
 
 @dataclass
@@ -38,16 +38,26 @@ class Queued:
     slot: Slot
 
 
-def run_queued(queued: list[Queued], results: list[JobResult], fail_fast: bool) -> list[int]:
-    """Run the planned jobs lane by lane; fill in their results; return their exit codes (0: skipped)."""
+def run_queued(
+    queued: list[Queued],
+    results: list[JobResult],
+    fail_fast: bool,
+    interrupts: Optional[Interrupts],
+    note: Callable[[str], str],
+) -> list[int]:
+    """Run the planned jobs lane by lane; fill in their results; return the exit codes of the jobs
+    that ran, in the order they ended (the first failure first). ``note(reason)``: the
+    summary's note on a job that ran."""
     by_num = {r.num: r for r in results}
     lanes: dict[int, list[int]] = {}
     for index, job in enumerate(queued):
         lanes.setdefault(job.slot.index, []).append(index)
     starts: dict[int, float] = {}
+    codes: list[int] = []
 
     def on_start(index: int) -> None:
         job = queued[index]
+        (job.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan)
         by_num[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
@@ -55,16 +65,18 @@ def run_queued(queued: list[Queued], results: list[JobResult], fail_fast: bool) 
     def on_end(index: int, outcome: Outcome) -> None:
         job, code = queued[index], outcome.exit_code
         record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
-        by_num[job.num].exit_code, by_num[job.num].duration_s = code, time.time() - starts[index]
+        result = by_num[job.num]
+        result.exit_code, result.duration_s = code, time.time() - starts[index]
+        result.note = note(outcome.reason)
+        if not outcome.halted:  # in the order the jobs end: the exit code is the first failure's
+            codes.append(code)
         print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
 
+    def on_skip(index: int, reason: str) -> None:
+        by_num[queued[index].num].note = reason
+
     jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
-    outcomes = run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
-    codes = []
-    for job, outcome in zip(queued, outcomes):
-        if outcome is None:
-            by_num[job.num].note = "skipped (sweep.fail_fast)"
-        codes.append(0 if outcome is None else outcome.exit_code)
+    run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end, interrupts, on_skip)
     return codes
 
 
@@ -74,26 +86,33 @@ def run_many(
     fail_fast: bool = False,
     on_start: Optional[Callable[[int], None]] = None,
     on_end: Optional[Callable[[int, Outcome], None]] = None,
+    interrupts: Optional[Interrupts] = None,
+    on_skip: Optional[Callable[[int, str], None]] = None,
 ) -> list[Optional[Outcome]]:
     """Run a parallel sweep: each lane (a list of job indexes) runs its jobs one after another, all
     lanes at once. A job given CPU cores runs pinned to them: its lane's thread sets its own CPU
     affinity before starting the job, and processes inherit the mask of the thread that starts
-    them. Signals to the launcher reach every running job; with ``fail_fast`` the first failure
-    stops the running jobs and skips the rest. Returns each job's outcome (None: skipped).
-    ``on_start(i)``/``on_end(i, outcome)`` are called from the lane threads."""
+    them. A signal to the launcher stops every running job and starts no more (``interrupts``: the
+    sweep's, else one held for this call); with ``fail_fast`` the first failure halts the running
+    jobs (outcome ``stopped (sweep.fail_fast)``) and skips the rest. Returns each job's outcome
+    (None: skipped). ``on_start(i)``, ``on_end(i, outcome)`` and ``on_skip(i, reason)`` are called
+    from the lane threads, ``on_end`` in the order the jobs end."""
     outcomes: list[Optional[Outcome]] = [None] * len(jobs)
-    active: dict[int, Supervisor] = {}
     lock = threading.Lock()
-    stopping = threading.Event()
+    failed = threading.Event()
 
     def lane(indexes: list[int]) -> None:
         for index in indexes:
             plan, log_dir, cpus = jobs[index]
-            with lock:
-                if stopping.is_set():
-                    continue
-                supervisor = Supervisor(plan, log_dir, exclusive=False)
-                active[index] = supervisor
+            with lock:  # decided and attached at once: a failure or a signal from now on reaches it
+                skip = SKIPPED_INTERRUPTED if hub.received is not None else SKIPPED_FAIL_FAST if failed.is_set() else None
+                if skip is None:
+                    supervisor = Supervisor(plan, log_dir, exclusive=False)
+                    hub.attach(supervisor)
+            if skip is not None:
+                if on_skip is not None:
+                    on_skip(index, skip)
+                continue
             if cpus:
                 os.sched_setaffinity(0, cpus)  # this thread only; the job's processes inherit it
             if on_start is not None:
@@ -105,26 +124,21 @@ def run_many(
                 print(f"[{PROG}] job {index}: {err}", file=sys.stderr, flush=True)
                 outcome = Outcome(127, "could not start")
             finally:
+                hub.detach(supervisor)
                 supervisor.close()
             outcomes[index] = outcome = summarised(outcome)
             with lock:
-                active.pop(index, None)
-                if outcome.exit_code != 0 and fail_fast and not stopping.is_set():
-                    stopping.set()
-                    for other in active.values():
-                        other.stop(signal.SIGTERM, other.plan.grace_period)
-            if on_end is not None:
-                on_end(index, outcome)
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.set()
-        with lock:
-            for supervisor in active.values():
-                supervisor.on_signal(signum, frame)
+                if outcome.exit_code != 0 and not outcome.halted and fail_fast and not failed.is_set():
+                    failed.set()
+                    for other in hub.running():
+                        other.halt(FAIL_FAST_STOP)
+                if on_end is not None:  # under the lock: the first failure is reported first
+                    on_end(index, outcome)
 
     procs.become_subreaper()
     threads = [threading.Thread(target=lane, args=(indexes,), daemon=True) for indexes in lanes]
-    with handlers({sig: on_signal for sig in FORWARDED_SIGNALS}):
+    with contextlib.ExitStack() as stack:
+        hub = interrupts if interrupts is not None else stack.enter_context(Interrupts())
         for thread in threads:
             thread.start()
         while any(thread.is_alive() for thread in threads):
