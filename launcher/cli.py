@@ -40,6 +40,7 @@ class _Invocation:
     command: list[str] = field(default_factory=list)
     hydra_flags: list[str] = field(default_factory=list)
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
+    vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
 
 
 @dataclass
@@ -113,7 +114,7 @@ def launch(dict_cfg) -> int:
 
     if _CURRENT.save_as is not None:
         return _save_profile(dict_cfg, _CURRENT.save_as)
-    cfg = _to_object(dict_cfg)
+    cfg = _CURRENT.vault.reveal(_to_object(dict_cfg))
     _CURRENT.fail_fast = cfg.sweep.fail_fast
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += _CURRENT.script_args
@@ -303,6 +304,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_USAGE
     try:
         save_as, overrides = profiles.split_save(line.overrides)
+        # secret values typed here never reach Hydra (nor anything it writes or prints)
+        overrides, vault = secrets.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), _flag_value(line.hydra_flags, "--config-dir", "-cd")))
         searchpath = profiles.searchpath_override(os.environ, os.getcwd())
@@ -312,7 +315,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags, vault=vault)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
