@@ -193,6 +193,7 @@ def _submit_slurm(cfg: schema.TrainConfig) -> int:
     return slurm_submit.run(
         cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
         host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+        _CURRENT.vault,
     )
 
 
