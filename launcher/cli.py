@@ -102,7 +102,8 @@ def _save_profile(dict_cfg, target: str) -> int:
 
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
-    _to_object(dict_cfg)  # a profile that does not compose is not written
+    with profiles.env_references_unresolved():
+        _to_object(dict_cfg)  # a profile that does not compose is not written
     text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, _CURRENT.command)
     profiles.write(Path(target), text)
     print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")

@@ -17,6 +17,7 @@ would touch every Hydra app installed next to us and must be packaged as ``hydra
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -195,6 +196,27 @@ def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: S
             lines.append(f"  - override /{group}: {choices[group]}")
     lines.append("  - _self_")
     return "\n".join(header + lines) + "\n\n" + OmegaConf.to_yaml(OmegaConf.create(body))
+
+
+@contextlib.contextmanager
+def env_references_unresolved():
+    """While a profile to be saved is type-checked: ``${oc.env:NAME}`` of a variable that is not set
+    here reads as ``"0"``. Profiles are written where the cluster's variables are not set (a laptop
+    without ISAACLAB_PATH); the file keeps the reference, resolved where the profile is used."""
+    from omegaconf import OmegaConf
+    from omegaconf.resolvers import oc
+
+    def lenient(key: str, *default):
+        try:
+            return oc.env(key, *default)
+        except KeyError:
+            return "0"
+
+    OmegaConf.register_new_resolver("oc.env", lenient, replace=True)
+    try:
+        yield
+    finally:
+        OmegaConf.register_new_resolver("oc.env", oc.env, replace=True)
 
 
 def write(target: Path, text: str) -> None:
