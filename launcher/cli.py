@@ -7,6 +7,7 @@ the traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -213,7 +214,8 @@ def _job(dict_cfg) -> int:
     _CURRENT.run_dir = ""
     begin = time.monotonic()
     try:
-        code = launch(dict_cfg)
+        with _user_hydra_full_error():
+            code = launch(dict_cfg)
     except UserError as err:
         if _CURRENT.full_error:
             raise
@@ -229,6 +231,21 @@ def _job(dict_cfg) -> int:
             _CURRENT.stop_sweep = True
     _CURRENT.exit_codes.append(code)
     return code
+
+
+@contextlib.contextmanager
+def _user_hydra_full_error():
+    """While a job launches, HYDRA_FULL_ERROR is what the user set: the ``1`` main() sets for Hydra
+    would reach the workers' environment (Isaac Lab's train.py is a Hydra app too)."""
+    if _CURRENT.full_error:
+        yield
+        return
+    saved = os.environ.pop("HYDRA_FULL_ERROR", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["HYDRA_FULL_ERROR"] = saved
 
 
 def _fail_fast(dict_cfg) -> bool:

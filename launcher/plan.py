@@ -43,6 +43,7 @@ TORCHRUN_WORKER_VARS = (
     "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
     "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",  # torch/distributed/launcher/api.py, from --signals_to_handle
 )
 # Every variable the launch itself sets for the workers, over any worker_env/profile.env value
 # (CUDA_VISIBLE_DEVICES: a sweep lane's GPUs; else the launcher counts GPUs from its own

@@ -241,7 +241,7 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
     >>> check_export(SlurmConfig(extra={"export": "NONE"}), ["HF_TOKEN"])
     Traceback (most recent call last):
     ...
-    launcher.errors.UserError: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or NONE,HF_TOKEN)
+    launcher.errors.UserError: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or 'slurm.extra.export="NONE,HF_TOKEN"')
     """
     value = slurm.extra.get("export")
     if not names or value is None or isinstance(value, bool):  # false: no directive, sbatch's default ALL
@@ -250,9 +250,9 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
     missing = [name for name in names if "ALL" not in items and name not in items]
     if missing:
         raise UserError(
-            "slurm.extra.export", value, f"must pass {', '.join(missing or names)} to the job: secret values reach it "
+            "slurm.extra.export", value, f"must pass {', '.join(missing)} to the job: secret values reach it "
             "through sbatch's environment, never the batch script",
-            f"e.g. slurm.extra.export=ALL, or {value},{','.join(missing or names)}",
+            f"""e.g. slurm.extra.export=ALL, or 'slurm.extra.export="{value},{','.join(missing)}"'""",
         )
 
 
