@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import UserError
+from .secrets import mask_override
 
 # Isaac Lab flag -> config key
 _LAUNCHER_FLAGS = (
@@ -131,7 +132,7 @@ def parse(argv: list[str]) -> CommandLine:
                 line.overrides.append(_bracketed_address(token))
         else:
             raise UserError(
-                "argument", token,
+                "argument", mask_override(token),
                 "expected key=value, a --flag, or script arguments after --",
                 "put the training script's own arguments after --",
             )

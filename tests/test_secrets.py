@@ -140,6 +140,25 @@ def test_sweep_over_secret_values_gives_each_job_its_own(run_cli, tmp_path, work
     assert_nowhere(result, tmp_path, first, second)
 
 
+def test_secret_written_in_a_profile_is_masked_in_multirun_yaml(run_cli, tmp_path, worker, sentinel):
+    """Against the docs' advice, a profile holds a secret as text: the sweep's multirun.yaml (Hydra
+    writes it from the sweep's config) shows it masked; the workers still get it."""
+    (tmp_path / "cd" / "profile").mkdir(parents=True)
+    (tmp_path / "cd" / "profile" / "lit.yaml").write_text(
+        f"# @package _global_\ndefaults:\n  - examples\n  - _self_\nprofile:\n  name: lit\n  env:\n    HF_TOKEN: {sentinel}\n")
+    result = run_cli("-m", "--config-dir", str(tmp_path / "cd"), "profile=lit", "seed=1,2", "launcher=skrl_jax",
+                     "launcher.nproc_per_node=1", f"script={worker}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = "".join(p.read_text() for p in (tmp_path / "runs").rglob("rank0.log"))
+    assert logs.count(sha(sentinel)) == 2
+    (multirun,) = (tmp_path / "runs").rglob("multirun.yaml")
+    assert "HF_TOKEN: '***'" in multirun.read_text()
+    # the profile itself holds the value: every other file must not
+    for path in (tmp_path / "runs").rglob("*"):
+        assert not path.is_file() or sentinel.encode() not in path.read_bytes(), path
+    assert sentinel not in result.stdout + result.stderr
+
+
 def test_dry_run_sweep(run_cli, tmp_path, sentinel):
     """What the before-stop hook checks: -m seed=1,2 +worker_env.HOOK_API_TOKEN=... dry_run=true."""
     result = run_cli("-m", "seed=1,2", f"+worker_env.HOOK_API_TOKEN={sentinel}", "dry_run=true")
@@ -241,6 +260,7 @@ def test_save_profile_keeps_env_references_unresolved(run_cli, tmp_path):
         (["+worker_env.HF_TOKEN={s}", "launcher.nproc_per_node=0"], "launcher.nproc_per_node=0"),
         (["-m", "seed=1,2", "+worker_env.HF_TOKEN={s}", "num_envs=many"], "num_envs=many"),
         (["+worker_env.HF_TOKEN={s}", "stray"], "argument=stray"),
+        (["+worker_env.MY TOKEN={s}"], "argument=+worker_env.MY TOKEN=***: expected key=value"),
     ],
 )
 def test_error_paths_never_echo_the_secret(run_cli, tmp_path, sentinel, args, message):
