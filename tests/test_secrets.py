@@ -207,6 +207,33 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
         assert_nowhere(each, tmp_path, sentinel)
 
 
+def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch):
+    first, second = sentinel + "a", sentinel + "b"
+    result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = sorted(p.read_text().strip() for p in (tmp_path / "runs").rglob("sbatch_saw_hf_token.sha256"))
+    assert seen == sorted([sha(first), sha(second)])
+    assert_nowhere(result, tmp_path, first, second)
+
+
+def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, tmp_path, worker, sentinel):
+    """The same, end to end on the real one-host cluster: the job's workers see the value."""
+    from conftest import ROOT
+    from slurm_cluster import wait_job
+
+    env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("HF_TOKEN", None)
+    result = run_cli("submit=slurm", "slurm.cpus_per_task=1", "slurm.time=5", "launcher.nproc_per_node=1",
+                     f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = result.stdout.split("submitted SLURM job ", 1)[1].split()[0]
+    info = wait_job(job, timeout=180)
+    (log,) = (tmp_path / "runs").rglob(f"slurm-{job}.out")
+    assert info["JobState"] == "COMPLETED", log.read_text()
+    assert f"SECRET_SHA HF_TOKEN - {sha(sentinel)}" in log.read_text()
+    assert_nowhere(result, tmp_path, sentinel)
+
+
 def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sbatch):
     result = run_cli("submit=slurm", "+slurm.extra.export=NONE", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
     assert one_error_line(result) == (
