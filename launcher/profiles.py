@@ -200,23 +200,33 @@ def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: S
 
 @contextlib.contextmanager
 def env_references_unresolved():
-    """While a profile to be saved is type-checked: ``${oc.env:NAME}`` of a variable that is not set
-    here reads as ``"0"``. Profiles are written where the cluster's variables are not set (a laptop
-    without ISAACLAB_PATH); the file keeps the reference, resolved where the profile is used."""
+    """While a profile to be saved is type-checked: a reference to the environment (``${oc.env:NAME}``,
+    ``${tmg_isaaclab_root:}``) that cannot resolve here reads as ``"0"``. Profiles are written where
+    the cluster's variables are not set (a laptop without ISAACLAB_PATH); the file keeps the
+    reference, resolved where the profile is used."""
     from omegaconf import OmegaConf
     from omegaconf.resolvers import oc
 
-    def lenient(key: str, *default):
-        try:
-            return oc.env(key, *default)
-        except KeyError:
-            return "0"
+    from . import compose
 
-    OmegaConf.register_new_resolver("oc.env", lenient, replace=True)
+    originals = {"oc.env": oc.env, "tmg_isaaclab_root": compose._isaaclab_root}
+
+    def lenient(resolver):
+        def call(*args):
+            try:
+                return resolver(*args)
+            except Exception:
+                return "0"
+
+        return call
+
+    for name, resolver in originals.items():
+        OmegaConf.register_new_resolver(name, lenient(resolver), replace=True)
     try:
         yield
     finally:
-        OmegaConf.register_new_resolver("oc.env", oc.env, replace=True)
+        for name, resolver in originals.items():
+            OmegaConf.register_new_resolver(name, resolver, replace=True)
 
 
 def write(target: Path, text: str) -> None:

@@ -194,27 +194,3 @@ def _parse_values(key: str, path: str, text: str, multirun: bool) -> Optional[li
         return None
     return values
 
-
-class MaskSweepConfig:
-    """Hydra callback (``hydra.callbacks`` in conf/train_multigpu.yaml). Hydra writes the sweep's
-    own config to ``multirun.yaml`` right after ``on_multirun_start``: a secret written as text in a
-    profile (docs/profiles.md says: never) is masked there. Each job composes its own config again,
-    so the workers still get the value. The other hooks do nothing."""
-
-    def on_multirun_start(self, config, **kwargs) -> None:
-        from omegaconf import OmegaConf, read_write
-
-        for section in SECTIONS:
-            env = OmegaConf.select(config, section)
-            if env is None:
-                continue
-            with read_write(env):
-                for name in list(env.keys()):
-                    if is_secret(str(name)) and not OmegaConf.is_interpolation(env, name) and env[name]:
-                        env[name] = MASK
-
-    def on_run_start(self, config, **kwargs) -> None: ...
-    def on_run_end(self, config, **kwargs) -> None: ...
-    def on_multirun_end(self, config, **kwargs) -> None: ...
-    def on_job_start(self, config, **kwargs) -> None: ...
-    def on_job_end(self, config, job_return, **kwargs) -> None: ...

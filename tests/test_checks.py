@@ -9,7 +9,6 @@ import pytest
 from launcher import checks, grammar
 from launcher.compose import compose
 from launcher.errors import UserError
-from launcher.schema import TORCHRUN_ONLY_KEYS
 
 from conftest import build, make_facts
 
@@ -63,17 +62,46 @@ def test_message(argv, message):
     assert message in error_of(argv)
 
 
-@pytest.mark.parametrize("key", TORCHRUN_ONLY_KEYS)
+# torchrun's flags as Isaac Lab's launcher emits them (design notes), and the launcher's own multi-node
+# keys that become torchrun flags: written here, not read from launcher.schema.TORCHRUN_ONLY_KEYS
+TORCHRUN_ONLY = (
+    "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "max_restarts",
+    "monitor_interval", "start_method", "role", "tee", "redirects", "local_ranks_filter", "log_dir",
+    "join_timeout", "local_addr", "is_host",
+)
+
+
+@pytest.mark.parametrize("key", TORCHRUN_ONLY)
 def test_torchrun_only_keys_are_impossible_on_jax(key):
-    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true"}.get(key, "x")
+    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true",
+             "virtual_local_rank": "true"}.get(key, "x")
     message = error_of(["launcher=skrl_jax", f"launcher.{key}={value}"])
     assert message.startswith(f"launcher.{key}=")
     assert "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)" in message
 
 
+@pytest.mark.parametrize("override", ["launcher.nnodes=1", "launcher.node_rank=0", "launcher.nproc_per_node=2",
+                                      "launcher.coordinator_address=127.0.0.1:5123", "launcher.grace_period=5",
+                                      "launcher.network_interface=lo"])
+def test_keys_jax_takes_are_not_refused_as_torchrun_only(override):
+    from launcher.addresses import Endpoint
+
+    assert build(["launcher=skrl_jax", override], coordinator=Endpoint("127.0.0.1", 5123)).processes  # no UserError
+
+
 def test_isaaclab_flags_for_torchrun_rejected_with_jax():
     message = error_of(["--ml_framework", "jax", "--rdzv_endpoint", "h:1"])
     assert "launcher.rdzv_endpoint=h:1: torchrun only; launcher=skrl_jax does not take it" in message
+
+
+def test_virtual_local_rank_is_torchrun_only():
+    message = error_of(["--ml_framework", "jax", "--num_gpus", "2", "--virtual_local_rank"])
+    assert message == (
+        "launcher.virtual_local_rank=true: torchrun only; launcher=skrl_jax does not take it "
+        "(it belongs to launcher=single_node or launcher=multinode)"
+    )
+    # off is the switch's default, not a torchrun flag given
+    checks.validate(compose(["launcher=skrl_jax", "launcher.virtual_local_rank=false"]), make_facts())
 
 
 def test_more_workers_than_visible_gpus():

@@ -277,3 +277,33 @@ def test_trainer_rank_crash_restarts_and_resumes_from_its_checkpoint(tmp_path):
     assert "rank 1 exits 3 after iteration 2" in procs[1].out
     assert re.search(r"resuming from \S+/checkpoints/iter_000002\.ckpt", procs[0].out), procs[0].out[-3000:]
     assert [int(m) for m in ITER.findall(procs[0].out)] == [1, 2, 3, 4], procs[0].out[-3000:]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_failure_summary_names_node_global_and_local_rank_of_a_rank_on_node_1(tmp_path, framework):
+    """Global rank 2 is node 1's local rank 0 (2 nodes x 2 workers, ranks fixed by node: static
+    rendezvous / JAX's node rank): node 1's launcher names node 1, rank 2, local rank 0 -- three
+    different numbers, each from its own source -- on the console and in status.json."""
+    import json
+
+    common = ["launcher.nnodes=2", "launcher.nproc_per_node=2", f"script={ROOT / 'examples' / 'allreduce.py'}"]
+    if framework == "torch":
+        hosts_cm = Hosts(2)
+        overrides = ["launcher=multinode", *common, "launcher.master_port=29500", "launcher.network_interface=eth0"]
+    else:
+        hosts_cm = Hosts(2, hostnames=True)
+        overrides = ["launcher=skrl_jax", *common]
+    with hosts_cm as hosts:
+        address = f"launcher.master_addr={hosts[0].addr}" if framework == "torch" else \
+            f"launcher.coordinator_address={hosts[0].addr}:5125"
+        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, address, f"launcher.node_rank={h.index}",
+                        script_args=("--exit_code_on_rank", "2:7")) for h in hosts]
+        rc = procs[1].wait(120)
+    out = procs[1].out
+    assert rc == 7, out[-3000:]
+    assert "[train_multigpu] FAILED: node 1, rank 2 (local rank 0): exit code 7" in out, out[-3000:]
+    (status,) = (tmp_path / "n1").glob("runs/*/status.json")
+    failure = json.loads(status.read_text())["failure"]
+    assert (failure["node"], failure["rank"], failure["local_rank"], failure["exit_code"]) == (1, 2, 0, 7), failure
+    assert failure["log"].endswith("/logs/rank2.log")

@@ -75,11 +75,13 @@ def test_requeued_job_resumes():
     assert "--resume" not in p.processes[0].argv
 
 
-def test_restart_gets_its_own_run_directory():
+def test_restart_keeps_the_jobs_run_directory_and_records_apart():
     cfg = compose(["launcher=slurm", "run_dir=/r/job"])
     alloc = SlurmAllocation.from_env({**TWO_NODES, "SLURM_RESTART_COUNT": "1"})
     cfg, _ = slurm_launch.settle(cfg, alloc, make_facts())
-    assert cfg.run_dir == "/r/job/restart1"
+    assert cfg.run_dir == "/r/job"  # the training script resumes from the job's directory
+    assert slurm_launch.record_subdir(alloc) == "restart1"  # only the launcher's record is per restart
+    assert slurm_launch.record_subdir(SlurmAllocation.from_env(TWO_NODES)) == ""
 
 
 @pytest.mark.parametrize(
