@@ -147,11 +147,31 @@ def _script(cfg: TrainConfig) -> str:
     return os.path.join(os.path.expanduser(profile.script_root), relative)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def worker_env_names(cfg: TrainConfig) -> None:
+    """``worker_env``/``profile.env`` names: environment variable names, none the launch sets itself
+    (a value for one would show in the dry run and be overwritten in the real run)."""
+    from .plan import LAUNCH_VARS
+    from .secrets import MASK, is_secret
+
+    for section, env in (("worker_env", cfg.worker_env), ("profile.env", cfg.profile.env)):
+        for name, value in env.items():
+            shown = MASK if is_secret(name) and value else value
+            if not _ENV_NAME.match(name):
+                raise UserError(f"{section}.{name}", shown, "not an environment variable name: letters, digits and '_', not starting with a digit")
+            if name in LAUNCH_VARS:
+                hint = "give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ..." if name == "CUDA_VISIBLE_DEVICES" else "docs/errors.md lists the launch's own variables"
+                raise UserError(f"{section}.{name}", shown, "the launch sets this variable for every worker itself (the real run would overwrite it)", hint)
+
+
 def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     launcher = cfg.launcher
     topology = launcher.topology
     jax = topology is Topology.skrl_jax
     _topology_keys(launcher)
+    worker_env_names(cfg)
     for name in ("nnodes", "node_rank"):
         if getattr(launcher, name) is None:
             raise UserError(_key(name), None, "needs a value", "only launcher=slurm takes it from the SLURM allocation")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from . import errors
+from . import errors, secrets
 from .config import compose, grammar, profiles
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
@@ -54,6 +54,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         line = grammar.parse(argv)
         save_as, overrides = profiles.split_save(line.overrides)
+        # secret values typed here never reach Hydra (nor anything it writes or prints)
+        overrides, vault = secrets.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))
@@ -66,7 +68,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     session = Session(
         script_args=line.script_args, order=line.order, full_error=user_full_error, save_as=save_as, command=argv,
-        hydra_flags=line.hydra_flags,
+        hydra_flags=line.hydra_flags, vault=vault,
     )
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with Interrupts() as session.interrupts:

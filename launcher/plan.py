@@ -38,6 +38,21 @@ DISTRIBUTED_FLAG = "--distributed"
 ARG_ENTRY = ""
 PRESET_ENTRY = "presets:"
 PRESETS_ARG = "presets="  # Isaac Lab's training script's preset selector
+JAX_RANK_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE", "JAX_COORDINATOR_ADDR", "JAX_COORDINATOR_PORT")
+# what torchrun sets for each worker (torch/distributed/elastic/agent/server/local_elastic_agent.py)
+TORCHRUN_WORKER_VARS = (
+    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+    "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",  # torch/distributed/launcher/api.py, from --signals_to_handle
+)
+# Every variable the launch itself sets for the workers, over any worker_env/profile.env value
+# (CUDA_VISIBLE_DEVICES: a sweep lane's GPUs; else the launcher counts GPUs from its own
+# environment, which a worker-only value would contradict). checks.validate refuses them.
+LAUNCH_VARS = (
+    "PYTHONUNBUFFERED", BACKEND_VAR, RUN_DIR_VAR, LOG_DIR_VAR, RANK_LOGS_VAR, NODE_RANK_VAR, LAUNCH_ID_VAR,
+    "CUDA_VISIBLE_DEVICES", *JAX_RANK_VARS, *TORCHRUN_WORKER_VARS,
+)
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
 
@@ -226,13 +241,8 @@ def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[
     ranks = []
     for local in range(nproc):
         rank = node_rank * nproc + local
-        env = {
-            "JAX_LOCAL_RANK": str(local),
-            "JAX_RANK": str(rank),
-            "JAX_WORLD_SIZE": str(settled.max_nodes * nproc),
-            "JAX_COORDINATOR_ADDR": settled.coordinator.host,
-            "JAX_COORDINATOR_PORT": str(settled.coordinator.port),
-        }
+        values = (local, rank, settled.max_nodes * nproc, settled.coordinator.host, settled.coordinator.port)
+        env = {name: str(value) for name, value in zip(JAX_RANK_VARS, values)}
         ranks.append(ProcessSpec(f"rank {rank}", argv, MappingProxyType(env), local_rank=local, global_rank=rank))
     return tuple(ranks)
 

@@ -16,6 +16,7 @@ sweep), run it (:mod:`launcher.run`) or submit it (:mod:`launcher.slurm.submit`)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -63,6 +64,7 @@ class Session:
     reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
     checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
+    vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -82,7 +84,8 @@ class Session:
         self.run_dir, self.reason = "", ""
         begin = time.monotonic()
         try:
-            code = self.launch(dict_cfg)
+            with self._user_hydra_full_error():
+                code = self.launch(dict_cfg)
         except UserError as err:
             if self.full_error:
                 raise
@@ -102,6 +105,20 @@ class Session:
                 self.stop_sweep = True
         self.exit_codes.append(code)
         return code
+
+    @contextlib.contextmanager
+    def _user_hydra_full_error(self):
+        """While a job launches, HYDRA_FULL_ERROR is what the user set: the ``1`` main() sets for Hydra
+        would reach the workers' environment (Isaac Lab's train.py is a Hydra app too)."""
+        if self.full_error:
+            yield
+            return
+        saved = os.environ.pop("HYDRA_FULL_ERROR", None)
+        try:
+            yield
+        finally:
+            if saved is not None:
+                os.environ["HYDRA_FULL_ERROR"] = saved
 
     def interrupted(self) -> Optional[int]:
         """The signal that interrupted this sweep, if one did."""
@@ -160,7 +177,7 @@ class Session:
 
         if self.save_as is not None:
             return self._save_profile(dict_cfg, self.save_as)
-        cfg = _to_object(dict_cfg)
+        cfg = self.vault.reveal(_to_object(dict_cfg))
         self.fail_fast = cfg.sweep.fail_fast
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
         cfg.script_args += self.script_args
@@ -222,7 +239,8 @@ class Session:
 
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
-        _to_object(dict_cfg)  # a profile that does not compose is not written
+        with profiles.env_references_unresolved():
+            _to_object(dict_cfg)  # a profile that does not compose is not written
         text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, self.command)
         profiles.write(Path(target), text)
         print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
@@ -237,7 +255,7 @@ class Session:
         return submit.run(
             cfg, HydraConfig.get().overrides.task, self.hydra_flags, self.script_args, _run_dir,
             probe.gather(), self.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
-            check_only=self.checking,
+            vault=self.vault, check_only=self.checking,
         )
 
     # -- after the last job --------------------------------------------------------------------

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UserError
+from ..secrets import mask_override
 
 # Isaac Lab flag -> config key
 _LAUNCHER_FLAGS = (
@@ -151,7 +152,7 @@ def parse(argv: list[str]) -> CommandLine:
                     order.append(f"{PRESETS_KEY}:{','.join(preset_names(token.partition('=')[2]))}")
         else:
             raise UserError(
-                "argument", token,
+                "argument", mask_override(token),
                 "expected key=value, a --flag, or script arguments after --",
                 "put the training script's own arguments after --",
             )
