@@ -4,7 +4,8 @@
 - ``group``: the process group: start, signal, kill and reap the launch's processes.
 - ``detect``: failure detection: which rank failed first, and how.
 - ``console``: the console view (rank logs tailed to the terminal, the launcher's own lines).
-- ``signals``: one context manager that installs and restores signal handlers.
+- ``signals``: one context manager that installs and restores signal handlers, and a sweep's
+  hold on the stop signals (``Interrupts``).
 - ``procs``: finding and killing processes through /proc and prctl (standard library only).
 - ``logs``: per-rank log files; ``failure``: exit records and the failure summary.
 - ``worker``: the rank wrapper, a separate program (standard library only).

@@ -1,5 +1,6 @@
 """``-m`` sweeps: what differs per job, and running the jobs of a parallel sweep.
 
+- ``points``: expands ``-m`` into its points with Hydra's own parser and config loader (writes nothing).
 - ``lanes``: pure: per-job rendezvous values, disjoint device sets (lanes), the summary table.
 - ``parallel``: runs a parallel sweep's planned jobs, lane by lane, on threads (uses ``run/``).
 
