@@ -209,11 +209,13 @@ class Session:
             plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
             print(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled)))
             return 0
-        run_dir = _run_dir(cfg, create=slot is None)  # a parallel job's: when it starts
+        # a parallel job's directory is made when it starts; a requeued SLURM job's record goes to restart<N>
+        run_dir = _run_dir(cfg, create=slot is None, restart=slurm_launch.record_subdir(allocation))
         self.run_dir = str(run_dir)
         logs = run_dir / "logs"
         plan = supervise.prepare(
-            lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir), order=self.order), slot), logs
+            lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir), order=self.order), slot),
+            logs,
         )
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
         if slot is not None:  # a parallel sweep: started with the others once every job is planned
@@ -286,27 +288,40 @@ def _to_object(cfg) -> schema.TrainConfig:
         raise UserError.from_omegaconf(err) from err
 
 
-def _run_dir(cfg: schema.TrainConfig, create: bool = True) -> Path:
-    """The run directory, created; ``create=False``: where it will be (a sweep job's, before it
-    starts; a dry run's)."""
+def _multirun() -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN:
-        path = Path(hydra_cfg.runtime.output_dir)
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") -> Path:
+    """The launcher's record of this launch (config.yaml, command.sh, status.json, logs/), created;
+    ``create=False``: where it will be (a sweep job's, before it starts; a dry run's)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if _multirun():
+        path = Path(HydraConfig.get().runtime.output_dir)
         if create:
             path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
-    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
-        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
+        path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
         if create:
             path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     if not create:
         return Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
     return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+
+
+def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
+    """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
+    of a SLURM job train, checkpoint and resume there); else the launch's own record directory."""
+    if cfg.run_dir is not None and not _multirun():
+        return str(Path(cfg.run_dir).resolve())
+    return str(record_dir)
 
 
 def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled) -> list[str]:
