@@ -40,6 +40,7 @@ class _Invocation:
     command: list[str] = field(default_factory=list)
     hydra_flags: list[str] = field(default_factory=list)
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
+    num_gpus: Optional[str] = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
 
 
 @dataclass
@@ -128,6 +129,7 @@ def launch(dict_cfg) -> int:
         slot = sweep.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
         cfg, facts = sweep.job_config(cfg, job.num, slot), sweep.job_facts(facts, slot)
     settled = checks.validate(cfg, facts)
+    checks.num_gpus_flag(_CURRENT.num_gpus, cfg, settled, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     settled = checks.locate(cfg, settled)
@@ -312,7 +314,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags,
+                           num_gpus=line.num_gpus)
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .errors import UserError
 
@@ -60,6 +61,8 @@ class CommandLine:
     hydra_flags: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
+    # the value of Isaac Lab's --num_gpus, when given: it asks for GPUs (checks.num_gpus_flag)
+    num_gpus: Optional[str] = None
 
     def hydra_argv(self) -> list[str]:
         """Hydra flags first, then overrides: Hydra refuses flags between overrides."""
@@ -115,6 +118,8 @@ def parse(argv: list[str]) -> CommandLine:
                     value = argv[i + 1]
                     i += 1
                 line.overrides += _translate(name, value)
+                if name == "num_gpus":
+                    line.num_gpus = value
                 if name in MULTINODE_FLAGS and not (name == "nnodes" and value.strip() == "1"):
                     multinode_flags = True
             else:

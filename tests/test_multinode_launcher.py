@@ -73,8 +73,8 @@ def test_c10d_two_nodes_shared_hostname(tmp_path):
     assert_all_reduced(procs, [2, 2], 4)
     assert f"master={hosts[0].addr}:" in procs[1].out
     node0, node1 = command_of(tmp_path / "n0"), command_of(tmp_path / "n1")
-    assert "--rdzv_conf join_timeout=300,is_host=1 --local_addr 10.77.31.1 " in node0
-    assert "--rdzv_conf join_timeout=300 --local_addr 10.77.31.2 " in node1
+    assert "--rdzv_conf is_host=1 --local_addr 10.77.31.1 " in node0
+    assert "--rdzv_endpoint 10.77.31.1:29400 --local_addr 10.77.31.2 " in node1 and "--rdzv_conf" not in node1
     assert "export GLOO_SOCKET_IFNAME=eth0" in node1
 
 
@@ -88,7 +88,7 @@ def test_static_two_nodes_shared_hostname(tmp_path):
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
     assert_all_reduced(procs, [1, 1], 2)
-    assert "--rdzv_conf timeout=300" in command_of(tmp_path / "n0")
+    assert "--rdzv_conf" not in command_of(tmp_path / "n0")  # torchrun's own 900 s
 
 
 @pytest.mark.timeout(120)

@@ -143,7 +143,6 @@ def test_example_two_node_c10d(run_cli, example_profiles, node_rank):
     assert shlex.split(result.stdout.splitlines()[-1])[1:] == [
         "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2", "--node_rank", str(node_rank),
         "--rdzv_backend", "c10d", "--rdzv_endpoint", "node0.cluster.example:29400", "--rdzv_id", "two_node_c10d",
-        "--rdzv_conf", "join_timeout=300",
         str(example_profiles / "scripts/reinforcement_learning/train.py"), "--rl_library", "rsl_rl",
         "presets=newton_mjwarp", "--distributed",
     ]

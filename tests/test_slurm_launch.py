@@ -37,7 +37,7 @@ def test_torchrun_across_the_allocation_as_multinode():
     p = slurm_plan(["launcher=slurm"], {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"}, gpus=8)
     assert torchrun_flags(p) == [
         "--nproc_per_node", "4", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
-        "--rdzv_endpoint", "gpu07:24242", "--rdzv_id", "slurm-4242", "--rdzv_conf", "join_timeout=300",
+        "--rdzv_endpoint", "gpu07:24242", "--rdzv_id", "slurm-4242",
     ]
     assert p.device == "cuda" and p.topology.value == "multinode"
     same = slurm_plan(
