@@ -32,6 +32,16 @@ _INTERFACE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
 
 
 @dataclass(frozen=True)
+class Facing:
+    """The network interface this node reaches the other nodes through, found by checks.locate
+    (host.source_address) when launcher.network_interface is not set."""
+
+    interface: str
+    address: str  # this node's address on it
+    target: str  # what it faces, for the dry run: "the rendezvous endpoint 10.0.0.1:29400"
+
+
+@dataclass(frozen=True)
 class Settled:
     """Values derived from the config and the host; everything the plan needs beyond the config."""
 
@@ -50,6 +60,8 @@ class Settled:
     # the c10d endpoint's address (None: not looked at)
     local_addr: Optional[str] = None
     endpoint_here: Optional[bool] = None
+    # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
+    facing: Optional[Facing] = None
 
 
 def _key(name: str) -> str:
@@ -293,11 +305,68 @@ def _rendezvous_keys(launcher: LauncherConfig, backend: Optional[str], user_conf
             raise UserError(_key("is_host"), str(launcher.is_host).lower(), f"also given as is_host={user_conf['is_host']} in launcher.rdzv_conf", "give it once")
 
 
-def locate(cfg: TrainConfig, settled: Settled) -> Settled:
-    """What only this machine can say about the addresses of a multi-node launch: whether it holds the
-    c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address of
-    launcher.network_interface (advertised as --local_addr when none is given)."""
+def _node0(cfg: TrainConfig, settled: Settled) -> Optional[tuple[str, Endpoint]]:
+    """What the nodes meet at: (description, endpoint) of the c10d endpoint, the static master or
+    the JAX coordinator; None on one node."""
+    if settled.max_nodes < 2:
+        return None
+    if settled.rdzv_endpoint is not None:
+        return "the rendezvous endpoint", settled.rdzv_endpoint
+    if settled.coordinator is not None:
+        return "the JAX coordinator", settled.coordinator
+    if cfg.launcher.master_addr is not None:
+        return "the master", Endpoint(cfg.launcher.master_addr, cfg.launcher.master_port or MASTER_DEFAULT_PORT)
+    return None
+
+
+def _resolvable(cfg: TrainConfig, settled: Settled) -> None:
+    """Every host name the launch connects to resolves here, in bounded time (host.RESOLVE_TIMEOUT_S):
+    torch would otherwise fail minutes later with a traceback."""
     launcher = cfg.launcher
+    given = (
+        ("rdzv_endpoint", settled.rdzv_endpoint.host if settled.rdzv_endpoint else None, launcher.rdzv_endpoint),
+        ("master_addr", launcher.master_addr, launcher.master_addr),
+        ("coordinator_address", settled.coordinator.host if settled.coordinator else None, launcher.coordinator_address),
+    )
+    for name, host_name, value in given:
+        if host_name is None:
+            continue
+        try:
+            host.resolve(host_name)
+        except host.ResolveError as err:
+            raise UserError(
+                _key(name), value if value is not None else host_name,
+                f"the host {host_name!r} does not resolve on this machine ({err})",
+                "give node 0's address, or a host name every node resolves (/etc/hosts or DNS)",
+            ) from None
+
+
+def _facing(cfg: TrainConfig, settled: Settled) -> Optional[Facing]:
+    """The non-loopback interface this machine would use to reach node 0 (None: loopback, no route,
+    or an address no interface holds)."""
+    found = _node0(cfg, settled)
+    if found is None:
+        return None
+    what, endpoint = found
+    address = host.source_address(endpoint.host, endpoint.port)
+    if address is None or is_loopback(address):
+        return None
+    interface = host.interface_of(address)
+    if interface is None:
+        return None
+    return Facing(interface, address, f"{what} {endpoint}")
+
+
+def locate(cfg: TrainConfig, settled: Settled) -> Settled:
+    """What only this machine can say about the addresses of a multi-node launch: that its host
+    names resolve, the interface facing node 0 (when launcher.network_interface is unset), whether
+    it holds the c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address
+    advertised as --local_addr when none is given (launcher.network_interface's, else the facing
+    interface's)."""
+    launcher = cfg.launcher
+    _resolvable(cfg, settled)
+    if launcher.network_interface is None:
+        settled = replace(settled, facing=_facing(cfg, settled))
     if launcher.network_interface is not None:
         present = host.interface_names()
         for name in str(launcher.network_interface).split(","):
@@ -311,6 +380,8 @@ def locate(cfg: TrainConfig, settled: Settled) -> Settled:
     local_addr = settled.local_addr
     if local_addr is None and launcher.network_interface is not None:
         local_addr = host.interface_ipv4(str(launcher.network_interface).split(",")[0])
+    elif local_addr is None and settled.facing is not None:
+        local_addr = settled.facing.address
     here = settled.rdzv_endpoint is not None and (
         is_loopback(settled.rdzv_endpoint.host) or host.is_local_address(settled.rdzv_endpoint.host)
     )

@@ -99,6 +99,23 @@ def test_network_interface_reaches_gloo_and_nccl_unless_a_profile_says_otherwise
     assert p.env["NCCL_SOCKET_IFNAME"] == "ib0,ib1"
 
 
+def test_the_interface_facing_node_0_reaches_gloo_nccl_and_local_addr():
+    """Issue 13 item 23, pure: what checks.locate found (host.source_address) is passed in."""
+    facing = checks.Facing("eth1", "10.0.0.2", "the rendezvous endpoint 10.0.0.1:29400")
+    cfg = compose(C10D + ["launcher.node_rank=1"])
+    settled = replace(checks.validate(cfg, make_facts()), facing=facing, local_addr="10.0.0.2")
+    p = plan.build(cfg, settled, make_facts())
+    assert p.env["GLOO_SOCKET_IFNAME"] == "eth1" and p.env["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert p.notes == ("network: eth1 (10.0.0.2) faces the rendezvous endpoint 10.0.0.1:29400: GLOO_SOCKET_IFNAME, "
+                       "NCCL_SOCKET_IFNAME, --local_addr 10.0.0.2 set to it (launcher.network_interface=NAME chooses another)",)
+    assert "# network: eth1 (10.0.0.2) faces" in plan.describe(p)
+    # a variable the user exported, a profile's or worker_env's wins; the note names only what was set
+    facts = make_facts(env={"NCCL_SOCKET_IFNAME": "ib0"})
+    cfg = compose(C10D + ["+worker_env.GLOO_SOCKET_IFNAME=eth7"])
+    p = plan.build(cfg, replace(checks.validate(cfg, facts), facing=facing), facts)
+    assert "NCCL_SOCKET_IFNAME" not in p.env and p.env["GLOO_SOCKET_IFNAME"] == "eth7" and p.notes == ()
+
+
 def test_elastic_min_max_nodes():
     p = build(["launcher=multinode", "launcher.nnodes=1:4", "launcher.rdzv_endpoint=10.0.0.1:29400"])
     assert flags(p)[:4] == ["--nproc_per_node", "2", "--nnodes", "1:4"]
