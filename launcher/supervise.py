@@ -136,8 +136,11 @@ class Supervisor:
         package_parent = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+        # the run record next to the logs (<run_dir>/status.json), closed by the watchdog if this
+        # launcher is killed; it touches only a record this process opened (record.write_killed)
+        status = str(self.log_dir.parent / "status.json")
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id],
+            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id, status],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )
