@@ -121,6 +121,11 @@ class Supervisor:
             return rank - self.plan.node_rank * self.plan.nproc_per_node in self.plan.console_local_ranks
         return rank == 0
 
+    def _ranks_by_rendezvous(self) -> bool:
+        """A multi-node torchrun launch with an endpoint rendezvous (c10d): which node gets which
+        global ranks is decided when the nodes meet, not by node_rank (static only)."""
+        return self.torchrun and self.plan.nnodes != "1" and "--rdzv_endpoint" in self.plan.processes[0].argv
+
     def _shows_any_local_rank(self) -> bool:
         first = self.plan.node_rank * self.plan.nproc_per_node
         return any(self._shown(rank) for rank in range(first, first + self.plan.nproc_per_node))
@@ -190,7 +195,13 @@ class Supervisor:
         self._start_watchdog()
         for proc in self.procs:
             self._tell_watchdog(f"pgid {proc.pid}")
-        if self.plan.rank_logs and not self._shows_any_local_rank():
+        if self.plan.rank_logs and self._ranks_by_rendezvous() and not self.plan.log_all_ranks:
+            # c10d (any endpoint rendezvous) ranks the nodes in rendezvous order, not by node_rank:
+            # global rank 0 may land on any node, so every node says where its ranks' logs are
+            self._say("the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+                      f"nodes by rendezvous order, not node_rank); this node's ranks log to {self.log_dir}"
+                      " (log_all_ranks=true shows them here)")
+        elif self.plan.rank_logs and not self._shows_any_local_rank():
             self._say(f"the console shows global rank 0 (on node 0); this node's ranks log to {self.log_dir}"
                       " (log_all_ranks=true shows them here)")
         if self.plan.rank_logs:

@@ -216,6 +216,40 @@ def test_c10d_two_launchers_on_loopback(tmp_path):
     assert_all_reduced(procs, [1, 1], 2)
 
 
+@pytest.mark.timeout(150)
+def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(tmp_path):
+    """Issue 13 item 16: c10d ranks the nodes by rendezvous order, so node_rank 1 may show global
+    rank 0; the launcher used to tell node 1 that rank 0 was on node 0. Each console shows global
+    rank 0 only if it got it: exactly one of the two does, and both say where their logs are."""
+    with socket_port() as port:
+        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+                     "launcher.local_nodes=true", f"launcher.rdzv_id=console-{os.getpid()}", "launcher.nproc_per_node=1",
+                     f"script={TORCH_WORKER}"]
+    procs = []
+    try:
+        for rank in (0, 1):
+            cwd = tmp_path / f"n{rank}"
+            cwd.mkdir()
+            procs.append(Proc(subprocess.Popen(
+                [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"], cwd=cwd, env=launcher_env(),
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)))
+        for p in procs:
+            assert p.wait(120) == 0, p.out[-3000:]
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                os.killpg(p.popen.pid, 9)
+    shows_rank_0 = ["RESULT rank=0 " in p.out for p in procs]
+    assert sorted(shows_rank_0) == [False, True], [p.out[-2000:] for p in procs]
+    assert not any("RESULT rank=1 " in p.out for p in procs)
+    for node, p in enumerate(procs):
+        (run,) = (tmp_path / f"n{node}").glob("runs/*")
+        assert ("[train_multigpu] the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+                f"nodes by rendezvous order, not node_rank); this node's ranks log to {run / 'logs'} "
+                "(log_all_ranks=true shows them here)") in p.out, p.out[-2000:]
+        assert "(on node 0)" not in p.out
+
+
 class socket_port:
     """A free TCP port on loopback (closed again on exit, for the launch to bind)."""
 
