@@ -408,6 +408,24 @@ def _bound_here(host_name: str, node_rank: int) -> bool:
     return node_rank == 0 and (is_loopback(host_name) or host.is_local_address(host_name))
 
 
+def _port_taken(key: str, value: object, port: int) -> UserError:
+    return UserError(
+        key, value, f"port {port} is already in use on this host",
+        "choose a free port, or stop what holds it; ss -ltnp names it",
+    )
+
+
+def port_taken_at_launch(cfg: TrainConfig, settled: Settled, port: int) -> UserError:
+    """The preflight message for a port that was free at the check but taken when torchrun bound it
+    (another launch started at the same time): the key that chose the port, as the user wrote it."""
+    launcher = cfg.launcher
+    if settled.rdzv_endpoint is not None and settled.rdzv_endpoint.port == port:
+        return _port_taken(_key("rdzv_endpoint"), launcher.rdzv_endpoint or str(settled.rdzv_endpoint), port)
+    if launcher.master_port is None and port == MASTER_DEFAULT_PORT:
+        return _port_taken(_key("master_port"), f"{MASTER_DEFAULT_PORT} (torchrun's default)", port)
+    return _port_taken(_key("master_port"), launcher.master_port if launcher.master_port is not None else port, port)
+
+
 def preflight(cfg: TrainConfig, settled: Settled) -> None:
     """Checks that look at the machine: the script exists and node 0's ports are free."""
     if not os.path.isfile(settled.script):
@@ -431,10 +449,7 @@ def preflight(cfg: TrainConfig, settled: Settled) -> None:
         ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
     for key, value, port in ports:
         if host.port_in_use(port):
-            raise UserError(
-                key, value, f"port {port} is already in use on this host",
-                "choose a free port, or stop what holds it; ss -ltnp names it",
-            )
+            raise _port_taken(key, value, port)
     if launcher.local_addr is not None and settled.max_nodes > 1 and not host.is_local_address(launcher.local_addr):
         raise UserError(
             _key("local_addr"), launcher.local_addr, "not an address of this host",

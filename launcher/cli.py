@@ -155,7 +155,9 @@ def launch(dict_cfg) -> int:
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
     outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
     record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
-    if outcome.exit_code != 0:
+    if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
+        _error(str(checks.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
+    elif outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return outcome.exit_code

@@ -38,6 +38,7 @@ No orphans
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,12 +70,19 @@ def _max_restarts(argv: tuple[str, ...]) -> int:
     return 0
 
 
+# torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):
+# another process took it after the preflight check; the launch ends as that check would have
+_PORT_IN_USE = re.compile(rb"failed to listen on any local network address\. port: (\d+),[^\n]*EADDRINUSE")
+EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, nothing trained)
+
+
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
     reason: str
     failure: Optional[Failure] = None
     summary: str = ""  # the failure summary as printed
+    port_in_use: Optional[int] = None  # torchrun found this port taken (the CLI names the key)
 
     def failure_record(self) -> Optional[dict]:
         """What status.json keeps of the failure (None after a success or a signal)."""
@@ -110,6 +118,8 @@ class Supervisor:
         self.kill_at: Optional[float] = None
         self.stopping = False
         self.torchrun = plan.processes[0].name == "torchrun"
+        self._held: Optional[list[bytes]] = None  # a traceback of torchrun's, being read
+        self._port_taken = False
         # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
         self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
 
@@ -159,14 +169,45 @@ class Supervisor:
                 pass
 
     def _echo_agent(self, line: bytes) -> None:
-        """torchrun's own lines: shown while it owns the output, or until the launch is ending."""
+        """torchrun's own lines: shown while it owns the output, or until the launch is ending. A
+        traceback is held until its last line: one for a port found taken is not shown (the CLI
+        prints the port's one-line error instead; torchrun.log keeps it), nor anything after it."""
         if self.plan.rank_logs and (self.stopping or self.failure is not None):
             return
+        if self._port_taken:
+            return
+        if self._held is None and line.startswith(b"Traceback (most recent call last):"):
+            self._held = []
+        if self._held is not None:
+            self._held.append(line)
+            if len(self._held) == 1 or line.startswith((b" ", b"\t")):
+                return
+            block, self._held = b"".join(self._held), None
+            if _PORT_IN_USE.search(block):
+                self._port_taken = True
+                return
+            line = block
+        self._write_console(line)
+
+    def _write_console(self, data: bytes) -> None:
         try:
-            self.console.write(line)
+            self.console.write(data)
             self.console.flush()
         except (OSError, ValueError):
             pass
+
+    def _flush_held(self) -> None:
+        if self._held:
+            block, self._held = b"".join(self._held), None
+            self._write_console(block)
+
+    def _port_in_use(self) -> Optional[int]:
+        """The port torchrun could not bind (its log says EADDRINUSE), or None."""
+        for pump in self.pumps:  # torchrun has exited: its last lines are on their way to the log
+            pump.join(timeout=5)
+        text = "\n".join(logs.last_lines(self.log_dir / logs.TORCHRUN_LOG, 200)).encode()
+        match = _PORT_IN_USE.search(text)
+        return int(match.group(1)) if match else None
 
     def start(self) -> None:
         procs.become_subreaper()
@@ -339,6 +380,10 @@ class Supervisor:
         return self._outcome([proc.returncode for proc in self.procs])
 
     def _outcome(self, codes: list[int]) -> Outcome:
+        if self.failure is not None and self.failure.rank is None and self.torchrun:
+            port = self._port_in_use()
+            if port is not None:
+                return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
         if self.failure is not None:
             return Outcome(self.failure.exit_code, "rank failed" if self.failure.rank is not None else "torchrun failed", self.failure)
         if self.signal_received is not None:
@@ -349,6 +394,7 @@ class Supervisor:
     def close(self) -> None:
         for pump in self.pumps:
             pump.join(timeout=5)
+        self._flush_held()  # a traceback torchrun left unfinished
         if self.tail is not None:
             self.tail.stop()
         if self.watchdog is not None:
