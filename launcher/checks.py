@@ -416,9 +416,12 @@ def _port_taken(key: str, value: object, port: int) -> UserError:
 
 
 def port_taken_at_launch(cfg: TrainConfig, settled: Settled, port: int) -> UserError:
-    """The preflight message for a port that was free at the check but taken when torchrun bound it
-    (another launch started at the same time): the key that chose the port, as the user wrote it."""
+    """The preflight message for a port that was free at the check but taken when torchrun (or JAX's
+    coordinator) bound it (another launch started at the same time): the key that chose the port,
+    as the user wrote it."""
     launcher = cfg.launcher
+    if settled.coordinator is not None and settled.coordinator.port == port:
+        return _port_taken(_key("coordinator_address"), launcher.coordinator_address or str(settled.coordinator), port)
     if settled.rdzv_endpoint is not None and settled.rdzv_endpoint.port == port:
         return _port_taken(_key("rdzv_endpoint"), launcher.rdzv_endpoint or str(settled.rdzv_endpoint), port)
     if launcher.master_port is None and port == MASTER_DEFAULT_PORT:

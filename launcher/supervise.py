@@ -73,6 +73,8 @@ def _max_restarts(argv: tuple[str, ...]) -> int:
 # torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):
 # another process took it after the preflight check; the launch ends as that check would have
 _PORT_IN_USE = re.compile(rb"failed to listen on any local network address\. port: (\d+),[^\n]*EADDRINUSE")
+# the same for a JAX rank 0 whose coordinator service (gRPC) could not bind (then it segfaults)
+_COORDINATOR_PORT_IN_USE = re.compile(rb"Failed to add port to server: No address added [^\n]*:(\d+)'")
 EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, nothing trained)
 
 
@@ -202,11 +204,17 @@ class Supervisor:
             self._write_console(block)
 
     def _port_in_use(self) -> Optional[int]:
-        """The port torchrun could not bind (its log says EADDRINUSE), or None."""
-        for pump in self.pumps:  # torchrun has exited: its last lines are on their way to the log
-            pump.join(timeout=5)
-        text = "\n".join(logs.last_lines(self.log_dir / logs.TORCHRUN_LOG, 200)).encode()
-        match = _PORT_IN_USE.search(text)
+        """The port torchrun's store (its log says EADDRINUSE) or the failed JAX rank's coordinator
+        service could not bind, or None."""
+        if self.torchrun:
+            for pump in self.pumps:  # torchrun has exited: its last lines are on their way to the log
+                pump.join(timeout=5)
+            path, pattern = self.log_dir / logs.TORCHRUN_LOG, _PORT_IN_USE
+        elif self.failure is not None and self.failure.log:
+            path, pattern = Path(self.failure.log), _COORDINATOR_PORT_IN_USE
+        else:
+            return None
+        match = pattern.search("\n".join(logs.last_lines(path, 200)).encode())
         return int(match.group(1)) if match else None
 
     def start(self) -> None:
@@ -380,7 +388,7 @@ class Supervisor:
         return self._outcome([proc.returncode for proc in self.procs])
 
     def _outcome(self, codes: list[int]) -> Outcome:
-        if self.failure is not None and self.failure.rank is None and self.torchrun:
+        if self.failure is not None and (self.failure.rank is None or not self.torchrun):
             port = self._port_in_use()
             if port is not None:
                 return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
