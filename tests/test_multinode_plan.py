@@ -188,6 +188,17 @@ def test_jax_on_cpu_refuses_a_hostname_on_loopback(monkeypatch, tmp_path):
     checks.preflight(cfg, settled)
 
 
+def test_the_hint_names_the_timeout_in_force():
+    """Issue 13 item 17: with no join_timeout of the launcher's own, torch's defaults are in force."""
+    assert rendezvous.waited_timeout({}, "c10d", None) == 600
+    assert rendezvous.waited_timeout({}, "static", None) == 900
+    assert rendezvous.waited_timeout({"join_timeout": "90"}, "c10d", None) == 90
+    assert rendezvous.waited_timeout({}, "c10d", 45) == 45
+    hint = rendezvous.failure_hint("RendezvousTimeoutError", "c10d", "10.0.0.1:29400", "2", 1, None,
+                                   rendezvous.waited_timeout({}, "c10d", None))
+    assert hint.startswith("node 1 waited 600 s for 2 nodes at 10.0.0.1:29400 (c10d rendezvous, rdzv_id none)")
+
+
 def test_failure_hint_static_and_unreachable():
     hint = rendezvous.failure_hint("DistStoreError: ... waiting for clients. 1/2 clients joined.", "static",
                                    "10.0.0.1:29500", "2", 0, None, 20)
