@@ -38,7 +38,10 @@ FLAG_TO_KEY.update(
 # Isaac Lab flags that only make sense across nodes: they select launcher=multinode
 MULTINODE_FLAGS = ("nnodes", "node_rank", "master_addr", "rdzv_endpoint", "rdzv_backend", "rdzv_id")
 # flags that take no value
-SWITCHES = {"dry_run": "dry_run=true", "log_all_ranks": "log_all_ranks=true"}
+SWITCHES = {
+    "dry_run": "dry_run=true", "log_all_ranks": "log_all_ranks=true",
+    "virtual_local_rank": "launcher.virtual_local_rank=true",  # torchrun's boolean flag
+}
 # Hydra's flags, and whether each takes a value
 HYDRA_FLAGS = {
     "--help": False, "-h": False, "--hydra-help": False, "--version": False,
@@ -54,6 +57,12 @@ ADDRESS_KEYS = ("launcher.rdzv_endpoint", "launcher.coordinator_address", "launc
 # first segment of an override that belongs to Isaac Lab's training script, not to us
 SCRIPT_OVERRIDE_ROOTS = ("env", "agent")
 _OVERRIDE = re.compile(r"^[+~]{0,2}([A-Za-z_][\w.\-/@]*)(=|$)")
+# keys the training script receives as arguments: where the user typed them is where they go
+# (CommandLine.order)
+ORDERED_KEYS = ("task", "num_envs", "max_iterations", "seed", "run_name", "device")
+# an entry of CommandLine.order that stands for the next command-line script argument
+ARG = ""  # = plan.ARG_ENTRY
+PRESETS_KEY = "presets"
 
 
 @dataclass
@@ -63,6 +72,9 @@ class CommandLine:
     script_args: list[str] = field(default_factory=list)
     # the value of Isaac Lab's --num_gpus, when given: it asks for GPUs (checks.num_gpus_flag)
     num_gpus: Optional[str] = None
+    # what reaches the training script, in the order typed: a key of ORDERED_KEYS, "ml_framework",
+    # "presets:A,B" for a presets= override (its names), or ARG for the next entry of script_args
+    order: list[str] = field(default_factory=list)
 
     def hydra_argv(self) -> list[str]:
         """Hydra flags first, then overrides: Hydra refuses flags between overrides."""
@@ -86,10 +98,12 @@ def _known_override(token: str) -> bool:
 
 def parse(argv: list[str]) -> CommandLine:
     line = CommandLine()
+    after: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, line.script_args = argv[:cut], list(argv[cut + 1 :])
+        argv, after = argv[:cut], list(argv[cut + 1 :])
     forwarded: list[str] = []
+    order = line.order
     multinode_flags = False
     i = 0
     while i < len(argv):
@@ -120,20 +134,30 @@ def parse(argv: list[str]) -> CommandLine:
                 line.overrides += _translate(name, value)
                 if name == "num_gpus":
                     line.num_gpus = value
+                if name in ORDERED_KEYS or name == "ml_framework":
+                    order.append(name)
                 if name in MULTINODE_FLAGS and not (name == "nnodes" and value.strip() == "1"):
                     multinode_flags = True
             else:
                 # a training-script flag, with its value when the next token is one
                 forwarded.append(token)
+                order.append(ARG)
                 if not has_value and i + 1 < len(argv) and not argv[i + 1].startswith("-") and "=" not in argv[i + 1]:
                     forwarded.append(argv[i + 1])
+                    order.append(ARG)
                     i += 1
         elif _known_override(token):
             root = _OVERRIDE.match(token).group(1).split(".")[0]
             if root in SCRIPT_OVERRIDE_ROOTS:
                 forwarded.append(token)
+                order.append(ARG)
             else:
                 line.overrides.append(_bracketed_address(token))
+                key = _OVERRIDE.match(token).group(1)
+                if key in ORDERED_KEYS:
+                    order.append(key)
+                elif key == PRESETS_KEY:
+                    order.append(f"{PRESETS_KEY}:{','.join(preset_names(token.partition('=')[2]))}")
         else:
             raise UserError(
                 "argument", token,
@@ -141,11 +165,25 @@ def parse(argv: list[str]) -> CommandLine:
                 "put the training script's own arguments after --",
             )
         i += 1
-    line.script_args = forwarded + line.script_args
+    line.script_args = forwarded + after
+    order += [ARG] * len(after)
     if multinode_flags and not any(o.startswith("launcher=") for o in line.overrides):
         # Isaac Lab's grammar has no topology: multi-node flags select it
         line.overrides.insert(0, "launcher=multinode")
     return line
+
+
+def preset_names(value: str) -> list[str]:
+    """The names in a ``presets=`` value: ``a``, ``[a,b]``, or ``a,b`` (a sweep with -m; Isaac Lab's
+    list form otherwise).
+
+    >>> preset_names("debug"), preset_names("[debug, newton]"), preset_names("a,b"), preset_names("[]")
+    (['debug'], ['debug', 'newton'], ['a', 'b'], [])
+    """
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    return [name.strip().strip("'\"") for name in value.split(",") if name.strip().strip("'\"")]
 
 
 def _bracketed_address(override: str) -> str:
