@@ -46,6 +46,7 @@ class _Invocation:
     hydra_flags: list[str] = field(default_factory=list)
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
+    num_gpus: Optional[str] = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
 
 
 @dataclass
@@ -156,6 +157,7 @@ def launch(dict_cfg) -> int:
         slot = sweep.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
         cfg, facts = sweep.job_config(cfg, job.num, slot), sweep.job_facts(facts, slot)
     settled = checks.validate(cfg, facts)
+    checks.num_gpus_flag(_CURRENT.num_gpus, cfg, settled, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     settled = checks.locate(cfg, settled)
@@ -189,7 +191,9 @@ def launch(dict_cfg) -> int:
     outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=_CURRENT.interrupts)
     _CURRENT.reason = outcome.reason
     record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
-    if outcome.exit_code != 0:
+    if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
+        _error(str(checks.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
+    elif outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return outcome.exit_code
@@ -443,7 +447,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags, vault=vault)
+    _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags, vault=vault,
+                           num_gpus=line.num_gpus)
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with supervise.Interrupts() as _CURRENT.interrupts:
             return _main(line, searchpath, overrides, listed)
