@@ -8,6 +8,7 @@ machine can say (the script exists, ports are free, addresses are this host's) i
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -25,7 +26,19 @@ C10D_DEFAULT_PORT = 29400
 MASTER_DEFAULT_PORT = 29500
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
 START_METHODS = ("spawn", "fork", "forkserver")
+# CPU workers (device=cpu) allowed per usable core: beyond it a launch thrashes or runs out of memory
+CPU_WORKERS_PER_CORE = 4
 _INTERFACE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
+
+
+@dataclass(frozen=True)
+class Facing:
+    """The network interface this node reaches the other nodes through, found by probe.locate
+    (probe.source_address) when launcher.network_interface is not set."""
+
+    interface: str
+    address: str  # this node's address on it
+    target: str  # what it faces, for the dry run: "the rendezvous endpoint 10.0.0.1:29400"
 
 
 @dataclass(frozen=True)
@@ -47,10 +60,37 @@ class Settled:
     # the c10d endpoint's address (None: not looked at)
     local_addr: Optional[str] = None
     endpoint_here: Optional[bool] = None
+    # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
+    facing: Optional[Facing] = None
 
 
 def _key(name: str) -> str:
     return f"launcher.{name}"
+
+
+# upper bounds of the launcher's time keys: beyond them a value is a typo, not a wish, and nan/inf
+# would disable what the key bounds (grace_period=nan: no SIGKILL ever; docs/errors.md)
+MAX_GRACE_PERIOD_S = 86400  # a day
+MAX_MONITOR_INTERVAL_S = 3600
+MAX_TIMEOUT_S = 604800  # a week: join_timeout and the timeouts in rdzv_conf
+
+
+def _seconds(name: str, value: float, low: float, high: float, hint: Optional[str] = None, low_allowed: bool = True) -> None:
+    """A finite number of seconds in ``low..high`` (``low`` excluded unless ``low_allowed``).
+
+    >>> _seconds("grace_period", float("nan"), 0, 86400)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.grace_period=nan: finite seconds in 0..86400
+    >>> _seconds("monitor_interval", 0.0, 0, 3600, low_allowed=False)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.monitor_interval=0.0: finite seconds > 0 and <= 3600
+    """
+    in_range = low <= value <= high if low_allowed else low < value <= high
+    if not (math.isfinite(value) and in_range):
+        allowed = f"finite seconds in {low}..{high}" if low_allowed else f"finite seconds > {low} and <= {high}"
+        raise UserError(_key(name), value, allowed, hint)
 
 
 def _topology_keys(launcher: LauncherConfig) -> None:
@@ -130,7 +170,25 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
             f"more workers than the {facts.visible_gpus} visible GPU(s)",
             f"from {facts.gpus_source}; use at most {facts.visible_gpus} or device=cpu",
         )
+    limit = CPU_WORKERS_PER_CORE * facts.usable_cpus
+    if device == "cpu" and count > limit:
+        raise UserError(
+            key, count,
+            f"more than {CPU_WORKERS_PER_CORE} CPU workers per usable core: {facts.usable_cpus} core(s) here allow at most {limit}",
+            "every worker is a process with its own environments and model; use fewer workers or more cores",
+        )
     return count
+
+
+def num_gpus_flag(value: Optional[str], cfg: TrainConfig, settled: Settled, facts: HostFacts) -> None:
+    """Isaac Lab's ``--num_gpus N`` asks for GPUs: with none visible and ``device=auto`` it must not
+    quietly become N CPU workers (an explicit ``device=cpu`` says CPU workers are meant)."""
+    if value is None or cfg.device is not Device.auto or settled.device != "cpu" or value.strip() == "cpu":
+        return
+    raise UserError(
+        "--num_gpus", value, "no GPU is visible on this machine",
+        f"from {facts.gpus_source}; for CPU workers write launcher.nproc_per_node={value} or add device=cpu",
+    )
 
 
 def _script(cfg: TrainConfig) -> str:
@@ -192,13 +250,11 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
         raise UserError(_key("start_method"), launcher.start_method, f"one of {', '.join(START_METHODS)}")
     if launcher.max_restarts is not None and launcher.max_restarts < 0:
         raise UserError(_key("max_restarts"), launcher.max_restarts, "an integer >= 0")
-    if launcher.monitor_interval is not None and launcher.monitor_interval <= 0:
-        raise UserError(_key("monitor_interval"), launcher.monitor_interval, "seconds > 0")
-    if launcher.grace_period < 0:
-        raise UserError(_key("grace_period"), launcher.grace_period, "seconds >= 0")
-
-    if launcher.join_timeout is not None and launcher.join_timeout < 1:
-        raise UserError(_key("join_timeout"), launcher.join_timeout, "seconds >= 1 (how long a node waits for the other nodes to join)")
+    if launcher.monitor_interval is not None:
+        _seconds("monitor_interval", launcher.monitor_interval, 0, MAX_MONITOR_INTERVAL_S, low_allowed=False)
+    _seconds("grace_period", launcher.grace_period, 0, MAX_GRACE_PERIOD_S)
+    if launcher.join_timeout is not None:
+        _seconds("join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join")
     if launcher.network_interface is not None:
         names = str(launcher.network_interface).split(",")
         if not all(_INTERFACE.match(name) for name in names):

@@ -68,7 +68,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     session = Session(
         script_args=line.script_args, order=line.order, full_error=user_full_error, save_as=save_as, command=argv,
-        hydra_flags=line.hydra_flags, vault=vault,
+        hydra_flags=line.hydra_flags, vault=vault, num_gpus=line.num_gpus,
     )
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with Interrupts() as session.interrupts:

@@ -90,6 +90,8 @@ class LaunchPlan:
     # tee/redirects/log_dir handle the output), and the local ranks the console shows (None: rank 0)
     rank_logs: bool = False
     console_local_ranks: Optional[tuple[int, ...]] = None
+    # what the launcher chose on the user's behalf, one comment line each in the dry run
+    notes: tuple[str, ...] = ()
     # set by wrapped(): the worker wrapper in front of every rank's script (launcher/run/worker.py)
     wrapper: Optional[str] = None
 
@@ -178,6 +180,8 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: O
     env: dict[str, str] = {}
     if cfg.launcher.network_interface is not None:  # a profile's or the user's variable wins
         env.update({name: cfg.launcher.network_interface for name in INTERFACE_VARS})
+    elif settled.facing is not None:  # found by probe.locate; the launcher's own environment wins too
+        env.update({name: settled.facing.interface for name in INTERFACE_VARS if name not in facts.env})
     env.update(cfg.profile.env)
     env.update(cfg.worker_env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -259,6 +263,7 @@ def build(
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
     return LaunchPlan(
+        notes=_notes(cfg, settled, env),
         topology=cfg.launcher.topology,
         profile=cfg.profile.name,
         device=settled.device,
@@ -271,6 +276,21 @@ def build(
         processes=processes,
         grace_period=cfg.launcher.grace_period,
         log_all_ranks=cfg.log_all_ranks,
+    )
+
+
+def _notes(cfg: TrainConfig, settled: Settled, env: Mapping[str, str]) -> tuple[str, ...]:
+    facing = settled.facing
+    if facing is None or cfg.launcher.network_interface is not None:
+        return ()
+    chosen = [name for name in INTERFACE_VARS if env.get(name) == facing.interface]
+    if cfg.launcher.local_addr is None and settled.local_addr == facing.address:  # c10d (probe.locate)
+        chosen.append(f"{LOCAL_ADDR_FLAG} {facing.address}")
+    if not chosen:
+        return ()
+    return (
+        f"network: {facing.interface} ({facing.address}) faces {facing.target}: {', '.join(chosen)} set to it "
+        "(launcher.network_interface=NAME chooses another)",
     )
 
 
@@ -324,7 +344,7 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     lines = [
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
-        *(f"# {note}" for note in notes),
+        *(f"# {note}" for note in (*plan.notes, *notes)),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]

@@ -13,12 +13,13 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping, Optional
 
 from . import checks, paths
-from .addresses import is_loopback
+from .addresses import Endpoint, is_loopback
 from .config.schema import Topology, TrainConfig
 from .errors import UserError
 
@@ -159,6 +160,79 @@ def hostname_addresses() -> tuple[str, list[str]]:
     return name, addresses
 
 
+RESOLVE_TIMEOUT_S = 5.0
+
+
+class ResolveError(Exception):
+    """A host name that does not resolve here (the resolver's reason), or got no answer in time."""
+
+
+def resolve(name: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str]:
+    """The addresses ``name`` resolves to here, waiting at most ``timeout`` seconds for the resolver
+    (getaddrinfo has no timeout of its own: it runs in a daemon thread that is left behind if slow).
+    Raises :class:`ResolveError`."""
+    found: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            found["addresses"] = sorted({info[4][0] for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)})
+        except (OSError, UnicodeError) as err:
+            found["error"] = err
+
+    worker = threading.Thread(target=lookup, name=f"resolve {name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise ResolveError(f"no answer from the resolver within {timeout:g} s")
+    if "error" in found:
+        err = found["error"]
+        raise ResolveError(getattr(err, "strerror", None) or str(err))
+    return found["addresses"]  # type: ignore[return-value]
+
+
+def source_address(name: str, port: int) -> Optional[str]:
+    """The local address this machine sends from to reach ``name:port``, or None (no route, no such
+    host). A UDP socket "connected" to it asks the kernel's routing table; no packet is sent."""
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError):
+        return None
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.connect(sockaddr)
+                return sock.getsockname()[0]
+        except OSError:
+            continue
+    return None
+
+
+def _ipv6_addresses() -> dict[str, str]:
+    """IPv6 address -> interface name, from /proc/net/if_inet6 (empty when IPv6 is off)."""
+    import ipaddress
+
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/net/if_inet6") as table:
+            for line in table:
+                fields = line.split()
+                if len(fields) == 6:
+                    found[str(ipaddress.IPv6Address(bytes.fromhex(fields[0])))] = fields[5]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def interface_of(address: str) -> Optional[str]:
+    """The network interface that holds ``address`` on this machine, or None."""
+    if ":" in address:
+        return _ipv6_addresses().get(address.split("%")[0])
+    for name in interface_names():
+        if interface_ipv4(name) == address:
+            return name
+    return None
+
+
 # -- the checks that look at the machine (after checks.validate, before plan.build) --------------
 
 
@@ -171,17 +245,74 @@ def script_exists(cfg: TrainConfig, script: str, before_submit: bool = False) ->
         raise UserError(key, script, "the training script does not exist", f"profile={cfg.profile.name}")
 
 
-def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
-    """What only this machine can say about the addresses of a multi-node launch: whether it holds the
-    c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address of
-    launcher.network_interface (advertised as --local_addr when none is given)."""
+def _node0(cfg: TrainConfig, settled: checks.Settled) -> Optional[tuple[str, Endpoint]]:
+    """What the nodes meet at: (description, endpoint) of the c10d endpoint, the static master or
+    the JAX coordinator; None on one node."""
+    if settled.max_nodes < 2:
+        return None
+    if settled.rdzv_endpoint is not None:
+        return "the rendezvous endpoint", settled.rdzv_endpoint
+    if settled.coordinator is not None:
+        return "the JAX coordinator", settled.coordinator
+    if cfg.launcher.master_addr is not None:
+        return "the master", Endpoint(cfg.launcher.master_addr, cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
+    return None
+
+
+def _resolvable(cfg: TrainConfig, settled: checks.Settled) -> None:
+    """Every host name the launch connects to resolves here, in bounded time (RESOLVE_TIMEOUT_S):
+    torch would otherwise fail minutes later with a traceback."""
     launcher = cfg.launcher
+    given = (
+        ("rdzv_endpoint", settled.rdzv_endpoint.host if settled.rdzv_endpoint else None, launcher.rdzv_endpoint),
+        ("master_addr", launcher.master_addr, launcher.master_addr),
+        ("coordinator_address", settled.coordinator.host if settled.coordinator else None, launcher.coordinator_address),
+    )
+    for name, host_name, value in given:
+        if host_name is None:
+            continue
+        try:
+            resolve(host_name)
+        except ResolveError as err:
+            raise UserError(
+                _key(name), value if value is not None else host_name,
+                f"the host {host_name!r} does not resolve on this machine ({err})",
+                "give node 0's address, or a host name every node resolves (/etc/hosts or DNS)",
+            ) from None
+
+
+def _facing(cfg: TrainConfig, settled: checks.Settled) -> Optional[checks.Facing]:
+    """The non-loopback interface this machine would use to reach node 0 (None: loopback, no route,
+    or an address no interface holds)."""
+    found = _node0(cfg, settled)
+    if found is None:
+        return None
+    what, endpoint = found
+    address = source_address(endpoint.host, endpoint.port)
+    if address is None or is_loopback(address):
+        return None
+    interface = interface_of(address)
+    if interface is None:
+        return None
+    return checks.Facing(interface, address, f"{what} {endpoint}")
+
+
+def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
+    """What only this machine can say about the addresses of a multi-node launch: that its host
+    names resolve, the interface facing node 0 (when launcher.network_interface is unset), whether
+    it holds the c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address
+    advertised as --local_addr when none is given (launcher.network_interface's, else the facing
+    interface's)."""
+    launcher = cfg.launcher
+    _resolvable(cfg, settled)
+    if launcher.network_interface is None:
+        settled = replace(settled, facing=_facing(cfg, settled))
     if launcher.network_interface is not None:
         present = interface_names()
         for name in str(launcher.network_interface).split(","):
             if present and name not in present:
                 raise UserError(
-                    "launcher.network_interface", launcher.network_interface,
+                    _key("network_interface"), launcher.network_interface,
                     f"no network interface {name} on this host", f"available: {', '.join(present)}",
                 )
     if settled.max_nodes < 2 or settled.rdzv_backend != "c10d":
@@ -189,6 +320,8 @@ def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
     local_addr = settled.local_addr
     if local_addr is None and launcher.network_interface is not None:
         local_addr = interface_ipv4(str(launcher.network_interface).split(",")[0])
+    elif local_addr is None and settled.facing is not None:
+        local_addr = settled.facing.address
     here = settled.rdzv_endpoint is not None and (
         is_loopback(settled.rdzv_endpoint.host) or is_local_address(settled.rdzv_endpoint.host)
     )
@@ -197,6 +330,27 @@ def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
 
 def _bound_here(host_name: str, node_rank: int) -> bool:
     return node_rank == 0 and (is_loopback(host_name) or is_local_address(host_name))
+
+
+def _port_taken(key: str, value: object, port: int) -> UserError:
+    return UserError(
+        key, value, f"port {port} is already in use on this host",
+        "choose a free port, or stop what holds it; ss -ltnp names it",
+    )
+
+
+def port_taken_at_launch(cfg: TrainConfig, settled: checks.Settled, port: int) -> UserError:
+    """The preflight message for a port that was free at the check but taken when torchrun (or JAX's
+    coordinator) bound it (another launch started at the same time): the key that chose the port,
+    as the user wrote it."""
+    launcher = cfg.launcher
+    if settled.coordinator is not None and settled.coordinator.port == port:
+        return _port_taken(_key("coordinator_address"), launcher.coordinator_address or str(settled.coordinator), port)
+    if settled.rdzv_endpoint is not None and settled.rdzv_endpoint.port == port:
+        return _port_taken(_key("rdzv_endpoint"), launcher.rdzv_endpoint or str(settled.rdzv_endpoint), port)
+    if launcher.master_port is None and port == checks.MASTER_DEFAULT_PORT:
+        return _port_taken(_key("master_port"), f"{checks.MASTER_DEFAULT_PORT} (torchrun's default)", port)
+    return _port_taken(_key("master_port"), launcher.master_port if launcher.master_port is not None else port, port)
 
 
 def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
@@ -220,13 +374,10 @@ def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
         ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
     for key, value, port in ports:
         if port_in_use(port):
-            raise UserError(
-                key, value, f"port {port} is already in use on this host",
-                "choose a free port, or stop what holds it; ss -ltnp names it",
-            )
+            raise _port_taken(key, value, port)
     if launcher.local_addr is not None and settled.max_nodes > 1 and not is_local_address(launcher.local_addr):
         raise UserError(
-            "launcher.local_addr", launcher.local_addr, "not an address of this host",
+            _key("local_addr"), launcher.local_addr, "not an address of this host",
             "it tells the other nodes where to reach this one: give this node's own address",
         )
     if (
@@ -236,8 +387,12 @@ def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
         name, addresses = hostname_addresses()
         if addresses and all(is_loopback(a) for a in addresses):
             raise UserError(
-                "launcher.coordinator_address", str(settled.coordinator),
+                _key("coordinator_address"), str(settled.coordinator),
                 f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives would "
                 "offer the other nodes a loopback address",
                 f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
             )
+
+
+def _key(name: str) -> str:
+    return f"launcher.{name}"

@@ -65,6 +65,7 @@ class Session:
     checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
+    num_gpus: Optional[str] = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -192,6 +193,7 @@ class Session:
             slot = lanes.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
             cfg, facts = lanes.job_config(cfg, job.num, slot), lanes.job_facts(facts, slot)
         settled = checks.validate(cfg, facts)
+        checks.num_gpus_flag(self.num_gpus, cfg, settled, facts)
         if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
             port = lanes.distinct_port(probe.free_port, self.ports)
             settled = replace(settled, coordinator=Endpoint("127.0.0.1", port))
@@ -230,7 +232,9 @@ class Session:
         outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
         self.reason = outcome.reason
         record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
-        if outcome.exit_code != 0:
+        if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
+            error(str(probe.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
+        elif outcome.exit_code != 0:
             _rendezvous_hint(cfg, settled, logs)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code

@@ -53,8 +53,20 @@ def error_of(argv: list[str], **facts) -> str:
         (["launcher=multinode", "launcher.rdzv_backend=static", "launcher.rdzv_endpoint=h:1"], "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint"),
         (["launcher.start_method=thread"], "launcher.start_method=thread: one of spawn, fork, forkserver"),
         (["launcher.max_restarts=-1"], "launcher.max_restarts=-1: an integer >= 0"),
-        (["launcher.monitor_interval=0"], "launcher.monitor_interval=0.0: seconds > 0"),
-        (["launcher.grace_period=-1"], "launcher.grace_period=-1.0: seconds >= 0"),
+        (["launcher.monitor_interval=0"], "launcher.monitor_interval=0.0: finite seconds > 0 and <= 3600"),
+        (["launcher.grace_period=-1"], "launcher.grace_period=-1.0: finite seconds in 0..86400"),
+        # issue 13 item 8: nan and inf passed the range checks (grace_period=nan: no SIGKILL ever)
+        (["launcher.grace_period=nan"], "launcher.grace_period=nan: finite seconds in 0..86400"),
+        (["launcher.grace_period=inf"], "launcher.grace_period=inf: finite seconds in 0..86400"),
+        (["launcher.grace_period=1e12"], "launcher.grace_period=1000000000000.0: finite seconds in 0..86400"),
+        (["launcher.monitor_interval=nan"], "launcher.monitor_interval=nan: finite seconds > 0 and <= 3600"),
+        (["launcher.monitor_interval=-inf"], "launcher.monitor_interval=-inf: finite seconds > 0 and <= 3600"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.join_timeout=99999999999"],
+         "launcher.join_timeout=99999999999: finite seconds in 1..604800 (how long a node waits for the other nodes to join)"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=h:1", "launcher.rdzv_conf='read_timeout=-5'"],
+         "launcher.rdzv_conf=read_timeout=-5: read_timeout takes whole seconds in 1..604800 (torch reads it as an integer)"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.rdzv_conf='timeout=inf'"],
+         "launcher.rdzv_conf=timeout=inf: timeout takes whole seconds in 1..604800"),
         (["device=cuda"], "device=cuda: no GPU is visible on this machine (from test: 0 GPU(s))"),
         (["launcher.nproc_per_node=gpu"], "launcher.nproc_per_node=gpu: no GPU is visible on this machine"),
     ],
@@ -112,6 +124,18 @@ def test_more_workers_than_visible_gpus():
         "launcher.nproc_per_node=4: more workers than the 2 visible GPU(s) "
         "(from test: 2 GPU(s); use at most 2 or device=cpu)"
     )
+
+
+def test_cpu_workers_beyond_the_oversubscription_factor_are_refused():
+    """Issue 13 item 6: launcher.nproc_per_node=100000 on a 2-core machine was accepted."""
+    assert error_of(["launcher.nproc_per_node=100000"], cpus=2) == (
+        "launcher.nproc_per_node=100000: more than 4 CPU workers per usable core: 2 core(s) here allow at most 8 "
+        "(every worker is a process with its own environments and model; use fewer workers or more cores)"
+    )
+    assert "allow at most 8" in error_of(["launcher.nproc_per_node=9", "device=cpu"], cpus=2)
+    assert build(["launcher.nproc_per_node=8"], cpus=2).nproc_per_node == 8  # the factor itself is allowed
+    # GPUs cannot exist here: the host facts say 8 are visible; GPU workers are bounded by GPUs, not cores
+    assert build(["launcher.nproc_per_node=8"], gpus=8, cpus=1).nproc_per_node == 8
 
 
 def test_gpu_count_comes_from_cuda_visible_devices_without_torch():

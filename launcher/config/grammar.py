@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..errors import UserError
 from ..secrets import mask_override
@@ -70,6 +71,8 @@ class CommandLine:
     hydra_flags: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
+    # the value of Isaac Lab's --num_gpus, when given: it asks for GPUs (checks.num_gpus_flag)
+    num_gpus: Optional[str] = None
     # what reaches the training script, in the order typed: a key of ORDERED_KEYS, "ml_framework",
     # "presets:A,B" for a presets= override (its names), or ARG for the next entry of script_args
     order: list[str] = field(default_factory=list)
@@ -126,6 +129,8 @@ def parse(argv: list[str]) -> CommandLine:
                     value = argv[i + 1]
                     i += 1
                 line.overrides += _translate(name, value)
+                if name == "num_gpus":
+                    line.num_gpus = value
                 if name in ORDERED_KEYS or name == "ml_framework":
                     order.append(name)
                 if name in MULTINODE_FLAGS and not (name == "nnodes" and value.strip() == "1"):

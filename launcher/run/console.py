@@ -10,6 +10,7 @@ from typing import IO, Callable, Optional
 from ..names import PROG
 from ..plan import LaunchPlan
 from . import logs
+from .detect import PORT_IN_USE
 
 
 class Console:
@@ -18,6 +19,9 @@ class Console:
         ending and the rank logs have the story)."""
         self.plan, self.stream, self.agent_quiet = plan, stream, agent_quiet
         self.tail: Optional[logs.ConsoleTail] = None
+        self.torchrun = plan.processes[0].name == "torchrun"
+        self._held: Optional[list[bytes]] = None  # a traceback of torchrun's, being read
+        self._port_taken = False
 
     def shown(self, rank: int) -> bool:
         """Whether global rank ``rank`` is shown on this node's console."""
@@ -27,6 +31,11 @@ class Console:
         if plan.console_local_ranks is not None:
             return rank - plan.node_rank * plan.nproc_per_node in plan.console_local_ranks
         return rank == 0
+
+    def _ranks_by_rendezvous(self) -> bool:
+        """A multi-node torchrun launch with an endpoint rendezvous (c10d): which node gets which
+        global ranks is decided when the nodes meet, not by node_rank (static only)."""
+        return self.torchrun and self.plan.nnodes != "1" and "--rdzv_endpoint" in self.plan.processes[0].argv
 
     def shows_any_local_rank(self) -> bool:
         first = self.plan.node_rank * self.plan.nproc_per_node
@@ -39,18 +48,48 @@ class Console:
             self.stream.flush()
 
     def echo_agent(self, line: bytes) -> None:
-        """torchrun's own lines: shown while it owns the output, or until the launch is ending."""
+        """torchrun's own lines: shown while it owns the output, or until the launch is ending. A
+        traceback is held until its last line: one for a port found taken is not shown (the CLI
+        prints the port's one-line error instead; torchrun.log keeps it), nor anything after it."""
         if self.plan.rank_logs and self.agent_quiet():
             return
+        if self._port_taken:
+            return
+        if self._held is None and line.startswith(b"Traceback (most recent call last):"):
+            self._held = []
+        if self._held is not None:
+            self._held.append(line)
+            if len(self._held) == 1 or line.startswith((b" ", b"\t")):
+                return
+            block, self._held = b"".join(self._held), None
+            if PORT_IN_USE.search(block):
+                self._port_taken = True
+                return
+            line = block
+        self._write(line)
+
+    def _write(self, data: bytes) -> None:
         with contextlib.suppress(OSError, ValueError):
-            self.stream.write(line)
+            self.stream.write(data)
             self.stream.flush()
+
+    def flush_held(self) -> None:
+        """A traceback torchrun left unfinished."""
+        if self._held:
+            block, self._held = b"".join(self._held), None
+            self._write(block)
 
     def start(self, log_dir: Path) -> None:
         """Follow the shown ranks' logs (when the ranks write them)."""
         if not self.plan.rank_logs:
             return
-        if not self.shows_any_local_rank():
+        if self._ranks_by_rendezvous() and not self.plan.log_all_ranks:
+            # c10d (any endpoint rendezvous) ranks the nodes in rendezvous order, not by node_rank:
+            # global rank 0 may land on any node, so every node says where its ranks' logs are
+            self.say("the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+                     f"nodes by rendezvous order, not node_rank); this node's ranks log to {log_dir}"
+                     " (log_all_ranks=true shows them here)")
+        elif not self.shows_any_local_rank():
             self.say(f"the console shows global rank 0 (on node 0); this node's ranks log to {log_dir}"
                      " (log_all_ranks=true shows them here)")
         self.tail = logs.ConsoleTail(log_dir, self.stream, self.shown, self.plan.node_rank, self.plan.log_all_ranks)

@@ -4,6 +4,7 @@ a hang watchdog would be another with the same :class:`Monitor` shape."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Optional, Protocol, Sequence
@@ -12,6 +13,13 @@ from ..plan import LaunchPlan
 from . import failure as failure_mod
 from . import logs
 from .failure import Failure, exit_code_of
+
+
+# torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):
+# another process took it after the preflight check; the launch ends as that check would have
+PORT_IN_USE = re.compile(rb"failed to listen on any local network address\. port: (\d+),[^\n]*EADDRINUSE")
+# the same for a JAX rank 0 whose coordinator service (gRPC) could not bind (then it segfaults)
+COORDINATOR_PORT_IN_USE = re.compile(rb"Failed to add port to server: No address added [^\n]*:(\d+)'")
 
 
 class Monitor(Protocol):
@@ -61,6 +69,18 @@ class FailureDetector:
         if codes[0] not in (None, 0):
             return self._torchrun_failure(codes[0])
         return None
+
+    def port_in_use(self, failure: Failure) -> Optional[int]:
+        """The port torchrun's store (its log says EADDRINUSE) or the failed JAX rank's coordinator
+        service could not bind, or None. (torchrun's output must have reached its log.)"""
+        if self.torchrun:
+            path, pattern = self.log_dir / logs.TORCHRUN_LOG, PORT_IN_USE
+        elif failure.log:
+            path, pattern = Path(failure.log), COORDINATOR_PORT_IN_USE
+        else:
+            return None
+        match = pattern.search("\n".join(logs.last_lines(path, 200)).encode())
+        return int(match.group(1)) if match else None
 
     def _torchrun_failure(self, code: int) -> Failure:
         text = "\n".join(logs.last_lines(self.log_dir / logs.TORCHRUN_LOG, 200))

@@ -72,8 +72,11 @@ class ProcessGroup:
     def _start_watchdog(self) -> None:
         env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+        # the run record next to the logs (<run_dir>/status.json), closed by the watchdog if this
+        # launcher is killed; it touches only a record this process opened (record.write_killed)
+        status = str(self.log_dir.parent / "status.json")
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id],
+            [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id, status],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )
@@ -133,10 +136,14 @@ class ProcessGroup:
             own.add(self.watchdog.pid)
         procs.reap_zombie_children(exclude=own)
 
-    def close(self) -> None:
-        """Wait for the output pumps; tell the watchdog the launch cleaned up after itself."""
+    def join_pumps(self) -> None:
+        """Wait until torchrun's output has reached its log."""
         for pump in self.pumps:
             pump.join(timeout=5)
+
+    def close(self) -> None:
+        """Wait for the output pumps; tell the watchdog the launch cleaned up after itself."""
+        self.join_pumps()
         if self.watchdog is not None:
             self._tell_watchdog("done")
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):

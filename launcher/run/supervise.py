@@ -66,6 +66,7 @@ POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
 REAP_EVERY_S = 1.0
 WORKER_WRAPPER = str(Path(__file__).resolve().parent / "worker.py")
+EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, nothing trained)
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Outcome:
     reason: str
     failure: Optional[Failure] = None
     summary: str = ""  # the failure summary as printed
+    port_in_use: Optional[int] = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
 
     def failure_record(self) -> Optional[dict]:
@@ -187,6 +189,12 @@ class Supervisor:
         return self._outcome()
 
     def _outcome(self) -> Outcome:
+        if self.failure is not None and (self.failure.rank is None or not self.detector.torchrun):
+            if self.detector.torchrun:  # torchrun has exited: its last lines are on their way to the log
+                self.group.join_pumps()
+            port = self.detector.port_in_use(self.failure)
+            if port is not None:
+                return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
             return Outcome(self.failure.exit_code, reason, self.failure)
@@ -199,6 +207,7 @@ class Supervisor:
 
     def close(self) -> None:
         self.group.close()
+        self.console.flush_held()  # a traceback torchrun left unfinished
         self.console.stop()
 
 
