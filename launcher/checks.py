@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -86,7 +87,7 @@ def parse_nnodes(value: str, jax: bool) -> tuple[int, int]:
     parts = str(value).split(":")
     if len(parts) == 2 and jax:
         raise UserError(key, value, "an integer >= 1 (elastic MIN:MAX is torchrun only)")
-    if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+    if len(parts) > 2 or not all(re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
         raise UserError(key, value, allowed)
     low, high = (int(parts[0]), int(parts[-1]))
     if low < 1 or high < low:
@@ -116,7 +117,7 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
         count = facts.visible_gpus
     elif value == "cpu":
         count = facts.usable_cpus
-    elif value.lstrip("-").isdigit():
+    elif re.fullmatch(r"-?[0-9]+", value):
         count = int(value)
         if count < 1:
             raise UserError(key, value, allowed)
@@ -145,10 +146,34 @@ def _script(cfg: TrainConfig) -> str:
     return os.path.join(os.path.expanduser(profile.script_root), relative)
 
 
+# the longest run_name: the run directory's name (<date>_<time>_<run_name>_node<R>) stays within 255 bytes
+RUN_NAME_MAX_BYTES = 200
+
+
+def _training_values(cfg: TrainConfig) -> None:
+    """Values forwarded to the training script, and the run's name: impossible ones are refused here,
+    not by the script minutes later."""
+    for key in ("num_envs", "max_iterations"):
+        value = getattr(cfg, key)
+        if value is not None and value < 1:
+            raise UserError(key, value, "an integer >= 1", f"leave {key} unset to use the training script's default")
+    if cfg.script is not None and not str(cfg.script).strip():
+        raise UserError("script", cfg.script, "an empty path", "give the training script's path, or leave script unset to run the profile's trainer")
+    name = cfg.run_name
+    if name is not None and (
+        re.search(r"[/\x00-\x1f\x7f]", name) or len(name.encode(errors="surrogateescape")) > RUN_NAME_MAX_BYTES
+    ):
+        raise UserError(
+            "run_name", name, f"a name without '/' or control characters, at most {RUN_NAME_MAX_BYTES} bytes",
+            "it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where",
+        )
+
+
 def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     launcher = cfg.launcher
     topology = launcher.topology
     jax = topology is Topology.skrl_jax
+    _training_values(cfg)
     _topology_keys(launcher)
     for name in ("nnodes", "node_rank"):
         if getattr(launcher, name) is None:
@@ -294,7 +319,15 @@ def _bound_here(host_name: str, node_rank: int) -> bool:
 
 
 def preflight(cfg: TrainConfig, settled: Settled) -> None:
-    """Checks that look at the machine: the script exists and node 0's ports are free."""
+    """Checks that look at the machine: the run directory can be made, the interpreter and the
+    script exist, node 0's ports are free. Nothing is created before they all pass."""
+    key, where = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
+    problem = host.unwritable_dir(str(where))
+    if problem is not None:
+        raise UserError(key, where, f"cannot hold run directories: {problem}", "choose a directory you can write, e.g. run_root=runs")
+    if cfg.python is not None and shutil.which(cfg.python) is None:
+        raise UserError("python", cfg.python, "no such interpreter: not an executable file, nor a command on PATH",
+                        "set python= to an interpreter that exists, or leave it unset")
     if not os.path.isfile(settled.script):
         key = "script" if cfg.script else "profile.script_root"
         raise UserError(key, settled.script, "the training script does not exist", f"profile={cfg.profile.name}")

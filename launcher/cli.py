@@ -81,11 +81,15 @@ def _run_dir(cfg: schema.TrainConfig) -> Path:
         path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
-    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
-        path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
-        path.mkdir(parents=True, exist_ok=True)
-        return path.resolve()
-    return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+    try:
+        if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
+            path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+            path.mkdir(parents=True, exist_ok=True)
+            return path.resolve()
+        return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+    except OSError as err:  # checks.preflight looked first; this is what it could not foresee
+        key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
+        raise UserError(key, value, f"cannot create the run directory: {err.strerror or err}", "choose a directory you can write") from None
 
 
 def _flag_value(flags: list[str], *names: str) -> Optional[str]:
@@ -103,7 +107,10 @@ def _save_profile(dict_cfg, target: str) -> int:
         raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
     _to_object(dict_cfg)  # a profile that does not compose is not written
     text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, _CURRENT.command)
-    profiles.write(Path(target), text)
+    try:
+        profiles.write(Path(target), text)
+    except OSError as err:  # profiles.save_target looked first; this is what it could not foresee
+        raise UserError(profiles.SAVE_KEY, target, f"cannot write it: {err.strerror or err}") from None
     print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
     return 0
 
@@ -151,7 +158,11 @@ def launch(dict_cfg) -> int:
     started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
-    outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+    try:
+        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+    except UserError as err:  # nothing could be started (preflight looked first): the record says so
+        record.write_end(run_dir, started, EXIT_USAGE, f"not started: {err}")
+        raise
     record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
     if outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
@@ -294,6 +305,13 @@ def _run_once(overrides: list[str]) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
+        return 128 + 2
+
+
+def _main(argv: Optional[list[str]] = None) -> int:
     global _CURRENT
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -307,7 +325,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             save_as = str(profiles.save_target(save_as, os.getcwd(), _flag_value(line.hydra_flags, "--config-dir", "-cd")))
         searchpath = profiles.searchpath_override(os.environ, os.getcwd())
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
-        listed = ([Path(config_dir)] if config_dir and Path(config_dir).is_dir() else []) + profiles.all_dirs(os.environ, os.getcwd())
+        if config_dir is not None and not Path(config_dir).is_dir():
+            raise UserError("--config-dir", config_dir, "not a directory", "a config directory, with your profiles in its profile/ folder")
+        if {"-sc", "--shell-completion"} & set(line.hydra_flags) and any(o.startswith("query=") for o in line.overrides) and "COMP_LINE" not in os.environ:
+            raise UserError("--shell-completion", "query", "is run by the shell's completion function (COMP_LINE is not set)", "install it: eval \"$(train_multigpu -sc install=bash)\"")
+        listed = ([Path(config_dir)] if config_dir else []) + profiles.all_dirs(os.environ, os.getcwd())
     except UserError as err:
         _error(str(err))
         return EXIT_USAGE
@@ -330,7 +352,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except Exception as err:
-        if user_full_error or _CURRENT.started or not _is_config_error(err):
+        if user_full_error or _CURRENT.started:
+            raise
+        broken = profiles.config_file_error(err, listed)
+        if broken is not None:
+            _error(str(broken))
+            return EXIT_USAGE
+        if not (_is_config_error(err) or errors.hydra_value_error(err)):
             raise
         _error(errors.from_hydra(err, overrides))
         return EXIT_USAGE
