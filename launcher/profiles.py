@@ -52,11 +52,11 @@ def search_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) ->
         path = Path(item).expanduser()
         if not path.is_absolute():
             path = Path(cwd) / path
-        if not path.is_dir():
+        if not os.path.isdir(path):
             raise UserError(CONFIG_PATH_ENV, env[CONFIG_PATH_ENV], f"{item} is not a directory", "colon-separated config directories, each with a profile/ folder")
         found.append(path.resolve())
     for path in (Path(cwd) / PROJECT_DIR, user_dir(env, home)):
-        if path.is_dir():
+        if os.path.isdir(path):  # False, not PermissionError, for a folder this user may not look into
             found.append(path.resolve())
     unique: list[Path] = []
     for path in found:
