@@ -55,7 +55,7 @@ _CURRENT = _Invocation()
 
 
 def _error(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print(f"{PROG}: error: {errors.one_line(message)}", file=sys.stderr)
 
 
 def _full_error() -> bool:

@@ -36,7 +36,18 @@ class UserError(Exception):
 
 
 _OVERRIDE_IN_MESSAGE = re.compile(r"(?:Could not override '([^']+)'|Error merging override (\S+))")
-_MISSING_OPTION = re.compile(r"Could not (?:find|load) '([^/']+)/([^']+)'")
+_MISSING_OPTION = re.compile(r"Could not (?:find|load) '([^/']+)/([^']*)'")
+# characters that end a line for str.splitlines (or a terminal): shown escaped in a message
+_LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(message: str) -> str:
+    r"""The message as one printable line: control characters (a value may hold any) escaped.
+
+    >>> one_line("task=a\nb\x1e: bad")
+    'task=a\\nb\\x1e: bad'
+    """
+    return _LINE_BREAKING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
 
 
 _GROUP_NOT_STRING = re.compile(r"Config group override must be a string or a list")

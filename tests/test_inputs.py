@@ -360,3 +360,26 @@ def test_a_profile_directory_is_given_with_config_dir(cli, tmp_path):
     result = cli("--config-dir", str(evil), "profile=mine", "dry_run=true")
     assert result.returncode == 0, result.stderr
     assert "--task=Mine-v0" in result.stdout
+
+
+# -- docs/errors.md lists every message above --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "Hydra's flag needs a value", "a Hydra switch without a value", "one of job, hydra, all", "not supported by train_multigpu",
+        "--config-dir=/x: not a directory", "only with --cfg or --help", "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
+        "this flag needs a value", "contradicts --num_gpus 2 (give each key once)", "contradicts --ml_framework jax",
+        "contradicts --cfg job (give each flag once)", "Hydra's override grammar needs this value quoted",
+        "a comma list is a sweep: one job per value", "launcher=3: a launcher name", "a profile name, not a path",
+        "num_envs=-5: an integer >= 1", "max_iterations=0: an integer >= 1", "script=: an empty path",
+        "a name without '/' or control characters, at most 200 bytes", "cannot hold run directories",
+        "is on the proc file system", "cannot create the run directory", "no such interpreter: not an executable file, nor a command on PATH",
+        "is not valid YAML", "is not UTF-8 text", "its defaults list includes itself", "save_profile=/proc/x.yaml: cannot write",
+        "launcher=slurm_jax: only runs inside a SLURM allocation", "exits quietly with code 130",
+    ],
+)
+def test_errors_md_lists_the_message(phrase):
+    text = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    assert phrase in text
