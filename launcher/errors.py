@@ -158,4 +158,9 @@ def from_hydra(err: Exception, overrides: list[str]) -> str:
         override = next((o for o in overrides if o.lstrip("+~").split("=", 1)[0] == target.split("=", 1)[0]), target)
         return str(UserError.from_omegaconf(cause, override))
     lines = [line.strip() for line in text.splitlines() if line.strip() and "HYDRA_FULL_ERROR" not in line]
-    return "; ".join(lines[:3])
+    message = "; ".join(lines[:3])
+    for override in overrides:  # Hydra's own words, led by the key of the override they are about
+        key, _, value = override.partition("=")
+        if f"'{key.lstrip('+~')}'" in text or f"'{override}'" in text:
+            return str(UserError(key.lstrip("+~"), value, message))
+    return message

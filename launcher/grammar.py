@@ -45,12 +45,12 @@ HYDRA_FLAGS = {
     "--run": False, "-r": False, "--multirun": False, "-m": False,
     "--shell-completion": False, "-sc": False, "--config-path": True, "-cp": True,
     "--config-name": True, "-cn": True, "--config-dir": True, "-cd": True,
-    "--experimental-rerun": True, "--info": False,
+    "--experimental-rerun": True, "--info": False, "-i": False,
 }
 INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 CFG_VALUES = ("job", "hydra", "all")
 # the long name of each short Hydra flag, for messages and for "given twice"
-HYDRA_LONG = {"-h": "--help", "-c": "--cfg", "-p": "--package", "-r": "--run", "-m": "--multirun",
+HYDRA_LONG = {"-h": "--help", "-c": "--cfg", "-p": "--package", "-r": "--run", "-m": "--multirun", "-i": "--info",
               "-sc": "--shell-completion", "-cp": "--config-path", "-cn": "--config-name", "-cd": "--config-dir"}
 # Hydra flags that would replace train_multigpu's own primary config: refused, with what to use instead
 UNSUPPORTED_HYDRA_FLAGS = {
@@ -111,15 +111,22 @@ def parse(argv: list[str]) -> CommandLine:
         if flag in HYDRA_FLAGS:
             takes = HYDRA_FLAGS[flag]
             if has_value:  # --cfg=job, --config-dir=/x, -cd=/x: argparse's "=" form
-                if not takes and flag != "--info":
+                if not takes and HYDRA_LONG.get(flag, flag) != "--info":
                     raise UserError(token.partition("=")[0], value, "a Hydra switch without a value", f"write {flag}")
                 if not value:
                     raise UserError(flag, "", "Hydra's flag needs a value", _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"))
                 hydra_values.append((flag, value))
                 line.hydra_flags += [flag, value]
             else:
-                if flag == "--info" and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS:
-                    takes = True
+                if HYDRA_LONG.get(flag, flag) == "--info":
+                    # the topic is optional: without one, Hydra's default (all) is written out, so that
+                    # argparse never takes the next argument (an override) for the topic
+                    if i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS:
+                        takes = True
+                    else:
+                        line.hydra_flags += [flag, "all"]
+                        i += 1
+                        continue
                 line.hydra_flags.append(flag)
                 if takes:
                     if i + 1 >= len(argv):
@@ -267,6 +274,10 @@ def _check_hydra_flags(line: CommandLine, values: list[tuple[str, str]]) -> None
         commands = [o for o in line.overrides if o.split("=", 1)[0] in SHELL_COMPLETION_COMMANDS]
         if len(commands) != 1:
             raise UserError("--shell-completion", " ".join(commands), "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
+                            "e.g. eval \"$(train_multigpu -sc install=bash)\"")
+        others = [o for o in line.overrides if o not in commands]
+        if others or line.script_args:
+            raise UserError("--shell-completion", commands[0], f"takes no other arguments (got {' '.join(others + line.script_args)})",
                             "e.g. eval \"$(train_multigpu -sc install=bash)\"")
 
 

@@ -138,10 +138,12 @@ def config_file_error(err: BaseException, dirs: Sequence[Path]) -> Optional[User
     if isinstance(err, yaml.YAMLError):
         mark = getattr(err, "problem_mark", None)
         path = Path(mark.name) if mark is not None and mark.name and not mark.name.startswith("<") else None
+        if path is None:  # YAML read from a string, not a config file
+            return None
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        group, option = _option(path, dirs) if path else ("config", "")
-        return UserError(group, option, f"{path or 'a config file'} is not valid YAML: {problem}{where}", "fix the file")
+        group, option = _option(path, dirs)
+        return UserError(group, option, f"{path} is not valid YAML: {problem}{where}", "fix the file")
     if isinstance(err, UnicodeDecodeError):
         path = _innermost_local(err.__traceback__, "load_config", "full_path")
         if path is None:
