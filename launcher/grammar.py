@@ -148,8 +148,8 @@ def parse(argv: list[str]) -> CommandLine:
                         raise UserError(f"--{name}", "", "this flag needs a value", f"e.g. --{name}=VALUE")
                     value = argv[i + 1]
                     i += 1
-                elif not value:
-                    raise UserError(f"--{name}", "", "this flag needs a value", f"e.g. --{name}=VALUE")
+                if not value.strip():
+                    raise UserError(f"--{name}", value, "this flag needs a value", f"e.g. --{name}=VALUE")
                 typed = f"--{name} {value}"
                 if name == "ml_framework":
                     if framework is not None and framework[1] != value:
@@ -246,11 +246,35 @@ def _plain_option(key: str, value: str) -> None:
     launcher.errors.UserError: profile=../../tmp/evil: a profile name, not a path (put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select profile=NAME)
     """
     group = key.split("@", 1)[0]
-    if group in GROUPS and re.search(r"[/\\]", value):
+    if group not in GROUPS:
+        return
+    if re.search(r"[/\\]", value):
         raise UserError(
             group, value, f"a {group} name, not a path",
             f"put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select {group}=NAME",
         )
+    body = value.strip()
+    if re.fullmatch(r"\w+\(.*\)", body):  # a sweep function (glob(*), choice(a,b)): Hydra reads it
+        return
+    for name in (n.strip() for n in body.removeprefix("[").removesuffix("]").split(",")):
+        if name and name[0] not in "'\"" and (_reads_as_scalar(name) or re.search(r"[\[\]{}]", name)):
+            raise UserError(group, value, f"a {group} name, not a number, true/false or null",
+                            f"a name that reads as one needs quotes: '{name}'")
+
+
+def _reads_as_scalar(text: str) -> bool:
+    """Hydra reads this unquoted text as a number, a bool or null, not a name.
+
+    >>> [_reads_as_scalar(t) for t in ("3", "1e5", "nan", "true", "null", "debug", "v1")]
+    [True, True, True, True, True, False, False]
+    """
+    if text.lower() in ("true", "false", "null"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_hydra_flags(line: CommandLine, values: list[tuple[str, str]]) -> None:

@@ -168,7 +168,7 @@ def is_local_address(host: str) -> bool:
     """True when ``host`` names this machine (loopback, or an address of one of its interfaces)."""
     try:
         infos = socket.getaddrinfo(host, None)
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: not a valid host name (IDNA)
         return False
     for family, _, _, _, sockaddr in infos:
         try:

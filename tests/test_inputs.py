@@ -327,7 +327,10 @@ def test_values_the_override_grammar_cannot_read_name_the_key_and_the_quoting(cl
         (["--task="], "--task=: this flag needs a value (e.g. --task=VALUE)"),
         (["launcher=slurm_jax"], "launcher=slurm_jax: only runs inside a SLURM allocation (SLURM_JOB_ID is not set) (submit with submit=slurm, or start it under sbatch/salloc with srun --ntasks-per-node=1)"),
         (["seed=1,2"], "seed=1,2: a comma list is a sweep: one job per value (add -m to sweep, or quote it as one string: \"seed='1,2'\")"),
-        (["launcher=3"], "launcher=3: a launcher name (quote a name that reads as a number: \"launcher='3'\")"),
+        (["launcher=3"], "launcher=3: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '3')"),
+        (["launcher=null"], "launcher=null: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: 'null')"),
+        (["launcher=[1,2]"], "launcher=[1,2]: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '1')"),
+        (["--master_addr", ""], "--master_addr=: this flag needs a value (e.g. --master_addr=VALUE)"),
     ],
 )
 def test_messages(cli, argv, message):
@@ -372,7 +375,7 @@ def test_a_profile_directory_is_given_with_config_dir(cli, tmp_path):
         "--config-dir=/x: not a directory", "only with --cfg or --help", "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
         "this flag needs a value", "contradicts --num_gpus 2 (give each key once)", "contradicts --ml_framework jax",
         "contradicts --cfg job (give each flag once)", "Hydra's override grammar needs this value quoted",
-        "a comma list is a sweep: one job per value", "launcher=3: a launcher name", "a profile name, not a path",
+        "a comma list is a sweep: one job per value", "launcher=3: a launcher name, not a number", "a profile name, not a path",
         "num_envs=-5: an integer >= 1", "max_iterations=0: an integer >= 1", "script=: an empty path",
         "a name without '/' or control characters, at most 200 bytes", "cannot hold run directories",
         "is on the proc file system", "cannot create the run directory", "no such interpreter: not an executable file, nor a command on PATH",
