@@ -59,6 +59,8 @@ def _topology_keys(launcher: LauncherConfig) -> None:
     if topology is Topology.skrl_jax:
         for name in TORCHRUN_ONLY_KEYS:
             value = getattr(launcher, name)
+            if name == "virtual_local_rank":  # a switch: off is its default, not a value given
+                value = "true" if value else None
             if value is not None:
                 raise UserError(
                     _key(name), value,

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, compose, errors, grammar, host, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
+from . import checks, compose, errors, grammar, host, multirun, plan as plan_mod, profiles, record, schema, secrets, slurm_launch, supervise, sweep
 from .addresses import Endpoint
 from .errors import EXIT_USAGE, UserError
 from .schema import Topology
@@ -26,6 +26,7 @@ class _Invocation:
     """What main() hands to the Hydra job, and what the job reports back."""
 
     script_args: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)  # grammar.CommandLine.order: the typed order
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     started: bool = False
     exit_codes: list[int] = field(default_factory=list)
@@ -36,6 +37,9 @@ class _Invocation:
     run_dir: str = ""
     fail_fast: Optional[bool] = None
     stop_sweep: bool = False
+    interrupts: Optional[supervise.Interrupts] = None  # a sweep's signal handling, from start to summary
+    reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
+    checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
     command: list[str] = field(default_factory=list)
     hydra_flags: list[str] = field(default_factory=list)
@@ -71,21 +75,29 @@ def _to_object(cfg) -> schema.TrainConfig:
         raise UserError.from_omegaconf(err) from err
 
 
-def _run_dir(cfg: schema.TrainConfig) -> Path:
+def _run_dir(cfg: schema.TrainConfig, create: bool = True) -> Path:
+    """The run directory, created; ``create=False``: where it will be (a sweep job's, before it
+    starts; a dry run's)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode == RunMode.MULTIRUN:
         path = Path(hydra_cfg.runtime.output_dir)
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
     try:
         if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
             path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
-            path.mkdir(parents=True, exist_ok=True)
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
             return path.resolve()
+        if not create:
+            from .slurm_submit import new_run_dir_name
+
+            return Path(new_run_dir_name(cfg.run_root, cfg.run_name))
         return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
     except OSError as err:  # checks.preflight looked first; this is what it could not foresee
         key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
@@ -139,35 +151,63 @@ def launch(dict_cfg) -> int:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     settled = checks.locate(cfg, settled)
     checks.preflight(cfg, settled)
+    if _CURRENT.checking:
+        return 0
     if cfg.dry_run:
+        _CURRENT.reason = "dry run"
+        if job is not None:
+            _CURRENT.run_dir = str(_run_dir(cfg, create=False))
         if allocation is not None:
             print(slurm_launch.describe(allocation))
-        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan_mod.build(cfg, settled, facts), slot))))
+        # the argv a real launch starts: every rank's script behind the worker wrapper
+        plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=_CURRENT.order), supervise.WORKER_WRAPPER)
+        print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan, slot)), _dry_run_notes(cfg, settled)))
         return 0
-    run_dir = _run_dir(cfg)
+    run_dir = _run_dir(cfg, create=slot is None)  # a parallel job's: when it starts
     _CURRENT.run_dir = str(run_dir)
     logs = run_dir / "logs"
-    logs.mkdir(exist_ok=True)
-    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir)), slot), logs)
+    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir), order=_CURRENT.order), slot), logs)
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
     if slot is not None:  # a parallel sweep: started with the others once every job is planned
         devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
         print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
         _CURRENT.queued.append(_Queued(job.num, plan, run_dir, config_yaml, slot))
         return 0
+    logs.mkdir(exist_ok=True)
     started = record.write_start(run_dir, config_yaml, plan)
     print(f"[{PROG}] run directory: {run_dir}", flush=True)
     # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
     try:
-        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm)
+        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=_CURRENT.interrupts)
     except UserError as err:  # nothing could be started (preflight looked first): the record says so
         record.write_end(run_dir, started, EXIT_USAGE, f"not started: {err}")
         raise
+    _CURRENT.reason = outcome.reason
     record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
     if outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return outcome.exit_code
+
+
+def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled) -> list[str]:
+    """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
+    found when ISAACLAB_PATH is unset."""
+    from hydra.core.hydra_config import HydraConfig
+
+    notes = []
+    forwarded = compose.forwarded_presets(cfg)
+    typed = [name for _, names in compose.preset_overrides(HydraConfig.get().overrides.task) for name in names]
+    if typed:
+        applied = [name for name in typed if name not in forwarded]
+        notes.append(
+            f"presets: applied {', '.join(applied) or '-'}; "
+            f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
+        )
+    checkout = compose.isaaclab_checkout(os.environ)
+    if checkout is not None and checkout.how != compose.ISAACLAB_ENV and settled.script.startswith(checkout.root + os.sep):
+        notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
+    return notes
 
 
 def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
@@ -203,6 +243,7 @@ def _submit_slurm(cfg: schema.TrainConfig) -> int:
     return slurm_submit.run(
         cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
         host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+        check_only=_CURRENT.checking,
     )
 
 
@@ -211,14 +252,17 @@ def _job(dict_cfg) -> int:
 
     _CURRENT.started = True
     job = sweep.job_info()
-    result = sweep.JobResult(job.num, " ".join(job.overrides)) if job is not None else None
+    result = sweep.JobResult(job.num, job.overrides) if job is not None else None
     if result is not None:
         _CURRENT.results.append(result)
+        if _interrupted() is not None:
+            result.note = supervise.SKIPPED_INTERRUPTED
+            return 0
         if _CURRENT.stop_sweep:
-            result.note = "skipped (sweep.fail_fast)"
+            result.note = supervise.SKIPPED_FAIL_FAST
             print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
             return 0
-    _CURRENT.run_dir = ""
+    _CURRENT.run_dir, _CURRENT.reason = "", ""
     begin = time.monotonic()
     try:
         code = launch(dict_cfg)
@@ -232,11 +276,29 @@ def _job(dict_cfg) -> int:
         if _CURRENT.queued and _CURRENT.queued[-1].num == job.num:
             result.note = "queued"
             return 0
+        if _CURRENT.reason == "dry run" and code == 0:
+            result.note = "dry run"
+            return 0
         result.exit_code, result.duration_s = code, time.monotonic() - begin
+        result.note = _note(_CURRENT.reason)
         if code != 0 and _fail_fast(dict_cfg):
             _CURRENT.stop_sweep = True
     _CURRENT.exit_codes.append(code)
     return code
+
+
+def _interrupted() -> Optional[int]:
+    """The signal that interrupted this sweep, if one did."""
+    return None if _CURRENT.interrupts is None else _CURRENT.interrupts.received
+
+
+def _note(reason: str) -> str:
+    """The summary's note on a job that ran: stopped by the sweep's signal, or by fail_fast."""
+    if reason == supervise.FAIL_FAST_STOP:
+        return reason
+    if _interrupted() is not None and reason.startswith("stopped by "):
+        return "interrupted"
+    return ""
 
 
 def _fail_fast(dict_cfg) -> bool:
@@ -263,6 +325,7 @@ def _run_queued() -> None:
 
     def on_start(index: int) -> None:
         job = queued[index]
+        (job.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan)
         results[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
@@ -270,15 +333,49 @@ def _run_queued() -> None:
     def on_end(index: int, outcome: supervise.Outcome) -> None:
         job, code = queued[index], outcome.exit_code
         record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
-        results[job.num].exit_code, results[job.num].duration_s = code, time.time() - starts[index]
+        result = results[job.num]
+        result.exit_code, result.duration_s = code, time.time() - starts[index]
+        result.note = _note(outcome.reason)
+        if not outcome.halted:  # in the order the jobs end: the exit code is the first failure's
+            _CURRENT.exit_codes.append(code)
         print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
 
+    def on_skip(index: int, reason: str) -> None:
+        results[queued[index].num].note = reason
+
     jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
-    outcomes = supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end)
-    for job, outcome in zip(queued, outcomes):
-        if outcome is None:
-            results[job.num].note = "skipped (sweep.fail_fast)"
-        _CURRENT.exit_codes.append(0 if outcome is None else outcome.exit_code)
+    supervise.run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end, _CURRENT.interrupts, on_skip)
+
+
+def _sweep(line: grammar.CommandLine, searchpath: str, overrides: list[str]) -> Optional[int]:
+    """``-m``: every point is composed and checked first (a mistake in any point: each distinct
+    message once, exit 2, nothing started or written); then the points run as jobs, in order."""
+    from hydra.core.hydra_config import HydraConfig
+
+    args = [multirun.searchpath_with(_flag_value(line.hydra_flags, "--config-dir", "-cd"), searchpath), *overrides]
+    with multirun.expand(compose.CONFIG_NAME, args, PROG) as points:
+        messages: list[str] = []
+        _CURRENT.checking = True
+        try:
+            for point in points:
+                HydraConfig.instance().set_config(point.hydra_config)
+                try:
+                    launch(point.config)
+                except UserError as err:
+                    if _CURRENT.full_error:
+                        raise
+                    messages.append(str(err))
+        finally:
+            _CURRENT.checking = False
+            _CURRENT.ports.clear()
+        if messages:
+            for message in dict.fromkeys(messages):
+                _error(message)
+            return EXIT_USAGE
+        for point in points:
+            HydraConfig.instance().set_config(point.hydra_config)
+            _job(point.config)
+    return None
 
 
 def _is_config_error(err: Exception) -> bool:
@@ -306,12 +403,12 @@ def _run_once(overrides: list[str]) -> None:
 
 def main(argv: Optional[list[str]] = None) -> int:
     try:
-        return _main(argv)
+        return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
         return 128 + 2
 
 
-def _main(argv: Optional[list[str]] = None) -> int:
+def _start(argv: Optional[list[str]] = None) -> int:
     global _CURRENT
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -334,15 +431,33 @@ def _main(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
+        with supervise.Interrupts() as _CURRENT.interrupts:
+            return _main(line, searchpath, overrides, listed)
+    return _main(line, searchpath, overrides, listed)
+
+
+def _main(line: grammar.CommandLine, searchpath: str, overrides: list[str], listed: list[Path]) -> int:
 
     compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    try:
+        compose.open_presets(overrides, listed)
+    except UserError as err:
+        _error(str(err))
+        return EXIT_USAGE
+    if not {"-m", "--multirun"} & set(line.hydra_flags):
+        overrides = compose.preset_lists(overrides)
     saved_argv, user_full_error = sys.argv, _CURRENT.full_error
     sys.argv = [PROG, *line.hydra_flags, searchpath, *overrides]
     # Let Hydra's exceptions reach us, so they end as one line like every other user error.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        if line.hydra_flags:
+        if multirun.handles(line.hydra_flags):
+            code = _sweep(line, searchpath, overrides)
+            if code is not None:
+                return code
+        elif line.hydra_flags:
             import hydra
 
             # no primary config directory: the profile search path names them all, the shipped one last
@@ -368,13 +483,14 @@ def _main(argv: Optional[list[str]] = None) -> int:
             os.environ.pop("HYDRA_FULL_ERROR", None)
     if _CURRENT.queued:
         _run_queued()
-    if _CURRENT.results:
-        print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
-    if len(_CURRENT.submissions) > 1 or {"-m", "--multirun"} & set(line.hydra_flags):
-        if _CURRENT.submissions:
-            from .slurm_submit import summary
+    if _CURRENT.submissions and (len(_CURRENT.submissions) > 1 or _CURRENT.results):
+        from .slurm_submit import summary  # a SLURM sweep: its table says what was submitted
 
-            print(summary(_CURRENT.submissions), flush=True)
+        print(summary(_CURRENT.submissions), flush=True)
+    elif _CURRENT.results:
+        print(f"[{PROG}] sweep summary\n" + sweep.summary(_CURRENT.results), flush=True)
+    if _interrupted() is not None:
+        return 128 + _interrupted()
     failures = [code for code in _CURRENT.exit_codes if code != 0]
     return failures[0] if failures else 0
 

@@ -7,6 +7,8 @@ The CLI composes through ``@hydra.main`` (for ``-m``, ``--cfg``, tab completion)
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from . import paths, schema
@@ -14,11 +16,64 @@ from .errors import UserError
 
 CONFIG_NAME = "train_multigpu"
 ISAACLAB_ENV = "ISAACLAB_PATH"
+PRESETS_GROUP = "presets"
+# presets=NAME choices that no presets/ directory holds (open_presets): NAME -> the names that exist
+_FORWARDED_PRESETS: dict[str, list[str]] = {}
+_PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+
+
+def _plain_name(name: str) -> bool:
+    """A name Hydra reads as an option name, not as a number, bool or null."""
+    if not _PRESET_NAME.match(name) or name.lower() in ("null", "true", "false"):
+        return False
+    try:
+        float(name)
+    except ValueError:
+        return True
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class IsaacLabCheckout:
+    root: str  # the checkout: <root>/scripts/reinforcement_learning/train.py
+    how: str  # ISAACLAB_ENV, or how it was found
+
+
+# an Isaac Lab source checkout holds its package at <root>/source/isaaclab/isaaclab
+ISAACLAB_TRAIN = ("scripts", "reinforcement_learning", "train.py")
+_CHECKOUT_DEPTH = 4  # package directory -> checkout root: at most this many levels up
+
+
+def isaaclab_checkout(env: Mapping[str, str]) -> IsaacLabCheckout | None:
+    """Isaac Lab's checkout: ``$ISAACLAB_PATH``, else the source checkout that the importable
+    ``isaaclab`` package lives in (Isaac Lab's uv workflow does not always export ISAACLAB_PATH).
+    The package is located with ``importlib.util.find_spec``, never imported (start-up budget); a
+    package without a checkout around it (a wheel in site-packages) finds nothing."""
+    if env.get(ISAACLAB_ENV):
+        return IsaacLabCheckout(env[ISAACLAB_ENV], ISAACLAB_ENV)
+    import importlib.util
+    import os
+
+    try:
+        spec = importlib.util.find_spec("isaaclab")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        package = Path(location).resolve()
+        for root in list(package.parents)[:_CHECKOUT_DEPTH]:
+            if root.joinpath(*ISAACLAB_TRAIN).is_file():
+                how = f"ISAACLAB_PATH unset; found through the isaaclab package at {package}"
+                return IsaacLabCheckout(str(root).rstrip(os.sep) or os.sep, how)
+    return None
 
 
 def with_default_profile(overrides: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    """With ISAACLAB_PATH set and no profile chosen, the isaaclab profile is the default."""
-    if env.get(ISAACLAB_ENV) and not any(o.split("=", 1)[0].lstrip("+~") == "profile" for o in overrides):
+    """With Isaac Lab at hand (ISAACLAB_PATH set, or the isaaclab package importable from a source
+    checkout: :func:`isaaclab_checkout`) and no profile chosen, the isaaclab profile is the default."""
+    if any(o.split("=", 1)[0].lstrip("+~") == "profile" for o in overrides):
+        return list(overrides)
+    if env.get(ISAACLAB_ENV) or isaaclab_checkout(env) is not None:
         return [*overrides, "profile=isaaclab"]
     return list(overrides)
 
@@ -39,6 +94,82 @@ def register(config_groups: str | None = None) -> None:
         primary.hydra.help.template = primary.hydra.help.template.replace("$APP_CONFIG_GROUPS", config_groups)
     ConfigStore.instance().store(name=CONFIG_NAME, node=primary, provider="train_multigpu")
     OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
+    OmegaConf.register_new_resolver("tmg_isaaclab_root", _isaaclab_root, replace=True)
+
+
+def _isaaclab_root() -> str:
+    """``${tmg_isaaclab_root:}`` (profile=isaaclab): $ISAACLAB_PATH, else the checkout of the importable
+    isaaclab package; neither: an error naming both."""
+    import os
+
+    from omegaconf.errors import InterpolationResolutionError
+
+    checkout = isaaclab_checkout(os.environ)
+    if checkout is None:
+        raise InterpolationResolutionError(
+            f"Environment variable '{ISAACLAB_ENV}' not found, and no importable isaaclab package lives in an Isaac Lab checkout"
+        )
+    return checkout.root
+
+
+def preset_overrides(overrides: Sequence[str]) -> list[tuple[int, list[str]]]:
+    """(index, names) of every ``presets=`` override."""
+    from .grammar import preset_names
+
+    found = []
+    for index, override in enumerate(overrides):
+        key, eq, value = override.partition("=")
+        if eq and key.lstrip("+~") == PRESETS_GROUP:
+            found.append((index, preset_names(value)))
+    return found
+
+
+def preset_lists(overrides: Sequence[str]) -> list[str]:
+    """A single run: Isaac Lab's ``presets=a,b`` is one list of presets (Hydra would call it an
+    ambiguous sweep), so it becomes ``presets=[a,b]``. With -m it stays a sweep.
+
+    >>> preset_lists(["presets=debug,newton", "seed=1", "presets=[a,b]"])
+    ['presets=[debug,newton]', 'seed=1', 'presets=[a,b]']
+    """
+    out = list(overrides)
+    for index, names in preset_overrides(overrides):
+        key, _, value = out[index].partition("=")
+        if len(names) > 1 and not value.strip().startswith("["):
+            out[index] = f"{key}=[{','.join(names)}]"
+    return out
+
+
+def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> list[str]:
+    """Isaac Lab's presets are an open set: its training script knows its own. A ``presets=`` name
+    that no ``presets/`` directory on the search path holds becomes a preset that forwards
+    ``presets=NAME`` to the script (registered here, in Hydra's ConfigStore). Whether the profile
+    takes that (``profile.forward_presets``) is checked by :func:`to_typed`: the examples profile
+    keeps refusing an unknown name with Hydra's message. A value that holds no plain names
+    (``presets=1``, ``presets=null``, a nested list) is an error. Returns the forwarded names."""
+    from hydra.core.config_store import ConfigStore
+
+    known = sorted({f.stem for root in dirs for f in (Path(root) / PRESETS_GROUP).glob("*.yaml")})
+    forwarded = []
+    for index, names in preset_overrides(overrides):
+        for name in names:
+            if name in known or name in forwarded:
+                continue
+            if not _plain_name(name):
+                raise UserError(
+                    PRESETS_GROUP, overrides[index].partition("=")[2],
+                    "preset names: letters, digits, '_', '.', '-' (not a number, true, false or null)",
+                    "one name, a list presets=[a,b], or Isaac Lab's presets=a,b",
+                )
+            forwarded.append(name)
+            _FORWARDED_PRESETS[name] = known
+            node = {"preset_args": {name: [f"{PRESETS_GROUP}={name}"]}}
+            ConfigStore.instance().store(group=PRESETS_GROUP, name=name, node=node, package="_global_", provider="train_multigpu")
+    return forwarded
+
+
+def forwarded_presets(cfg: schema.TrainConfig) -> list[str]:
+    """The presets of this config that are forwarded to the training script (see open_presets)."""
+    return [name for name in cfg.preset_args if name in _FORWARDED_PRESETS]
 
 
 def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = None, cwd: str | None = None):
@@ -51,7 +182,10 @@ def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = 
     from . import profiles
 
     register()
-    searchpath = profiles.searchpath_override(os.environ if env is None else env, cwd or os.getcwd())
+    env = os.environ if env is None else env
+    searchpath = profiles.searchpath_override(env, cwd or os.getcwd())
+    open_presets(overrides, profiles.all_dirs(env, cwd or os.getcwd()))
+    overrides = preset_lists(overrides)
     # no primary directory: the search path names every directory, the shipped one last
     with initialize(config_path=None, version_base="1.3"):
         return compose(CONFIG_NAME, overrides=[searchpath, *overrides])
@@ -78,7 +212,14 @@ def to_typed(dict_cfg) -> schema.TrainConfig:
 
     for key in _unknown_keys(dict_cfg):
         raise UserError(key, OmegaConf.select(dict_cfg, key), "not a train_multigpu key", "train_multigpu --cfg job lists the keys")
-    return OmegaConf.to_object(dict_cfg)
+    cfg = OmegaConf.to_object(dict_cfg)
+    for name in forwarded_presets(cfg):
+        if not cfg.profile.forward_presets:  # the message Hydra gives for an unknown option
+            raise UserError(
+                PRESETS_GROUP, name, f"no such presets option; available: {', '.join(_FORWARDED_PRESETS[name])}",
+                "train_multigpu --info searchpath shows where presets/ configs are looked up",
+            )
+    return cfg
 
 
 def compose(overrides: Sequence[str] = (), script_args: Iterable[str] = ()) -> schema.TrainConfig:

@@ -37,7 +37,10 @@ FLAG_TO_KEY.update(
 # Isaac Lab flags that only make sense across nodes: they select launcher=multinode
 MULTINODE_FLAGS = ("nnodes", "node_rank", "master_addr", "rdzv_endpoint", "rdzv_backend", "rdzv_id")
 # flags that take no value
-SWITCHES = {"dry_run": "dry_run=true", "log_all_ranks": "log_all_ranks=true"}
+SWITCHES = {
+    "dry_run": "dry_run=true", "log_all_ranks": "log_all_ranks=true",
+    "virtual_local_rank": "launcher.virtual_local_rank=true",  # torchrun's boolean flag
+}
 # Hydra's flags, and whether each takes a value
 HYDRA_FLAGS = {
     "--help": False, "-h": False, "--hydra-help": False, "--version": False,
@@ -66,6 +69,12 @@ ADDRESS_KEYS = ("launcher.rdzv_endpoint", "launcher.coordinator_address", "launc
 # first segment of an override that belongs to Isaac Lab's training script, not to us
 SCRIPT_OVERRIDE_ROOTS = ("env", "agent")
 _OVERRIDE = re.compile(r"^[+~]{0,2}([A-Za-z_][\w.\-/@]*)(=|$)")
+# keys the training script receives as arguments: where the user typed them is where they go
+# (CommandLine.order)
+ORDERED_KEYS = ("task", "num_envs", "max_iterations", "seed", "run_name", "device")
+# an entry of CommandLine.order that stands for the next command-line script argument
+ARG = ""  # = plan.ARG_ENTRY
+PRESETS_KEY = "presets"
 
 
 @dataclass
@@ -73,6 +82,9 @@ class CommandLine:
     hydra_flags: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
+    # what reaches the training script, in the order typed: a key of ORDERED_KEYS, "ml_framework",
+    # "presets:A,B" for a presets= override (its names), or ARG for the next entry of script_args
+    order: list[str] = field(default_factory=list)
 
     def hydra_argv(self) -> list[str]:
         """Hydra flags first, then overrides: Hydra refuses flags between overrides."""
@@ -96,10 +108,12 @@ def _known_override(token: str) -> bool:
 
 def parse(argv: list[str]) -> CommandLine:
     line = CommandLine()
+    after: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, line.script_args = argv[:cut], list(argv[cut + 1 :])
+        argv, after = argv[:cut], list(argv[cut + 1 :])
     forwarded: list[str] = []
+    order = line.order
     multinode_flags = False
     hydra_values: list[tuple[str, str]] = []  # (flag, value) of Hydra's valued flags
     given: dict[str, tuple[str, str]] = {}  # key -> (value, as typed): a second, different value is an error
@@ -158,24 +172,34 @@ def parse(argv: list[str]) -> CommandLine:
                 else:
                     _given(given, "rl_library" if name == "rl_library" else FLAG_TO_KEY[name], value, typed)
                 line.overrides += _translate(name, value)
+                if name in ORDERED_KEYS or name == "ml_framework":
+                    order.append(name)
                 if name in MULTINODE_FLAGS and not (name == "nnodes" and value.strip() == "1"):
                     multinode_flags = True
             else:
                 # a training-script flag, with its value when the next token is one
                 forwarded.append(token)
+                order.append(ARG)
                 if not has_value and i + 1 < len(argv) and not argv[i + 1].startswith("-") and "=" not in argv[i + 1]:
                     forwarded.append(argv[i + 1])
+                    order.append(ARG)
                     i += 1
         elif _known_override(token):
             root = _OVERRIDE.match(token).group(1).split(".")[0]
             if root in SCRIPT_OVERRIDE_ROOTS:
                 forwarded.append(token)
+                order.append(ARG)
             else:
                 key, _, value = token.partition("=")
                 if not key.startswith("~"):
                     _given(given, key.lstrip("+"), value, token)
                 _plain_option(key.lstrip("+~"), value)
                 line.overrides.append(_bracketed_address(token))
+                key = _OVERRIDE.match(token).group(1)
+                if key in ORDERED_KEYS:
+                    order.append(key)
+                elif key == PRESETS_KEY:
+                    order.append(f"{PRESETS_KEY}:{','.join(preset_names(token.partition('=')[2]))}")
         else:
             raise UserError(
                 "argument", token,
@@ -183,7 +207,8 @@ def parse(argv: list[str]) -> CommandLine:
                 "put the training script's own arguments after --",
             )
         i += 1
-    line.script_args = forwarded + line.script_args
+    line.script_args = forwarded + after
+    order += [ARG] * len(after)
     _check_hydra_flags(line, hydra_values)
     if framework is not None:
         line.overrides = _framework(framework, given, line.overrides)
@@ -191,6 +216,19 @@ def parse(argv: list[str]) -> CommandLine:
         # Isaac Lab's grammar has no topology: multi-node flags select it
         line.overrides.insert(0, "launcher=multinode")
     return line
+
+
+def preset_names(value: str) -> list[str]:
+    """The names in a ``presets=`` value: ``a``, ``[a,b]``, or ``a,b`` (a sweep with -m; Isaac Lab's
+    list form otherwise).
+
+    >>> preset_names("debug"), preset_names("[debug, newton]"), preset_names("a,b"), preset_names("[]")
+    (['debug'], ['debug', 'newton'], ['a', 'b'], [])
+    """
+    value = value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        value = value[1:-1]
+    return [name.strip().strip("'\"") for name in value.split(",") if name.strip().strip("'\"")]
 
 
 _HYDRA_EXAMPLES = {
@@ -254,7 +292,9 @@ def _plain_option(key: str, value: str) -> None:
             f"put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select {group}=NAME",
         )
     body = value.strip()
-    if re.fullmatch(r"\w+\(.*\)", body):  # a sweep function (glob(*), choice(a,b)): Hydra reads it
+    # presets: compose.open_presets reads the names (an open set under some profiles); a sweep
+    # function (glob(*), choice(a,b)): Hydra reads it
+    if group == "presets" or re.fullmatch(r"\w+\(.*\)", body):
         return
     for name in (n.strip() for n in body.removeprefix("[").removesuffix("]").split(",")):
         if name and name[0] not in "'\"" and (_reads_as_scalar(name) or re.search(r"[\[\]{}]", name)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from . import rendezvous
 from .checks import Settled
@@ -26,10 +26,15 @@ from .schema import TORCHRUN_ONLY_KEYS, Topology, TrainConfig
 TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_ONLY_KEYS[: TORCHRUN_ONLY_KEYS.index("log_dir") + 1])
 # new torchrun flags, after Isaac Lab's ones (Isaac Lab's commands stay a prefix of ours)
 LOCAL_ADDR_FLAG = "--local_addr"
+VIRTUAL_LOCAL_RANK_FLAG = "--virtual_local_rank"
 # what launcher.network_interface sets for every worker
 INTERFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
 DISTRIBUTED_FLAG = "--distributed"
+# entries of the typed order (grammar.CommandLine.order); plan stays free of the grammar module
+ARG_ENTRY = ""
+PRESET_ENTRY = "presets:"
+PRESETS_ARG = "presets="  # Isaac Lab's training script's preset selector
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"
 BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"
 # set by :func:`supervised` for the worker wrapper (launcher/worker.py) and the watchdog
@@ -74,29 +79,88 @@ class LaunchPlan:
     # tee/redirects/log_dir handle the output), and the local ranks the console shows (None: rank 0)
     rank_logs: bool = False
     console_local_ranks: Optional[tuple[int, ...]] = None
+    # set by wrapped(): the worker wrapper in front of every rank's script (launcher/worker.py)
+    wrapper: Optional[str] = None
 
 
 def _flag_value(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def script_args(cfg: TrainConfig, settled: Settled) -> list[str]:
-    """The training script's arguments, ``--distributed`` exactly once and last."""
+def script_args(cfg: TrainConfig, settled: Settled, order: Sequence[str] = ()) -> list[str]:
+    """The training script's arguments, ``--distributed`` exactly once and last.
+
+    ``--rl_library`` comes first (as in Isaac Lab); then what the command line did not give (the
+    profile's and presets' training values, their preset arguments, in a fixed order); then what it
+    gave, in the order typed (``order``, see grammar.CommandLine.order): the training keys, the
+    ``presets=`` choices' arguments and the forwarded arguments, interleaved as the user wrote them.
+    """
+    typed = set(order)
+    fields = TRAINING_FIELDS + ("device", "ml_framework")
+    cmdline_count = sum(1 for entry in order if entry == ARG_ENTRY)
+    profile_args, cmdline_args = _split(cfg.script_args, cmdline_count)
+
+    def field_args(name: str) -> list[str]:
+        if name == "device":
+            return ["--device", settled.device] if cfg.device.value != "auto" else []
+        if name == "ml_framework":
+            return ["--ml_framework", "jax"] if cfg.launcher.topology is Topology.skrl_jax else []
+        value = getattr(cfg, name)
+        return [] if value is None else [f"--{name}={_flag_value(value)}"]
+
     args: list[str] = []
     if cfg.profile.pass_rl_library:
         args += ["--rl_library", cfg.rl_library.name]
     for name in TRAINING_FIELDS:
-        value = getattr(cfg, name)
-        if value is not None:
-            args.append(f"--{name}={_flag_value(value)}")
-    for preset_args in cfg.preset_args.values():
-        args += list(preset_args)
-    if cfg.device.value != "auto":
-        args += ["--device", settled.device]
-    if cfg.launcher.topology is Topology.skrl_jax:
-        args += ["--ml_framework", "jax"]
-    args += [arg for arg in cfg.script_args if arg != DISTRIBUTED_FLAG]
-    return args + [DISTRIBUTED_FLAG]
+        if name not in typed:
+            args += field_args(name)
+    typed_presets = {name for entry in typed if entry.startswith(PRESET_ENTRY) for name in entry[len(PRESET_ENTRY):].split(",")}
+    for preset, preset_args in cfg.preset_args.items():
+        if preset not in typed_presets:
+            args += list(preset_args)
+    for name in ("device", "ml_framework"):
+        if name not in typed:
+            args += field_args(name)
+    args += profile_args
+    done: set[str] = set()
+    forwarded = iter(cmdline_args)
+    for entry in order:
+        if entry == ARG_ENTRY:
+            args.append(next(forwarded))
+        elif entry in done:
+            continue  # typed twice: the config holds the value in force; it goes where first typed
+        elif entry in fields:
+            args += field_args(entry)
+        elif entry.startswith(PRESET_ENTRY):
+            args += _typed_preset_args(cfg, entry[len(PRESET_ENTRY):].split(","))
+        done.add(entry)
+    args += list(forwarded)
+    return [arg for arg in args if arg != DISTRIBUTED_FLAG] + [DISTRIBUTED_FLAG]
+
+
+def _typed_preset_args(cfg: TrainConfig, names: Sequence[str]) -> list[str]:
+    """The arguments of the presets one ``presets=`` override chose. Their bare ``presets=NAME``
+    arguments (Isaac Lab's presets, ours or forwarded) become one ``presets=A,B`` where the first
+    one stood, as Isaac Lab's own launcher passes ``presets=A,B`` on."""
+    args: list[str] = []
+    bare: list[str] = []
+    for name in names:
+        for arg in cfg.preset_args.get(name, ()):
+            if arg.startswith(PRESETS_ARG) and "," not in arg and len(arg) > len(PRESETS_ARG):
+                if not bare:
+                    args.append(arg)
+                bare.append(arg[len(PRESETS_ARG):])
+            else:
+                args.append(arg)
+    if len(bare) > 1:
+        args[args.index(PRESETS_ARG + bare[0])] = PRESETS_ARG + ",".join(bare)
+    return args
+
+
+def _split(values: Sequence[str], tail: int) -> tuple[list[str], list[str]]:
+    """(values[:-tail], values[-tail:]); the command line's script arguments are the last ones."""
+    cut = max(0, len(values) - tail)
+    return list(values[:cut]), list(values[cut:])
 
 
 def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str]) -> dict[str, str]:
@@ -116,7 +180,7 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: O
     return env
 
 
-def _torchrun(cfg: TrainConfig, settled: Settled, python: str) -> ProcessSpec:
+def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[str]) -> ProcessSpec:
     launcher = cfg.launcher
     argv = [python, "-m", "torch.distributed.run", "--nproc_per_node", str(settled.nproc_per_node)]
     standalone = (
@@ -143,8 +207,10 @@ def _torchrun(cfg: TrainConfig, settled: Settled, python: str) -> ProcessSpec:
             argv += [f"--{name}", _flag_value(values[name])]
     if settled.local_addr is not None:
         argv += [LOCAL_ADDR_FLAG, settled.local_addr]
+    if launcher.virtual_local_rank:  # a switch, declared after --local_addr in torch/distributed/run.py
+        argv.append(VIRTUAL_LOCAL_RANK_FLAG)
     argv.append(settled.script)
-    return ProcessSpec(name="torchrun", argv=tuple(argv + script_args(cfg, settled)))
+    return ProcessSpec(name="torchrun", argv=tuple(argv + script_args(cfg, settled, order)))
 
 
 def _is_host(cfg: TrainConfig, settled: Settled) -> Optional[bool]:
@@ -157,10 +223,10 @@ def _is_host(cfg: TrainConfig, settled: Settled) -> Optional[bool]:
     return None
 
 
-def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str) -> tuple[ProcessSpec, ...]:
+def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[str]) -> tuple[ProcessSpec, ...]:
     assert settled.coordinator is not None, "the JAX coordinator is chosen before planning"
     nproc, node_rank = settled.nproc_per_node, cfg.launcher.node_rank
-    argv = (python, settled.script, *script_args(cfg, settled))
+    argv = (python, settled.script, *script_args(cfg, settled, order))
     ranks = []
     for local in range(nproc):
         rank = node_rank * nproc + local
@@ -175,12 +241,16 @@ def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str) -> tuple[Process
     return tuple(ranks)
 
 
-def build(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str] = None) -> LaunchPlan:
+def build(
+    cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str] = None, order: Sequence[str] = ()
+) -> LaunchPlan:
+    """``order``: the command line's typed order of script-bound values (grammar.CommandLine.order);
+    empty: the fixed order (training keys, presets, device, script arguments)."""
     python = cfg.python or facts.python
     if cfg.launcher.topology is Topology.skrl_jax:
-        processes = _jax_ranks(cfg, settled, python)
+        processes = _jax_ranks(cfg, settled, python, order)
     else:
-        processes = (_torchrun(cfg, settled, python),)
+        processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
     return LaunchPlan(
         topology=cfg.launcher.topology,
@@ -206,18 +276,28 @@ def _local_ranks(value: str) -> tuple[int, ...]:
     return tuple(int(part) for part in value.split(",") if part.strip().isdigit())
 
 
+def wrapped(plan: LaunchPlan, wrapper: str) -> LaunchPlan:
+    """Every rank's script behind the worker wrapper: ``<python> <wrapper> <script> args`` (for
+    torchrun, the wrapper is torchrun's training script). The dry run shows this argv too."""
+    if plan.wrapper is not None:
+        return plan
+    processes = []
+    for spec in plan.processes:
+        at = _script_index(spec.argv, plan.script)
+        processes.append(replace(spec, argv=spec.argv[:at] + (wrapper,) + spec.argv[at:]))
+    return replace(plan, processes=tuple(processes), wrapper=wrapper)
+
+
 def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> LaunchPlan:
     """The plan as the supervisor runs it: every rank's script behind the worker wrapper
     (``<python> <wrapper> <script> args``, see launcher/worker.py), and the variables the wrapper
     and the watchdog read. With torchrun's --tee/--redirects/--log_dir given, torchrun keeps the
     workers' output; --local_ranks_filter alone selects the local ranks the console shows."""
-    processes = []
+    plan = wrapped(plan, wrapper)
     torchrun_flags: tuple[str, ...] = ()
     for spec in plan.processes:
-        at = _script_index(spec.argv, plan.script)
         if spec.name == "torchrun":
-            torchrun_flags = spec.argv[:at]
-        processes.append(replace(spec, argv=spec.argv[:at] + (wrapper,) + spec.argv[at:]))
+            torchrun_flags = spec.argv[: _script_index(spec.argv, wrapper)]
     rank_logs = not any(flag in torchrun_flags for flag in TORCHRUN_OUTPUT_FLAGS)
     console = None
     if "--local_ranks_filter" in torchrun_flags:
@@ -229,20 +309,29 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
         NODE_RANK_VAR: str(plan.node_rank),
         LAUNCH_ID_VAR: launch_id,
     })
-    return replace(
-        plan, processes=tuple(processes), env=MappingProxyType(env), rank_logs=rank_logs,
-        console_local_ranks=console,
-    )
+    return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
 
 
-def describe(plan: LaunchPlan) -> str:
-    """The dry run's text: profile, topology, environment and one pasteable line per command."""
+def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
+    """The dry run's text: profile, topology, ``notes`` (one comment line each), environment and
+    one pasteable line per command, exactly the argv a real launch starts (see :func:`wrapped`)."""
     lines = [
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
+        *(f"# {note}" for note in notes),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
+    if plan.wrapper is not None:
+        lines.append(
+            f"# a real launch adds, for its run directory: {RUN_DIR_VAR}, {LOG_DIR_VAR}, {RANK_LOGS_VAR}, "
+            f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR} (<run dir>/env.json keeps them)"
+        )
     lines.append(f"# {len(plan.processes)} command(s):")
+    if plan.wrapper is not None:
+        lines.append(
+            f"# {plan.wrapper} runs each rank's script as __main__, unchanged: it dies with its parent, "
+            "writes logs/rank<R>.log and records a failed rank's exit (logs/rank<R>.exit.json)"
+        )
     lines += [process.shell_line() for process in plan.processes]
     return "\n".join(lines)

@@ -56,6 +56,7 @@ TORCHRUN_ONLY_KEYS = (
     "join_timeout",
     "local_addr",
     "is_host",
+    "virtual_local_rank",
 )
 # Keys that only the JAX topology understands; torchrun topologies reject them.
 JAX_ONLY_KEYS = ("coordinator_address",)
@@ -95,6 +96,9 @@ class LauncherConfig:
     # c10d: this node hosts the rendezvous store (--rdzv_conf is_host=1|0). null: auto (node_rank 0
     # hosts when the endpoint is an address of this machine).
     is_host: Optional[bool] = None
+    # torchrun --virtual_local_rank: every worker sees only its own GPU, as cuda:0, and gets
+    # LOCAL_RANK=0 (name per-rank files by RANK). Isaac Lab's --virtual_local_rank.
+    virtual_local_rank: bool = False
     # network interface(s) the workers talk over, e.g. eth0 or ib0 (a comma list):
     # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME for every worker. null: the libraries' own choice.
     network_interface: Optional[str] = None
@@ -137,6 +141,9 @@ class ProfileConfig:
     rl_libraries: List[str] = field(default_factory=list)
     # environment variables for the workers (e.g. NCCL settings)
     env: Dict[str, str] = field(default_factory=dict)
+    # the script takes Isaac Lab's presets=NAME: a presets= name train_multigpu does not ship is
+    # forwarded to it verbatim (false: an unknown name is an error)
+    forward_presets: bool = False
 
 
 class Submit(Enum):

@@ -184,15 +184,24 @@ def announce(submission: Submission) -> str:
     ])
 
 
+DRY_RUN = "dry run"
+
+
 def summary(submissions: Sequence[Submission]) -> str:
     """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
-    common = set(submissions[0].overrides).intersection(*(set(s.overrides) for s in submissions)) if submissions else set()
+    from .sweep import swept
+
     rows = [("#", "job id", "overrides", "run directory / error")]
-    for number, s in enumerate(submissions):
-        own = " ".join(o for o in s.overrides if o not in common) or "-"
-        rows.append((str(number), s.job_id or "FAILED", own, s.error or s.run_dir))
+    for number, (s, own) in enumerate(zip(submissions, swept([s.overrides for s in submissions]))):
+        dry = s.error == DRY_RUN
+        job = s.job_id or (DRY_RUN if dry else "FAILED")
+        rows.append((str(number), job, " ".join(own) or "-", s.run_dir if s.job_id or dry else s.error or ""))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = [f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"]
+    if submissions and all(s.error == DRY_RUN for s in submissions):
+        head = f"[{PROG}] sweep: {len(submissions)} job(s), dry run: nothing written, nothing submitted"
+    else:
+        head = f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"
+    lines = [head]
     lines += ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3] for row in rows]
     return "\n".join(lines)
 
@@ -239,25 +248,31 @@ def run(
     facts: HostFacts,
     record: list,
     resolved_yaml: str,
+    check_only: bool = False,
 ) -> int:
-    """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``record``."""
+    """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``record``.
+    ``make_run_dir(cfg, create)`` gives the job's run directory (``create=False``: the one a real
+    submission would create, for the dry run). ``check_only``: validate, write and submit nothing."""
     overrides = tuple(overrides)
     try:
         jax = cfg.launcher.topology is Topology.skrl_jax
-        planned_dir = new_run_dir_name(cfg.run_root, cfg.run_name)
+        planned_dir = str(make_run_dir(cfg, False))
         settings(cfg.slurm, cfg.run_name, planned_dir)  # names a bad slurm.* key before any directory exists
         check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args), facts)
-        run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg))
+        if check_only:
+            return 0
+        run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg, True))
         command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(overrides, jax, run_dir), script_args)
         text = script_text(cfg, command, run_dir, os.getcwd())
         if cfg.dry_run:
             print(f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)")
             print(text, end="")
-            record.append(Submission(overrides, run_dir, None, "dry run"))
+            record.append(Submission(overrides, run_dir, None, DRY_RUN))
             return 0
         submission = submit(text, Path(run_dir), overrides, resolved_yaml)
     except UserError as err:
-        record.append(Submission(overrides, "", None, str(err)))
+        if not check_only:
+            record.append(Submission(overrides, "", None, str(err)))
         raise
     record.append(submission)
     print(announce(submission), flush=True)

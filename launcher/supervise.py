@@ -29,6 +29,12 @@ SIGUSR1
     launcher is passed on to every group. Under SLURM the step's signal reaches every process
     directly, so the CLI turns the relay off there.
 
+Sweeps
+    A sweep (``-m``) holds the signals for its whole length (:class:`Interrupts`), not job by job:
+    the first SIGINT/SIGTERM/SIGHUP stops the running job(s) as above and the sweep starts no
+    more; a second Ctrl+C kills at once. ``sweep.fail_fast`` stops a parallel sweep's other jobs
+    with :meth:`Supervisor.halt`: their outcome says so instead of reporting a failure.
+
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
     the end every descendant, and every process carrying the launch's marker, is killed. A watchdog
@@ -75,6 +81,7 @@ class Outcome:
     reason: str
     failure: Optional[Failure] = None
     summary: str = ""  # the failure summary as printed
+    halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
 
     def failure_record(self) -> Optional[dict]:
         """What status.json keeps of the failure (None after a success or a signal)."""
@@ -109,6 +116,8 @@ class Supervisor:
         self.failure: Optional[Failure] = None
         self.kill_at: Optional[float] = None
         self.stopping = False
+        self.stop_signal: Optional[int] = None  # what stop() sent (processes started later get it too)
+        self.halted: Optional[str] = None  # why the sweep stopped this launch (halt)
         self.torchrun = plan.processes[0].name == "torchrun"
         # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
         self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
@@ -180,8 +189,8 @@ class Supervisor:
                 raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
                                 "set python= to an interpreter that exists, or leave it unset") from None
             self.procs.append(proc)
-            if self.stopping and self.signal_received is not None:  # a signal came while starting
-                procs.signal_group(proc.pid, self.signal_received)
+            if self.stop_signal is not None:  # a signal (or a halt) came before or while starting
+                procs.signal_group(proc.pid, self.stop_signal)
         # after the children, so they get the CPU first; they die with the launcher anyway
         # (PDEATHSIG), the watchdog is for their descendants, which need longer than this to appear
         self._start_watchdog()
@@ -230,8 +239,16 @@ class Supervisor:
         if self.stopping:
             return
         self.stopping = True
+        self.stop_signal = signum
         self.kill_at = time.monotonic() + kill_after
         self._signal_groups(signum)
+
+    def halt(self, reason: str) -> None:
+        """Stop the launch for a reason of the caller's (a sweep's fail_fast): SIGTERM, SIGKILL after
+        the grace period; its outcome is ``reason``, not a failure of its own."""
+        if self.halted is None and self.signal_received is None and self.failure is None:
+            self.halted = reason
+        self.stop(signal.SIGTERM, self.plan.grace_period)
 
     def _relay(self, signum: int, _frame: object) -> None:
         """USR1 to every process of the launch, torch workers included (torchrun does not forward it)."""
@@ -307,7 +324,7 @@ class Supervisor:
         next_reap = time.monotonic() + REAP_EVERY_S
         while True:
             codes = [proc.poll() for proc in self.procs]
-            if self.failure is None and self.signal_received is None:
+            if self.failure is None and self.signal_received is None and self.halted is None:
                 self.failure = self._first_failure(codes)
                 if self.failure is not None:
                     self._on_failure()
@@ -330,6 +347,8 @@ class Supervisor:
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
             return Outcome(128 + self.signal_received, f"stopped by {name}")
+        if self.halted is not None:
+            return Outcome(128 + signal.SIGTERM, self.halted, halted=True)
         return Outcome(0, "success")
 
     def close(self) -> None:
@@ -346,12 +365,67 @@ class Supervisor:
                 pass
 
 
-def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True) -> Outcome:
-    """Start the plan, supervise it to the end, print the failure summary; return the outcome."""
+class Interrupts:
+    """A sweep's hold on SIGINT/SIGTERM/SIGHUP, from its first job to its summary (a context
+    manager). The first signal is passed to every running launch (each stops as on its own) and
+    stays in ``received``: the sweep starts nothing more. A second SIGINT reaches the running
+    launches too, which kill at once. Between jobs a signal is only noted."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.received: Optional[int] = None
+        self._active: list[Supervisor] = []
+        self._lock = threading.RLock()  # the handler runs in the main thread, which may hold it
+        self._previous: dict = {}
+
+    def __enter__(self) -> "Interrupts":
+        self._previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
+        for sig in FORWARDED_SIGNALS:
+            signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        with self._lock:
+            for supervisor in list(self._active):
+                supervisor._on_signal(signum, frame)
+
+    def attach(self, supervisor: Supervisor) -> None:
+        """``supervisor``'s launch is running: signals reach it (one that came already, at once)."""
+        with self._lock:
+            self._active.append(supervisor)
+            if self.received is not None:
+                supervisor._on_signal(self.received, None)
+
+    def detach(self, supervisor: Supervisor) -> None:
+        with self._lock:
+            if supervisor in self._active:
+                self._active.remove(supervisor)
+
+    def running(self) -> list[Supervisor]:
+        with self._lock:
+            return list(self._active)
+
+
+def run(
+    plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True,
+    interrupts: Optional[Interrupts] = None,
+) -> Outcome:
+    """Start the plan, supervise it to the end, print the failure summary; return the outcome.
+    With ``interrupts`` (a sweep), the sweep's handler passes SIGINT/SIGTERM/SIGHUP on."""
     supervisor = Supervisor(plan, log_dir, console)
-    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS + RELAYED_SIGNALS}
-    for sig in FORWARDED_SIGNALS:
+    forwarded = () if interrupts is not None else FORWARDED_SIGNALS
+    previous = {sig: signal.getsignal(sig) for sig in forwarded + RELAYED_SIGNALS}
+    for sig in forwarded:
         signal.signal(sig, supervisor._on_signal)
+    if interrupts is not None:
+        interrupts.attach(supervisor)
     for sig in RELAYED_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)  # inherited by every process started below
     try:
@@ -364,6 +438,8 @@ def run(plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, re
         supervisor.kill_all()
         raise
     finally:
+        if interrupts is not None:
+            interrupts.detach(supervisor)
         supervisor.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -381,34 +457,47 @@ def _summarised(outcome: Outcome) -> Outcome:
     return outcome
 
 
+FAIL_FAST_STOP = "stopped (sweep.fail_fast)"
+SKIPPED_FAIL_FAST = "skipped (sweep.fail_fast)"
+SKIPPED_INTERRUPTED = "skipped (interrupted)"
+
+
 def run_many(
     jobs: "list[tuple[LaunchPlan, Path, tuple[int, ...]]]",
     lanes: "list[list[int]]",
     fail_fast: bool = False,
     on_start=None,
     on_end=None,
+    interrupts: Optional[Interrupts] = None,
+    on_skip=None,
 ) -> list[Optional[Outcome]]:
     """Run a parallel sweep: each lane (a list of job indexes) runs its jobs one after another, all
     lanes at once. A job given CPU cores runs pinned to them: its lane's thread sets its own CPU
     affinity before starting the job, and processes inherit the mask of the thread that starts
-    them. Signals to the launcher reach every running job; with ``fail_fast`` the first failure
-    stops the running jobs and skips the rest. Returns each job's outcome (None: skipped).
-    ``on_start(i)``/``on_end(i, outcome)`` are called from the lane threads."""
+    them. A signal to the launcher stops every running job and starts no more (``interrupts``: the
+    sweep's, else one held for this call); with ``fail_fast`` the first failure halts the running
+    jobs (outcome ``stopped (sweep.fail_fast)``) and skips the rest. Returns each job's outcome
+    (None: skipped). ``on_start(i)``, ``on_end(i, outcome)`` and ``on_skip(i, reason)`` are called
+    from the lane threads, ``on_end`` in the order the jobs end."""
+    import contextlib
     import threading
 
     outcomes: list[Optional[Outcome]] = [None] * len(jobs)
-    active: dict[int, Supervisor] = {}
     lock = threading.Lock()
-    stopping = threading.Event()
+    failed = threading.Event()
 
     def lane(indexes: list[int]) -> None:
         for index in indexes:
             plan, log_dir, cpus = jobs[index]
-            with lock:
-                if stopping.is_set():
-                    continue
-                supervisor = Supervisor(plan, log_dir, exclusive=False)
-                active[index] = supervisor
+            with lock:  # decided and attached at once: a failure or a signal from now on reaches it
+                skip = SKIPPED_INTERRUPTED if hub.received is not None else SKIPPED_FAIL_FAST if failed.is_set() else None
+                if skip is None:
+                    supervisor = Supervisor(plan, log_dir, exclusive=False)
+                    hub.attach(supervisor)
+            if skip is not None:
+                if on_skip is not None:
+                    on_skip(index, skip)
+                continue
             if cpus:
                 os.sched_setaffinity(0, cpus)  # this thread only; the job's processes inherit it
             if on_start is not None:
@@ -420,35 +509,24 @@ def run_many(
                 print(f"[{PROG}] job {index}: {err}", file=sys.stderr, flush=True)
                 outcome = Outcome(127, "could not start")
             finally:
+                hub.detach(supervisor)
                 supervisor.close()
             outcomes[index] = outcome = _summarised(outcome)
             with lock:
-                active.pop(index, None)
-                if outcome.exit_code != 0 and fail_fast and not stopping.is_set():
-                    stopping.set()
-                    for other in active.values():
-                        other.stop(signal.SIGTERM, other.plan.grace_period)
-            if on_end is not None:
-                on_end(index, outcome)
+                if outcome.exit_code != 0 and not outcome.halted and fail_fast and not failed.is_set():
+                    failed.set()
+                    for other in hub.running():
+                        other.halt(FAIL_FAST_STOP)
+                if on_end is not None:  # under the lock: the first failure is reported first
+                    on_end(index, outcome)
 
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.set()
-        with lock:
-            for supervisor in active.values():
-                supervisor._on_signal(signum, frame)
-
-    previous = {sig: signal.getsignal(sig) for sig in FORWARDED_SIGNALS}
-    for sig in FORWARDED_SIGNALS:
-        signal.signal(sig, on_signal)
     procs.become_subreaper()
     threads = [threading.Thread(target=lane, args=(indexes,), daemon=True) for indexes in lanes]
-    try:
+    with contextlib.ExitStack() as stack:
+        hub = interrupts if interrupts is not None else stack.enter_context(Interrupts())
         for thread in threads:
             thread.start()
         while any(thread.is_alive() for thread in threads):
             for thread in threads:
                 thread.join(timeout=POLL_S)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     return outcomes

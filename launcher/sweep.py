@@ -1,8 +1,9 @@
 """Sweeps (``train_multigpu -m seed=1,2,3``): per-job rendezvous values, packing jobs onto disjoint
 device sets, and the summary table. Pure except :func:`job_info` (reads Hydra's job state).
 
-Hydra's BasicLauncher calls the job function once per sweep point, in-process, in order. With
-``sweep.parallel=1`` each call runs its job to the end. With ``sweep.parallel=N`` each call only
+The cli calls the job function once per sweep point (launcher/multirun.py expands them), in
+order, after a first pass has checked every point. With ``sweep.parallel=1`` each call runs its
+job to the end. With ``sweep.parallel=N`` each call only
 validates, plans and records its job; the cli then hands all of them to
 :func:`launcher.supervise.run_many`, which runs N lanes at once, each lane pinned to its own set
 of devices (``CUDA_VISIBLE_DEVICES`` for GPUs, CPU affinity for CPU jobs). Job ``k`` (0-based
@@ -41,8 +42,8 @@ class JobInfo:
 @dataclass
 class JobResult:
     num: int
-    overrides: str
-    exit_code: Optional[int] = None  # None: skipped or still running
+    overrides: tuple[str, ...]
+    exit_code: Optional[int] = None  # None: skipped, a dry run, or still running
     duration_s: float = 0.0
     run_dir: str = ""
     note: str = ""
@@ -153,16 +154,48 @@ def uses_jax_auto_coordinator(cfg: TrainConfig) -> bool:
     return cfg.launcher.topology is Topology.skrl_jax and cfg.launcher.coordinator_address is None
 
 
+def kind(result: JobResult) -> str:
+    """succeeded, failed, stopped (by the sweep's signal or fail_fast), skipped (never started) or
+    dry run."""
+    if result.note == "dry run":
+        return "dry run"
+    if result.exit_code is None:
+        return "skipped"
+    if result.note == "interrupted" or result.note.startswith("stopped"):
+        return "stopped"
+    return "succeeded" if result.exit_code == 0 else "failed"
+
+
+def swept(overrides: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """Each job's own overrides: those not shared by every job (a single job keeps all).
+
+    >>> swept([("seed=1", "task=A"), ("seed=2", "task=A")])
+    [('seed=1',), ('seed=2',)]
+    """
+    if len(overrides) < 2:
+        return [tuple(o) for o in overrides]
+    common = set(overrides[0]).intersection(*map(set, overrides[1:]))
+    return [tuple(o for o in job if o not in common) for job in overrides]
+
+
 def summary(results: Sequence[JobResult]) -> str:
-    """The table printed at the end of a sweep."""
+    """The table printed at the end of a sweep (the overrides column: the swept values)."""
     rows = [("job", "overrides", "exit", "duration", "run directory")]
-    for r in sorted(results, key=lambda r: r.num):
-        exit_text = r.note if r.exit_code is None else str(r.exit_code) + (f" ({r.note})" if r.note else "")
-        rows.append((str(r.num), r.overrides or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
+    results = sorted(results, key=lambda r: r.num)
+    own = dict(zip((r.num for r in results), swept([r.overrides for r in results])))
+    for r in results:
+        if r.exit_code is None or r.note.startswith("stopped"):
+            exit_text = r.note
+        else:
+            exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")
+        rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
-    failed = sum(1 for r in results if r.exit_code not in (0, None))
-    skipped = sum(1 for r in results if r.exit_code is None)
+    counts = {name: sum(1 for r in results if kind(r) == name) for name in ("succeeded", "failed", "stopped", "skipped", "dry run")}
     lines.insert(1, "-" * len(lines[0]))
-    lines.append(f"{len(results)} job(s): {len(results) - failed - skipped} succeeded, {failed} failed, {skipped} skipped")
+    if counts["dry run"] == len(results):
+        lines.append(f"{len(results)} job(s): dry run, nothing started")
+    else:
+        stopped = f", {counts['stopped']} stopped" if counts["stopped"] else ""
+        lines.append(f"{len(results)} job(s): {counts['succeeded']} succeeded, {counts['failed']} failed{stopped}, {counts['skipped']} skipped")
     return "\n".join(line.rstrip() for line in lines)

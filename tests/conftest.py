@@ -71,7 +71,7 @@ def build(argv: list[str], gpus: int = 0, cpus: int = 2, env: dict | None = None
         from dataclasses import replace
 
         settled = replace(settled, coordinator=coordinator)
-    return plan.build(cfg, settled, facts, run_dir="/runs/r1")
+    return plan.build(cfg, settled, facts, run_dir="/runs/r1", order=line.order)
 
 
 # the small distributed target (gloo all-reduce / JAX psum, --exit_code_on_rank R:CODE) for tests

@@ -65,7 +65,8 @@ def test_message(argv, message):
 
 @pytest.mark.parametrize("key", TORCHRUN_ONLY_KEYS)
 def test_torchrun_only_keys_are_impossible_on_jax(key):
-    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true"}.get(key, "x")
+    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true",
+             "virtual_local_rank": "true"}.get(key, "x")
     message = error_of(["launcher=skrl_jax", f"launcher.{key}={value}"])
     assert message.startswith(f"launcher.{key}=")
     assert "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)" in message
@@ -74,6 +75,16 @@ def test_torchrun_only_keys_are_impossible_on_jax(key):
 def test_isaaclab_flags_for_torchrun_rejected_with_jax():
     message = error_of(["--ml_framework", "jax", "--rdzv_endpoint", "h:1"])
     assert "launcher.rdzv_endpoint=h:1: torchrun only; launcher=skrl_jax does not take it" in message
+
+
+def test_virtual_local_rank_is_torchrun_only():
+    message = error_of(["--ml_framework", "jax", "--num_gpus", "2", "--virtual_local_rank"])
+    assert message == (
+        "launcher.virtual_local_rank=true: torchrun only; launcher=skrl_jax does not take it "
+        "(it belongs to launcher=single_node or launcher=multinode)"
+    )
+    # off is the switch's default, not a torchrun flag given
+    checks.validate(compose(["launcher=skrl_jax", "launcher.virtual_local_rank=false"]), make_facts())
 
 
 def test_more_workers_than_visible_gpus():

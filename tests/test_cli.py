@@ -6,6 +6,8 @@ import shlex
 
 import pytest
 
+from launcher.supervise import WORKER_WRAPPER
+
 from conftest import clean_env
 
 
@@ -32,7 +34,7 @@ def test_dry_run_hydra_grammar_jax(run_cli):
     assert result.returncode == 0, result.stderr
     ranks = [line for line in result.stdout.splitlines() if line.startswith("JAX_LOCAL_RANK=")]
     assert len(ranks) == 2 and "JAX_RANK=1 JAX_WORLD_SIZE=2 JAX_COORDINATOR_ADDR=127.0.0.1" in ranks[1]
-    assert ranks[0].endswith("--task=Pendulum-v1 --ml_framework jax --distributed")
+    assert ranks[0].endswith("--ml_framework jax --task=Pendulum-v1 --distributed")
 
 
 def test_isaaclab_path_selects_the_isaaclab_profile(run_cli, isaaclab):
@@ -45,7 +47,7 @@ def test_isaaclab_path_selects_the_isaaclab_profile(run_cli, isaaclab):
     assert result.returncode == 0, result.stderr
     assert "# profile: isaaclab" in result.stdout
     assert result.stdout.splitlines()[-1].endswith(
-        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {isaaclab}/scripts/reinforcement_learning/train.py "
+        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {WORKER_WRAPPER} {isaaclab}/scripts/reinforcement_learning/train.py "
         "--rl_library rsl_rl --task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0 --num_envs=4096 --max_iterations=100 "
         "--run_name=gpu4_vis presets=newton_mjwarp --distributed"
     )

@@ -205,7 +205,7 @@ _load = loader.ConfigLoaderImpl.load_configuration
 
 def _paused(self, *args, **kwargs):  # the test's Ctrl+C lands here, in the middle of composition
     open(os.environ["TMG_TEST_PAUSED"], "w").close()
-    time.sleep(120)
+    time.sleep(5)  # a single launch: the KeyboardInterrupt ends it; a sweep notes the signal and goes on
     return _load(self, *args, **kwargs)
 
 
@@ -238,7 +238,11 @@ def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert err == "" and out == ""
+    assert err == ""
+    if "-m" in argv:  # the sweep notes the signal, composes, starts no job and says so
+        assert out.count("skipped (interrupted)") == 2, out
+    else:
+        assert out == ""
     assert list(work.iterdir()) == []
 
 

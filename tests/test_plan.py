@@ -170,7 +170,8 @@ def test_jax_ranks_get_skrls_variables():
     ]
     args = argv_of(p)
     assert args[0] == PY and args[1].endswith("examples/train.py")
-    assert args[2:] == ["--task=Pendulum-v1", "--ml_framework", "jax", "--distributed"]
+    # --ml_framework jax follows from launcher=skrl_jax (not typed): ahead of what the line typed
+    assert args[2:] == ["--ml_framework", "jax", "--task=Pendulum-v1", "--distributed"]
     assert p.env["JAX_PLATFORMS"] == "cpu"
 
 
@@ -219,3 +220,62 @@ def test_single_node_nnodes_flag_one_stays_single_node(value):
 def test_bracketed_ipv6_endpoint_needs_no_quoting_in_the_hydra_grammar():
     p = build(["launcher=multinode", "launcher.rdzv_endpoint=[::1]:29400", "launcher.local_nodes=true"])
     assert "[::1]:29400" in p.processes[0].argv
+
+
+# -- issue 13 item 20: forwarded arguments keep the order typed -------------------------------------
+
+def test_script_arguments_keep_the_order_typed_as_isaaclab_forwards_them(isaaclab):
+    # Isaac Lab's launcher parses its own flags and forwards every other token in order (argparse's
+    # parse_known_args); the script then gets --rl_library first and --distributed last.
+    line = (
+        "--num_gpus 4 --task=X --headless presets=newton_mjwarp --master_port 29504 --num_envs=64 "
+        "env.scene.num_envs=3 --max_iterations=5 --run_name=r --video_length 200 agent.seed=3"
+    )
+    script = str(isaaclab / "scripts/reinforcement_learning/train.py")
+    assert argv_of(build(line.split(), gpus=4)) == [
+        PY, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_port", "29504",
+        script, "--rl_library", "rsl_rl", "--task=X", "--headless", "presets=newton_mjwarp", "--num_envs=64",
+        "env.scene.num_envs=3", "--max_iterations=5", "--run_name=r", "--video_length", "200", "agent.seed=3",
+        "--distributed",
+    ]
+
+
+def test_typed_order_covers_both_grammars_and_values_not_typed_come_first():
+    args = argv_of(build("seed=3 --headless presets=debug num_envs=64 --device cpu --foo -- --bar --distributed".split()))
+    # max_iterations=5 comes from presets=debug (not typed): ahead of everything typed
+    assert args[-9:] == ["--max_iterations=5", "--seed=3", "--headless", "--num_envs=64", "--device", "cpu", "--foo", "--bar", "--distributed"]
+    # a key typed twice: the value in force, where it was first typed
+    args = argv_of(build("num_envs=1 --headless --num_envs=2".split()))
+    assert args[-3:] == ["--num_envs=2", "--headless", "--distributed"] and not [a for a in args if a == "--num_envs=1"]
+
+
+def test_typed_ml_framework_keeps_its_place(isaaclab):
+    p = build("--rl_library skrl --task=X --ml_framework jax --num_gpus 2 --headless".split(), gpus=2, coordinator=Endpoint("127.0.0.1", 1))
+    assert argv_of(p)[2:] == ["--rl_library", "skrl", "--task=X", "--ml_framework", "jax", "--headless", "--distributed"]
+
+
+# -- issue 13 item 19: --virtual_local_rank is torchrun's ---------------------------------------------
+
+def test_virtual_local_rank_reaches_torchrun_not_the_script(isaaclab):
+    for line in ("--num_gpus 2 --virtual_local_rank --task=X", "--num_gpus 2 --virtual-local-rank --task=X",
+                 "launcher.nproc_per_node=2 launcher.virtual_local_rank=true task=X"):
+        args = argv_of(build(line.split(), gpus=2))
+        at = args.index(str(isaaclab / "scripts/reinforcement_learning/train.py"))
+        # a bare switch, after Isaac Lab's torchrun flags (torch/distributed/run.py declares it last)
+        assert args[:at] == [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", "--virtual_local_rank"], line
+        assert "--virtual_local_rank" not in args[at:] and "--virtual-local-rank" not in args[at:]
+    assert "--virtual_local_rank" not in argv_of(build(["launcher.virtual_local_rank=false"]))
+
+
+def test_virtual_local_rank_follows_local_addr_as_torchrun_declares_them():
+    from launcher.checks import validate
+    from conftest import make_facts
+    from launcher.compose import compose
+    from dataclasses import replace
+
+    cfg = compose(["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=10.0.0.1:29400",
+                   "launcher.local_addr=10.0.0.2", "launcher.virtual_local_rank=true"])
+    facts = make_facts()
+    settled = replace(validate(cfg, facts), local_addr="10.0.0.2")
+    args = list(plan.build(cfg, settled, facts).processes[0].argv)
+    assert args[args.index("--local_addr"):args.index("--local_addr") + 3] == ["--local_addr", "10.0.0.2", "--virtual_local_rank"]

@@ -12,6 +12,7 @@ import pytest
 from launcher import profiles, secrets
 from launcher.compose import compose_dict, to_typed
 from launcher.errors import UserError
+from launcher.supervise import WORKER_WRAPPER
 
 from conftest import ROOT, clean_env
 from test_cli import assert_usage_error
@@ -130,7 +131,7 @@ def test_example_one_node_8gpu(run_cli, example_profiles):
     assert result.stdout.splitlines()[0] == "# profile: one_node_8gpu   topology: single_node   device: cuda (nccl)"
     assert "export NCCL_DEBUG=WARN" in result.stdout
     assert shlex.split(result.stdout.splitlines()[-1])[1:] == [
-        "-m", "torch.distributed.run", "--nproc_per_node", "8", "--standalone", str(script),
+        "-m", "torch.distributed.run", "--nproc_per_node", "8", "--standalone", WORKER_WRAPPER, str(script),
         "--rl_library", "rsl_rl", "--task=Isaac-Cartpole-v0", "--distributed",
     ]
 
@@ -143,7 +144,7 @@ def test_example_two_node_c10d(run_cli, example_profiles, node_rank):
     assert shlex.split(result.stdout.splitlines()[-1])[1:] == [
         "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2", "--node_rank", str(node_rank),
         "--rdzv_backend", "c10d", "--rdzv_endpoint", "node0.cluster.example:29400", "--rdzv_id", "two_node_c10d",
-        "--rdzv_conf", "join_timeout=300",
+        "--rdzv_conf", "join_timeout=300", WORKER_WRAPPER,
         str(example_profiles / "scripts/reinforcement_learning/train.py"), "--rl_library", "rsl_rl",
         "presets=newton_mjwarp", "--distributed",
     ]

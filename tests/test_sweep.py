@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -14,16 +16,26 @@ from launcher.compose import compose
 from launcher.errors import UserError
 
 from conftest import clean_env, make_facts
+from supervise_util import finish, spawner, survivors, wait_for_files
 from test_cli import assert_usage_error
 
 pytestmark = pytest.mark.timeout(180)
 
 # Prints, from inside the worker, its CPU affinity, rank and seed; seed 2 fails when asked to.
+# With MEET_DIR: leaves <seed>.up there and waits (up to 60 s) until two workers are up; prints
+# when it began and ended waiting.
 WORKER = """
-import os, sys
+import os, sys, time
 seed = [a for a in sys.argv if a.startswith("--seed=")]
+begin = time.time()
+meet = os.environ.get("MEET_DIR")
+if meet:
+    open(os.path.join(meet, seed[0] + ".up"), "w").close()
+    while len(os.listdir(meet)) < 2 and time.time() < begin + 60:
+        time.sleep(0.02)
 print("WORKER", seed[0] if seed else "-", "cpus=" + ",".join(map(str, sorted(os.sched_getaffinity(0)))),
-      "port=" + os.environ.get("JAX_COORDINATOR_PORT", os.environ.get("MASTER_PORT", "")), flush=True)
+      "port=" + os.environ.get("JAX_COORDINATOR_PORT", os.environ.get("MASTER_PORT", "")),
+      f"begin={begin!r}", f"end={time.time()!r}", flush=True)
 if "--seed=2" in sys.argv and os.environ.get("FAIL_SEED2"):
     sys.exit(3)
 """
@@ -78,17 +90,21 @@ def test_job_config_rdzv_id_and_ports():
 
 
 def test_summary_table():
+    shared = ("task=CartPole-v1", "+worker_env.HF_TOKEN=x")  # on every job: not a swept value
     text = sweep.summary([
-        sweep.JobResult(1, "seed=2", 3, 1.25, "/r/1"),
-        sweep.JobResult(0, "seed=1", 0, 2.0, "/r/0"),
-        sweep.JobResult(2, "seed=3", None, 0.0, "", "skipped (sweep.fail_fast)"),
+        sweep.JobResult(1, ("seed=2", *shared), 3, 1.25, "/r/1"),
+        sweep.JobResult(0, ("seed=1", *shared), 0, 2.0, "/r/0"),
+        sweep.JobResult(2, ("seed=3", *shared), None, 0.0, "", "skipped (sweep.fail_fast)"),
+        sweep.JobResult(3, ("seed=4", *shared), 143, 0.5, "/r/3", "stopped (sweep.fail_fast)"),
     ])
     lines = text.splitlines()
     assert lines[0].split() == ["job", "overrides", "exit", "duration", "run", "directory"]
-    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]
+    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]  # the swept values only, as docs/sweeps.md shows
     assert lines[3].split() == ["1", "seed=2", "3", "1.2s", "/r/1"]
-    assert "skipped (sweep.fail_fast)" in lines[4]
-    assert lines[-1] == "3 job(s): 1 succeeded, 1 failed, 1 skipped"
+    assert re.split(r"\s{2,}", lines[4]) == ["2", "seed=3", "skipped (sweep.fail_fast)", "0.0s", "-"]
+    assert re.split(r"\s{2,}", lines[5]) == ["3", "seed=4", "stopped (sweep.fail_fast)", "0.5s", "/r/3"]
+    assert lines[-1] == "4 job(s): 1 succeeded, 1 failed, 1 stopped, 1 skipped"
+    assert sweep.summary([sweep.JobResult(0, ("seed=1",), 0)]).splitlines()[2].split()[1] == "seed=1"  # one job: all
 
 
 # -- real processes -----------------------------------------------------------------------------
@@ -118,15 +134,23 @@ def test_fail_fast_skips_the_rest(run_cli, worker):
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable CPU cores")
-def test_parallel_sweep_pins_each_job_to_its_own_core(run_cli, worker):
-    # 2 jobs x 1 torchrun worker on this 2-core machine; the worker reads its own affinity
-    result = run_cli("-m", "seed=1,2", "sweep.parallel=2", "launcher.nproc_per_node=1", f"script={worker}")
+def test_parallel_sweep_pins_each_job_to_its_own_core(run_cli, worker, tmp_path):
+    # 2 jobs x 1 torchrun worker on this 2-core machine; the worker reads its own affinity, and
+    # waits until the other job's worker is up too (run one after the other, it would wait 60 s)
+    meet = tmp_path / "meet"
+    meet.mkdir()
+    result = run_cli("-m", "seed=1,2", "sweep.parallel=2", "launcher.nproc_per_node=1", f"script={worker}",
+                     env=clean_env(MEET_DIR=str(meet)))
     assert result.returncode == 0, result.stdout + result.stderr
     rows = summary_rows(result.stdout)
     assert [r[2] for r in rows] == ["0", "0"]
     cores = sorted(os.sched_getaffinity(0))
-    seen = {line.split()[1]: line.split()[2] for row in rows for line in worker_lines(Path(row[4]))}
-    assert seen == {"--seed=1": f"cpus={cores[0]}", "--seed=2": f"cpus={cores[1]}"}
+    lines = {line.split()[1]: line.split() for row in rows for line in worker_lines(Path(row[4]))}
+    assert {seed: fields[2] for seed, fields in lines.items()} == {"--seed=1": f"cpus={cores[0]}", "--seed=2": f"cpus={cores[1]}"}
+    # the lanes overlapped: each worker began before the other ended, and neither waited long
+    (b1, e1), (b2, e2) = ([float(f.split("=")[1]) for f in lines[seed][4:6]] for seed in ("--seed=1", "--seed=2"))
+    assert b1 < e2 and b2 < e1, lines
+    assert e1 - b1 < 30 and e2 - b2 < 30, lines
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable CPU cores")
@@ -158,3 +182,142 @@ def test_help_mentions_profiles_and_sweep_keys(run_cli):
     assert result.returncode == 0
     for text in ("save_profile=NAME", "TRAIN_MULTIGPU_CONFIG_PATH", "sweep.fail_fast=true", "sweep.parallel=N", ".train_multigpu"):
         assert text in result.stdout, text
+
+
+# -- signals and fail_fast: real launches of tests/workers/spawner.py (each rank leaves two helpers
+# that ignore signals; none may survive), one pid directory per job (<pids>/seed<S>/) ------------
+
+JOB_FILES = 3  # rank0.pid + two helpers (one torchrun worker per job)
+
+
+def sweep_status(stdout: str, job: int) -> dict:
+    import json
+
+    row = summary_rows(stdout)[job]
+    return json.loads((Path(row[4]) / "status.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "signum, parallel", [(signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGINT, 2), (signal.SIGTERM, 2)],
+    ids=["SIGINT-sequential", "SIGTERM-sequential", "SIGINT-parallel", "SIGTERM-parallel"],
+)
+def test_one_signal_stops_the_whole_sweep(tmp_path, signum, parallel):
+    if parallel > len(os.sched_getaffinity(0)):
+        pytest.skip("needs 2 usable CPU cores")
+    proc, pids = spawner(tmp_path, "-m", "seed=1,2,3", f"sweep.parallel={parallel}", nproc=1)
+    running = [1, 2][:parallel]  # the jobs started at once: seed 1 (and seed 2 in the other lane)
+    for seed in running:
+        wait_for_files(pids / f"seed{seed}", JOB_FILES)
+    proc.send_signal(signum)
+    code, out, err = finish(proc, timeout=60)
+    assert code == 128 + signum, out + err
+    for seed in running:
+        assert survivors(pids / f"seed{seed}", settle=0) == []
+    assert sorted(p.name for p in pids.iterdir()) == [f"seed{s}" for s in running]  # no further job started
+    rows = summary_rows(out)
+    assert [r[2] for r in rows] == ["130 (interrupted)" if signum == signal.SIGINT else "143 (interrupted)"] * parallel + [
+        "skipped (interrupted)"
+    ] * (3 - parallel), out
+    for job in range(parallel):
+        assert sweep_status(out, job)["reason"] == f"stopped by {signal.Signals(signum).name}"
+    assert f"3 job(s): 0 succeeded, 0 failed, {parallel} stopped, {3 - parallel} skipped" in out
+    assert "sweep.fail_fast" not in out + err
+
+
+def test_second_ctrl_c_kills_a_sweep_at_once(tmp_path):
+    proc, pids = spawner(tmp_path, "-m", "seed=1,2", nproc=1, args=("--ignore_signals",))  # grace period 30 s
+    wait_for_files(pids / "seed1", JOB_FILES)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=20)
+    assert code == 130, out + err
+    assert time.monotonic() - sent < 3.0
+    assert survivors(pids / "seed1", settle=0) == []
+    assert not (pids / "seed2").exists()
+    assert [r[2] for r in summary_rows(out)] == ["130 (interrupted)", "skipped (interrupted)"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable CPU cores")
+def test_parallel_fail_fast_exits_with_the_failure_and_marks_the_stopped_job(tmp_path):
+    # job 0 (seed 1) runs; job 1 (seed 2, the other lane) fails with 3 once job 0's rank is up
+    proc, pids = spawner(
+        tmp_path, "-m", "seed=1,2,3", "sweep.parallel=2", "sweep.fail_fast=true", nproc=1,
+        args=("--fail_seed", "2:3:seed1/rank0.pid"),
+    )
+    code, out, err = finish(proc, timeout=90)
+    assert code == 3, out + err  # the failing job's code, not the stopped job's 143
+    assert survivors(pids / "seed1", settle=0) == [] and survivors(pids / "seed2", settle=0) == []
+    assert not (pids / "seed3").exists()
+    assert [r[2] for r in summary_rows(out)] == ["stopped (sweep.fail_fast)", "3", "skipped (sweep.fail_fast)"]
+    stopped = sweep_status(out, 0)
+    assert stopped["reason"] == "stopped (sweep.fail_fast)" and stopped["failure"] is None
+    assert "torchrun failed" not in out + err
+    assert "3 job(s): 0 succeeded, 1 failed, 1 stopped, 1 skipped" in out
+
+
+# -- what a sweep writes: nothing, until a job starts ----------------------------------------------
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+@pytest.mark.parametrize("extra", [[], ["sweep.parallel=2"]], ids=["sequential", "parallel"])
+def test_dry_run_sweep_writes_nothing(run_cli, tmp_path, extra):
+    before = files_under(tmp_path)
+    result = run_cli("-m", "seed=1,2", "+worker_env.HOOK_API_TOKEN=x", "dry_run=true", *extra)
+    assert result.returncode == 0, result.stderr
+    assert files_under(tmp_path) == before  # no runs/multirun/<t>/multirun.yaml, no job directories
+    rows = summary_rows(result.stdout)
+    assert [(r[1], r[2]) for r in rows] == [("seed=1", "dry run"), ("seed=2", "dry run")]
+    parents = {Path(r[4]).parent for r in rows}  # where the real sweep would put them: one sweep directory
+    assert len(parents) == 1 and parents.pop().parent == tmp_path / "runs" / "multirun"
+    assert "2 job(s): dry run, nothing started" in result.stdout
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["real", "dry-run"])
+def test_sweep_error_is_printed_once_and_writes_nothing(run_cli, tmp_path, dry_run):
+    before = files_under(tmp_path)
+    result = run_cli("-m", "seed=1,2,3", "sweep.parallel=3", *(["dry_run=true"] if dry_run else []))
+    assert result.returncode == 2
+    assert result.stderr == "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own\n"
+    assert files_under(tmp_path) == before
+
+
+def test_a_bad_point_stops_the_sweep_before_any_job_starts(run_cli, tmp_path, worker):
+    before = files_under(tmp_path)
+    missing = tmp_path / "missing.py"
+    result = run_cli("-m", f"script={worker},{missing}", "launcher.nproc_per_node=1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.splitlines()) == 1 and f"script={missing}" in result.stderr, result.stderr
+    assert "WORKER" not in result.stdout  # the good point did not run either
+    assert files_under(tmp_path) == before
+
+
+def test_slurm_sweep_dry_run_shows_what_the_submission_writes(run_cli, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")  # a fake sbatch: no cluster needed here
+    (bin_dir / "sbatch").chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}")
+    args = ("-m", "seed=1,2", "submit=slurm", "slurm.gpus_per_node=1", "+worker_env.HOOK_API_TOKEN=x")
+    stamp = re.compile(r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d")
+
+    dry = run_cli(*args, "dry_run=true", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert files_under(tmp_path) == ["bin", "bin/sbatch"]
+    scripts = dict(re.findall(r"^# (\S+/job\.sbatch) \(dry run: nothing written, nothing submitted\)\n(.*?)(?=^# /|^\[train_multigpu\])",
+                              dry.stdout, re.M | re.S))
+    assert "sweep summary" not in dry.stdout  # one table
+    assert re.findall(r"^  \d  (.*)$", dry.stdout, re.M) == [
+        f"dry run  seed={n + 1}     {path[: -len('/job.sbatch')]}" for n, path in enumerate(scripts)
+    ], dry.stdout
+
+    real = run_cli(*args, env=env)
+    assert real.returncode == 0, real.stderr
+    assert "sweep summary" not in real.stdout
+    written = sorted((tmp_path / "runs" / "multirun").glob("*/*/job.sbatch"))
+    assert [stamp.sub("T", str(p)) for p in written] == [stamp.sub("T", p) for p in scripts]
+    assert [stamp.sub("T", p.read_text()) for p in written] == [stamp.sub("T", text) for text in scripts.values()]

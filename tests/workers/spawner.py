@@ -10,6 +10,8 @@ re-parented). Each helper writes ``<pid_dir>/helper-<R>-<kind>.pid``; its comman
 --fail R:CODE    rank R exits with CODE (after writing <pid_dir>/failed.time), others sleep
 --raise R        rank R raises ValueError('boom from rank R'), others sleep
 --kill R         rank R kills itself with SIGKILL, others sleep
+--seed S         (forwarded by the launcher from seed=S) write into <pid_dir>/seed<S>/ instead
+--fail_seed S:CODE[:WAIT]  with --seed S, rank 0 exits with CODE (once <pid_dir>/WAIT exists)
 """
 
 import argparse
@@ -40,7 +42,13 @@ def main() -> int:
     parser.add_argument("--raise", dest="raise_", type=int, default=None)
     parser.add_argument("--kill", type=int, default=None)
     parser.add_argument("--ignore_signals", action="store_true")
+    parser.add_argument("--seed", default=None)
+    parser.add_argument("--fail_seed", default=None)
     args, _ = parser.parse_known_args()
+    root = args.pid_dir
+    if args.seed is not None:
+        args.pid_dir = os.path.join(root, f"seed{args.seed}")
+        os.makedirs(args.pid_dir, exist_ok=True)
     rank = int(os.environ.get("RANK", os.environ.get("JAX_RANK", "0")))
     for kind, new_session in (("setsid", True), ("daemon", False)):
         path = os.path.join(args.pid_dir, f"helper-{rank}-{kind}.pid")
@@ -66,6 +74,14 @@ def main() -> int:
             with open(os.path.join(args.pid_dir, "failed.time"), "w") as f:
                 f.write(repr(time.time()))
             return code
+    if args.fail_seed and args.seed is not None and rank == 0:
+        seed, code, *wait = args.fail_seed.split(":")
+        if seed == args.seed:
+            deadline = time.time() + 60
+            while wait and not os.path.exists(os.path.join(root, wait[0])) and time.time() < deadline:
+                time.sleep(0.02)
+            print(f"seed {seed} failing with {code}", flush=True)
+            return int(code)
     if args.raise_ is not None and rank == args.raise_:
         with open(os.path.join(args.pid_dir, "failed.time"), "w") as f:
             f.write(repr(time.time()))

@@ -1,0 +1,91 @@
+"""``-m``: expand a sweep into its points with Hydra's own parser and config loader, and hand each
+point's config to the job function, with the same HydraConfig ``hydra.main`` would give it.
+
+Why not ``hydra.main``'s multirun: Hydra's BasicSweeper writes ``<sweep dir>/multirun.yaml`` (every
+override in clear, secrets included) and BasicLauncher creates every job's directory before the
+job function runs, so a dry run, or a sweep refused by a check, left ``runs/multirun/<t>/``
+behind. Here nothing is written: a job creates its own run directory when it really starts.
+The points are those BasicSweeper makes (its ``split_arguments``: the product of the sweep
+overrides, in order); job ``k`` gets ``hydra.job.num=k`` and ``hydra.runtime.output_dir`` =
+``hydra.sweep.dir/hydra.sweep.subdir``, resolved as Hydra resolves them (one ``${now:}`` for the
+whole sweep).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+# Hydra flags this module handles; any other (--cfg, --info, --help, --config-path, ...) goes to hydra.main
+FLAGS = ("-m", "--multirun", "--config-dir", "-cd")
+
+
+@dataclass(frozen=True)
+class Point:
+    num: int
+    overrides: tuple[str, ...]  # the point's overrides (hydra.overrides.task)
+    config: object  # the DictConfig, without its hydra node, as a job function receives it
+    hydra_config: object  # the DictConfig with the hydra node, for HydraConfig
+
+
+def handles(hydra_flags: Sequence[str]) -> bool:
+    """Whether a command line with these Hydra flags is a sweep this module runs."""
+    flags = [f for i, f in enumerate(hydra_flags) if i == 0 or hydra_flags[i - 1] not in ("--config-dir", "-cd")]
+    return bool({"-m", "--multirun"} & set(flags)) and set(flags) <= set(FLAGS)
+
+
+def searchpath_with(config_dir: Optional[str], searchpath: str) -> str:
+    """The ``hydra.searchpath=[...]`` override with ``--config-dir`` first, as ``hydra.main`` puts it.
+
+    >>> searchpath_with("/", "hydra.searchpath=['file:///a']")
+    "hydra.searchpath=['file:///','file:///a']"
+    """
+    if config_dir is None:
+        return searchpath
+    from . import grammar
+
+    from hydra.errors import SearchPathException
+
+    path = os.path.abspath(config_dir)
+    if not os.path.isdir(path):
+        raise SearchPathException(f"Additional config directory '{path}' not found")
+    head, _, rest = searchpath.partition("[")
+    return f"{head}[{grammar.quote('file://' + path)}" + ("," + rest if rest != "]" else "]")
+
+
+@contextlib.contextmanager
+def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterator[list[Point]]:
+    """Every point of the sweep, composed; Hydra stays initialised while the jobs run."""
+    from hydra import initialize
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf, open_dict, read_write
+
+    with initialize(config_path=None, version_base="1.3", job_name=job_name):
+        hydra = GlobalHydra.instance().hydra
+        loader = hydra.config_loader
+        # hydra.main's -m adds hydra.mode=MULTIRUN too: the points inherit it (HydraConfig.mode)
+        master = hydra.compose_config(config_name, [*overrides, "hydra.mode=MULTIRUN"], run_mode=RunMode.MULTIRUN)
+        OmegaConf.select(master, "hydra.sweep.dir")  # resolved once: its ${now:} is cached for every point
+        task = list(OmegaConf.to_container(master.hydra.overrides.task, resolve=False))
+        params = [f"{key}={value}" for key, value in (master.hydra.sweeper.get("params") or {}).items()]
+        parsed = OverridesParser.create(config_loader=loader).parse_overrides(params + task)
+        points = []
+        for num, point_overrides in enumerate(BasicSweeper.split_arguments(parsed, None)[0]):
+            config = loader.load_sweep_config(master, list(point_overrides))
+            with open_dict(config):
+                config.hydra.job.id = num
+                config.hydra.job.num = num
+            output_dir = os.path.join(str(OmegaConf.select(config, "hydra.sweep.dir")), str(OmegaConf.select(config, "hydra.sweep.subdir")))
+            with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
+                config.hydra.runtime.output_dir = os.path.abspath(output_dir)
+            job_config = copy.deepcopy(config)
+            with read_write(job_config), open_dict(job_config):
+                del job_config["hydra"]
+            points.append(Point(num, tuple(OmegaConf.to_container(config.hydra.overrides.task)), job_config, config))
+        yield points
