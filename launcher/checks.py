@@ -8,6 +8,7 @@ ports this node must bind are free.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -26,7 +27,19 @@ RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
 NPROC_WORDS = ("auto", "gpu", "cpu")
 TEE_REDIRECT_VALUES = "0 (none), 1 (stdout), 2 (stderr), 3 (both), or per rank like 0:1,1:2"
 START_METHODS = ("spawn", "fork", "forkserver")
+# CPU workers (device=cpu) allowed per usable core: beyond it a launch thrashes or runs out of memory
+CPU_WORKERS_PER_CORE = 4
 _INTERFACE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
+
+
+@dataclass(frozen=True)
+class Facing:
+    """The network interface this node reaches the other nodes through, found by checks.locate
+    (host.source_address) when launcher.network_interface is not set."""
+
+    interface: str
+    address: str  # this node's address on it
+    target: str  # what it faces, for the dry run: "the rendezvous endpoint 10.0.0.1:29400"
 
 
 @dataclass(frozen=True)
@@ -48,10 +61,37 @@ class Settled:
     # the c10d endpoint's address (None: not looked at)
     local_addr: Optional[str] = None
     endpoint_here: Optional[bool] = None
+    # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
+    facing: Optional[Facing] = None
 
 
 def _key(name: str) -> str:
     return f"launcher.{name}"
+
+
+# upper bounds of the launcher's time keys: beyond them a value is a typo, not a wish, and nan/inf
+# would disable what the key bounds (grace_period=nan: no SIGKILL ever; docs/errors.md)
+MAX_GRACE_PERIOD_S = 86400  # a day
+MAX_MONITOR_INTERVAL_S = 3600
+MAX_TIMEOUT_S = 604800  # a week: join_timeout and the timeouts in rdzv_conf
+
+
+def _seconds(name: str, value: float, low: float, high: float, hint: Optional[str] = None, low_allowed: bool = True) -> None:
+    """A finite number of seconds in ``low..high`` (``low`` excluded unless ``low_allowed``).
+
+    >>> _seconds("grace_period", float("nan"), 0, 86400)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.grace_period=nan: finite seconds in 0..86400
+    >>> _seconds("monitor_interval", 0.0, 0, 3600, low_allowed=False)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.monitor_interval=0.0: finite seconds > 0 and <= 3600
+    """
+    in_range = low <= value <= high if low_allowed else low < value <= high
+    if not (math.isfinite(value) and in_range):
+        allowed = f"finite seconds in {low}..{high}" if low_allowed else f"finite seconds > {low} and <= {high}"
+        raise UserError(_key(name), value, allowed, hint)
 
 
 def _topology_keys(launcher: LauncherConfig) -> None:
@@ -131,7 +171,25 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
             f"more workers than the {facts.visible_gpus} visible GPU(s)",
             f"from {facts.gpus_source}; use at most {facts.visible_gpus} or device=cpu",
         )
+    limit = CPU_WORKERS_PER_CORE * facts.usable_cpus
+    if device == "cpu" and count > limit:
+        raise UserError(
+            key, count,
+            f"more than {CPU_WORKERS_PER_CORE} CPU workers per usable core: {facts.usable_cpus} core(s) here allow at most {limit}",
+            "every worker is a process with its own environments and model; use fewer workers or more cores",
+        )
     return count
+
+
+def num_gpus_flag(value: Optional[str], cfg: TrainConfig, settled: Settled, facts: HostFacts) -> None:
+    """Isaac Lab's ``--num_gpus N`` asks for GPUs: with none visible and ``device=auto`` it must not
+    quietly become N CPU workers (an explicit ``device=cpu`` says CPU workers are meant)."""
+    if value is None or cfg.device is not Device.auto or settled.device != "cpu" or value.strip() == "cpu":
+        return
+    raise UserError(
+        "--num_gpus", value, "no GPU is visible on this machine",
+        f"from {facts.gpus_source}; for CPU workers write launcher.nproc_per_node={value} or add device=cpu",
+    )
 
 
 def _script(cfg: TrainConfig) -> str:
@@ -171,12 +229,32 @@ def _training_values(cfg: TrainConfig) -> None:
         )
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def worker_env_names(cfg: TrainConfig) -> None:
+    """``worker_env``/``profile.env`` names: environment variable names, none the launch sets itself
+    (a value for one would show in the dry run and be overwritten in the real run)."""
+    from .plan import LAUNCH_VARS
+    from .secrets import MASK, is_secret
+
+    for section, env in (("worker_env", cfg.worker_env), ("profile.env", cfg.profile.env)):
+        for name, value in env.items():
+            shown = MASK if is_secret(name) and value else value
+            if not _ENV_NAME.match(name):
+                raise UserError(f"{section}.{name}", shown, "not an environment variable name: letters, digits and '_', not starting with a digit")
+            if name in LAUNCH_VARS:
+                hint = "give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ..." if name == "CUDA_VISIBLE_DEVICES" else "docs/errors.md lists the launch's own variables"
+                raise UserError(f"{section}.{name}", shown, "the launch sets this variable for every worker itself (the real run would overwrite it)", hint)
+
+
 def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     launcher = cfg.launcher
     topology = launcher.topology
     jax = topology is Topology.skrl_jax
     _training_values(cfg)
     _topology_keys(launcher)
+    worker_env_names(cfg)
     for name in ("nnodes", "node_rank"):
         if getattr(launcher, name) is None:
             raise UserError(_key(name), None, "needs a value", "only launcher=slurm takes it from the SLURM allocation")
@@ -197,13 +275,11 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
         raise UserError(_key("start_method"), launcher.start_method, f"one of {', '.join(START_METHODS)}")
     if launcher.max_restarts is not None and launcher.max_restarts < 0:
         raise UserError(_key("max_restarts"), launcher.max_restarts, "an integer >= 0")
-    if launcher.monitor_interval is not None and launcher.monitor_interval <= 0:
-        raise UserError(_key("monitor_interval"), launcher.monitor_interval, "seconds > 0")
-    if launcher.grace_period < 0:
-        raise UserError(_key("grace_period"), launcher.grace_period, "seconds >= 0")
-
-    if launcher.join_timeout is not None and launcher.join_timeout < 1:
-        raise UserError(_key("join_timeout"), launcher.join_timeout, "seconds >= 1 (how long a node waits for the other nodes to join)")
+    if launcher.monitor_interval is not None:
+        _seconds("monitor_interval", launcher.monitor_interval, 0, MAX_MONITOR_INTERVAL_S, low_allowed=False)
+    _seconds("grace_period", launcher.grace_period, 0, MAX_GRACE_PERIOD_S)
+    if launcher.join_timeout is not None:
+        _seconds("join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join")
     if launcher.network_interface is not None:
         names = str(launcher.network_interface).split(",")
         if not all(_INTERFACE.match(name) for name in names):
@@ -276,11 +352,68 @@ def _rendezvous_keys(launcher: LauncherConfig, backend: Optional[str], user_conf
             raise UserError(_key("is_host"), str(launcher.is_host).lower(), f"also given as is_host={user_conf['is_host']} in launcher.rdzv_conf", "give it once")
 
 
-def locate(cfg: TrainConfig, settled: Settled) -> Settled:
-    """What only this machine can say about the addresses of a multi-node launch: whether it holds the
-    c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address of
-    launcher.network_interface (advertised as --local_addr when none is given)."""
+def _node0(cfg: TrainConfig, settled: Settled) -> Optional[tuple[str, Endpoint]]:
+    """What the nodes meet at: (description, endpoint) of the c10d endpoint, the static master or
+    the JAX coordinator; None on one node."""
+    if settled.max_nodes < 2:
+        return None
+    if settled.rdzv_endpoint is not None:
+        return "the rendezvous endpoint", settled.rdzv_endpoint
+    if settled.coordinator is not None:
+        return "the JAX coordinator", settled.coordinator
+    if cfg.launcher.master_addr is not None:
+        return "the master", Endpoint(cfg.launcher.master_addr, cfg.launcher.master_port or MASTER_DEFAULT_PORT)
+    return None
+
+
+def _resolvable(cfg: TrainConfig, settled: Settled) -> None:
+    """Every host name the launch connects to resolves here, in bounded time (host.RESOLVE_TIMEOUT_S):
+    torch would otherwise fail minutes later with a traceback."""
     launcher = cfg.launcher
+    given = (
+        ("rdzv_endpoint", settled.rdzv_endpoint.host if settled.rdzv_endpoint else None, launcher.rdzv_endpoint),
+        ("master_addr", launcher.master_addr, launcher.master_addr),
+        ("coordinator_address", settled.coordinator.host if settled.coordinator else None, launcher.coordinator_address),
+    )
+    for name, host_name, value in given:
+        if host_name is None:
+            continue
+        try:
+            host.resolve(host_name)
+        except host.ResolveError as err:
+            raise UserError(
+                _key(name), value if value is not None else host_name,
+                f"the host {host_name!r} does not resolve on this machine ({err})",
+                "give node 0's address, or a host name every node resolves (/etc/hosts or DNS)",
+            ) from None
+
+
+def _facing(cfg: TrainConfig, settled: Settled) -> Optional[Facing]:
+    """The non-loopback interface this machine would use to reach node 0 (None: loopback, no route,
+    or an address no interface holds)."""
+    found = _node0(cfg, settled)
+    if found is None:
+        return None
+    what, endpoint = found
+    address = host.source_address(endpoint.host, endpoint.port)
+    if address is None or is_loopback(address):
+        return None
+    interface = host.interface_of(address)
+    if interface is None:
+        return None
+    return Facing(interface, address, f"{what} {endpoint}")
+
+
+def locate(cfg: TrainConfig, settled: Settled) -> Settled:
+    """What only this machine can say about the addresses of a multi-node launch: that its host
+    names resolve, the interface facing node 0 (when launcher.network_interface is unset), whether
+    it holds the c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address
+    advertised as --local_addr when none is given (launcher.network_interface's, else the facing
+    interface's)."""
+    launcher = cfg.launcher
+    _resolvable(cfg, settled)
+    if launcher.network_interface is None:
+        settled = replace(settled, facing=_facing(cfg, settled))
     if launcher.network_interface is not None:
         present = host.interface_names()
         for name in str(launcher.network_interface).split(","):
@@ -294,6 +427,8 @@ def locate(cfg: TrainConfig, settled: Settled) -> Settled:
     local_addr = settled.local_addr
     if local_addr is None and launcher.network_interface is not None:
         local_addr = host.interface_ipv4(str(launcher.network_interface).split(",")[0])
+    elif local_addr is None and settled.facing is not None:
+        local_addr = settled.facing.address
     here = settled.rdzv_endpoint is not None and (
         is_loopback(settled.rdzv_endpoint.host) or host.is_local_address(settled.rdzv_endpoint.host)
     )
@@ -318,6 +453,27 @@ def _no_loopback(launcher: LauncherConfig, rdzv: Optional[Endpoint], coordinator
 
 def _bound_here(host_name: str, node_rank: int) -> bool:
     return node_rank == 0 and (is_loopback(host_name) or host.is_local_address(host_name))
+
+
+def _port_taken(key: str, value: object, port: int) -> UserError:
+    return UserError(
+        key, value, f"port {port} is already in use on this host",
+        "choose a free port, or stop what holds it; ss -ltnp names it",
+    )
+
+
+def port_taken_at_launch(cfg: TrainConfig, settled: Settled, port: int) -> UserError:
+    """The preflight message for a port that was free at the check but taken when torchrun (or JAX's
+    coordinator) bound it (another launch started at the same time): the key that chose the port,
+    as the user wrote it."""
+    launcher = cfg.launcher
+    if settled.coordinator is not None and settled.coordinator.port == port:
+        return _port_taken(_key("coordinator_address"), launcher.coordinator_address or str(settled.coordinator), port)
+    if settled.rdzv_endpoint is not None and settled.rdzv_endpoint.port == port:
+        return _port_taken(_key("rdzv_endpoint"), launcher.rdzv_endpoint or str(settled.rdzv_endpoint), port)
+    if launcher.master_port is None and port == MASTER_DEFAULT_PORT:
+        return _port_taken(_key("master_port"), f"{MASTER_DEFAULT_PORT} (torchrun's default)", port)
+    return _port_taken(_key("master_port"), launcher.master_port if launcher.master_port is not None else port, port)
 
 
 def preflight(cfg: TrainConfig, settled: Settled) -> None:
@@ -351,10 +507,7 @@ def preflight(cfg: TrainConfig, settled: Settled) -> None:
         ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
     for key, value, port in ports:
         if host.port_in_use(port):
-            raise UserError(
-                key, value, f"port {port} is already in use on this host",
-                "choose a free port, or stop what holds it; ss -ltnp names it",
-            )
+            raise _port_taken(key, value, port)
     if launcher.local_addr is not None and settled.max_nodes > 1 and not host.is_local_address(launcher.local_addr):
         raise UserError(
             _key("local_addr"), launcher.local_addr, "not an address of this host",

@@ -7,6 +7,7 @@ the traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,8 @@ class _Invocation:
     command: list[str] = field(default_factory=list)
     hydra_flags: list[str] = field(default_factory=list)
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm_submit.Submission per job
+    vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
+    num_gpus: Optional[str] = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
 
 
 @dataclass
@@ -75,22 +78,27 @@ def _to_object(cfg) -> schema.TrainConfig:
         raise UserError.from_omegaconf(err) from err
 
 
-def _run_dir(cfg: schema.TrainConfig, create: bool = True) -> Path:
-    """The run directory, created; ``create=False``: where it will be (a sweep job's, before it
-    starts; a dry run's)."""
+def _multirun() -> bool:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode == RunMode.MULTIRUN:
-        path = Path(hydra_cfg.runtime.output_dir)
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") -> Path:
+    """The launcher's record of this launch (config.yaml, command.sh, status.json, logs/), created;
+    ``create=False``: where it will be (a sweep job's, before it starts; a dry run's)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if _multirun():
+        path = Path(HydraConfig.get().runtime.output_dir)
         if create:
             path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
     try:
-        if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, node<R> inside
-            path = Path(cfg.run_dir) / (f"node{cfg.launcher.node_rank}" if multinode else "")
+        if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
+            path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
             if create:
                 path.mkdir(parents=True, exist_ok=True)
             return path.resolve()
@@ -102,6 +110,14 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True) -> Path:
     except OSError as err:  # checks.preflight looked first; this is what it could not foresee
         key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
         raise UserError(key, value, f"cannot create the run directory: {err.strerror or err}", "choose a directory you can write") from None
+
+
+def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
+    """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
+    of a SLURM job train, checkpoint and resume there); else the launch's own record directory."""
+    if cfg.run_dir is not None and not _multirun():
+        return str(Path(cfg.run_dir).resolve())
+    return str(record_dir)
 
 
 def _flag_value(flags: list[str], *names: str) -> Optional[str]:
@@ -117,7 +133,8 @@ def _save_profile(dict_cfg, target: str) -> int:
 
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
-    _to_object(dict_cfg)  # a profile that does not compose is not written
+    with profiles.env_references_unresolved():
+        _to_object(dict_cfg)  # a profile that does not compose is not written
     text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, _CURRENT.command)
     try:
         profiles.write(Path(target), text)
@@ -132,7 +149,7 @@ def launch(dict_cfg) -> int:
 
     if _CURRENT.save_as is not None:
         return _save_profile(dict_cfg, _CURRENT.save_as)
-    cfg = _to_object(dict_cfg)
+    cfg = _CURRENT.vault.reveal(_to_object(dict_cfg))
     _CURRENT.fail_fast = cfg.sweep.fail_fast
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += _CURRENT.script_args
@@ -147,6 +164,7 @@ def launch(dict_cfg) -> int:
         slot = sweep.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
         cfg, facts = sweep.job_config(cfg, job.num, slot), sweep.job_facts(facts, slot)
     settled = checks.validate(cfg, facts)
+    checks.num_gpus_flag(_CURRENT.num_gpus, cfg, settled, facts)
     if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", sweep.distinct_port(host.free_port, _CURRENT.ports)))
     settled = checks.locate(cfg, settled)
@@ -163,10 +181,10 @@ def launch(dict_cfg) -> int:
         plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=_CURRENT.order), supervise.WORKER_WRAPPER)
         print(plan_mod.describe(secrets.mask_plan(sweep.bind(plan, slot)), _dry_run_notes(cfg, settled)))
         return 0
-    run_dir = _run_dir(cfg, create=slot is None)  # a parallel job's: when it starts
+    run_dir = _run_dir(cfg, create=slot is None, restart=slurm_launch.record_subdir(allocation))  # a parallel job's: when it starts
     _CURRENT.run_dir = str(run_dir)
     logs = run_dir / "logs"
-    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=str(run_dir), order=_CURRENT.order), slot), logs)
+    plan = supervise.prepare(sweep.bind(plan_mod.build(cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir), order=_CURRENT.order), slot), logs)
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
     if slot is not None:  # a parallel sweep: started with the others once every job is planned
         devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
@@ -184,7 +202,9 @@ def launch(dict_cfg) -> int:
         raise
     _CURRENT.reason = outcome.reason
     record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
-    if outcome.exit_code != 0:
+    if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
+        _error(str(checks.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
+    elif outcome.exit_code != 0:
         _rendezvous_hint(cfg, settled, logs)
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return outcome.exit_code
@@ -243,7 +263,7 @@ def _submit_slurm(cfg: schema.TrainConfig) -> int:
     return slurm_submit.run(
         cfg, HydraConfig.get().overrides.task, _CURRENT.hydra_flags, _CURRENT.script_args, _run_dir,
         host.gather(), _CURRENT.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
-        check_only=_CURRENT.checking,
+        _CURRENT.vault, check_only=_CURRENT.checking,
     )
 
 
@@ -265,7 +285,8 @@ def _job(dict_cfg) -> int:
     _CURRENT.run_dir, _CURRENT.reason = "", ""
     begin = time.monotonic()
     try:
-        code = launch(dict_cfg)
+        with _user_hydra_full_error():
+            code = launch(dict_cfg)
     except UserError as err:
         if _CURRENT.full_error:
             raise
@@ -285,6 +306,21 @@ def _job(dict_cfg) -> int:
             _CURRENT.stop_sweep = True
     _CURRENT.exit_codes.append(code)
     return code
+
+
+@contextlib.contextmanager
+def _user_hydra_full_error():
+    """While a job launches, HYDRA_FULL_ERROR is what the user set: the ``1`` main() sets for Hydra
+    would reach the workers' environment (Isaac Lab's train.py is a Hydra app too)."""
+    if _CURRENT.full_error:
+        yield
+        return
+    saved = os.environ.pop("HYDRA_FULL_ERROR", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["HYDRA_FULL_ERROR"] = saved
 
 
 def _interrupted() -> Optional[int]:
@@ -418,6 +454,8 @@ def _start(argv: Optional[list[str]] = None) -> int:
         return EXIT_USAGE
     try:
         save_as, overrides = profiles.split_save(line.overrides)
+        # secret values typed here never reach Hydra (nor anything it writes or prints)
+        overrides, vault = secrets.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), _flag_value(line.hydra_flags, "--config-dir", "-cd")))
         searchpath = profiles.searchpath_override(os.environ, os.getcwd())
@@ -431,7 +469,8 @@ def _start(argv: Optional[list[str]] = None) -> int:
         _error(str(err))
         return EXIT_USAGE
     overrides = compose.with_default_profile(overrides, os.environ)
-    _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags)
+    _CURRENT = _Invocation(script_args=line.script_args, order=line.order, full_error=_full_error(), save_as=save_as, command=argv, hydra_flags=line.hydra_flags, vault=vault,
+                           num_gpus=line.num_gpus)
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with supervise.Interrupts() as _CURRENT.interrupts:
             return _main(line, searchpath, overrides, listed)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .errors import UserError
+from .secrets import mask_override
 
 # Isaac Lab flag -> config key
 _LAUNCHER_FLAGS = (
@@ -82,6 +84,8 @@ class CommandLine:
     hydra_flags: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
+    # the value of Isaac Lab's --num_gpus, when given: it asks for GPUs (checks.num_gpus_flag)
+    num_gpus: Optional[str] = None
     # what reaches the training script, in the order typed: a key of ORDERED_KEYS, "ml_framework",
     # "presets:A,B" for a presets= override (its names), or ARG for the next entry of script_args
     order: list[str] = field(default_factory=list)
@@ -172,6 +176,8 @@ def parse(argv: list[str]) -> CommandLine:
                 else:
                     _given(given, "rl_library" if name == "rl_library" else FLAG_TO_KEY[name], value, typed)
                 line.overrides += _translate(name, value)
+                if name == "num_gpus":
+                    line.num_gpus = value
                 if name in ORDERED_KEYS or name == "ml_framework":
                     order.append(name)
                 if name in MULTINODE_FLAGS and not (name == "nnodes" and value.strip() == "1"):
@@ -202,7 +208,7 @@ def parse(argv: list[str]) -> CommandLine:
                     order.append(f"{PRESETS_KEY}:{','.join(preset_names(token.partition('=')[2]))}")
         else:
             raise UserError(
-                "argument", token,
+                "argument", mask_override(token),
                 "expected key=value, a --flag, or script arguments after --",
                 "put the training script's own arguments after --",
             )

@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
@@ -210,3 +211,76 @@ def hostname_addresses() -> tuple[str, list[str]]:
     except OSError:
         addresses = []
     return name, addresses
+
+
+RESOLVE_TIMEOUT_S = 5.0
+
+
+class ResolveError(Exception):
+    """A host name that does not resolve here (the resolver's reason), or got no answer in time."""
+
+
+def resolve(name: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str]:
+    """The addresses ``name`` resolves to here, waiting at most ``timeout`` seconds for the resolver
+    (getaddrinfo has no timeout of its own: it runs in a daemon thread that is left behind if slow).
+    Raises :class:`ResolveError`."""
+    found: dict[str, object] = {}
+
+    def lookup() -> None:
+        try:
+            found["addresses"] = sorted({info[4][0] for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)})
+        except (OSError, UnicodeError) as err:
+            found["error"] = err
+
+    worker = threading.Thread(target=lookup, name=f"resolve {name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise ResolveError(f"no answer from the resolver within {timeout:g} s")
+    if "error" in found:
+        err = found["error"]
+        raise ResolveError(getattr(err, "strerror", None) or str(err))
+    return found["addresses"]  # type: ignore[return-value]
+
+
+def source_address(name: str, port: int) -> Optional[str]:
+    """The local address this machine sends from to reach ``name:port``, or None (no route, no such
+    host). A UDP socket "connected" to it asks the kernel's routing table; no packet is sent."""
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_DGRAM)
+    except (OSError, UnicodeError):
+        return None
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.connect(sockaddr)
+                return sock.getsockname()[0]
+        except OSError:
+            continue
+    return None
+
+
+def _ipv6_addresses() -> dict[str, str]:
+    """IPv6 address -> interface name, from /proc/net/if_inet6 (empty when IPv6 is off)."""
+    import ipaddress
+
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/net/if_inet6") as table:
+            for line in table:
+                fields = line.split()
+                if len(fields) == 6:
+                    found[str(ipaddress.IPv6Address(bytes.fromhex(fields[0])))] = fields[5]
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def interface_of(address: str) -> Optional[str]:
+    """The network interface that holds ``address`` on this machine, or None."""
+    if ":" in address:
+        return _ipv6_addresses().get(address.split("%")[0])
+    for name in interface_names():
+        if interface_ipv4(name) == address:
+            return name
+    return None

@@ -42,6 +42,21 @@ LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
 RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+JAX_RANK_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE", "JAX_COORDINATOR_ADDR", "JAX_COORDINATOR_PORT")
+# what torchrun sets for each worker (torch/distributed/elastic/agent/server/local_elastic_agent.py)
+TORCHRUN_WORKER_VARS = (
+    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+    "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_SIGNALS_TO_HANDLE",  # torch/distributed/launcher/api.py, from --signals_to_handle
+)
+# Every variable the launch itself sets for the workers, over any worker_env/profile.env value
+# (CUDA_VISIBLE_DEVICES: a sweep lane's GPUs; else the launcher counts GPUs from its own
+# environment, which a worker-only value would contradict). checks.validate refuses them.
+LAUNCH_VARS = (
+    "PYTHONUNBUFFERED", BACKEND_VAR, RUN_DIR_VAR, LOG_DIR_VAR, RANK_LOGS_VAR, NODE_RANK_VAR, LAUNCH_ID_VAR,
+    "CUDA_VISIBLE_DEVICES", *JAX_RANK_VARS, *TORCHRUN_WORKER_VARS,
+)
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
 
@@ -79,6 +94,8 @@ class LaunchPlan:
     # tee/redirects/log_dir handle the output), and the local ranks the console shows (None: rank 0)
     rank_logs: bool = False
     console_local_ranks: Optional[tuple[int, ...]] = None
+    # what the launcher chose on the user's behalf, one comment line each in the dry run
+    notes: tuple[str, ...] = ()
     # set by wrapped(): the worker wrapper in front of every rank's script (launcher/worker.py)
     wrapper: Optional[str] = None
 
@@ -167,6 +184,8 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: O
     env: dict[str, str] = {}
     if cfg.launcher.network_interface is not None:  # a profile's or the user's variable wins
         env.update({name: cfg.launcher.network_interface for name in INTERFACE_VARS})
+    elif settled.facing is not None:  # found by checks.locate; the launcher's own environment wins too
+        env.update({name: settled.facing.interface for name in INTERFACE_VARS if name not in facts.env})
     env.update(cfg.profile.env)
     env.update(cfg.worker_env)
     env["PYTHONUNBUFFERED"] = "1"
@@ -230,13 +249,8 @@ def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[
     ranks = []
     for local in range(nproc):
         rank = node_rank * nproc + local
-        env = {
-            "JAX_LOCAL_RANK": str(local),
-            "JAX_RANK": str(rank),
-            "JAX_WORLD_SIZE": str(settled.max_nodes * nproc),
-            "JAX_COORDINATOR_ADDR": settled.coordinator.host,
-            "JAX_COORDINATOR_PORT": str(settled.coordinator.port),
-        }
+        values = (local, rank, settled.max_nodes * nproc, settled.coordinator.host, settled.coordinator.port)
+        env = {name: str(value) for name, value in zip(JAX_RANK_VARS, values)}
         ranks.append(ProcessSpec(f"rank {rank}", argv, MappingProxyType(env), local_rank=local, global_rank=rank))
     return tuple(ranks)
 
@@ -253,6 +267,7 @@ def build(
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
     return LaunchPlan(
+        notes=_notes(cfg, settled, env),
         topology=cfg.launcher.topology,
         profile=cfg.profile.name,
         device=settled.device,
@@ -265,6 +280,21 @@ def build(
         processes=processes,
         grace_period=cfg.launcher.grace_period,
         log_all_ranks=cfg.log_all_ranks,
+    )
+
+
+def _notes(cfg: TrainConfig, settled: Settled, env: Mapping[str, str]) -> tuple[str, ...]:
+    facing = settled.facing
+    if facing is None or cfg.launcher.network_interface is not None:
+        return ()
+    chosen = [name for name in INTERFACE_VARS if env.get(name) == facing.interface]
+    if cfg.launcher.local_addr is None and settled.local_addr == facing.address:  # c10d (checks.locate)
+        chosen.append(f"{LOCAL_ADDR_FLAG} {facing.address}")
+    if not chosen:
+        return ()
+    return (
+        f"network: {facing.interface} ({facing.address}) faces {facing.target}: {', '.join(chosen)} set to it "
+        "(launcher.network_interface=NAME chooses another)",
     )
 
 
@@ -318,7 +348,7 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     lines = [
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
-        *(f"# {note}" for note in notes),
+        *(f"# {note}" for note in (*plan.notes, *notes)),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]

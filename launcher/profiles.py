@@ -17,6 +17,7 @@ would touch every Hydra app installed next to us and must be packaged as ``hydra
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import re
@@ -275,6 +276,37 @@ def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: S
             lines.append(f"  - override /{group}: {choices[group]}")
     lines.append("  - _self_")
     return "\n".join(header + lines) + "\n\n" + OmegaConf.to_yaml(OmegaConf.create(body))
+
+
+@contextlib.contextmanager
+def env_references_unresolved():
+    """While a profile to be saved is type-checked: a reference to the environment (``${oc.env:NAME}``,
+    ``${tmg_isaaclab_root:}``) that cannot resolve here reads as ``"0"``. Profiles are written where
+    the cluster's variables are not set (a laptop without ISAACLAB_PATH); the file keeps the
+    reference, resolved where the profile is used."""
+    from omegaconf import OmegaConf
+    from omegaconf.resolvers import oc
+
+    from . import compose
+
+    originals = {"oc.env": oc.env, "tmg_isaaclab_root": compose._isaaclab_root}
+
+    def lenient(resolver):
+        def call(*args):
+            try:
+                return resolver(*args)
+            except Exception:
+                return "0"
+
+        return call
+
+    for name, resolver in originals.items():
+        OmegaConf.register_new_resolver(name, lenient(resolver), replace=True)
+    try:
+        yield
+    finally:
+        for name, resolver in originals.items():
+            OmegaConf.register_new_resolver(name, resolver, replace=True)
 
 
 def write(target: Path, text: str) -> None:

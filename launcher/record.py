@@ -75,6 +75,34 @@ def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", f
     )
 
 
+# what status.json says when the launcher itself was killed (written by its watchdog)
+KILLED_EXIT_CODE = 137  # 128 + SIGKILL, what a shell reports for `kill -9`
+KILLED_REASON = "launcher killed"
+
+
+def write_killed(status_path: str, launcher_pid: int) -> bool:
+    """Close the record of a launcher that died without cleaning up (the watchdog calls it after
+    killing what the launcher left): only a record that launcher opened and never closed."""
+    path = Path(status_path)
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(status, dict) or status.get("exit_code") is not None or status.get("pid") != launcher_pid:
+        return False
+    ended = time.time()
+    try:
+        started = datetime.fromisoformat(status["started"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        started = ended
+    status.update(
+        ended=_iso(ended), duration_s=round(ended - started, 3), exit_code=KILLED_EXIT_CODE,
+        reason=KILLED_REASON, failure=None,
+    )
+    _write_status(path.parent, status)
+    return True
+
+
 def _iso(stamp: float) -> str:
     return datetime.fromtimestamp(stamp).astimezone().isoformat(timespec="seconds")
 

@@ -3,8 +3,8 @@ hint printed when a multi-node rendezvous failed. Pure functions (docs/multinode
 docs/notes/multinode_facts.md).
 
 - ``join_timeout``: c10d waits ``join_timeout`` (torch: 600 s) for the other nodes, static waits
-  ``timeout`` (torchrun: 900 s). The launcher always emits one on a multi-node launch, 300 s unless
-  configured, so that a node that never arrives fails the others in bounded time.
+  ``timeout`` (torchrun: 900 s). The launcher emits one only when ``launcher.join_timeout`` is set:
+  otherwise torchrun's own defaults hold, as for a user of bare torchrun or Isaac Lab's launcher.
 - ``is_host``: which node hosts c10d's rendezvous store. torch guesses it from the machine's
   hostname, and guesses "nobody" when the hostname resolves to loopback (a common /etc/hosts);
   the launcher states it when the endpoint is an address of this machine.
@@ -18,9 +18,16 @@ from typing import Optional
 
 from .errors import UserError
 
-DEFAULT_JOIN_TIMEOUT = 300
 # the rdzv_conf key that bounds the wait for the other nodes, per rendezvous backend
 TIMEOUT_KEY = {"c10d": "join_timeout", "static": "timeout"}
+# torch's own values for that key (c10d: DynamicRendezvousHandler's join timeout; static: the
+# timeout torchrun's launcher puts into rdzv_configs), in force when neither the user nor the
+# launcher sets one
+TORCH_DEFAULT_TIMEOUT = {"c10d": 600, "static": 900}
+# rdzv_conf keys torch reads as whole seconds (dynamic_rendezvous, c10d backend, static); checked
+# here so that nan, inf or a negative value fails before launch, not in torch's traceback
+SECONDS_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "read_timeout", "timeout", "keep_alive_interval")
+MAX_SECONDS = 604800  # a week
 _PAIR = re.compile(r"^[A-Za-z_][\w.\-]*=[^,=]*$")
 
 
@@ -29,6 +36,10 @@ def parse_conf(text: Optional[str], key: str = "launcher.rdzv_conf") -> dict[str
 
     >>> parse_conf("join_timeout=60,read_timeout=30")
     {'join_timeout': '60', 'read_timeout': '30'}
+    >>> parse_conf("join_timeout=nan")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.rdzv_conf=join_timeout=nan: join_timeout takes whole seconds in 1..604800 (torch reads it as an integer)
     >>> parse_conf("join_timeout")
     Traceback (most recent call last):
     ...
@@ -44,6 +55,8 @@ def parse_conf(text: Optional[str], key: str = "launcher.rdzv_conf") -> dict[str
         name, value = item.split("=", 1)
         if name in pairs:
             raise UserError(key, text, f"{name} is given twice")
+        if name in SECONDS_KEYS and not (value.strip().isdigit() and 1 <= int(value) <= MAX_SECONDS):
+            raise UserError(key, text, f"{name} takes whole seconds in 1..{MAX_SECONDS} (torch reads it as an integer)")
         pairs[name] = value
     return pairs
 
@@ -64,10 +77,12 @@ def conf(
     join_timeout: Optional[int],
     is_host: Optional[bool],
 ) -> Optional[str]:
-    """The ``--rdzv_conf`` value: the user's pairs, then the timeout and is_host the launcher adds.
+    """The ``--rdzv_conf`` value: the user's pairs, then launcher.join_timeout (when set) and is_host.
 
     >>> conf({}, "c10d", True, None, True)
-    'join_timeout=300,is_host=1'
+    'is_host=1'
+    >>> conf({}, "c10d", True, 120, None)
+    'join_timeout=120'
     >>> conf({"read_timeout": "30", "join_timeout": "60"}, "c10d", True, None, None)
     'read_timeout=30,join_timeout=60'
     >>> conf({}, "static", True, 20, None)
@@ -76,22 +91,28 @@ def conf(
     True
     """
     pairs = dict(user)
-    if multi and rdzv_backend in TIMEOUT_KEY:
-        pairs.setdefault(TIMEOUT_KEY[rdzv_backend], str(join_timeout or DEFAULT_JOIN_TIMEOUT))
+    if multi and rdzv_backend in TIMEOUT_KEY and join_timeout is not None:
+        pairs.setdefault(TIMEOUT_KEY[rdzv_backend], str(join_timeout))
     if rdzv_backend == "c10d" and is_host is not None:
         pairs.setdefault("is_host", str(int(is_host)))
     return ",".join(f"{k}={v}" for k, v in pairs.items()) or None
 
 
 def waited_timeout(user: dict[str, str], rdzv_backend: Optional[str], join_timeout: Optional[int]) -> Optional[int]:
-    """Seconds a node waits for the others, as the emitted rdzv_conf says."""
+    """Seconds a node waits for the others: the emitted rdzv_conf's value, else torch's default.
+
+    >>> waited_timeout({}, "c10d", None), waited_timeout({}, "static", None), waited_timeout({}, "c10d", 45)
+    (600, 900, 45)
+    >>> waited_timeout({"timeout": "20"}, "static", None)
+    20
+    """
     key = TIMEOUT_KEY.get(rdzv_backend or "")
     if key is None:
         return None
     value = user.get(key)
     if value is not None and value.strip().isascii() and value.strip().isdigit():
         return int(value)
-    return join_timeout or DEFAULT_JOIN_TIMEOUT
+    return join_timeout if join_timeout is not None else TORCH_DEFAULT_TIMEOUT[rdzv_backend]
 
 
 # what torchrun (the agent) prints when the nodes did not all meet

@@ -88,7 +88,7 @@ class LauncherConfig:
     local_ranks_filter: Optional[str] = None
     log_dir: Optional[str] = None
     # Across nodes (docs/multinode.md). torchrun only: seconds a node waits for the others to join
-    # the rendezvous (c10d: --rdzv_conf join_timeout=N, static: timeout=N); null: 300 s.
+    # the rendezvous (c10d: --rdzv_conf join_timeout=N, static: timeout=N); null: torch's own (600 s / 900 s).
     join_timeout: Optional[int] = None
     # torchrun --local_addr: the address this node advertises to the others (c10d: the workers'
     # MASTER_ADDR when this node is rendezvous rank 0). null: network_interface's address, if set.

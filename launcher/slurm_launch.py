@@ -19,7 +19,8 @@ From the allocation, unless the key is set explicitly:
 
 The port is ``20000 + job id % 10000``: below Linux's ephemeral range, and different for jobs that
 share a node. A requeued job (``SLURM_RESTART_COUNT`` > 0) gets ``slurm.resume_arg`` (``--resume``)
-appended to the training script's arguments.
+appended to the training script's arguments; its launcher record goes to ``<run_dir>/restart<N>``
+(:func:`record_subdir`) while the script keeps training in ``<run_dir>``.
 """
 
 from __future__ import annotations
@@ -127,12 +128,22 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
                 f"use at most {cpus}, or ask for more with slurm.cpus_per_task=",
             )
 
-    if alloc.restart_count > 0:
-        if cfg.slurm.resume_arg and cfg.slurm.resume_arg not in cfg.script_args:
-            cfg.script_args.append(cfg.slurm.resume_arg)
-        if cfg.run_dir:
-            cfg.run_dir = f"{cfg.run_dir.rstrip('/')}/restart{alloc.restart_count}"
+    if alloc.restart_count > 0 and cfg.slurm.resume_arg and cfg.slurm.resume_arg not in cfg.script_args:
+        cfg.script_args.append(cfg.slurm.resume_arg)
     return cfg, facts
+
+
+def record_subdir(alloc: Optional[SlurmAllocation]) -> str:
+    """Where a requeued job's launcher record goes inside ``run_dir``: ``restart<N>``; ``""`` otherwise.
+
+    Only the record is per restart: the training script's directory (``TRAIN_MULTIGPU_RUN_DIR``)
+    stays ``run_dir``, so ``--resume`` finds the checkpoints the interrupted start wrote.
+
+    >>> env = {"SLURM_JOB_ID": "7", "SLURM_NODELIST": "n1", "SLURM_RESTART_COUNT": "2"}
+    >>> record_subdir(None), record_subdir(SlurmAllocation.from_env(env))
+    ('', 'restart2')
+    """
+    return f"restart{alloc.restart_count}" if alloc is not None and alloc.restart_count > 0 else ""
 
 
 def describe(alloc: SlurmAllocation) -> str:

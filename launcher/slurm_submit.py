@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
-from . import grammar
+from . import grammar, secrets
 from .errors import UserError
 from .host import HostFacts
 from .sbatch import SbatchError, SlurmSettings, render_sbatch
@@ -151,8 +151,10 @@ def script_text(cfg: TrainConfig, command: Sequence[str], run_dir: str, workdir:
         raise UserError("submit", "slurm", f"cannot write the batch script: {err}") from None
 
 
-def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str) -> Submission:
-    """Write ``job.sbatch`` (and the resolved config) into ``run_dir``; ``sbatch --parsable`` it."""
+def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str, secret_env: Optional[dict] = None) -> Submission:
+    """Write ``job.sbatch`` (and the resolved config) into ``run_dir``; ``sbatch --parsable`` it.
+    ``secret_env``: secret values the job reads from its environment (``${oc.env:NAME}`` in its
+    command): given to sbatch's environment only, which passes it to the job (``--export=ALL``)."""
     path = run_dir / SCRIPT_NAME
     path.write_text(script)
     path.chmod(0o755)
@@ -161,7 +163,10 @@ def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: 
     if sbatch is None:
         raise UserError("submit", "slurm", "sbatch is not on PATH", f"submit from a SLURM login node; the script is {path}")
     try:
-        out = subprocess.run([sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120,
+            env={**os.environ, **(secret_env or {})},
+        )
     except subprocess.TimeoutExpired:
         raise UserError("submit", "slurm", "sbatch did not answer within 120 s", f"script: {path}") from None
     if out.returncode != 0:
@@ -239,6 +244,27 @@ def check_job(job: TrainConfig, facts: HostFacts) -> None:
         raise UserError(key, settled.script, "the training script does not exist (checked on this node before submitting)")
 
 
+def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
+    """Secrets reach the job through sbatch's environment: ``slurm.extra.export`` must pass them.
+
+    >>> check_export(SlurmConfig(extra={"export": "NONE"}), ["HF_TOKEN"])
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or 'slurm.extra.export="NONE,HF_TOKEN"')
+    """
+    value = slurm.extra.get("export")
+    if not names or value is None or isinstance(value, bool):  # false: no directive, sbatch's default ALL
+        return
+    items = [item.strip().split("=", 1)[0] for item in str(value).split(",")]
+    missing = [name for name in names if "ALL" not in items and name not in items]
+    if missing:
+        raise UserError(
+            "slurm.extra.export", value, f"must pass {', '.join(missing)} to the job: secret values reach it "
+            "through sbatch's environment, never the batch script",
+            f"""e.g. slurm.extra.export=ALL, or 'slurm.extra.export="{value},{','.join(missing)}"'""",
+        )
+
+
 def run(
     cfg: TrainConfig,
     overrides: Sequence[str],
@@ -248,13 +274,18 @@ def run(
     facts: HostFacts,
     record: list,
     resolved_yaml: str,
+    vault: Optional[secrets.Vault] = None,
     check_only: bool = False,
 ) -> int:
     """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``record``.
     ``make_run_dir(cfg, create)`` gives the job's run directory (``create=False``: the one a real
-    submission would create, for the dry run). ``check_only``: validate, write and submit nothing."""
+    submission would create, for the dry run). ``check_only``: validate, write and submit nothing.
+    ``overrides`` show secrets masked (see launcher/secrets.py); the job's command names them as
+    ``${oc.env:NAME}`` and sbatch's environment carries their values (``vault``)."""
     overrides = tuple(overrides)
+    by_reference, secret_env = (vault or secrets.Vault()).by_reference(overrides)
     try:
+        check_export(cfg.slurm, list(secret_env))
         jax = cfg.launcher.topology is Topology.skrl_jax
         planned_dir = str(make_run_dir(cfg, False))
         settings(cfg.slurm, cfg.run_name, planned_dir)  # names a bad slurm.* key before any directory exists
@@ -262,14 +293,14 @@ def run(
         if check_only:
             return 0
         run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg, True))
-        command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(overrides, jax, run_dir), script_args)
+        command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(by_reference, jax, run_dir), script_args)
         text = script_text(cfg, command, run_dir, os.getcwd())
         if cfg.dry_run:
             print(f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)")
             print(text, end="")
             record.append(Submission(overrides, run_dir, None, DRY_RUN))
             return 0
-        submission = submit(text, Path(run_dir), overrides, resolved_yaml)
+        submission = submit(text, Path(run_dir), overrides, resolved_yaml, secret_env)
     except UserError as err:
         if not check_only:
             record.append(Submission(overrides, "", None, str(err)))

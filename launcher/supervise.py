@@ -44,6 +44,7 @@ No orphans
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -75,12 +76,21 @@ def _max_restarts(argv: tuple[str, ...]) -> int:
     return 0
 
 
+# torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):
+# another process took it after the preflight check; the launch ends as that check would have
+_PORT_IN_USE = re.compile(rb"failed to listen on any local network address\. port: (\d+),[^\n]*EADDRINUSE")
+# the same for a JAX rank 0 whose coordinator service (gRPC) could not bind (then it segfaults)
+_COORDINATOR_PORT_IN_USE = re.compile(rb"Failed to add port to server: No address added [^\n]*:(\d+)'")
+EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, nothing trained)
+
+
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
     reason: str
     failure: Optional[Failure] = None
     summary: str = ""  # the failure summary as printed
+    port_in_use: Optional[int] = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
 
     def failure_record(self) -> Optional[dict]:
@@ -119,6 +129,8 @@ class Supervisor:
         self.stop_signal: Optional[int] = None  # what stop() sent (processes started later get it too)
         self.halted: Optional[str] = None  # why the sweep stopped this launch (halt)
         self.torchrun = plan.processes[0].name == "torchrun"
+        self._held: Optional[list[bytes]] = None  # a traceback of torchrun's, being read
+        self._port_taken = False
         # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
         self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
 
@@ -129,6 +141,11 @@ class Supervisor:
         if self.plan.console_local_ranks is not None:
             return rank - self.plan.node_rank * self.plan.nproc_per_node in self.plan.console_local_ranks
         return rank == 0
+
+    def _ranks_by_rendezvous(self) -> bool:
+        """A multi-node torchrun launch with an endpoint rendezvous (c10d): which node gets which
+        global ranks is decided when the nodes meet, not by node_rank (static only)."""
+        return self.torchrun and self.plan.nnodes != "1" and "--rdzv_endpoint" in self.plan.processes[0].argv
 
     def _shows_any_local_rank(self) -> bool:
         first = self.plan.node_rank * self.plan.nproc_per_node
@@ -145,8 +162,11 @@ class Supervisor:
         package_parent = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+        # the run record next to the logs (<run_dir>/status.json), closed by the watchdog if this
+        # launcher is killed; it touches only a record this process opened (record.write_killed)
+        status = str(self.log_dir.parent / "status.json")
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id],
+            [sys.executable, "-S", "-m", "launcher.watchdog", self.launch_id, status],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )
@@ -160,14 +180,51 @@ class Supervisor:
                 pass
 
     def _echo_agent(self, line: bytes) -> None:
-        """torchrun's own lines: shown while it owns the output, or until the launch is ending."""
+        """torchrun's own lines: shown while it owns the output, or until the launch is ending. A
+        traceback is held until its last line: one for a port found taken is not shown (the CLI
+        prints the port's one-line error instead; torchrun.log keeps it), nor anything after it."""
         if self.plan.rank_logs and (self.stopping or self.failure is not None):
             return
+        if self._port_taken:
+            return
+        if self._held is None and line.startswith(b"Traceback (most recent call last):"):
+            self._held = []
+        if self._held is not None:
+            self._held.append(line)
+            if len(self._held) == 1 or line.startswith((b" ", b"\t")):
+                return
+            block, self._held = b"".join(self._held), None
+            if _PORT_IN_USE.search(block):
+                self._port_taken = True
+                return
+            line = block
+        self._write_console(line)
+
+    def _write_console(self, data: bytes) -> None:
         try:
-            self.console.write(line)
+            self.console.write(data)
             self.console.flush()
         except (OSError, ValueError):
             pass
+
+    def _flush_held(self) -> None:
+        if self._held:
+            block, self._held = b"".join(self._held), None
+            self._write_console(block)
+
+    def _port_in_use(self) -> Optional[int]:
+        """The port torchrun's store (its log says EADDRINUSE) or the failed JAX rank's coordinator
+        service could not bind, or None."""
+        if self.torchrun:
+            for pump in self.pumps:  # torchrun has exited: its last lines are on their way to the log
+                pump.join(timeout=5)
+            path, pattern = self.log_dir / logs.TORCHRUN_LOG, _PORT_IN_USE
+        elif self.failure is not None and self.failure.log:
+            path, pattern = Path(self.failure.log), _COORDINATOR_PORT_IN_USE
+        else:
+            return None
+        match = pattern.search("\n".join(logs.last_lines(path, 200)).encode())
+        return int(match.group(1)) if match else None
 
     def start(self) -> None:
         procs.become_subreaper()
@@ -196,7 +253,13 @@ class Supervisor:
         self._start_watchdog()
         for proc in self.procs:
             self._tell_watchdog(f"pgid {proc.pid}")
-        if self.plan.rank_logs and not self._shows_any_local_rank():
+        if self.plan.rank_logs and self._ranks_by_rendezvous() and not self.plan.log_all_ranks:
+            # c10d (any endpoint rendezvous) ranks the nodes in rendezvous order, not by node_rank:
+            # global rank 0 may land on any node, so every node says where its ranks' logs are
+            self._say("the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+                      f"nodes by rendezvous order, not node_rank); this node's ranks log to {self.log_dir}"
+                      " (log_all_ranks=true shows them here)")
+        elif self.plan.rank_logs and not self._shows_any_local_rank():
             self._say(f"the console shows global rank 0 (on node 0); this node's ranks log to {self.log_dir}"
                       " (log_all_ranks=true shows them here)")
         if self.plan.rank_logs:
@@ -342,6 +405,10 @@ class Supervisor:
         return self._outcome([proc.returncode for proc in self.procs])
 
     def _outcome(self, codes: list[int]) -> Outcome:
+        if self.failure is not None and (self.failure.rank is None or not self.torchrun):
+            port = self._port_in_use()
+            if port is not None:
+                return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
         if self.failure is not None:
             return Outcome(self.failure.exit_code, "rank failed" if self.failure.rank is not None else "torchrun failed", self.failure)
         if self.signal_received is not None:
@@ -354,6 +421,7 @@ class Supervisor:
     def close(self) -> None:
         for pump in self.pumps:
             pump.join(timeout=5)
+        self._flush_held()  # a traceback torchrun left unfinished
         if self.tail is not None:
             self.tail.stop()
         if self.watchdog is not None:

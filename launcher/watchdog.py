@@ -5,11 +5,14 @@ Ctrl+C on the terminal does not reach it) with a pipe on stdin whose other end o
 holds. The launcher writes ``pgid N`` for every group it starts and ``done`` after its own
 clean-up. End of file without ``done`` means the launcher died without cleaning up (SIGKILL, a
 crash): the watchdog then SIGKILLs every group it was told about and every process carrying the
-launch's marker, until none is left.
+launch's marker, until none is left, and records the end in the run's ``status.json`` (its second
+argument) when that record is the launcher's and still open: exit code 137, ``reason: launcher
+killed`` (see :func:`launcher.record.write_killed`).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -33,6 +36,8 @@ def sweep(launch_id: str, groups: list[int]) -> None:
 
 def main(argv: list[str]) -> int:
     launch_id = argv[0]
+    status = argv[1] if len(argv) > 1 else None
+    launcher_pid = os.getppid()  # read now: once the launcher is gone the parent is someone else
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
     groups: list[int] = []
@@ -43,6 +48,10 @@ def main(argv: list[str]) -> int:
         if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
             groups.append(int(words[1]))
     sweep(launch_id, groups)
+    if status is not None:
+        from . import record  # only now: the watchdog's start-up stays small
+
+        record.write_killed(status, launcher_pid)
     return 0
 
 

@@ -48,17 +48,44 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def with_hosts(argv: list[str], hosts: dict[str, str], folder: Path) -> list[str]:
+    """``argv`` run with its own ``/etc/hosts`` naming ``hosts`` (name -> address), bind-mounted in a
+    private mount namespace: the real resolver answers from it, no DNS server is asked. Needs root
+    and util-linux ``unshare``; the test is skipped, saying so, without them."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("resolving example cluster names needs root and unshare (a private /etc/hosts)")
+    table = folder / "etc-hosts"
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    table.write_text("\n".join(lines + [f"{address} {name}" for name, address in hosts.items()]) + "\n")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"', str(table), *argv]
+
+
 @pytest.fixture
 def run_cli(tmp_path):
-    """Run ``python -m launcher ARGS`` for real, in a temporary working directory."""
+    """Run ``python -m launcher ARGS`` for real, in a temporary working directory; ``hosts`` gives
+    host names of example clusters an address (see :func:`with_hosts`)."""
 
-    def run(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    def run(*args: str, env: dict | None = None, timeout: float = 120, hosts: dict | None = None) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "launcher", *args]
+        if hosts:
+            argv = with_hosts(argv, hosts, tmp_path)
         return subprocess.run(
-            [sys.executable, "-m", "launcher", *args],
-            cwd=tmp_path, env=env or clean_env(), capture_output=True, text=True, timeout=timeout,
+            argv, cwd=tmp_path, env=env or clean_env(), capture_output=True, text=True, timeout=timeout,
         )
 
     return run
+
+
+def without_local_addr(argv: list[str]) -> list[str]:
+    """A multi-node command without ``--local_addr ADDR``: found from this machine's routes to node 0
+    (docs/multinode.md), so it differs from machine to machine."""
+    if "--local_addr" in argv:
+        at = argv.index("--local_addr")
+        return argv[:at] + argv[at + 2 :]
+    return argv
 
 
 def build(argv: list[str], gpus: int = 0, cpus: int = 2, env: dict | None = None, coordinator=None) -> plan.LaunchPlan:

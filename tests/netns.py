@@ -22,7 +22,8 @@ longer alive) are swept on the next ``Hosts`` creation.
 
 Needs root (CAP_SYS_ADMIN + CAP_NET_ADMIN), iproute2 (and util-linux ``unshare`` for
 ``hostnames=True``); ``netns_unavailable()`` names the
-reason when not, and ``Hosts`` calls ``pytest.skip`` with it.
+reason when not, and ``Hosts`` calls ``pytest.skip`` with it -- or ``pytest.fail`` when
+``TRAIN_MULTIGPU_REQUIRE_NETNS=1`` (CI sets it: there the multi-node tests must not skip).
 """
 
 from __future__ import annotations
@@ -70,6 +71,18 @@ def netns_unavailable() -> str | None:
     finally:
         _ip("netns", "del", name, check=False)
     return None
+
+
+REQUIRE_VAR = "TRAIN_MULTIGPU_REQUIRE_NETNS"
+
+
+def skip_unavailable(reason: str) -> None:
+    """Skip the calling test because namespaces cannot be made; fail it instead under REQUIRE_VAR=1."""
+    import pytest
+
+    if os.environ.get(REQUIRE_VAR) == "1":
+        pytest.fail(f"network namespaces required ({REQUIRE_VAR}=1) but unavailable: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -188,8 +201,7 @@ class Hosts:
         reason = netns_unavailable()
         if reason:
             if self.skip:
-                import pytest
-                pytest.skip(reason)
+                skip_unavailable(reason)
             raise RuntimeError(reason)
         sweep_stale()
         global _counter

@@ -9,7 +9,6 @@ import pytest
 from launcher import checks, grammar
 from launcher.compose import compose
 from launcher.errors import UserError
-from launcher.schema import TORCHRUN_ONLY_KEYS
 
 from conftest import build, make_facts
 
@@ -53,8 +52,20 @@ def error_of(argv: list[str], **facts) -> str:
         (["launcher=multinode", "launcher.rdzv_backend=static", "launcher.rdzv_endpoint=h:1"], "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint"),
         (["launcher.start_method=thread"], "launcher.start_method=thread: one of spawn, fork, forkserver"),
         (["launcher.max_restarts=-1"], "launcher.max_restarts=-1: an integer >= 0"),
-        (["launcher.monitor_interval=0"], "launcher.monitor_interval=0.0: seconds > 0"),
-        (["launcher.grace_period=-1"], "launcher.grace_period=-1.0: seconds >= 0"),
+        (["launcher.monitor_interval=0"], "launcher.monitor_interval=0.0: finite seconds > 0 and <= 3600"),
+        (["launcher.grace_period=-1"], "launcher.grace_period=-1.0: finite seconds in 0..86400"),
+        # issue 13 item 8: nan and inf passed the range checks (grace_period=nan: no SIGKILL ever)
+        (["launcher.grace_period=nan"], "launcher.grace_period=nan: finite seconds in 0..86400"),
+        (["launcher.grace_period=inf"], "launcher.grace_period=inf: finite seconds in 0..86400"),
+        (["launcher.grace_period=1e12"], "launcher.grace_period=1000000000000.0: finite seconds in 0..86400"),
+        (["launcher.monitor_interval=nan"], "launcher.monitor_interval=nan: finite seconds > 0 and <= 3600"),
+        (["launcher.monitor_interval=-inf"], "launcher.monitor_interval=-inf: finite seconds > 0 and <= 3600"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.join_timeout=99999999999"],
+         "launcher.join_timeout=99999999999: finite seconds in 1..604800 (how long a node waits for the other nodes to join)"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=h:1", "launcher.rdzv_conf='read_timeout=-5'"],
+         "launcher.rdzv_conf=read_timeout=-5: read_timeout takes whole seconds in 1..604800 (torch reads it as an integer)"),
+        (["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.rdzv_conf='timeout=inf'"],
+         "launcher.rdzv_conf=timeout=inf: timeout takes whole seconds in 1..604800"),
         (["device=cuda"], "device=cuda: no GPU is visible on this machine (from test: 0 GPU(s))"),
         (["launcher.nproc_per_node=gpu"], "launcher.nproc_per_node=gpu: no GPU is visible on this machine"),
     ],
@@ -63,13 +74,31 @@ def test_message(argv, message):
     assert message in error_of(argv)
 
 
-@pytest.mark.parametrize("key", TORCHRUN_ONLY_KEYS)
+# torchrun's flags as Isaac Lab's launcher emits them (design notes), and the launcher's own multi-node
+# keys that become torchrun flags: written here, not read from launcher.schema.TORCHRUN_ONLY_KEYS
+TORCHRUN_ONLY = (
+    "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "max_restarts",
+    "monitor_interval", "start_method", "role", "tee", "redirects", "local_ranks_filter", "log_dir",
+    "join_timeout", "local_addr", "is_host",
+)
+
+
+@pytest.mark.parametrize("key", TORCHRUN_ONLY)
 def test_torchrun_only_keys_are_impossible_on_jax(key):
     value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true",
              "virtual_local_rank": "true"}.get(key, "x")
     message = error_of(["launcher=skrl_jax", f"launcher.{key}={value}"])
     assert message.startswith(f"launcher.{key}=")
     assert "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)" in message
+
+
+@pytest.mark.parametrize("override", ["launcher.nnodes=1", "launcher.node_rank=0", "launcher.nproc_per_node=2",
+                                      "launcher.coordinator_address=127.0.0.1:5123", "launcher.grace_period=5",
+                                      "launcher.network_interface=lo"])
+def test_keys_jax_takes_are_not_refused_as_torchrun_only(override):
+    from launcher.addresses import Endpoint
+
+    assert build(["launcher=skrl_jax", override], coordinator=Endpoint("127.0.0.1", 5123)).processes  # no UserError
 
 
 def test_isaaclab_flags_for_torchrun_rejected_with_jax():
@@ -94,6 +123,18 @@ def test_more_workers_than_visible_gpus():
         "launcher.nproc_per_node=4: more workers than the 2 visible GPU(s) "
         "(from test: 2 GPU(s); use at most 2 or device=cpu)"
     )
+
+
+def test_cpu_workers_beyond_the_oversubscription_factor_are_refused():
+    """Issue 13 item 6: launcher.nproc_per_node=100000 on a 2-core machine was accepted."""
+    assert error_of(["launcher.nproc_per_node=100000"], cpus=2) == (
+        "launcher.nproc_per_node=100000: more than 4 CPU workers per usable core: 2 core(s) here allow at most 8 "
+        "(every worker is a process with its own environments and model; use fewer workers or more cores)"
+    )
+    assert "allow at most 8" in error_of(["launcher.nproc_per_node=9", "device=cpu"], cpus=2)
+    assert build(["launcher.nproc_per_node=8"], cpus=2).nproc_per_node == 8  # the factor itself is allowed
+    # GPUs cannot exist here: the host facts say 8 are visible; GPU workers are bounded by GPUs, not cores
+    assert build(["launcher.nproc_per_node=8"], gpus=8, cpus=1).nproc_per_node == 8
 
 
 def test_gpu_count_comes_from_cuda_visible_devices_without_torch():

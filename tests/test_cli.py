@@ -117,3 +117,37 @@ def test_launcher_never_imports_torch_or_jax(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stdout
+
+
+def test_num_gpus_with_no_visible_gpu_is_refused(run_cli):
+    """Issue 13 item 6: Isaac Lab's --num_gpus 4 on a machine without GPUs silently became 4 CPU
+    workers. This machine has no GPU; the count comes from CUDA_VISIBLE_DEVICES='' (clean_env)."""
+    result = run_cli("--num_gpus", "4", "--dry_run")
+    assert result.returncode == 2
+    assert result.stderr == (
+        "train_multigpu: error: --num_gpus=4: no GPU is visible on this machine (from CUDA_VISIBLE_DEVICES=''; "
+        "for CPU workers write launcher.nproc_per_node=4 or add device=cpu)\n"
+    )
+    # device=cpu says CPU workers are meant
+    result = run_cli("--num_gpus", "2", "device=cpu", "--dry_run")
+    assert result.returncode == 0, result.stderr
+    assert "--nproc_per_node 2" in result.stdout.splitlines()[-1]
+
+
+def test_num_gpus_counts_visible_gpus(run_cli):
+    # No GPU exists here: CUDA_VISIBLE_DEVICES (one of the launcher's GPU-count inputs) says 4 are visible.
+    result = run_cli("--num_gpus", "4", "--dry_run", env=clean_env(CUDA_VISIBLE_DEVICES="0,1,2,3"))
+    assert result.returncode == 0, result.stderr
+    assert "device: cuda (nccl)" in result.stdout and "--nproc_per_node 4" in result.stdout
+
+
+def test_cpu_oversubscription_is_refused_with_the_numbers(run_cli):
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    result = run_cli("launcher.nproc_per_node=100000", "dry_run=true")
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"train_multigpu: error: launcher.nproc_per_node=100000: more than 4 CPU workers per usable core: "
+        f"{cores} core(s) here allow at most {4 * cores} ("
+    )

@@ -279,7 +279,7 @@ def test_contradictions_and_impossible_values(cli, argv, message):
 
 
 def test_the_same_value_twice_is_no_contradiction(cli):
-    result = cli("--seed", "3", "seed=3", "--num_gpus=2", "launcher.nproc_per_node='2'", "dry_run=true")
+    result = cli("--seed", "3", "seed=3", "--nproc_per_node=2", "launcher.nproc_per_node='2'", "dry_run=true")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].count("--seed=3") == 1
 

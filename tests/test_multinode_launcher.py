@@ -73,8 +73,8 @@ def test_c10d_two_nodes_shared_hostname(tmp_path):
     assert_all_reduced(procs, [2, 2], 4)
     assert f"master={hosts[0].addr}:" in procs[1].out
     node0, node1 = command_of(tmp_path / "n0"), command_of(tmp_path / "n1")
-    assert "--rdzv_conf join_timeout=300,is_host=1 --local_addr 10.77.31.1 " in node0
-    assert "--rdzv_conf join_timeout=300 --local_addr 10.77.31.2 " in node1
+    assert "--rdzv_conf is_host=1 --local_addr 10.77.31.1 " in node0
+    assert "--rdzv_endpoint 10.77.31.1:29400 --local_addr 10.77.31.2 " in node1 and "--rdzv_conf" not in node1
     assert "export GLOO_SOCKET_IFNAME=eth0" in node1
 
 
@@ -88,7 +88,86 @@ def test_static_two_nodes_shared_hostname(tmp_path):
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
     assert_all_reduced(procs, [1, 1], 2)
-    assert "--rdzv_conf timeout=300" in command_of(tmp_path / "n0")
+    assert "--rdzv_conf" not in command_of(tmp_path / "n0")  # torchrun's own 900 s
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("backend", ["c10d", "static"])
+def test_two_nodes_find_their_network_by_themselves(tmp_path, backend):
+    """Issue 13 item 23: the namespaces share one hostname that resolves to loopback, and no
+    launcher.network_interface is given. Before, gloo advertised 127.0.0.1 and the launch hung for
+    ~3 minutes; now each node finds the interface facing node 0 (eth0) and says so in the dry run."""
+    with Hosts(2) as hosts:
+        if backend == "c10d":
+            common = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint={hosts[0].addr}:29400"]
+            target = f"the rendezvous endpoint {hosts[0].addr}:29400"
+        else:
+            common = ["launcher=multinode", "launcher.nnodes=2", f"launcher.master_addr={hosts[0].addr}",
+                      "launcher.master_port=29500"]
+            target = f"the master {hosts[0].addr}:29500"
+        common += ["launcher.nproc_per_node=1", f"script={TORCH_WORKER}", "log_all_ranks=true"]
+        dry = launch(hosts[1], tmp_path / "dry", *common, "launcher.node_rank=1", "dry_run=true")
+        assert dry.wait(60) == 0, dry.out
+        chosen = "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (f", --local_addr {hosts[1].addr}" if backend == "c10d" else "")
+        assert (f"# network: eth0 ({hosts[1].addr}) faces {target}: {chosen} set to it "
+                "(launcher.network_interface=NAME chooses another)") in dry.out, dry.out
+        procs = [launch(h, tmp_path / f"n{h.index}", *common, f"launcher.node_rank={h.index}") for h in hosts]
+        for p in procs:
+            assert p.wait(120) == 0, p.out[-3000:]
+    assert_all_reduced(procs, [1, 1], 2)
+    for h in hosts:
+        command = command_of(tmp_path / f"n{h.index}")
+        assert "export GLOO_SOCKET_IFNAME=eth0" in command and "export NCCL_SOCKET_IFNAME=eth0" in command
+        assert (f"--local_addr {h.addr} " in command) == (backend == "c10d"), command
+
+
+def _resolver(host, tmp_path, answering: bool):
+    """Point the namespace's resolver at its own loopback (ip netns exec bind-mounts
+    /etc/netns/<ns>/resolv.conf): nothing listens there (answering=False: refused at once), or a UDP
+    socket that never answers (answering=True: a resolver that hangs). No packet leaves the namespace."""
+    folder = Path("/etc/netns") / host.ns
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:30 attempts:1\n")
+    if answering:
+        silent = host.run([PY, "-c", "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                                     "s.bind(('127.0.0.1', 53))\nprint('BOUND', flush=True)\ntime.sleep(300)"],
+                          stdout=subprocess.PIPE, text=True)
+        assert silent.stdout.readline().strip() == "BOUND"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("key, overrides", [
+    ("launcher.rdzv_endpoint=nosuchnode:29400", ["launcher=multinode"]),
+    ("launcher.master_addr=nosuchnode", ["launcher=multinode"]),
+    ("launcher.coordinator_address=nosuchnode:5123", ["launcher=skrl_jax"]),
+], ids=["rdzv_endpoint", "master_addr", "coordinator_address"])
+def test_a_host_that_does_not_resolve_is_a_preflight_error(tmp_path, key, overrides):
+    """Issue 13 item 7: launcher.rdzv_endpoint=bad passed preflight and failed 122 s later with a
+    torch traceback."""
+    with Hosts(1) as (node,):
+        _resolver(node, tmp_path, answering=False)
+        p = launch(node, tmp_path, *overrides, "launcher.nnodes=2", "launcher.node_rank=1", key, "dry_run=true")
+        assert p.wait(60) == 2
+    assert p.out.strip().startswith(f"train_multigpu: error: {key}: the host 'nosuchnode' does not resolve on this machine ("), p.out
+    assert p.out.strip().endswith("(give node 0's address, or a host name every node resolves (/etc/hosts or DNS))"), p.out
+    assert "Traceback" not in p.out and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_resolver_that_never_answers_fails_in_bounded_time(tmp_path):
+    with Hosts(1) as (node,):
+        _resolver(node, tmp_path, answering=True)
+        t0 = time.monotonic()
+        p = launch(node, tmp_path, "launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1",
+                   "launcher.rdzv_endpoint=slowname:29400", "dry_run=true")
+        assert p.wait(60) == 2
+        elapsed = time.monotonic() - t0
+    assert p.out.strip() == (
+        "train_multigpu: error: launcher.rdzv_endpoint=slowname:29400: the host 'slowname' does not resolve on this "
+        "machine (no answer from the resolver within 5 s) (give node 0's address, or a host name every node "
+        "resolves (/etc/hosts or DNS))"
+    ), p.out
+    assert 5 <= elapsed < 25, elapsed
 
 
 @pytest.mark.timeout(120)
@@ -135,6 +214,40 @@ def test_c10d_two_launchers_on_loopback(tmp_path):
             if p.popen.poll() is None:
                 os.killpg(p.popen.pid, 9)
     assert_all_reduced(procs, [1, 1], 2)
+
+
+@pytest.mark.timeout(150)
+def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(tmp_path):
+    """Issue 13 item 16: c10d ranks the nodes by rendezvous order, so node_rank 1 may show global
+    rank 0; the launcher used to tell node 1 that rank 0 was on node 0. Each console shows global
+    rank 0 only if it got it: exactly one of the two does, and both say where their logs are."""
+    with socket_port() as port:
+        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+                     "launcher.local_nodes=true", f"launcher.rdzv_id=console-{os.getpid()}", "launcher.nproc_per_node=1",
+                     f"script={TORCH_WORKER}"]
+    procs = []
+    try:
+        for rank in (0, 1):
+            cwd = tmp_path / f"n{rank}"
+            cwd.mkdir()
+            procs.append(Proc(subprocess.Popen(
+                [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"], cwd=cwd, env=launcher_env(),
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)))
+        for p in procs:
+            assert p.wait(120) == 0, p.out[-3000:]
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                os.killpg(p.popen.pid, 9)
+    shows_rank_0 = ["RESULT rank=0 " in p.out for p in procs]
+    assert sorted(shows_rank_0) == [False, True], [p.out[-2000:] for p in procs]
+    assert not any("RESULT rank=1 " in p.out for p in procs)
+    for node, p in enumerate(procs):
+        (run,) = (tmp_path / f"n{node}").glob("runs/*")
+        assert ("[train_multigpu] the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+                f"nodes by rendezvous order, not node_rank); this node's ranks log to {run / 'logs'} "
+                "(log_all_ranks=true shows them here)") in p.out, p.out[-2000:]
+        assert "(on node 0)" not in p.out
 
 
 class socket_port:
@@ -277,3 +390,33 @@ def test_trainer_rank_crash_restarts_and_resumes_from_its_checkpoint(tmp_path):
     assert "rank 1 exits 3 after iteration 2" in procs[1].out
     assert re.search(r"resuming from \S+/checkpoints/iter_000002\.ckpt", procs[0].out), procs[0].out[-3000:]
     assert [int(m) for m in ITER.findall(procs[0].out)] == [1, 2, 3, 4], procs[0].out[-3000:]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_failure_summary_names_node_global_and_local_rank_of_a_rank_on_node_1(tmp_path, framework):
+    """Global rank 2 is node 1's local rank 0 (2 nodes x 2 workers, ranks fixed by node: static
+    rendezvous / JAX's node rank): node 1's launcher names node 1, rank 2, local rank 0 -- three
+    different numbers, each from its own source -- on the console and in status.json."""
+    import json
+
+    common = ["launcher.nnodes=2", "launcher.nproc_per_node=2", f"script={ROOT / 'examples' / 'allreduce.py'}"]
+    if framework == "torch":
+        hosts_cm = Hosts(2)
+        overrides = ["launcher=multinode", *common, "launcher.master_port=29500", "launcher.network_interface=eth0"]
+    else:
+        hosts_cm = Hosts(2, hostnames=True)
+        overrides = ["launcher=skrl_jax", *common]
+    with hosts_cm as hosts:
+        address = f"launcher.master_addr={hosts[0].addr}" if framework == "torch" else \
+            f"launcher.coordinator_address={hosts[0].addr}:5125"
+        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, address, f"launcher.node_rank={h.index}",
+                        script_args=("--exit_code_on_rank", "2:7")) for h in hosts]
+        rc = procs[1].wait(120)
+    out = procs[1].out
+    assert rc == 7, out[-3000:]
+    assert "[train_multigpu] FAILED: node 1, rank 2 (local rank 0): exit code 7" in out, out[-3000:]
+    (status,) = (tmp_path / "n1").glob("runs/*/status.json")
+    failure = json.loads(status.read_text())["failure"]
+    assert (failure["node"], failure["rank"], failure["local_rank"], failure["exit_code"]) == (1, 2, 0, 7), failure
+    assert failure["log"].endswith("/logs/rank2.log")

@@ -43,15 +43,17 @@ def error_of(argv: list[str]) -> str:
     return str(caught.value)
 
 
-def test_c10d_gets_a_bounded_join_timeout_after_isaaclabs_flags():
+def test_c10d_keeps_torchruns_join_timeout_unless_one_is_set():
+    """Issue 13 item 17: no join_timeout of the launcher's own (it was 300 s, half of torch's 600 s)."""
     assert flags(build(C10D + ["launcher.node_rank=1"])) == [
         "--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
-        "--rdzv_endpoint", "10.0.0.1:29400", "--rdzv_conf", "join_timeout=300",
+        "--rdzv_endpoint", "10.0.0.1:29400",
     ]
     assert flags(build(C10D + ["launcher.join_timeout=45"]))[-2:] == ["--rdzv_conf", "join_timeout=45"]
 
 
 def test_static_bounds_its_wait_with_timeout():
+    assert "--rdzv_conf" not in flags(build(STATIC))  # torchrun's own 900 s
     assert flags(build(STATIC + ["launcher.join_timeout=20"]))[-4:] == [
         "--master_port", "29500", "--rdzv_conf", "timeout=20",
     ]
@@ -63,12 +65,12 @@ def test_single_node_gets_no_rendezvous_options():
 
 
 def test_endpoint_node_hosts_the_store_others_do_not():
-    assert flags(build(C10D + ["launcher.node_rank=0"], here=True))[-2:] == ["--rdzv_conf", "join_timeout=300,is_host=1"]
+    assert flags(build(C10D + ["launcher.node_rank=0"], here=True))[-2:] == ["--rdzv_conf", "is_host=1"]
     # a second launch on the same machine (loopback multi-node) must not race node 0 for the store
-    assert flags(build(C10D + ["launcher.node_rank=1"], here=True))[-2:] == ["--rdzv_conf", "join_timeout=300,is_host=0"]
+    assert flags(build(C10D + ["launcher.node_rank=1"], here=True))[-2:] == ["--rdzv_conf", "is_host=0"]
     # elsewhere: torch's own guess (it finds the endpoint is not this machine)
-    assert flags(build(C10D + ["launcher.node_rank=1"], here=False))[-2:] == ["--rdzv_conf", "join_timeout=300"]
-    assert flags(build(C10D + ["launcher.is_host=false"], here=True))[-2:] == ["--rdzv_conf", "join_timeout=300,is_host=0"]
+    assert "--rdzv_conf" not in flags(build(C10D + ["launcher.node_rank=1"], here=False))
+    assert flags(build(C10D + ["launcher.is_host=false"], here=True))[-2:] == ["--rdzv_conf", "is_host=0"]
 
 
 def test_user_rdzv_conf_is_merged_never_duplicated():
@@ -76,13 +78,13 @@ def test_user_rdzv_conf_is_merged_never_duplicated():
     assert got[-2:] == ["--rdzv_conf", "read_timeout=30,join_timeout=90,is_host=1"]
     assert got.count("--rdzv_conf") == 1
     got = flags(build(C10D + ["launcher.rdzv_conf='is_host=0'"], here=True))
-    assert got[-2:] == ["--rdzv_conf", "is_host=0,join_timeout=300"]
+    assert got[-2:] == ["--rdzv_conf", "is_host=0"]
 
 
 def test_local_addr_comes_after_isaaclabs_flags():
     got = flags(build(C10D + ["launcher.rdzv_id=job", "launcher.max_restarts=1"], here=False, local_addr="10.0.0.2"))
-    assert got[-8:] == [
-        "--rdzv_id", "job", "--rdzv_conf", "join_timeout=300", "--max_restarts", "1", "--local_addr", "10.0.0.2",
+    assert got[-6:] == [
+        "--rdzv_id", "job", "--max_restarts", "1", "--local_addr", "10.0.0.2",
     ]
     assert flags(build(C10D + ["launcher.local_addr=10.0.0.2"]))[-2:] == ["--local_addr", "10.0.0.2"]
 
@@ -97,10 +99,27 @@ def test_network_interface_reaches_gloo_and_nccl_unless_a_profile_says_otherwise
     assert p.env["NCCL_SOCKET_IFNAME"] == "ib0,ib1"
 
 
+def test_the_interface_facing_node_0_reaches_gloo_nccl_and_local_addr():
+    """Issue 13 item 23, pure: what checks.locate found (host.source_address) is passed in."""
+    facing = checks.Facing("eth1", "10.0.0.2", "the rendezvous endpoint 10.0.0.1:29400")
+    cfg = compose(C10D + ["launcher.node_rank=1"])
+    settled = replace(checks.validate(cfg, make_facts()), facing=facing, local_addr="10.0.0.2")
+    p = plan.build(cfg, settled, make_facts())
+    assert p.env["GLOO_SOCKET_IFNAME"] == "eth1" and p.env["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert p.notes == ("network: eth1 (10.0.0.2) faces the rendezvous endpoint 10.0.0.1:29400: GLOO_SOCKET_IFNAME, "
+                       "NCCL_SOCKET_IFNAME, --local_addr 10.0.0.2 set to it (launcher.network_interface=NAME chooses another)",)
+    assert "# network: eth1 (10.0.0.2) faces" in plan.describe(p)
+    # a variable the user exported, a profile's or worker_env's wins; the note names only what was set
+    facts = make_facts(env={"NCCL_SOCKET_IFNAME": "ib0"})
+    cfg = compose(C10D + ["+worker_env.GLOO_SOCKET_IFNAME=eth7"])
+    p = plan.build(cfg, replace(checks.validate(cfg, facts), facing=facing), facts)
+    assert "NCCL_SOCKET_IFNAME" not in p.env and p.env["GLOO_SOCKET_IFNAME"] == "eth7" and p.notes == ()
+
+
 def test_elastic_min_max_nodes():
     p = build(["launcher=multinode", "launcher.nnodes=1:4", "launcher.rdzv_endpoint=10.0.0.1:29400"])
     assert flags(p)[:4] == ["--nproc_per_node", "2", "--nnodes", "1:4"]
-    assert flags(p)[-2:] == ["--rdzv_conf", "join_timeout=300"] and p.nnodes == "1:4"
+    assert flags(p)[-2:] == ["--rdzv_endpoint", "10.0.0.1:29400"] and p.nnodes == "1:4"
     assert "launcher.nnodes=1:4: an integer >= 1 (elastic MIN:MAX is torchrun only)" in error_of(
         ["launcher=skrl_jax", "launcher.nnodes=1:4", "launcher.coordinator_address=h:1"]
     )
@@ -109,7 +128,7 @@ def test_elastic_min_max_nodes():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (C10D + ["launcher.join_timeout=0"], "launcher.join_timeout=0: seconds >= 1 (how long a node waits for the other nodes to join)"),
+        (C10D + ["launcher.join_timeout=0"], "launcher.join_timeout=0: finite seconds in 1..604800 (how long a node waits for the other nodes to join)"),
         (C10D + ["launcher.join_timeout=30", "launcher.rdzv_conf='join_timeout=60'"],
          "launcher.join_timeout=30: also given as join_timeout=60 in launcher.rdzv_conf (give it once)"),
         (STATIC + ["launcher.join_timeout=30", "launcher.rdzv_conf='timeout=60'"],
@@ -167,6 +186,17 @@ def test_jax_on_cpu_refuses_a_hostname_on_loopback(monkeypatch, tmp_path):
     )
     monkeypatch.setattr(host, "hostname_addresses", lambda: ("box", ["10.0.0.2"]))
     checks.preflight(cfg, settled)
+
+
+def test_the_hint_names_the_timeout_in_force():
+    """Issue 13 item 17: with no join_timeout of the launcher's own, torch's defaults are in force."""
+    assert rendezvous.waited_timeout({}, "c10d", None) == 600
+    assert rendezvous.waited_timeout({}, "static", None) == 900
+    assert rendezvous.waited_timeout({"join_timeout": "90"}, "c10d", None) == 90
+    assert rendezvous.waited_timeout({}, "c10d", 45) == 45
+    hint = rendezvous.failure_hint("RendezvousTimeoutError", "c10d", "10.0.0.1:29400", "2", 1, None,
+                                   rendezvous.waited_timeout({}, "c10d", None))
+    assert hint.startswith("node 1 waited 600 s for 2 nodes at 10.0.0.1:29400 (c10d rendezvous, rdzv_id none)")
 
 
 def test_failure_hint_static_and_unreachable():

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from netns import PREFIX, Hosts, netns_unavailable, sweep_stale
+import netns
+from netns import PREFIX, Hosts, netns_unavailable, skip_unavailable, sweep_stale
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -104,8 +105,9 @@ def test_cleanup_on_error():
 
 
 def test_sweep_removes_namespaces_of_dead_sessions():
-    if netns_unavailable():
-        pytest.skip(netns_unavailable())
+    reason = netns_unavailable()
+    if reason:
+        skip_unavailable(reason)
     dead = subprocess.Popen(["true"])
     dead.wait()
     stale = f"{PREFIX}-{dead.pid}-1-n0"
@@ -114,3 +116,17 @@ def test_sweep_removes_namespaces_of_dead_sessions():
         assert stale in sweep_stale()
     finally:
         subprocess.run(["ip", "netns", "del", stale], capture_output=True)
+
+
+def test_require_switch_turns_the_skip_into_a_failure(monkeypatch):
+    """CI sets TRAIN_MULTIGPU_REQUIRE_NETNS=1: a machine without namespaces fails the multi-node
+    tests instead of skipping them quietly."""
+    monkeypatch.setattr(netns, "netns_unavailable", lambda: "no namespaces in this test")
+    monkeypatch.setenv(netns.REQUIRE_VAR, "1")
+    with pytest.raises(pytest.fail.Exception, match="required .* unavailable: no namespaces in this test"):
+        with Hosts(1):
+            pass
+    monkeypatch.delenv(netns.REQUIRE_VAR)
+    with pytest.raises(pytest.skip.Exception, match="no namespaces in this test"):
+        with Hosts(1):
+            pass

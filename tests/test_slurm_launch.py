@@ -37,7 +37,7 @@ def test_torchrun_across_the_allocation_as_multinode():
     p = slurm_plan(["launcher=slurm"], {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"}, gpus=8)
     assert torchrun_flags(p) == [
         "--nproc_per_node", "4", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
-        "--rdzv_endpoint", "gpu07:24242", "--rdzv_id", "slurm-4242", "--rdzv_conf", "join_timeout=300",
+        "--rdzv_endpoint", "gpu07:24242", "--rdzv_id", "slurm-4242",
     ]
     assert p.device == "cuda" and p.topology.value == "multinode"
     same = slurm_plan(
@@ -75,11 +75,13 @@ def test_requeued_job_resumes():
     assert "--resume" not in p.processes[0].argv
 
 
-def test_restart_gets_its_own_run_directory():
+def test_restart_keeps_the_jobs_run_directory_and_records_apart():
     cfg = compose(["launcher=slurm", "run_dir=/r/job"])
     alloc = SlurmAllocation.from_env({**TWO_NODES, "SLURM_RESTART_COUNT": "1"})
     cfg, _ = slurm_launch.settle(cfg, alloc, make_facts())
-    assert cfg.run_dir == "/r/job/restart1"
+    assert cfg.run_dir == "/r/job"  # the training script resumes from the job's directory
+    assert slurm_launch.record_subdir(alloc) == "restart1"  # only the launcher's record is per restart
+    assert slurm_launch.record_subdir(SlurmAllocation.from_env(TWO_NODES)) == ""
 
 
 @pytest.mark.parametrize(
@@ -120,7 +122,8 @@ def test_outside_an_allocation_the_cli_says_so(run_cli):
 def test_dry_run_inside_a_faked_allocation(run_cli):
     env = clean_env(**TWO_NODES, SLURM_CPUS_PER_TASK="2")
     env = {k: v for k, v in env.items() if not k.startswith("SLURM") or k in TWO_NODES or k == "SLURM_CPUS_PER_TASK"}
-    result = run_cli("launcher=slurm", "dry_run=true", env=env)
+    # gpu07 gets an address (TEST-NET-2): the launcher resolves the rendezvous host before launch
+    result = run_cli("launcher=slurm", "dry_run=true", env=env, hosts={"gpu07": "198.51.100.7", "gpu08": "198.51.100.8"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("# slurm: job 4242   node 1 of 2 (gpu07,gpu08)")
     command = shlex.split(result.stdout.splitlines()[-1])

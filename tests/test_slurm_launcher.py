@@ -5,6 +5,7 @@ workers count from the CPUs per task. Skipped where tests/infra/slurm_up.sh cann
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -114,7 +115,18 @@ def _wait_for(path: Path, text: str, job: str, timeout: float = 90) -> None:
     raise AssertionError(f"{text!r} not seen twice in {path}: {wait_job(job, timeout=1)}")
 
 
-def test_usr1_warning_reaches_each_worker_once_and_requeue_resumes(slurm_cluster, run_cli, tmp_path):
+def _requeue_now(job: str) -> None:
+    """What preemption or a node failure does: SLURM requeues the job (SIGTERM to the step, then
+    PENDING with BeginTime pushed back; start it again now)."""
+    subprocess.run(["scontrol", "requeue", job], check=True, timeout=30)
+    deadline = time.monotonic() + 60
+    while "JobState=PENDING" not in subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout:
+        assert time.monotonic() < deadline, f"job not requeued: {wait_job(job, timeout=1)}"
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, timeout=30)
+
+
+def test_usr1_warning_reaches_each_worker_once_and_requeue_passes_resume(slurm_cluster, run_cli, tmp_path):
     script = tmp_path / "usr1_worker.py"
     script.write_text(USR1_WORKER)
     result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", f"script={script}",
@@ -129,15 +141,49 @@ def test_usr1_warning_reaches_each_worker_once_and_requeue_resumes(slurm_cluster
     out = log.read_text()
     assert "forwarding USR1 to srun" in out
     assert sorted(re.findall(r"rank=(\d) USR1 x(\d)", out)) == [("0", "1"), ("1", "1")], out
-    # preemption / node failure: SLURM requeues the job (BeginTime is pushed back: start it now)
-    subprocess.run(["scontrol", "requeue", job], check=True, timeout=30)
-    deadline = time.monotonic() + 30
-    while "PENDING" not in subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout:
-        assert time.monotonic() < deadline, "job not requeued"
-        time.sleep(0.2)
-    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, timeout=30)
+    _requeue_now(job)
     info = wait_job(job, timeout=90)
     out = log.read_text()
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
     assert out.count("resume=True") == 2 and out.count("READY rank=0 resume=False") == 1, out  # log appended
     assert (run_dir / "restart1" / "status.json").is_file()
+
+
+def _metric_iterations(path: Path) -> list[int]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [int(line.split(",")[0]) for line in lines[1:] if line]
+
+
+@pytest.mark.timeout(480)
+def test_requeue_resumes_the_bundled_trainer_where_it_stopped(slurm_cluster, run_cli):
+    """The bundled trainer, requeued by SLURM mid-run: the restart continues from the checkpoint the
+    SIGTERM wrote, in the same run directory; no iteration is lost or run twice."""
+    total = 150  # ~0.15 s an iteration here, 2 workers x 8 envs x 64 steps
+    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=10", "task=CartPole-v1",
+                     f"max_iterations={total}", "run_name=requeue", env=env())
+    assert result.returncode == 0, result.stderr
+    [(job, run_dir)] = submitted(result.stdout)
+    metrics = run_dir / "metrics.csv"
+    deadline = time.monotonic() + 180
+    while len(_metric_iterations(metrics)) < 5:
+        assert time.monotonic() < deadline, f"no 5 iterations: {wait_job(job, timeout=1)}"
+        time.sleep(0.2)
+    _requeue_now(job)
+    info = wait_job(job, timeout=300)
+    out = log_of(run_dir, job)
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+    stopped = int(re.search(r"stopped by SIGTERM after iteration (\d+)", out).group(1))
+    assert 5 <= stopped < total, out
+    assert f"resuming from {run_dir}/checkpoints/iter_{stopped:06d}.ckpt" in out, out
+    # every iteration once, in order: 1..stopped from the first start, the rest from the restart
+    assert _metric_iterations(metrics) == list(range(1, total + 1))
+    rows = [line.split(",") for line in metrics.read_text().splitlines()[1:]]
+    assert [int(row[1]) for row in rows] == [i * 2 * 8 * 64 for i in range(1, total + 1)]  # env steps continue
+    assert json.loads((run_dir / "run_info.json").read_text())["start_iteration"] == stopped
+    assert json.loads((run_dir / "evaluation.json").read_text())["iterations"] == total
+    assert (run_dir / "checkpoints" / f"iter_{total:06d}.ckpt").is_file()
+    # the launcher's record is per restart; the trainer's files are not
+    assert json.loads((run_dir / "status.json").read_text())["exit_code"] == 143
+    assert json.loads((run_dir / "restart1" / "status.json").read_text())["exit_code"] == 0
+    assert "--resume" in (run_dir / "restart1" / "command.sh").read_text()
+    assert not (run_dir / "restart1" / "checkpoints").exists() and not (run_dir / "restart1" / "metrics.csv").exists()

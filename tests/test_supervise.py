@@ -140,6 +140,25 @@ def test_sigkill_of_the_launcher_leaves_no_orphans(tmp_path, jax):
     assert survivors(pids, settle=5.0) == []
 
 
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
+def test_the_watchdog_records_the_end_of_a_killed_launcher(tmp_path, jax):
+    """Issue 13 item 15: after kill -9 of the launcher, status.json kept exit_code null forever."""
+    proc, pids = spawner(tmp_path, jax=jax)
+    wait_for_files(pids, 2 * RANK_AND_HELPERS)
+    assert status(tmp_path)["exit_code"] is None
+    proc.kill()
+    proc.communicate()
+    deadline = time.monotonic() + 40
+    while status(tmp_path)["exit_code"] is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    record = status(tmp_path)
+    assert record["exit_code"] == 137 and record["reason"] == "launcher killed", record
+    assert record["pid"] == proc.pid and record["failure"] is None and record["duration_s"] > 0
+    assert set(record) == {"started", "ended", "duration_s", "pid", "exit_code", "reason", "failure"}
+    assert survivors(pids, settle=5.0) == []
+
+
 @pytest.mark.timeout(60)
 def test_torchrun_output_flags_are_honoured(tmp_path):
     """With tee/redirects/log_dir torchrun keeps the workers' output, as the user asked."""

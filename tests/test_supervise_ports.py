@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from supervise_util import REPO, env, finish, run_dir, spawner
+from supervise_util import REPO, env, finish, run_dir, spawner, start, status
 
 HINT = "choose a free port, or stop what holds it; ss -ltnp names it"
 LOOPBACK = (
@@ -115,3 +115,69 @@ def test_torchruns_default_master_port_is_checked_and_named():
         "train_multigpu: error: launcher.master_port=29500 (torchrun's default): "
         f"port 29500 is already in use on this host ({HINT})"
     )
+
+
+TORCH_WORKER = str(REPO / "tests" / "workers" / "torch_allreduce.py")
+JAX_WORKER = str(REPO / "tests" / "workers" / "jax_allreduce.py")
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("jax", [False, True], ids=["master_port", "jax-coordinator"])
+def test_two_launches_on_one_port_the_loser_gets_the_port_message(tmp_path, jax):
+    """Issue 13 item 10: two launches with the same explicit master_port both passed the port check;
+    the loser got torchrun's EADDRINUSE traceback and exit 1. Made deterministic: the loser passes
+    its check first, and its interpreter (python=) waits until the winner's torchrun listens on the
+    port before it starts the loser's torchrun. Both are real launches on loopback. (JAX: the port
+    is taken by another program between the check and the coordinator's bind.)"""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    wrapper = tmp_path / "python-after-the-winner"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"while ! {sys.executable} -c \"import socket, sys; sys.exit(socket.socket().connect_ex(('127.0.0.1', {port})))\"; "
+        "do sleep 0.1; done\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    loser_dir, winner_dir = tmp_path / "loser", tmp_path / "winner"
+    loser_dir.mkdir()
+    winner_dir.mkdir()
+    if jax:  # the JAX coordinator service, started by rank 0 (jax.distributed.initialize)
+        key, value = "launcher.coordinator_address", f"127.0.0.1:{port}"
+        common = ("launcher=skrl_jax", f"{key}={value}", "launcher.nproc_per_node=1", f"script={JAX_WORKER}")
+        args: tuple = ("--init-timeout", "60")
+    else:
+        key, value = "launcher.master_port", str(port)
+        common = (f"{key}={value}", "launcher.nproc_per_node=1", f"script={TORCH_WORKER}")
+        args = ()
+    loser = start(loser_dir, *common, f"python={wrapper}", script_args=args)
+    winner = holder = None
+    try:
+        first = loser.stdout.readline().decode()
+        assert first.startswith("[train_multigpu] run directory:"), first  # the loser passed the port check
+        if jax:
+            # JAX's coordinator (gRPC) binds with SO_REUSEPORT, so a second coordinator would share
+            # the port rather than fail: here the port is taken by a plain listener instead
+            holder = socket.socket()
+            holder.bind(("0.0.0.0", port))
+            holder.listen()
+        else:
+            winner = start(winner_dir, *common, script_args=(*args, "--hold", "60"))
+        code, out, err = finish(loser, timeout=120)
+    finally:
+        if winner is not None:
+            winner.send_signal(2)
+            finish(winner, timeout=60)
+        if holder is not None:
+            holder.close()
+    assert code == 2, out + err
+    assert err == f"train_multigpu: error: {key}={value}: port {port} is already in use on this host ({HINT})\n", out + err
+    if not jax:  # torchrun's traceback is not shown; a JAX rank 0's output is on the console as always
+        assert "Traceback" not in out and "EADDRINUSE" not in out
+    assert out.strip().endswith(f"exit code 2 (port {port} in use); run directory: {run_dir(loser_dir)}")
+    record = status(loser_dir)
+    assert record["exit_code"] == 2 and record["reason"] == f"port {port} in use" and record["failure"] is None
+    # torchrun's / gRPC's own words are kept in the logs
+    log, words = ("rank0.log", "Failed to add port") if jax else ("torchrun.log", "EADDRINUSE")
+    assert words in (run_dir(loser_dir) / "logs" / log).read_text()

@@ -1,5 +1,6 @@
 """Flags: the launcher's debug preset is fast; unknown flags fail clearly; Isaac Lab's extra flags pass."""
 
+import csv
 import time
 
 import pytest
@@ -21,6 +22,16 @@ def test_debug_sized_run_is_fast_and_accepts_isaac_lab_flags(tmp_path):
     assert r.stdout.strip().splitlines()[-1] == f"run_dir: {run_dir}"
     assert (run_dir / "trainer_config.yaml").exists()
     assert elapsed < 30, f"debug-sized run took {elapsed:.1f}s"
+    # metrics.csv splits each iteration: rollout, PPO update, all-gather, checkpoint write (what
+    # benchmarks/trainer_scaling.py reports separately); together they are the iteration
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(row["iteration"]) for row in rows] == [1, 2, 3, 4, 5]
+    for row in rows:
+        parts = [float(row[name]) for name in ("rollout_s", "update_s", "sync_s", "checkpoint_s")]
+        assert all(part >= 0 for part in parts) and float(row["checkpoint_s"]) > 0, row
+        # (the few bookkeeping lines between the parts are not counted: "most of", generous under load)
+        assert 0.5 * float(row["iteration_s"]) <= sum(parts) <= float(row["iteration_s"]), row
 
 
 def test_unknown_flag_is_an_argparse_error(tmp_path):

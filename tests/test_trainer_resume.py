@@ -8,9 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from trainer_procs import PY, REPO, TRAIN, clean_env, iteration_lines, torchrun
+from trainer_procs import PY, TRAIN, clean_env, iteration_lines, torchrun
 
 pytestmark = pytest.mark.timeout(240)
 SMALL = ["--num_envs", "4"]
@@ -30,33 +29,47 @@ def _wait_for_iteration(proc, n: int) -> list[str]:
     raise AssertionError("trainer ended before iteration %d: %s" % (n, proc.stderr.read()[-3000:]))
 
 
+def _iterations(lines: list[str]) -> list[int]:
+    return [int(line.split("/")[0].split()[-1]) for line in iteration_lines("".join(lines))]
+
+
 def test_sigkill_then_resume_keeps_every_completed_iteration(tmp_path):
     run = tmp_path / "run"
     proc = _start(tmp_path, ["--max_iterations", "1000"], TRAIN_MULTIGPU_RUN_DIR=run)
-    _wait_for_iteration(proc, 3)
+    seen = _wait_for_iteration(proc, 3)
     proc.kill()
-    proc.wait()
+    rest, _ = proc.communicate(timeout=30)
+    printed = _iterations(seen + rest.splitlines(keepends=True))  # every line it printed, to the kill
+    assert printed == list(range(1, len(printed) + 1)) and len(printed) >= 3, printed
     ckpts = sorted((run / "checkpoints").glob("iter_*.ckpt"))
     done = int(ckpts[-1].stem.split("_")[1])
-    assert done >= 3  # every iteration that was printed has its checkpoint
+    # every printed iteration has its checkpoint (the checkpoint is written before the line), and
+    # at most one more was checkpointed before the kill
+    assert printed[-1] <= done <= printed[-1] + 1, (printed, done)
     saved = torch.load(ckpts[-1], weights_only=False)
     assert saved["iteration"] == done
+    per_iteration = 4 * 64  # --num_envs 4, 64 rollout steps, one worker
+    assert [steps for steps, _ in saved["history"]] == [i * per_iteration for i in range(1, done + 1)]
 
     dump = tmp_path / "dump"
     r = subprocess.run([PY, str(TRAIN), *SMALL, "--resume", "--max_iterations", str(done + 2)], cwd=tmp_path,
                        env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run, TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS=dump),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = iteration_lines(r.stdout)
-    assert lines[0].startswith(f"[iter {done + 1:4d}/") and len(lines) == 2
+    assert _iterations(r.stdout.splitlines(keepends=True)) == [done + 1, done + 2]
     info = json.loads((dump / "rank0_info.json").read_text())
     assert info["start_iteration"] == done
-    hp = yaml.safe_load((REPO / "examples/agents/CartPole-v1.yaml").read_text())["agent"]
-    steps_per_iteration = hp["learning_epochs"] * hp["mini_batches"]
+    steps_per_iteration = 5 * 1  # CartPole's PPO: 5 learning epochs of 1 mini-batch (one Adam step each)
     assert info["optimizer_steps_start"] == done * steps_per_iteration  # Adam state came back
     assert info["optimizer_steps_end"] == (done + 2) * steps_per_iteration
+    # the resumed policy starts from the checkpoint's parameters, element for element, in order
     saved_params = torch.cat([v.reshape(-1) for k, v in saved["agent"]["model"].items()]).numpy()
-    np.testing.assert_array_equal(np.sort(np.load(dump / "rank0_initial.npy")), np.sort(saved_params))
+    np.testing.assert_array_equal(np.load(dump / "rank0_initial.npy"), saved_params)
+    final = torch.load(run / "checkpoints" / f"iter_{done + 2:06d}.ckpt", weights_only=False)
+    assert final["iteration"] == done + 2
+    # the history continues: iterations 1..done from the killed run, then done+1, done+2
+    assert [steps for steps, _ in final["history"]] == [i * per_iteration for i in range(1, done + 3)]
+    assert final["history"][:done] == saved["history"]
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGUSR1, 138)])

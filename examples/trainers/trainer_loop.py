@@ -172,10 +172,12 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
                 t_update = time.perf_counter()
             backend.post_interaction(timestep, timesteps)  # PPO update after the last step
             obs = next_obs
-        update_s = time.perf_counter() - t_update
+        t_sync = time.perf_counter()
+        update_s = t_sync - t_update
         window.extend(tracker.pop())
         # one collective per iteration: [stop signal, sum of windowed returns, their count]
         table = backend.allgather_floats([float(stop.signum), float(sum(window)), float(len(window))])
+        sync_s = time.perf_counter() - t_sync
         stopped_by = int(table[:, 0].max())
         mean_return = float(table[:, 1].sum() / table[:, 2].sum()) if table[:, 2].sum() else float("nan")
         env_steps += steps_per_iteration
@@ -187,12 +189,15 @@ def run(*, args, topo, hp: dict, backend_factory) -> int:
                        "seed": seed, "world_size": topo.world_size, "num_envs_per_worker": num_envs,
                        "agent": backend.state_dict(),
                        "rng": {"numpy": np.random.get_state(), "python": random.getstate()}}
+            t_checkpoint = time.perf_counter()
             out.save_checkpoint(run_dir, iteration, backend.dumps(payload))
+            checkpoint_s = time.perf_counter() - t_checkpoint
         dt = time.perf_counter() - t0
         if topo.is_main:
             scalars.add(env_steps, {"Reward/mean_return": mean_return, "Perf/env_steps_per_s": steps_per_iteration / dt,
                                     "Perf/iteration_s": dt, "Perf/update_s": update_s, **stats})
-            out.append_metrics(run_dir, iteration, env_steps, steps_per_iteration / dt, mean_return, dt, update_s)
+            out.append_metrics(run_dir, iteration, env_steps, steps_per_iteration / dt, mean_return, dt, update_s,
+                               t_update - t0, sync_s, checkpoint_s)
             ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
             say(topo, f"[iter {iteration:4d}/{max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
                       f"mean_return={ret} env_steps={env_steps}")

@@ -157,11 +157,17 @@ def plot_learning_curve(run_dir: Path, history: list[tuple[int, float]], task: s
 
 
 def append_metrics(run_dir: Path, iteration: int, env_steps: int, steps_per_s: float, mean_return: float,
-                   seconds: float, update_seconds: float) -> None:
-    """One CSV row per iteration (metrics.csv), for scripts that compare runs."""
+                   seconds: float, update_seconds: float, rollout_seconds: float, sync_seconds: float,
+                   checkpoint_seconds: float) -> None:
+    """One CSV row per iteration (metrics.csv), for scripts that compare runs.
+
+    iteration_s ~ rollout_s (env steps and actions) + update_s (PPO update, gradient all-reduces)
+    + sync_s (the per-iteration all-gather) + checkpoint_s (rank 0's atomic checkpoint write, fsync).
+    """
     path = run_dir / "metrics.csv"
     new = not path.exists()
     with open(path, "a") as f:
         if new:
-            f.write("iteration,env_steps,env_steps_per_s,mean_return,iteration_s,update_s\n")
-        f.write(f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f}\n")
+            f.write("iteration,env_steps,env_steps_per_s,mean_return,iteration_s,update_s,rollout_s,sync_s,checkpoint_s\n")
+        f.write(f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f},"
+                f"{rollout_seconds:.4f},{sync_seconds:.4f},{checkpoint_seconds:.4f}\n")

@@ -1,0 +1,337 @@
+"""A secret value reaches the worker's environment and nothing else.
+
+Every test below starts the real launcher with a sentinel value that exists nowhere else (unique per
+test), then sweeps the whole console output and every file under its working directory (the run
+root ``./runs`` and whatever Hydra writes into the working directory) for it. The real runs prove
+the value did reach the workers: the worker prints a hash of what it found, never the value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+
+pytestmark = pytest.mark.timeout(240)
+
+# the worker: the SHA-256 of each secret variable it sees (never the value)
+WORKER = """
+import hashlib, os, sys
+seed = [a for a in sys.argv if a.startswith("--seed=")]
+for name in ("HF_TOKEN", "MY_API_TOKEN"):
+    value = os.environ.get(name)
+    if value is not None:
+        print("SECRET_SHA", name, seed[0] if seed else "-", hashlib.sha256(value.encode()).hexdigest(), flush=True)
+"""
+
+
+@pytest.fixture
+def sentinel() -> str:
+    return f"tmgSENTINEL{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def worker(tmp_path) -> Path:
+    path = tmp_path / "worker.py"
+    path.write_text(WORKER)
+    return path
+
+
+def sha(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def assert_nowhere(result, root: Path, *values: str) -> list[Path]:
+    """No value in the console output, nor in any file (name or content) under ``root``.
+    Returns the files looked at, so a test can also say that there were some."""
+    console = result.stdout + result.stderr
+    files = [p for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    for value in values:
+        assert value not in console, f"secret on the console:\n{console}"
+        for path in files:
+            assert value not in str(path.relative_to(root)), path
+            assert value.encode() not in path.read_bytes(), f"secret written to {path}"
+    return files
+
+
+def one_error_line(result) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+# -- single runs ------------------------------------------------------------------------------
+
+
+def test_single_run_secret_reaches_the_worker_and_no_file(run_cli, tmp_path, worker, sentinel):
+    from_env = sentinel + "-from-env"
+    env = clean_env(MY_API_TOKEN=from_env)
+    args = ("launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}",
+            "+worker_env.MY_API_TOKEN=${oc.env:MY_API_TOKEN}", "run_name=sec")
+    dry = run_cli(*args, "dry_run=true", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "export HF_TOKEN='***'" in dry.stdout and "export MY_API_TOKEN='***'" in dry.stdout
+    result = run_cli(*args, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SECRET_SHA HF_TOKEN - {sha(sentinel)}" in result.stdout
+    assert f"SECRET_SHA MY_API_TOKEN - {sha(from_env)}" in result.stdout
+    files = assert_nowhere(result, tmp_path, sentinel, from_env)
+    assert assert_nowhere(dry, tmp_path, sentinel, from_env)
+    names = {p.name for p in files}
+    assert {"config.yaml", "command.sh", "env.json", "status.json", "rank0.log", "torchrun.log"} <= names, names
+    run_dir = next((tmp_path / "runs").glob("*_sec"))
+    assert 'export HF_TOKEN="${HF_TOKEN:?' in (run_dir / "command.sh").read_text()
+
+
+def test_hydra_outputs_show_the_masked_form(run_cli, tmp_path, sentinel):
+    """Hydra writes .hydra/ into the working directory when asked to (hydra.output_subdir); --cfg
+    prints the config: both see only the placeholder, since Hydra never receives the value."""
+    (tmp_path / "cd").mkdir()
+    result = run_cli("--config-dir", str(tmp_path / "cd"), "hydra.output_subdir=.hydra", f"+worker_env.HF_TOKEN={sentinel}", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    written = (tmp_path / ".hydra" / "overrides.yaml").read_text()
+    assert "+worker_env.HF_TOKEN=***" in written
+    cfg = run_cli("--cfg", "job", f"+worker_env.HF_TOKEN={sentinel}")
+    assert cfg.returncode == 0 and "HF_TOKEN: '***'" in cfg.stdout, cfg.stdout + cfg.stderr
+    for each in (result, cfg):
+        assert_nowhere(each, tmp_path, sentinel)
+
+
+# -- sweeps -----------------------------------------------------------------------------------
+
+
+def test_sequential_sweep(run_cli, tmp_path, worker, sentinel):
+    result = run_cli("-m", "seed=1,2", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for seed in (1, 2):
+        assert f"SECRET_SHA HF_TOKEN --seed={seed} {sha(sentinel)}" in "".join(
+            p.read_text() for p in (tmp_path / "runs").rglob("rank0.log")), seed
+    files = assert_nowhere(result, tmp_path, sentinel)
+    assert sum(p.name == "config.yaml" for p in files) == 2
+
+
+def test_parallel_sweep(run_cli, tmp_path, worker, sentinel):
+    result = run_cli(
+        "-m", "seed=1,2", "sweep.parallel=2", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}",
+        f"+worker_env.HF_TOKEN={sentinel}",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = "".join(p.read_text() for p in (tmp_path / "runs").rglob("rank0.log"))
+    for seed in (1, 2):
+        assert f"SECRET_SHA HF_TOKEN --seed={seed} {sha(sentinel)}" in logs, seed
+    assert_nowhere(result, tmp_path, sentinel)
+
+
+def test_sweep_over_secret_values_gives_each_job_its_own(run_cli, tmp_path, worker, sentinel):
+    first, second = sentinel + "a", sentinel + "b"
+    result = run_cli("-m", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={first},{second}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    logs = "".join(p.read_text() for p in (tmp_path / "runs").rglob("rank0.log"))
+    assert sha(first) in logs and sha(second) in logs
+    assert "+worker_env.HF_TOKEN=***1" in result.stdout and "+worker_env.HF_TOKEN=***2" in result.stdout
+    assert_nowhere(result, tmp_path, first, second)
+
+
+def test_dry_run_sweep(run_cli, tmp_path, sentinel):
+    """What the before-stop hook checks: -m seed=1,2 +worker_env.HOOK_API_TOKEN=... dry_run=true."""
+    result = run_cli("-m", "seed=1,2", f"+worker_env.HOOK_API_TOKEN={sentinel}", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    assert "export HOOK_API_TOKEN='***'" in result.stdout
+    assert_nowhere(result, tmp_path, sentinel)
+
+
+# -- SLURM submission -------------------------------------------------------------------------
+
+# sbatch is faked here: what is under test is what the launcher writes and hands to sbatch, not
+# SLURM (the real one-host cluster runs in test_slurm_cluster.py). The fake records the SHA-256 of
+# the variable it received in its environment -- the job gets sbatch's environment (--export=ALL).
+FAKE_SBATCH = """#!/bin/sh
+script="$2"
+printf %s "${HF_TOKEN-unset}" | sha256sum | cut -d' ' -f1 > "$(dirname "$script")/sbatch_saw_hf_token.sha256"
+echo "4242;cluster"
+"""
+
+
+@pytest.fixture
+def fake_sbatch(tmp_path) -> dict:
+    bin_dir = tmp_path.parent / f"{tmp_path.name}-bin"
+    bin_dir.mkdir()
+    path = bin_dir / "sbatch"
+    path.write_text(FAKE_SBATCH)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    env = clean_env()
+    env.pop("HF_TOKEN", None)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    return env
+
+
+def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
+    result = run_cli("-m", "seed=1,2", "submit=slurm", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
+    assert result.returncode == 0, result.stdout + result.stderr
+    scripts = sorted((tmp_path / "runs").rglob("job.sbatch"))
+    assert len(scripts) == 2
+    for script in scripts:
+        assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
+        assert (script.parent / "sbatch_saw_hf_token.sha256").read_text().strip() == sha(sentinel)
+        assert "+worker_env.HF_TOKEN=***" in (script.parent / "submit.json").read_text()
+    dry = run_cli("submit=slurm", f"+worker_env.HF_TOKEN={sentinel}", "dry_run=true", env=fake_sbatch)
+    assert dry.returncode == 0 and "${oc.env:HF_TOKEN}" in dry.stdout, dry.stderr
+    for each in (result, dry):
+        assert_nowhere(each, tmp_path, sentinel)
+
+
+def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch):
+    first, second = sentinel + "a", sentinel + "b"
+    result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
+    assert result.returncode == 0, result.stdout + result.stderr
+    seen = sorted(p.read_text().strip() for p in (tmp_path / "runs").rglob("sbatch_saw_hf_token.sha256"))
+    assert seen == sorted([sha(first), sha(second)])
+    assert_nowhere(result, tmp_path, first, second)
+
+
+def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, tmp_path, worker, sentinel):
+    """The same, end to end on the real one-host cluster: the job's workers see the value."""
+    from conftest import ROOT
+    from slurm_cluster import wait_job
+
+    env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("HF_TOKEN", None)
+    result = run_cli("submit=slurm", "slurm.cpus_per_task=1", "slurm.time=5", "launcher.nproc_per_node=1",
+                     f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}", env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = result.stdout.split("submitted SLURM job ", 1)[1].split()[0]
+    info = wait_job(job, timeout=180)
+    (log,) = (tmp_path / "runs").rglob(f"slurm-{job}.out")
+    assert info["JobState"] == "COMPLETED", log.read_text()
+    assert f"SECRET_SHA HF_TOKEN - {sha(sentinel)}" in log.read_text()
+    assert_nowhere(result, tmp_path, sentinel)
+
+
+def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sbatch):
+    result = run_cli("submit=slurm", "+slurm.extra.export=NONE", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
+    assert one_error_line(result) == (
+        "train_multigpu: error: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through "
+        "sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or 'slurm.extra.export=\"NONE,HF_TOKEN\"')"
+    )
+    ok = run_cli("submit=slurm", '+slurm.extra.export="NONE,HF_TOKEN"', f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
+    assert ok.returncode == 0, ok.stderr
+    assert_nowhere(result, tmp_path, sentinel)
+    assert_nowhere(ok, tmp_path, sentinel)
+
+
+# -- save_profile -----------------------------------------------------------------------------
+
+
+def test_save_profile(run_cli, tmp_path, sentinel):
+    result = run_cli("save_profile=team", f"+worker_env.HF_TOKEN={sentinel}", f"+profile.env.WANDB_API_KEY={sentinel}")
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / ".train_multigpu" / "profile" / "team.yaml").read_text()
+    assert "HF_TOKEN: ${oc.env:HF_TOKEN}" in text and "WANDB_API_KEY: ${oc.env:WANDB_API_KEY}" in text
+    assert_nowhere(result, tmp_path, sentinel)
+
+
+def test_save_profile_keeps_env_references_unresolved(run_cli, tmp_path):
+    """docs/profiles.md's example: profile=isaaclab saved on a laptop without ISAACLAB_PATH."""
+    result = run_cli(
+        "save_profile=team_a", "profile=isaaclab", "launcher=multinode", "launcher.nnodes=2",
+        "launcher.rdzv_endpoint=node0:29400", "+worker_env.NCCL_SOCKET_IFNAME=ib0", "presets=debug",
+    )
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / ".train_multigpu" / "profile" / "team_a.yaml").read_text()
+    assert "script_root: ${tmg_isaaclab_root:}/scripts/reinforcement_learning" in text
+    # the reference resolves where the profile is used
+    used = run_cli("--cfg", "job", "--resolve", "profile=team_a", env=clean_env(ISAACLAB_PATH="/opt/IsaacLab"))
+    assert used.returncode == 0, used.stderr
+    assert "script_root: /opt/IsaacLab/scripts/reinforcement_learning" in used.stdout
+
+
+# -- error paths ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["+worker_env.AWS_SECRET_ACCESS_KEY={s},def"], "worker_env.AWS_SECRET_ACCESS_KEY=***: one value (a ',' outside quotes makes a list of values to sweep with -m)"),
+        (["+worker_env.HF_TOKEN=[{s}]"], "worker_env.HF_TOKEN=***: a string"),
+        (["+worker_env.HF_TOKEN={s}]"], "worker_env.HF_TOKEN=***: not a value Hydra's override grammar can read"),
+        (["+worker_env={{HF_TOKEN:{s}}}"], "worker_env=***: secrets are given one by one, never as a map (e.g. +worker_env.NAME=VALUE)"),
+        (["+worker_env.BAD-TOKEN={s}"], "worker_env.BAD-TOKEN=***: not an environment variable name"),
+        (["+worker_env.HF_TOKEN={s}", "num_envs=many"], "num_envs=many: Value 'many' of type 'str' could not be converted to Integer"),
+        (["+worker_env.HF_TOKEN={s}", "launcher.nproc_per_node=0"], "launcher.nproc_per_node=0"),
+        (["-m", "seed=1,2", "+worker_env.HF_TOKEN={s}", "num_envs=many"], "num_envs=many"),
+        (["+worker_env.HF_TOKEN={s}", "stray"], "argument=stray"),
+        (["+worker_env.MY TOKEN={s}"], "argument=+worker_env.MY TOKEN=***: expected key=value"),
+    ],
+)
+def test_error_paths_never_echo_the_secret(run_cli, tmp_path, sentinel, args, message):
+    for extra in (["dry_run=true"], []):
+        result = run_cli(*[a.format(s=sentinel) for a in args], *extra)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert message in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+        assert_nowhere(result, tmp_path, sentinel)
+
+
+def test_failed_start_never_echoes_the_secret(run_cli, tmp_path, sentinel):
+    """An interpreter that cannot start: the error names it; the run record masks the secret."""
+    result = run_cli(f"+worker_env.HF_TOKEN={sentinel}", "python=/nonexistent/python")
+    assert result.returncode == 2 and "python=/nonexistent/python" in result.stderr, result.stdout + result.stderr
+    assert_nowhere(result, tmp_path, sentinel)
+
+
+# -- worker_env names (item 11) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("+worker_env.BAD-NAME=1", "worker_env.BAD-NAME=1: not an environment variable name: letters, digits and '_', not starting with a digit"),
+        ("+worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x", "worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x: the launch sets this variable for every worker itself (the real run would overwrite it) (docs/errors.md lists the launch's own variables)"),
+        ("+worker_env.TRAIN_MULTIGPU_RUN_DIR=/tmp", "worker_env.TRAIN_MULTIGPU_RUN_DIR=/tmp: the launch sets this variable"),
+        ("+worker_env.PYTHONUNBUFFERED=0", "worker_env.PYTHONUNBUFFERED=0: the launch sets this variable"),
+        ("+worker_env.RANK=3", "worker_env.RANK=3: the launch sets this variable"),
+        ("+worker_env.MASTER_PORT=1234", "worker_env.MASTER_PORT=1234: the launch sets this variable"),
+        ("+worker_env.JAX_COORDINATOR_PORT=1", "worker_env.JAX_COORDINATOR_PORT=1: the launch sets this variable"),
+        ("+profile.env.CUDA_VISIBLE_DEVICES=1", "profile.env.CUDA_VISIBLE_DEVICES=1: the launch sets this variable for every worker itself (the real run would overwrite it) (give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ...)"),
+    ],
+)
+def test_worker_env_names_are_checked(run_cli, tmp_path, override, message):
+    for extra in (["dry_run=true"], []):
+        result = run_cli(override, *extra)
+        assert message in one_error_line(result)
+    assert not (tmp_path / "runs").exists()
+
+
+NEW_VARS = """
+import json, os, sys
+before = set(json.load(open(next(a for a in sys.argv if a.endswith(".json")))))
+print("NEW_VARS", " ".join(sorted(set(os.environ) - before)), flush=True)
+"""
+
+
+@pytest.mark.parametrize("topology", ["launcher=single_node", "launcher=skrl_jax"])
+def test_every_variable_the_launch_sets_is_refused(run_cli, tmp_path, topology):
+    """The list checks.worker_env_names refuses covers every variable a real launch (torchrun
+    included) gives its workers beyond the launcher's own environment, but the ones a user's value
+    wins over (OMP_NUM_THREADS, JAX_PLATFORMS, TORCH_NCCL_ASYNC_ERROR_HANDLING). The launcher's
+    HYDRA_FULL_ERROR=1 (how it catches Hydra's errors) must not reach the workers either."""
+    import json
+
+    from launcher import plan
+
+    env = clean_env()
+    (tmp_path / "before.json").write_text(json.dumps(sorted(env)))
+    (tmp_path / "new_vars.py").write_text(NEW_VARS)
+    result = run_cli(topology, "launcher.nproc_per_node=1", f"script={tmp_path / 'new_vars.py'}", "--", str(tmp_path / "before.json"), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("NEW_VARS"))
+    new = set(line.split()[1:]) - {"OMP_NUM_THREADS", "JAX_PLATFORMS", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
+    assert "TRAIN_MULTIGPU_LAUNCH_ID" in new and ("RANK" in new or "JAX_RANK" in new), new
+    assert new <= set(plan.LAUNCH_VARS), new - set(plan.LAUNCH_VARS)
