@@ -43,7 +43,7 @@ def check_port(port: int, key: str) -> int:
 
 
 def _parse_port(text: str, key: str, value: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise UserError(key, value, f"the port {text!r} is not a number; {PORT_RANGE}")
     port = int(text)
     if not 1 <= port <= 65535:

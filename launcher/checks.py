@@ -128,7 +128,7 @@ def parse_nnodes(value: str, jax: bool) -> tuple[int, int]:
     parts = str(value).split(":")
     if len(parts) == 2 and jax:
         raise UserError(key, value, "an integer >= 1 (elastic MIN:MAX is torchrun only)")
-    if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+    if len(parts) > 2 or not all(re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
         raise UserError(key, value, allowed)
     low, high = (int(parts[0]), int(parts[-1]))
     if low < 1 or high < low:
@@ -158,7 +158,7 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
         count = facts.visible_gpus
     elif value == "cpu":
         count = facts.usable_cpus
-    elif value.lstrip("-").isdigit():
+    elif re.fullmatch(r"-?[0-9]+", value):
         count = int(value)
         if count < 1:
             raise UserError(key, value, allowed)
@@ -205,6 +205,29 @@ def _script(cfg: TrainConfig) -> str:
     return os.path.join(os.path.expanduser(profile.script_root), relative)
 
 
+# the longest run_name: the run directory's name (<date>_<time>_<run_name>_node<R>) stays within 255 bytes
+RUN_NAME_MAX_BYTES = 200
+
+
+def _training_values(cfg: TrainConfig) -> None:
+    """Values forwarded to the training script, and the run's name: impossible ones are refused here,
+    not by the script minutes later."""
+    for key in ("num_envs", "max_iterations"):
+        value = getattr(cfg, key)
+        if value is not None and value < 1:
+            raise UserError(key, value, "an integer >= 1", f"leave {key} unset to use the training script's default")
+    if cfg.script is not None and not str(cfg.script).strip():
+        raise UserError("script", cfg.script, "an empty path", "give the training script's path, or leave script unset to run the profile's trainer")
+    name = cfg.run_name
+    if name is not None and (
+        re.search(r"[/\x00-\x1f\x7f]", name) or len(name.encode(errors="surrogateescape")) > RUN_NAME_MAX_BYTES
+    ):
+        raise UserError(
+            "run_name", name, f"a name without '/' or control characters, at most {RUN_NAME_MAX_BYTES} bytes",
+            "it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where",
+        )
+
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -228,6 +251,7 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     launcher = cfg.launcher
     topology = launcher.topology
     jax = topology is Topology.skrl_jax
+    _training_values(cfg)
     _topology_keys(launcher)
     worker_env_names(cfg)
     for name in ("nnodes", "node_rank"):

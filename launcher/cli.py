@@ -50,6 +50,13 @@ def _run_once(session: Session, overrides: list[str]) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    try:
+        return _start(argv)
+    except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
+        return 128 + 2
+
+
+def _start(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         line = grammar.parse(argv)
@@ -60,7 +67,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))
         searchpath = profiles.searchpath_override(os.environ, os.getcwd())
-        listed = ([Path(config_dir)] if config_dir and Path(config_dir).is_dir() else []) + profiles.all_dirs(os.environ, os.getcwd())
+        if config_dir is not None and not Path(config_dir).is_dir():
+            raise UserError("--config-dir", config_dir, "not a directory", "a config directory, with your profiles in its profile/ folder")
+        if {"-sc", "--shell-completion"} & set(line.hydra_flags) and any(o.startswith("query=") for o in line.overrides) and "COMP_LINE" not in os.environ:
+            raise UserError("--shell-completion", "query", "is run by the shell's completion function (COMP_LINE is not set)", "install it: eval \"$(train_multigpu -sc install=bash)\"")
+        listed = ([Path(config_dir)] if config_dir else []) + profiles.all_dirs(os.environ, os.getcwd())
     except UserError as err:
         error(str(err))
         return EXIT_USAGE
@@ -113,7 +124,13 @@ def _dispatch(session: Session, line: grammar.CommandLine, searchpath: str, over
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
     except Exception as err:
-        if user_full_error or session.started or not _is_config_error(err):
+        if user_full_error or session.started:
+            raise
+        broken = profiles.config_file_error(err, listed)
+        if broken is not None:
+            error(str(broken))
+            return EXIT_USAGE
+        if not (_is_config_error(err) or errors.hydra_value_error(err)):
             raise
         error(errors.from_hydra(err, overrides))
         return EXIT_USAGE
@@ -125,4 +142,10 @@ def _dispatch(session: Session, line: grammar.CommandLine, searchpath: str, over
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (train_multigpu --help | head): no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

@@ -75,6 +75,64 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+# kernel file systems a run directory or a profile cannot live on
+VIRTUAL_FILE_SYSTEMS = frozenset((
+    "proc", "sysfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+    "pstore", "bpf", "mqueue", "fusectl", "binfmt_misc", "efivarfs", "nsfs", "rpc_pipefs",
+))
+
+
+def _mount(path: str) -> tuple[str, str, list[str]]:
+    """(mount point, file system type, mount options) of the mount that holds ``path``."""
+    best = ("/", "", [])
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                left, _, right = line.partition(" - ")
+                fields, tail = left.split(), right.split()
+                if len(fields) < 6 or not tail:
+                    continue
+                point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best[0]):
+                    best = (point, tail[0], fields[5].split(","))
+    except OSError:  # not Linux: nothing more to tell
+        pass
+    return best
+
+
+def unwritable_dir(path: str) -> Optional[str]:
+    """Why no directory can be created (or written) at ``path``, told without writing anything;
+    None when nothing stands in the way. For checks that run before anything is created.
+
+    >>> unwritable_dir("/proc/x")
+    '/proc is on the proc file system (made by the kernel, not a place for files)'
+    >>> unwritable_dir("/proc/self/status/sub")
+    '/proc/self/status is not a directory'
+    """
+    if "\x00" in path:
+        return "the path contains a NUL character"
+    if not path.strip():
+        return "an empty path"
+    target = os.path.abspath(os.path.expanduser(path))
+    for part in target.split(os.sep):
+        if len(part.encode(errors="surrogateescape")) > 255:
+            return f"the name {part[:20]}... is longer than 255 bytes"
+    probe = target
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{probe} is not a directory"
+    point, kind, options = _mount(os.path.realpath(probe))
+    if kind in VIRTUAL_FILE_SYSTEMS:
+        return f"{probe} is on the {kind} file system (made by the kernel, not a place for files)"
+    if "ro" in options:
+        return f"{probe} is on a read-only file system ({point})"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"no permission to write in {probe}"
+    return None
+
+
 def gather(env: Optional[Mapping[str, str]] = None) -> HostFacts:
     env = dict(os.environ if env is None else env)
     gpus, source = count_gpus(env)
@@ -116,7 +174,7 @@ def is_local_address(host: str) -> bool:
     """True when ``host`` names this machine (loopback, or an address of one of its interfaces)."""
     try:
         infos = socket.getaddrinfo(host, None)
-    except OSError:
+    except (OSError, UnicodeError):  # UnicodeError: not a valid host name (IDNA)
         return False
     for family, _, _, _, sockaddr in infos:
         try:
@@ -354,7 +412,15 @@ def port_taken_at_launch(cfg: TrainConfig, settled: checks.Settled, port: int) -
 
 
 def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
-    """Checks that look at the machine: the script exists and node 0's ports are free."""
+    """Checks that look at the machine: the run directory can be made, the interpreter and the
+    script exist, node 0's ports are free. Nothing is created before they all pass."""
+    key, where = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
+    problem = unwritable_dir(str(where))
+    if problem is not None:
+        raise UserError(key, where, f"cannot hold run directories: {problem}", "choose a directory you can write, e.g. run_root=runs")
+    if cfg.python is not None and shutil.which(cfg.python) is None:
+        raise UserError("python", cfg.python, "no such interpreter: not an executable file, nor a command on PATH",
+                        "set python= to an interpreter that exists, or leave it unset")
     script_exists(cfg, settled.script)
     launcher = cfg.launcher
     # (key, value as the user wrote it, port): the ports node 0 binds, checked where they are bound

@@ -110,7 +110,7 @@ def waited_timeout(user: dict[str, str], rdzv_backend: Optional[str], join_timeo
     if key is None:
         return None
     value = user.get(key)
-    if value is not None and value.strip().isdigit():
+    if value is not None and value.strip().isascii() and value.strip().isdigit():
         return int(value)
     return join_timeout if join_timeout is not None else TORCH_DEFAULT_TIMEOUT[rdzv_backend]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
-from . import checks, plan as plan_mod, probe, record, secrets
+from . import checks, errors, plan as plan_mod, probe, record, secrets
 from .addresses import Endpoint
 from .config import compose, profiles, schema
 from .config.schema import Topology
@@ -38,7 +38,7 @@ from .sweep import lanes, parallel
 
 def error(message: str) -> None:
     """The one error path's output: one line on stderr."""
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print(f"{PROG}: error: {errors.one_line(message)}", file=sys.stderr)
 
 
 @dataclass
@@ -229,7 +229,11 @@ class Session:
         started = record.write_start(run_dir, config_yaml, plan)
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
-        outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
+        try:
+            outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
+        except UserError as err:  # nothing could be started (preflight looked first): the record says so
+            record.write_end(run_dir, started, EXIT_USAGE, f"not started: {err}")
+            raise
         self.reason = outcome.reason
         record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
@@ -248,7 +252,10 @@ class Session:
         with profiles.env_references_unresolved():
             _to_object(dict_cfg)  # a profile that does not compose is not written
         text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, self.command)
-        profiles.write(Path(target), text)
+        try:
+            profiles.write(Path(target), text)
+        except OSError as err:  # profiles.save_target looked first; this is what it could not foresee
+            raise UserError(profiles.SAVE_KEY, target, f"cannot write it: {err.strerror or err}") from None
         print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
         return 0
 
@@ -310,14 +317,18 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") ->
             path.mkdir(parents=True, exist_ok=True)
         return path.resolve()
     multinode = cfg.launcher.nnodes != "1"
-    if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
-        path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
-        return path.resolve()
-    if not create:
-        return Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
-    return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+    try:
+        if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
+            path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
+            return path.resolve()
+        if not create:
+            return Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
+        return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+    except OSError as err:  # probe.preflight looked first; this is what it could not foresee
+        key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
+        raise UserError(key, value, f"cannot create the run directory: {err.strerror or err}", "choose a directory you can write") from None
 
 
 def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:

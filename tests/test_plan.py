@@ -8,6 +8,7 @@ from launcher import plan
 from launcher.addresses import Endpoint
 from launcher.config.compose import with_default_profile
 from launcher.config.schema import Topology
+from launcher.errors import UserError
 
 from conftest import build
 
@@ -243,9 +244,12 @@ def test_typed_order_covers_both_grammars_and_values_not_typed_come_first():
     args = argv_of(build("seed=3 --headless presets=debug num_envs=64 --device cpu --foo -- --bar --distributed".split()))
     # max_iterations=5 comes from presets=debug (not typed): ahead of everything typed
     assert args[-9:] == ["--max_iterations=5", "--seed=3", "--headless", "--num_envs=64", "--device", "cpu", "--foo", "--bar", "--distributed"]
-    # a key typed twice: the value in force, where it was first typed
-    args = argv_of(build("num_envs=1 --headless --num_envs=2".split()))
-    assert args[-3:] == ["--num_envs=2", "--headless", "--distributed"] and not [a for a in args if a == "--num_envs=1"]
+    # a key typed twice: where it was first typed, once (two different values are an error: issue 13
+    # item 12, tests/test_inputs.py::test_contradictions_and_impossible_values)
+    args = argv_of(build("num_envs=2 --headless --num_envs=2".split()))
+    assert args[-3:] == ["--num_envs=2", "--headless", "--distributed"] and args.count("--num_envs=2") == 1
+    with pytest.raises(UserError, match="num_envs=2: contradicts num_envs=1"):
+        build("num_envs=1 --headless --num_envs=2".split())
 
 
 def test_typed_ml_framework_keeps_its_place(isaaclab):

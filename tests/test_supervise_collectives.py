@@ -36,7 +36,7 @@ def test_an_interpreter_that_does_not_exist_is_a_user_error(tmp_path):
     proc = start(tmp_path, "python=/nonexistent/python")
     code, out, err = finish(proc)
     assert code == 2
-    assert err.strip() == (
-        "train_multigpu: error: python=/nonexistent/python: cannot start it: No such file or directory "
-        "(set python= to an interpreter that exists, or leave it unset)"
+    assert err.strip() == (  # checked before the run directory is made (issue 13 item 4): none is left
+        "train_multigpu: error: python=/nonexistent/python: no such interpreter: not an executable file, nor a "
+        "command on PATH (set python= to an interpreter that exists, or leave it unset)"
     )

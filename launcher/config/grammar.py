@@ -50,9 +50,22 @@ HYDRA_FLAGS = {
     "--run": False, "-r": False, "--multirun": False, "-m": False,
     "--shell-completion": False, "-sc": False, "--config-path": True, "-cp": True,
     "--config-name": True, "-cn": True, "--config-dir": True, "-cd": True,
-    "--experimental-rerun": True, "--info": False,
+    "--experimental-rerun": True, "--info": False, "-i": False,
 }
 INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+CFG_VALUES = ("job", "hydra", "all")
+# the long name of each short Hydra flag, for messages and for "given twice"
+HYDRA_LONG = {"-h": "--help", "-c": "--cfg", "-p": "--package", "-r": "--run", "-m": "--multirun", "-i": "--info",
+              "-sc": "--shell-completion", "-cp": "--config-path", "-cn": "--config-name", "-cd": "--config-dir"}
+# Hydra flags that would replace train_multigpu's own primary config: refused, with what to use instead
+UNSUPPORTED_HYDRA_FLAGS = {
+    "--config-path": "train_multigpu's primary config is built in; add a config directory with --config-dir DIR",
+    "--config-name": "train_multigpu's primary config is built in; choose a profile with profile=NAME",
+    "--experimental-rerun": "train_multigpu writes no Hydra pickle; each run directory's command.sh re-runs its launch",
+}
+SHELL_COMPLETION_COMMANDS = ("install", "uninstall", "query")
+# config groups: their options are plain names, looked up in the config directories (profiles.py)
+GROUPS = ("profile", "launcher", "rl_library", "presets")
 # keys whose values may be bracketed IPv6 addresses
 ADDRESS_KEYS = ("launcher.rdzv_endpoint", "launcher.coordinator_address", "launcher.master_addr", "launcher.local_addr")
 # first segment of an override that belongs to Isaac Lab's training script, not to us
@@ -102,25 +115,46 @@ def parse(argv: list[str]) -> CommandLine:
     forwarded: list[str] = []
     order = line.order
     multinode_flags = False
+    hydra_values: list[tuple[str, str]] = []  # (flag, value) of Hydra's valued flags
+    given: dict[str, tuple[str, str]] = {}  # key -> (value, as typed): a second, different value is an error
+    framework = None  # --ml_framework as typed, with its value
     i = 0
     while i < len(argv):
         token = argv[i]
-        if token in HYDRA_FLAGS:
-            line.hydra_flags.append(token)
-            takes = HYDRA_FLAGS[token]
-            if token == "--info" and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS:
-                takes = True
-            if takes:
-                if i + 1 >= len(argv):
-                    raise UserError(token, "", "Hydra's flag needs a value", "e.g. --cfg job")
-                line.hydra_flags.append(argv[i + 1])
-                i += 1
+        flag, has_value, value = token.partition("=")
+        if flag in HYDRA_FLAGS:
+            takes = HYDRA_FLAGS[flag]
+            if has_value:  # --cfg=job, --config-dir=/x, -cd=/x: argparse's "=" form
+                if not takes and HYDRA_LONG.get(flag, flag) != "--info":
+                    raise UserError(token.partition("=")[0], value, "a Hydra switch without a value", f"write {flag}")
+                if not value:
+                    raise UserError(flag, "", "Hydra's flag needs a value", _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"))
+                hydra_values.append((flag, value))
+                line.hydra_flags += [flag, value]
+            else:
+                if HYDRA_LONG.get(flag, flag) == "--info":
+                    # the topic is optional: without one, Hydra's default (all) is written out, so that
+                    # argparse never takes the next argument (an override) for the topic
+                    if i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS:
+                        takes = True
+                    else:
+                        line.hydra_flags += [flag, "all"]
+                        i += 1
+                        continue
+                line.hydra_flags.append(flag)
+                if takes:
+                    if i + 1 >= len(argv):
+                        raise UserError(flag, "", "Hydra's flag needs a value", _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"))
+                    hydra_values.append((flag, argv[i + 1]))
+                    line.hydra_flags.append(argv[i + 1])
+                    i += 1
         elif token.startswith("--") and len(token) > 2:
             name, has_value, value = token[2:].partition("=")
             name = name.replace("-", "_")
             if name in SWITCHES:
                 if has_value:
                     raise UserError(f"--{name}", value, "a switch without a value", f"write --{name}")
+                _given(given, *SWITCHES[name].split("="), f"--{name}")
                 line.overrides.append(SWITCHES[name])
             elif name == "ml_framework" or name in FLAG_TO_KEY or name == "rl_library":
                 if not has_value:
@@ -128,6 +162,15 @@ def parse(argv: list[str]) -> CommandLine:
                         raise UserError(f"--{name}", "", "this flag needs a value", f"e.g. --{name}=VALUE")
                     value = argv[i + 1]
                     i += 1
+                if not value.strip():
+                    raise UserError(f"--{name}", value, "this flag needs a value", f"e.g. --{name}=VALUE")
+                typed = f"--{name} {value}"
+                if name == "ml_framework":
+                    if framework is not None and framework[1] != value:
+                        raise UserError(f"--{name}", value, f"contradicts {framework[0]}", "give each flag once")
+                    framework = (typed, value)
+                else:
+                    _given(given, "rl_library" if name == "rl_library" else FLAG_TO_KEY[name], value, typed)
                 line.overrides += _translate(name, value)
                 if name == "num_gpus":
                     line.num_gpus = value
@@ -149,6 +192,10 @@ def parse(argv: list[str]) -> CommandLine:
                 forwarded.append(token)
                 order.append(ARG)
             else:
+                key, _, value = token.partition("=")
+                if not key.startswith("~"):
+                    _given(given, key.lstrip("+"), value, token)
+                _plain_option(key.lstrip("+~"), value)
                 line.overrides.append(_bracketed_address(token))
                 key = _OVERRIDE.match(token).group(1)
                 if key in ORDERED_KEYS:
@@ -164,6 +211,9 @@ def parse(argv: list[str]) -> CommandLine:
         i += 1
     line.script_args = forwarded + after
     order += [ARG] * len(after)
+    _check_hydra_flags(line, hydra_values)
+    if framework is not None:
+        line.overrides = _framework(framework, given, line.overrides)
     if multinode_flags and not any(o.startswith("launcher=") for o in line.overrides):
         # Isaac Lab's grammar has no topology: multi-node flags select it
         line.overrides.insert(0, "launcher=multinode")
@@ -181,6 +231,120 @@ def preset_names(value: str) -> list[str]:
     if value.startswith("[") and value.endswith("]"):
         value = value[1:-1]
     return [name.strip().strip("'\"") for name in value.split(",") if name.strip().strip("'\"")]
+
+
+_HYDRA_EXAMPLES = {
+    "--cfg": "e.g. --cfg job", "--package": "e.g. --cfg job --package launcher",
+    "--config-dir": "e.g. --config-dir ~/my_profiles", "--info": "e.g. --info searchpath",
+}
+
+
+def _given(given: dict[str, tuple[str, str]], key: str, value: str, typed: str) -> None:
+    """The same key twice with two values: Hydra would keep the last one silently; we refuse.
+
+    >>> _given({"launcher.nproc_per_node": ("2", "--num_gpus 2")}, "launcher.nproc_per_node", "4", "launcher.nproc_per_node=4")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.nproc_per_node=4: contradicts --num_gpus 2 (give each key once)
+    """
+    earlier = given.get(key)
+    if earlier is not None and _unquoted(earlier[0]) != _unquoted(value):
+        raise UserError(key, value, f"contradicts {earlier[1]}", "give each key once")
+    given.setdefault(key, (value, typed))
+
+
+def _unquoted(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _framework(framework: tuple[str, str], given: dict[str, tuple[str, str]], overrides: list[str]) -> list[str]:
+    """``--ml_framework`` against an explicit ``launcher=``: JAX runs on skrl_jax or slurm_jax only."""
+    typed, value = framework
+    explicit = given.get("launcher")
+    if explicit is None:
+        return overrides
+    jax_launchers = ("skrl_jax", "slurm_jax")
+    if (value == "jax") != (_unquoted(explicit[0]) in jax_launchers):
+        raise UserError("launcher", explicit[0], f"contradicts {typed}",
+                        "JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others")
+    # the explicit launcher (slurm_jax) is the more precise choice: drop the one the flag implied
+    return [o for o in overrides if o != "launcher=skrl_jax"] + ([explicit[1]] if explicit[1] not in overrides else [])
+
+
+def _plain_option(key: str, value: str) -> None:
+    """A config group's option is a name in the config directories, never a path: a path would load
+    any YAML file on the machine (``profile=../../x``). A directory belongs in --config-dir or
+    TRAIN_MULTIGPU_CONFIG_PATH.
+
+    >>> _plain_option("presets", "[debug,newton_mjwarp]")
+    >>> _plain_option("profile", "../../tmp/evil")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: profile=../../tmp/evil: a profile name, not a path (put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select profile=NAME)
+    """
+    group = key.split("@", 1)[0]
+    if group not in GROUPS:
+        return
+    if re.search(r"[/\\]", value):
+        raise UserError(
+            group, value, f"a {group} name, not a path",
+            f"put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select {group}=NAME",
+        )
+    body = value.strip()
+    # presets: compose.open_presets reads the names (an open set under some profiles); a sweep
+    # function (glob(*), choice(a,b)): Hydra reads it
+    if group == "presets" or re.fullmatch(r"\w+\(.*\)", body):
+        return
+    for name in (n.strip() for n in body.removeprefix("[").removesuffix("]").split(",")):
+        if name and name[0] not in "'\"" and (_reads_as_scalar(name) or re.search(r"[\[\]{}]", name)):
+            raise UserError(group, value, f"a {group} name, not a number, true/false or null",
+                            f"a name that reads as one needs quotes: '{name}'")
+
+
+def _reads_as_scalar(text: str) -> bool:
+    """Hydra reads this unquoted text as a number, a bool or null, not a name.
+
+    >>> [_reads_as_scalar(t) for t in ("3", "1e5", "nan", "true", "null", "debug", "v1")]
+    [True, True, True, True, True, False, False]
+    """
+    if text.lower() in ("true", "false", "null"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_hydra_flags(line: CommandLine, values: list[tuple[str, str]]) -> None:
+    """Hydra's flags as Hydra's argparse would read them, each mistake one line."""
+    seen: dict[str, str] = {}
+    for flag, value in values:
+        name = HYDRA_LONG.get(flag, flag)
+        if name in UNSUPPORTED_HYDRA_FLAGS:
+            raise UserError(flag, value, "not supported by train_multigpu", UNSUPPORTED_HYDRA_FLAGS[name])
+        if name == "--cfg" and value not in CFG_VALUES:
+            raise UserError(flag, value, f"one of {', '.join(CFG_VALUES)}", "e.g. --cfg job")
+        if name == "--info" and value not in INFO_TOPICS:
+            raise UserError(flag, value, f"one of {', '.join(INFO_TOPICS)}", "or --info alone")
+        if name in seen and seen[name] != value:
+            raise UserError(flag, value, f"contradicts {name} {seen[name]}", "give each flag once")
+        seen[name] = value
+    flags = {HYDRA_LONG.get(f, f) for f in line.hydra_flags}
+    if "--resolve" in flags and not flags & {"--cfg", "--help"}:
+        raise UserError("--resolve", "", "only with --cfg or --help", "e.g. --cfg job --resolve")
+    if "--shell-completion" in flags:
+        commands = [o for o in line.overrides if o.split("=", 1)[0] in SHELL_COMPLETION_COMMANDS]
+        if len(commands) != 1:
+            raise UserError("--shell-completion", " ".join(commands), "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
+                            "e.g. eval \"$(train_multigpu -sc install=bash)\"")
+        others = [o for o in line.overrides if o not in commands]
+        if others or line.script_args:
+            raise UserError("--shell-completion", commands[0], f"takes no other arguments (got {' '.join(others + line.script_args)})",
+                            "e.g. eval \"$(train_multigpu -sc install=bash)\"")
 
 
 def _bracketed_address(override: str) -> str:

@@ -55,11 +55,11 @@ def search_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) ->
         path = Path(item).expanduser()
         if not path.is_absolute():
             path = Path(cwd) / path
-        if not path.is_dir():
+        if not os.path.isdir(path):
             raise UserError(CONFIG_PATH_ENV, env[CONFIG_PATH_ENV], f"{item} is not a directory", "colon-separated config directories, each with a profile/ folder")
         found.append(path.resolve())
     for path in (Path(cwd) / PROJECT_DIR, user_dir(env, home)):
-        if path.is_dir():
+        if os.path.isdir(path):  # False, not PermissionError, for a folder this user may not look into
             found.append(path.resolve())
     unique: list[Path] = []
     for path in found:
@@ -87,6 +87,81 @@ def group_listing(dirs: Sequence[Path]) -> str:
             if names:
                 groups.setdefault(group_dir.name, set()).update(names)
     return "\n".join(f"{group}: {', '.join(sorted(names))}" for group, names in sorted(groups.items()))
+
+
+# -- config files Hydra cannot read ------------------------------------------------------------
+
+
+def _option(path: Path, dirs: Sequence[Path]) -> tuple[str, str]:
+    """``("profile", "bad")`` for ``<dir>/profile/bad.yaml``: the group and option a file is."""
+    for root in dirs:
+        try:
+            relative = path.resolve().relative_to(Path(root).resolve())
+        except ValueError:
+            continue
+        if relative.parent != Path("."):
+            return relative.parent.as_posix(), relative.with_suffix("").name
+    return path.parent.name or "config", path.stem
+
+
+def _innermost_local(tb, function: str, name: str):
+    """The value of local ``name`` in the innermost frame of ``function`` in a traceback."""
+    found = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == function and name in tb.tb_frame.f_locals:
+            found = tb.tb_frame.f_locals[name]
+        tb = tb.tb_next
+    return found
+
+
+def _defaults_cycle(err: BaseException) -> list[str]:
+    """The config paths of a defaults list that includes itself, from Hydra's recursion (innermost
+    tree node, walked to the root); empty when the traceback does not show one."""
+    node = _innermost_local(err.__traceback__, "_create_defaults_tree_impl", "root")
+    chain: list[str] = []
+    while node is not None and len(chain) < 10_000:
+        try:
+            chain.append(str(node.node.get_config_path()))
+        except Exception:
+            return []
+        node = getattr(node, "parent", None)
+    chain.reverse()
+    for start, path in enumerate(chain):
+        if path in chain[start + 1 :]:
+            end = chain.index(path, start + 1)
+            return chain[start : end + 1]
+    return []
+
+
+def config_file_error(err: BaseException, dirs: Sequence[Path]) -> Optional[UserError]:
+    """A config file (profile, preset, ...) that Hydra could not read, as one line naming the file:
+    a YAML syntax error, a file that is not UTF-8, a defaults list that includes itself."""
+    import yaml
+
+    if isinstance(err, yaml.YAMLError):
+        mark = getattr(err, "problem_mark", None)
+        path = Path(mark.name) if mark is not None and mark.name and not mark.name.startswith("<") else None
+        if path is None:  # YAML read from a string, not a config file
+            return None
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        group, option = _option(path, dirs)
+        return UserError(group, option, f"{path} is not valid YAML: {problem}{where}", "fix the file")
+    if isinstance(err, UnicodeDecodeError):
+        path = _innermost_local(err.__traceback__, "load_config", "full_path")
+        if path is None:
+            return None
+        group, option = _option(Path(path), dirs)
+        return UserError(group, option, f"{path} is not UTF-8 text ({err.reason} at byte {err.start})",
+                         "save the file as UTF-8")
+    if isinstance(err, RecursionError):
+        cycle = _defaults_cycle(err)
+        if not cycle:
+            return None
+        group, _, option = cycle[0].rpartition("/")
+        return UserError(group or "config", option, f"its defaults list includes itself: {' -> '.join(cycle)}",
+                         "remove the entry that leads back to it")
+    return None
 
 
 # -- save_profile=NAME -------------------------------------------------------------------------
@@ -123,6 +198,11 @@ def save_target(name: str, cwd: str, config_dir: Optional[str] = None) -> Path:
         raise UserError(SAVE_KEY, name, "the file name must be letters, digits, '_', '.', '-' (it becomes profile=NAME)")
     if target.exists():
         raise UserError(SAVE_KEY, name, f"{target} already exists", "choose another name or delete the file")
+    from ..probe import unwritable_dir
+
+    problem = unwritable_dir(str(target.parent))
+    if problem is not None:
+        raise UserError(SAVE_KEY, name, f"cannot write {target}: {problem}", "save it in a directory you can write")
     return target
 
 

@@ -26,6 +26,7 @@ appended to the training script's arguments; its launcher record goes to ``<run_
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 from typing import Optional
 
@@ -48,18 +49,23 @@ def rendezvous_port(job_id: str) -> int:
     return PORT_BASE + int(digits) % PORT_SPAN
 
 
-def allocation(env) -> SlurmAllocation:
+def launcher_name(cfg: TrainConfig) -> str:
+    """The option the user chose: launcher=slurm (torchrun) or launcher=slurm_jax."""
+    return "slurm_jax" if cfg.launcher.topology is Topology.skrl_jax else "slurm"
+
+
+def allocation(env, name: str = "slurm") -> SlurmAllocation:
     """This node's allocation, or the one-line error every launcher=slurm mistake ends as."""
     try:
         return SlurmAllocation.from_env(env)
     except NotInAllocationError:
         raise UserError(
-            "launcher", "slurm",
+            "launcher", name,
             "only runs inside a SLURM allocation (SLURM_JOB_ID is not set)",
             "submit with submit=slurm, or start it under sbatch/salloc with srun --ntasks-per-node=1",
         ) from None
     except SlurmEnvError as err:
-        raise UserError("launcher", "slurm", f"cannot read the SLURM environment: {err}") from None
+        raise UserError("launcher", name, f"cannot read the SLURM environment: {err}") from None
 
 
 def _explicit_must_match(key: str, value: object, slurm_value: object, what: str, job: str) -> None:
@@ -84,7 +90,7 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
     job = alloc.job_id
     if alloc.step_id not in (None, "batch", "extern") and (alloc.ntasks_per_node or 1) > 1:
         raise UserError(
-            "launcher", "slurm",
+            "launcher", launcher_name(cfg),
             f"runs one launcher per node, but this srun step has {alloc.ntasks_per_node} tasks per node",
             "start it with srun --ntasks-per-node=1; the launcher starts the workers itself",
         )
@@ -113,7 +119,7 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
     cpus, cpus_source = _cpus(alloc, facts)
     facts = replace(facts, usable_cpus=cpus)
     nproc = str(launcher.nproc_per_node).strip()
-    if nproc.isdigit() and int(nproc) > 0:
+    if re.fullmatch(r"[0-9]+", nproc) and int(nproc) > 0:
         gpu_run = cfg.device.value == "cuda" or (cfg.device.value == "auto" and facts.visible_gpus > 0)
         if not gpu_run and int(nproc) > cpus:
             raise UserError(
@@ -154,6 +160,6 @@ def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, H
     """:func:`settle` against ``facts.env`` when ``launcher.from_slurm`` is set; else unchanged."""
     if not cfg.launcher.from_slurm:
         return cfg, facts, None
-    alloc = allocation(facts.env)
+    alloc = allocation(facts.env, launcher_name(cfg))
     cfg, facts = settle(cfg, alloc, facts)
     return cfg, facts, alloc
