@@ -107,7 +107,9 @@ def sigint_to_gone(argv: list[str], pid_dir: Path, nproc: int, limit: float) -> 
 
 
 def failure_to_exit(argv: list[str], pid_dir: Path, limit: float) -> tuple[float, int, int]:
-    proc = subprocess.Popen(argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     _wait_files(pid_dir, 1, "failed.time")
     try:
         proc.wait(timeout=limit)
@@ -157,38 +159,70 @@ def main() -> int:
     ours, bare, ours_all, bare_all, ours_left, bare_left = [], [], [], [], [], []
     for _ in range(args.repeat):
         tmp, pids = fresh()
-        ranks, every, left = sigint_to_gone(launcher(tmp, SPAWNER, f"launcher.nproc_per_node={n}", args=("--pid_dir", str(pids))), pids, n, args.limit)
+        ranks, every, left = sigint_to_gone(
+            launcher(tmp, SPAWNER, f"launcher.nproc_per_node={n}", args=("--pid_dir", str(pids))), pids, n, args.limit
+        )
         ours.append(ranks), ours_all.append(every), ours_left.append(left)
         tmp, pids = fresh()
         ranks, every, left = sigint_to_gone(torchrun(n, SPAWNER, ("--pid_dir", str(pids))), pids, n, args.limit)
         bare.append(ranks), bare_all.append(every), bare_left.append(left)
     rows.append(("SIGINT -> ranks gone (s)", _median(ours), _median(bare), ""))
-    rows.append(("SIGINT -> every descendant gone (s)", _median(ours_all), _median(bare_all),
-                 f"left behind after {args.limit:g} s, all repeats: launcher {sum(ours_left)}, "
-                 f"torchrun {sum(bare_left)} (- = not within {args.limit:g} s)"))
+    rows.append(
+        (
+            "SIGINT -> every descendant gone (s)",
+            _median(ours_all),
+            _median(bare_all),
+            f"left behind after {args.limit:g} s, all repeats: launcher {sum(ours_left)}, "
+            f"torchrun {sum(bare_left)} (- = not within {args.limit:g} s)",
+        )
+    )
 
     # 2. failure -> exit, torchrun
     ours, bare, codes = [], [], []
     for _ in range(args.repeat):
         tmp, pids = fresh()
-        took, code, _ = failure_to_exit(launcher(tmp, SPAWNER, f"launcher.nproc_per_node={n}", args=("--pid_dir", str(pids), "--fail", "1:7")), pids, 40)
+        took, code, _ = failure_to_exit(
+            launcher(tmp, SPAWNER, f"launcher.nproc_per_node={n}", args=("--pid_dir", str(pids), "--fail", "1:7")),
+            pids,
+            40,
+        )
         ours.append(took), codes.append(code)
         tmp, pids = fresh()
         took, code, _ = failure_to_exit(torchrun(n, SPAWNER, ("--pid_dir", str(pids), "--fail", "1:7")), pids, 40)
         bare.append(took), codes.append(code)
-    rows.append(("rank failure -> exit, torchrun (s)", _median(ours), _median(bare), f"exit codes launcher/torchrun: {codes}"))
+    rows.append(
+        ("rank failure -> exit, torchrun (s)", _median(ours), _median(bare), f"exit codes launcher/torchrun: {codes}")
+    )
 
     # 2b. failure -> exit, JAX
     ours, bare, codes = [], [], []
     for _ in range(args.repeat):
         tmp, pids = fresh()
-        took, code, _ = failure_to_exit(launcher(tmp, SPAWNER, "launcher=skrl_jax", f"launcher.nproc_per_node={n}", args=("--pid_dir", str(pids), "--fail", "1:7")), pids, 40)
+        took, code, _ = failure_to_exit(
+            launcher(
+                tmp,
+                SPAWNER,
+                "launcher=skrl_jax",
+                f"launcher.nproc_per_node={n}",
+                args=("--pid_dir", str(pids), "--fail", "1:7"),
+            ),
+            pids,
+            40,
+        )
         ours.append(took), codes.append(code)
         tmp, pids = fresh()
-        took, code, _ = failure_to_exit(skrl_jax(n, SPAWNER, ("--pid_dir", str(pids), "--fail", "1:7")), pids, args.hang_timeout)
+        took, code, _ = failure_to_exit(
+            skrl_jax(n, SPAWNER, ("--pid_dir", str(pids), "--fail", "1:7")), pids, args.hang_timeout
+        )
         bare.append(took), codes.append(code)
-    rows.append(("rank failure -> exit, JAX (s)", _median(ours), _median(bare),
-                 f"exit codes launcher.../skrl: {codes} (skrl inf/None = still running after {args.hang_timeout:g} s, killed)"))
+    rows.append(
+        (
+            "rank failure -> exit, JAX (s)",
+            _median(ours),
+            _median(bare),
+            f"exit codes launcher.../skrl: {codes} (skrl inf/None = still running after {args.hang_timeout:g} s, killed)",  # noqa: E501
+        )
+    )
 
     # 3. start-up -> first worker line
     ours, bare = [], []
@@ -201,12 +235,20 @@ def main() -> int:
     for _ in range(args.repeat):
         tmp, _ = fresh()
         start = time.monotonic()
-        subprocess.run(launcher(tmp, FIRST_LINE, f"launcher.nproc_per_node={n}", "dry_run=true"), env=env(), capture_output=True)
+        subprocess.run(
+            launcher(tmp, FIRST_LINE, f"launcher.nproc_per_node={n}", "dry_run=true"), env=env(), capture_output=True
+        )
         dry.append(time.monotonic() - start)
     startup = rows[-1][1]
     # a share of the launcher's own start-up, not a ratio to bare torchrun (which has no config step)
-    rows.append(("  of which config (dry run, no process) (s)", _median(dry), float("nan"),
-                 f"{100 * _median(dry) / startup:.0f}% of the launcher's start-up: Hydra compose + checks"))
+    rows.append(
+        (
+            "  of which config (dry run, no process) (s)",
+            _median(dry),
+            float("nan"),
+            f"{100 * _median(dry) / startup:.0f}% of the launcher's start-up: Hydra compose + checks",
+        )
+    )
 
     print(f"\n{'measure':38} {'launcher':>9} {'bare':>9} {'ratio':>7}")
     for name, a, b, note in rows:

@@ -115,8 +115,10 @@ def main() -> int:
     print(f"load average: {os.getloadavg()}  usable cores: {len(os.sched_getaffinity(0))}", flush=True)
     print(f"CPU scaling, 2 busy loops vs 1:          {cpu_scaling(args.seconds):.2f}x", flush=True)
     print(f"TCP loopback round trip (median):        {loopback_round_trip_us(args.repeat):.0f} us", flush=True)
-    print(f"gloo all-reduce of {args.size_kb:g} KB, 2 processes: {gloo_allreduce_ms(args.size_kb, args.repeat):.2f} ms",
-          flush=True)
+    print(
+        f"gloo all-reduce of {args.size_kb:g} KB, 2 processes: {gloo_allreduce_ms(args.size_kb, args.repeat):.2f} ms",
+        flush=True,
+    )
     return 0
 
 

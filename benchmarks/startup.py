@@ -47,7 +47,9 @@ def bare_app(workdir: Path) -> Path:
     from launcher.config.schema import TrainConfig
 
     keys = OmegaConf.to_yaml(OmegaConf.to_container(OmegaConf.structured(TrainConfig), enum_to_str=True))
-    text = primary.read_text().replace("  - train_multigpu_schema\n", "").replace("\nhydra:\n", f"\n{keys}\nhydra:\n", 1)
+    text = (
+        primary.read_text().replace("  - train_multigpu_schema\n", "").replace("\nhydra:\n", f"\n{keys}\nhydra:\n", 1)
+    )
     primary.write_text(text)
     app = workdir / "bare_app.py"
     app.write_text(BARE_APP)

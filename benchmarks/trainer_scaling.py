@@ -17,10 +17,10 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shutil
 import socket
 import subprocess
 import sys
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -61,15 +61,36 @@ def _run(train: Path, workers: int, framework: str, iterations: int, num_envs: i
     env = dict(os.environ, OMP_NUM_THREADS="1", TRAIN_MULTIGPU_RUN_DIR=str(run_dir))
     args = ["--max_iterations", str(iterations)] + (["--num_envs", str(num_envs)] if num_envs else [])
     if framework == "torch":
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(workers),
-               str(train), *args, "--distributed"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(workers),
+            str(train),
+            *args,
+            "--distributed",
+        ]
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return
     port = _free_port()
-    procs = [subprocess.Popen([sys.executable, str(train), *args, "--ml_framework", "jax", "--distributed"],
-                              env=dict(env, JAX_LOCAL_RANK=str(r), JAX_RANK=str(r), JAX_WORLD_SIZE=str(workers),
-                                       JAX_COORDINATOR_ADDR="127.0.0.1", JAX_COORDINATOR_PORT=str(port)),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for r in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(train), *args, "--ml_framework", "jax", "--distributed"],
+            env=dict(
+                env,
+                JAX_LOCAL_RANK=str(r),
+                JAX_RANK=str(r),
+                JAX_WORLD_SIZE=str(workers),
+                JAX_COORDINATOR_ADDR="127.0.0.1",
+                JAX_COORDINATOR_PORT=str(port),
+            ),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for r in range(workers)
+    ]
     codes = [p.wait() for p in procs]
     if any(codes):
         raise SystemExit(f"JAX run with {workers} workers failed: exit codes {codes}")
@@ -93,8 +114,13 @@ def main() -> int:
     p.add_argument("--ml_framework", choices=("torch", "jax"), default="torch")
     p.add_argument("--iterations", type=int, default=60)
     p.add_argument("--num_envs", type=int, default=None, help="envs per worker (default: the task's agent file)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="change a CartPole-v1 hyperparameter for this benchmark, e.g. agent.rollouts=128")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a CartPole-v1 hyperparameter for this benchmark, e.g. agent.rollouts=128",
+    )
     a = p.parse_args()
     load_before = os.getloadavg()
     results = {}
@@ -105,15 +131,18 @@ def main() -> int:
             _run(train, workers, a.ml_framework, a.iterations, a.num_envs, run_dir)
             results[workers] = _measure(run_dir)
     load_after = os.getloadavg()
-    print(f"framework {a.ml_framework}, {a.iterations} iterations (first {WARMUP} skipped), "
-          f"{os.cpu_count()} CPUs, 1 thread per worker" + (f", {' '.join(a.set)}" if a.set else ""))
+    print(
+        f"framework {a.ml_framework}, {a.iterations} iterations (first {WARMUP} skipped), "
+        f"{os.cpu_count()} CPUs, 1 thread per worker" + (f", {' '.join(a.set)}" if a.set else "")
+    )
     print("per iteration (ms): rollout = env steps and actions; update = PPO update with its gradient all-reduces;")
     print("                    sync = the all-gather of returns and stop flags; checkpoint = rank 0's write + fsync")
     for workers, (sps, parts) in results.items():
         text = "  ".join(f"{name[:-2]} {ms:6.1f}" for name, ms in parts.items())
         print(f"{workers} worker(s): {sps:9.0f} env steps/s   {text}")
     print(f"ratio    : {results[2][0] / results[1][0]:.2f}x")
-    print("load average (1/5/15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f" % (*load_before, *load_after))
+    before, after = " ".join(f"{x:.2f}" for x in load_before), " ".join(f"{x:.2f}" for x in load_after)
+    print(f"load average (1/5/15 min) before: {before}, after: {after}")
     return 0
 
 

@@ -32,7 +32,10 @@ def _torch(fail: tuple) -> int:
     value = torch.tensor([2.0**rank], device=device)
     dist.all_reduce(value)
     total = int(value.item())
-    print(f"rank {rank}/{world} local_rank {os.environ.get('LOCAL_RANK')} all_reduce sum={total} expected={2**world - 1}", flush=True)
+    print(
+        f"rank {rank}/{world} local_rank {os.environ.get('LOCAL_RANK')} all_reduce sum={total} expected={2**world - 1}",
+        flush=True,
+    )
     dist.destroy_process_group()
     return 0 if total == 2**world - 1 else 1
 
@@ -45,13 +48,16 @@ def _jax(fail: tuple) -> int:
 
     if os.environ.get("JAX_PLATFORMS", "") == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    from skrl import config  # initialises jax.distributed from the JAX_* variables, as skrl trainers do
-    from jax.experimental import multihost_utils
     import numpy as np
+    from jax.experimental import multihost_utils
+    from skrl import config  # initialises jax.distributed from the JAX_* variables, as skrl trainers do
 
     gathered = multihost_utils.process_allgather(np.array([2.0**rank]))
     total = int(gathered.sum())
-    print(f"rank {config.jax.rank}/{world} local_rank {config.jax.local_rank} psum={total} expected={2**world - 1}", flush=True)
+    print(
+        f"rank {config.jax.rank}/{world} local_rank {config.jax.local_rank} psum={total} expected={2**world - 1}",
+        flush=True,
+    )
     return 0 if total == 2**world - 1 else 1
 
 

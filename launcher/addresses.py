@@ -14,13 +14,12 @@ launcher.errors.UserError: launcher.coordinator_address=node0: expected host:por
 Traceback (most recent call last):
 ...
 launcher.errors.UserError: k=::1:29400: expected host:port, write an IPv6 host in brackets: [::1]:29400
-"""
+"""  # noqa: E501
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Optional
 
 from .errors import UserError
 
@@ -51,7 +50,7 @@ def _parse_port(text: str, key: str, value: str) -> int:
     return port
 
 
-def parse_endpoint(value: str, key: str, default_port: Optional[int] = None) -> Endpoint:
+def parse_endpoint(value: str, key: str, default_port: int | None = None) -> Endpoint:
     """Split ``host:port``; IPv6 hosts must be bracketed. Without a port, ``default_port`` is used
     when given (torchrun's c10d endpoint defaults to 29400), otherwise it is an error."""
     text = value.strip()

@@ -12,7 +12,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from . import rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
@@ -51,17 +51,17 @@ class Settled:
     min_nodes: int
     max_nodes: int
     script: str
-    rdzv_endpoint: Optional[Endpoint] = None
-    coordinator: Optional[Endpoint] = None  # JAX, None until chosen on a single node
+    rdzv_endpoint: Endpoint | None = None
+    coordinator: Endpoint | None = None  # JAX, None until chosen on a single node
     # torchrun's rendezvous backend across nodes (c10d, static, ...); None for JAX
-    rdzv_backend: Optional[str] = None
+    rdzv_backend: str | None = None
     rdzv_conf: tuple[tuple[str, str], ...] = ()  # the user's launcher.rdzv_conf, parsed
     # filled in by locate() (it looks at the machine): --local_addr, and whether this machine holds
     # the c10d endpoint's address (None: not looked at)
-    local_addr: Optional[str] = None
-    endpoint_here: Optional[bool] = None
+    local_addr: str | None = None
+    endpoint_here: bool | None = None
     # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
-    facing: Optional[Facing] = None
+    facing: Facing | None = None
 
 
 def _key(name: str) -> str:
@@ -75,7 +75,9 @@ MAX_MONITOR_INTERVAL_S = 3600
 MAX_TIMEOUT_S = 604800  # a week: join_timeout and the timeouts in rdzv_conf
 
 
-def _seconds(name: str, value: float, low: float, high: float, hint: Optional[str] = None, low_allowed: bool = True) -> None:
+def _seconds(
+    name: str, value: float, low: float, high: float, hint: str | None = None, low_allowed: bool = True
+) -> None:
     """A finite number of seconds in ``low..high`` (``low`` excluded unless ``low_allowed``).
 
     >>> _seconds("grace_period", float("nan"), 0, 86400)
@@ -102,7 +104,8 @@ def _topology_keys(launcher: LauncherConfig) -> None:
                 value = "true" if value else None
             if value is not None:
                 raise UserError(
-                    _key(name), value,
+                    _key(name),
+                    value,
                     "torchrun only; launcher=skrl_jax does not take it",
                     "it belongs to launcher=single_node or launcher=multinode",
                 )
@@ -111,7 +114,8 @@ def _topology_keys(launcher: LauncherConfig) -> None:
             value = getattr(launcher, name)
             if value is not None:
                 raise UserError(
-                    _key(name), value,
+                    _key(name),
+                    value,
                     f"JAX only; launcher={topology.value} (torchrun) does not take it",
                     "it belongs to launcher=skrl_jax; torchrun uses rdzv_endpoint or master_addr",
                 )
@@ -166,27 +170,32 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
         raise UserError(key, value, "an integer >= 1" if jax else allowed)
     if device == "cuda" and count > facts.visible_gpus:
         raise UserError(
-            key, count,
+            key,
+            count,
             f"more workers than the {facts.visible_gpus} visible GPU(s)",
             f"from {facts.gpus_source}; use at most {facts.visible_gpus} or device=cpu",
         )
     limit = CPU_WORKERS_PER_CORE * facts.usable_cpus
     if device == "cpu" and count > limit:
         raise UserError(
-            key, count,
-            f"more than {CPU_WORKERS_PER_CORE} CPU workers per usable core: {facts.usable_cpus} core(s) here allow at most {limit}",
+            key,
+            count,
+            f"more than {CPU_WORKERS_PER_CORE} CPU workers per usable core: "
+            f"{facts.usable_cpus} core(s) here allow at most {limit}",
             "every worker is a process with its own environments and model; use fewer workers or more cores",
         )
     return count
 
 
-def num_gpus_flag(value: Optional[str], cfg: TrainConfig, settled: Settled, facts: HostFacts) -> None:
+def num_gpus_flag(value: str | None, cfg: TrainConfig, settled: Settled, facts: HostFacts) -> None:
     """Isaac Lab's ``--num_gpus N`` asks for GPUs: with none visible and ``device=auto`` it must not
     quietly become N CPU workers (an explicit ``device=cpu`` says CPU workers are meant)."""
     if value is None or cfg.device is not Device.auto or settled.device != "cpu" or value.strip() == "cpu":
         return
     raise UserError(
-        "--num_gpus", value, "no GPU is visible on this machine",
+        "--num_gpus",
+        value,
+        "no GPU is visible on this machine",
         f"from {facts.gpus_source}; for CPU workers write launcher.nproc_per_node={value} or add device=cpu",
     )
 
@@ -197,7 +206,8 @@ def _script(cfg: TrainConfig) -> str:
     profile = cfg.profile
     if profile.rl_libraries and cfg.rl_library.name not in profile.rl_libraries:
         raise UserError(
-            "rl_library", cfg.rl_library.name,
+            "rl_library",
+            cfg.rl_library.name,
             f"profile={profile.name} runs {', '.join(profile.rl_libraries)} only",
             "choose profile=isaaclab for Isaac Lab's libraries, or set script=",
         )
@@ -217,13 +227,20 @@ def _training_values(cfg: TrainConfig) -> None:
         if value is not None and value < 1:
             raise UserError(key, value, "an integer >= 1", f"leave {key} unset to use the training script's default")
     if cfg.script is not None and not str(cfg.script).strip():
-        raise UserError("script", cfg.script, "an empty path", "give the training script's path, or leave script unset to run the profile's trainer")
+        raise UserError(
+            "script",
+            cfg.script,
+            "an empty path",
+            "give the training script's path, or leave script unset to run the profile's trainer",
+        )
     name = cfg.run_name
     if name is not None and (
         re.search(r"[/\x00-\x1f\x7f]", name) or len(name.encode(errors="surrogateescape")) > RUN_NAME_MAX_BYTES
     ):
         raise UserError(
-            "run_name", name, f"a name without '/' or control characters, at most {RUN_NAME_MAX_BYTES} bytes",
+            "run_name",
+            name,
+            f"a name without '/' or control characters, at most {RUN_NAME_MAX_BYTES} bytes",
             "it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where",
         )
 
@@ -241,10 +258,23 @@ def worker_env_names(cfg: TrainConfig) -> None:
         for name, value in env.items():
             shown = MASK if is_secret(name) and value else value
             if not _ENV_NAME.match(name):
-                raise UserError(f"{section}.{name}", shown, "not an environment variable name: letters, digits and '_', not starting with a digit")
+                raise UserError(
+                    f"{section}.{name}",
+                    shown,
+                    "not an environment variable name: letters, digits and '_', not starting with a digit",
+                )
             if name in LAUNCH_VARS:
-                hint = "give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ..." if name == "CUDA_VISIBLE_DEVICES" else "docs/errors.md lists the launch's own variables"
-                raise UserError(f"{section}.{name}", shown, "the launch sets this variable for every worker itself (the real run would overwrite it)", hint)
+                hint = (
+                    "give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ..."
+                    if name == "CUDA_VISIBLE_DEVICES"
+                    else "docs/errors.md lists the launch's own variables"
+                )
+                raise UserError(
+                    f"{section}.{name}",
+                    shown,
+                    "the launch sets this variable for every worker itself (the real run would overwrite it)",
+                    hint,
+                )
 
 
 def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
@@ -265,7 +295,9 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
         raise UserError(_key("nnodes"), launcher.nnodes, "launcher=single_node runs 1 node", "use launcher=multinode")
     min_nodes, max_nodes = parse_nnodes(launcher.nnodes, jax)
     if not 0 <= launcher.node_rank < max_nodes:
-        raise UserError(_key("node_rank"), launcher.node_rank, f"an integer in 0..{max_nodes - 1} (nnodes={launcher.nnodes})")
+        raise UserError(
+            _key("node_rank"), launcher.node_rank, f"an integer in 0..{max_nodes - 1} (nnodes={launcher.nnodes})"
+        )
     if launcher.master_port is not None:
         check_port(launcher.master_port, _key("master_port"))
     if launcher.rdzv_backend is not None and launcher.rdzv_backend not in RDZV_BACKENDS:
@@ -278,13 +310,25 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
         _seconds("monitor_interval", launcher.monitor_interval, 0, MAX_MONITOR_INTERVAL_S, low_allowed=False)
     _seconds("grace_period", launcher.grace_period, 0, MAX_GRACE_PERIOD_S)
     if launcher.join_timeout is not None:
-        _seconds("join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join")
+        _seconds(
+            "join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join"
+        )
     if launcher.network_interface is not None:
         names = str(launcher.network_interface).split(",")
         if not all(_INTERFACE.match(name) for name in names):
-            raise UserError(_key("network_interface"), launcher.network_interface, "a network interface name like eth0 or ib0, or a comma list of them")
-    if launcher.local_addr is not None and (not str(launcher.local_addr).strip() or re.search(r"[\s,/]", str(launcher.local_addr))):
-        raise UserError(_key("local_addr"), launcher.local_addr, "this node's address or host name as the other nodes reach it (no port)")
+            raise UserError(
+                _key("network_interface"),
+                launcher.network_interface,
+                "a network interface name like eth0 or ib0, or a comma list of them",
+            )
+    if launcher.local_addr is not None and (
+        not str(launcher.local_addr).strip() or re.search(r"[\s,/]", str(launcher.local_addr))
+    ):
+        raise UserError(
+            _key("local_addr"),
+            launcher.local_addr,
+            "this node's address or host name as the other nodes reach it (no port)",
+        )
 
     rdzv = coordinator = None
     if launcher.rdzv_endpoint is not None:
@@ -294,20 +338,24 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     multi = max_nodes > 1
     if multi and topology is Topology.multinode and rdzv is None and launcher.master_addr is None:
         raise UserError(
-            _key("rdzv_endpoint"), None,
+            _key("rdzv_endpoint"),
+            None,
             f"launcher=multinode with nnodes={launcher.nnodes} needs the address of node 0",
             "set launcher.rdzv_endpoint=<host>:<port> (c10d) or launcher.master_addr=<host> (static)",
         )
     if multi and jax and coordinator is None:
         raise UserError(
-            _key("coordinator_address"), None,
+            _key("coordinator_address"),
+            None,
             f"launcher=skrl_jax with nnodes={launcher.nnodes} needs the JAX coordinator as host:port",
             "the address of node 0, e.g. launcher.coordinator_address=10.0.0.10:29400",
         )
     if multi and not launcher.local_nodes:
         _no_loopback(launcher, rdzv, coordinator)
     if launcher.rdzv_backend == "static" and rdzv is not None:
-        raise UserError(_key("rdzv_backend"), "static", "static rendezvous uses master_addr/master_port, not rdzv_endpoint")
+        raise UserError(
+            _key("rdzv_backend"), "static", "static rendezvous uses master_addr/master_port, not rdzv_endpoint"
+        )
 
     backend = rendezvous.backend(not jax, launcher.rdzv_backend, rdzv is not None)
     user_conf = rendezvous.parse_conf(launcher.rdzv_conf)
@@ -330,28 +378,42 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     )
 
 
-def _rendezvous_keys(launcher: LauncherConfig, backend: Optional[str], user_conf: dict[str, str]) -> None:
+def _rendezvous_keys(launcher: LauncherConfig, backend: str | None, user_conf: dict[str, str]) -> None:
     """join_timeout / is_host against the rendezvous backend and the user's own rdzv_conf."""
     timeout_key = rendezvous.TIMEOUT_KEY.get(backend or "")
     if launcher.join_timeout is not None:
         if backend is not None and timeout_key is None:
-            raise UserError(_key("join_timeout"), launcher.join_timeout, f"c10d or static rendezvous only (rdzv_backend={backend})", "set the timeout in launcher.rdzv_conf")
+            raise UserError(
+                _key("join_timeout"),
+                launcher.join_timeout,
+                f"c10d or static rendezvous only (rdzv_backend={backend})",
+                "set the timeout in launcher.rdzv_conf",
+            )
         if timeout_key in user_conf:
             raise UserError(
-                _key("join_timeout"), launcher.join_timeout,
-                f"also given as {timeout_key}={user_conf[timeout_key]} in launcher.rdzv_conf", "give it once",
+                _key("join_timeout"),
+                launcher.join_timeout,
+                f"also given as {timeout_key}={user_conf[timeout_key]} in launcher.rdzv_conf",
+                "give it once",
             )
     if launcher.is_host is not None:
         if backend != "c10d":
             raise UserError(
-                _key("is_host"), str(launcher.is_host).lower(), f"c10d rendezvous only (this launch uses {backend})",
+                _key("is_host"),
+                str(launcher.is_host).lower(),
+                f"c10d rendezvous only (this launch uses {backend})",
                 "static: the node with node_rank 0 hosts the store at master_addr:master_port",
             )
         if "is_host" in user_conf:
-            raise UserError(_key("is_host"), str(launcher.is_host).lower(), f"also given as is_host={user_conf['is_host']} in launcher.rdzv_conf", "give it once")
+            raise UserError(
+                _key("is_host"),
+                str(launcher.is_host).lower(),
+                f"also given as is_host={user_conf['is_host']} in launcher.rdzv_conf",
+                "give it once",
+            )
 
 
-def _no_loopback(launcher: LauncherConfig, rdzv: Optional[Endpoint], coordinator: Optional[Endpoint]) -> None:
+def _no_loopback(launcher: LauncherConfig, rdzv: Endpoint | None, coordinator: Endpoint | None) -> None:
     """In a multi-node launch, a loopback address makes every node talk to itself."""
     given = (
         ("master_addr", launcher.master_addr, launcher.master_addr),
@@ -361,7 +423,9 @@ def _no_loopback(launcher: LauncherConfig, rdzv: Optional[Endpoint], coordinator
     for name, host_name, value in given:
         if host_name is not None and is_loopback(host_name):
             raise UserError(
-                _key(name), value,
+                _key(name),
+                value,
                 f"a loopback address in a launch of nnodes={launcher.nnodes}: the other nodes cannot reach it",
-                "use node 0's network address or hostname; if every node runs on this host, add launcher.local_nodes=true",
+                "use node 0's network address or hostname; "
+                "if every node runs on this host, add launcher.local_nodes=true",
             )

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 from . import errors, secrets
 from .config import compose, grammar, profiles
@@ -19,7 +18,7 @@ from .session import Session, error
 from .sweep import points
 
 
-def _flag_value(flags: list[str], *names: str) -> Optional[str]:
+def _flag_value(flags: list[str], *names: str) -> str | None:
     for i, flag in enumerate(flags[:-1]):
         if flag in names:
             return flags[i + 1]
@@ -37,7 +36,8 @@ def _run_once(session: Session, overrides: list[str]) -> None:
     """A single run, without Hydra flags: the config composed once, through Hydra's compose API.
     (``hydra.main`` composes it twice, once to find the run mode; that is most of the start-up
     time the launcher adds.) The job sees the same config and the same HydraConfig."""
-    from hydra import compose as hydra_compose, initialize
+    from hydra import compose as hydra_compose
+    from hydra import initialize
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
@@ -49,14 +49,14 @@ def _run_once(session: Session, overrides: list[str]) -> None:
         session.job(cfg)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     try:
         return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
         return 128 + 2
 
 
-def _start(argv: Optional[list[str]] = None) -> int:
+def _start(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         line = grammar.parse(argv)
@@ -68,9 +68,23 @@ def _start(argv: Optional[list[str]] = None) -> int:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))
         searchpath = profiles.searchpath_override(os.environ, os.getcwd())
         if config_dir is not None and not Path(config_dir).is_dir():
-            raise UserError("--config-dir", config_dir, "not a directory", "a config directory, with your profiles in its profile/ folder")
-        if {"-sc", "--shell-completion"} & set(line.hydra_flags) and any(o.startswith("query=") for o in line.overrides) and "COMP_LINE" not in os.environ:
-            raise UserError("--shell-completion", "query", "is run by the shell's completion function (COMP_LINE is not set)", "install it: eval \"$(train_multigpu -sc install=bash)\"")
+            raise UserError(
+                "--config-dir",
+                config_dir,
+                "not a directory",
+                "a config directory, with your profiles in its profile/ folder",
+            )
+        if (
+            {"-sc", "--shell-completion"} & set(line.hydra_flags)
+            and any(o.startswith("query=") for o in line.overrides)
+            and "COMP_LINE" not in os.environ
+        ):
+            raise UserError(
+                "--shell-completion",
+                "query",
+                "is run by the shell's completion function (COMP_LINE is not set)",
+                'install it: eval "$(train_multigpu -sc install=bash)"',
+            )
         listed = ([Path(config_dir)] if config_dir else []) + profiles.all_dirs(os.environ, os.getcwd())
     except UserError as err:
         error(str(err))
@@ -78,8 +92,14 @@ def _start(argv: Optional[list[str]] = None) -> int:
     overrides = compose.with_default_profile(overrides, os.environ)
     user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     session = Session(
-        script_args=line.script_args, order=line.order, full_error=user_full_error, save_as=save_as, command=argv,
-        hydra_flags=line.hydra_flags, vault=vault, num_gpus=line.num_gpus,
+        script_args=line.script_args,
+        order=line.order,
+        full_error=user_full_error,
+        save_as=save_as,
+        command=argv,
+        hydra_flags=line.hydra_flags,
+        vault=vault,
+        num_gpus=line.num_gpus,
     )
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with Interrupts() as session.interrupts:
@@ -87,7 +107,9 @@ def _start(argv: Optional[list[str]] = None) -> int:
     return _dispatch(session, line, searchpath, overrides, listed)
 
 
-def _dispatch(session: Session, line: grammar.CommandLine, searchpath: str, overrides: list[str], listed: list[Path]) -> int:
+def _dispatch(
+    session: Session, line: grammar.CommandLine, searchpath: str, overrides: list[str], listed: list[Path]
+) -> int:
     """Hand the composed config(s) to the session: a sweep through sweep/points.py, Hydra's own
     flags through ``hydra.main``, a single run through the compose API."""
     user_full_error = session.full_error
@@ -95,7 +117,9 @@ def _dispatch(session: Session, line: grammar.CommandLine, searchpath: str, over
     def task(dict_cfg) -> int:  # Hydra's task function (its module names Hydra's job: cli)
         return session.job(dict_cfg)
 
-    compose.register(profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None)
+    compose.register(
+        profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None
+    )
     try:
         compose.open_presets(overrides, listed)
     except UserError as err:
@@ -109,7 +133,10 @@ def _dispatch(session: Session, line: grammar.CommandLine, searchpath: str, over
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         if points.handles(line.hydra_flags):
-            args = [points.searchpath_with(_flag_value(line.hydra_flags, "--config-dir", "-cd"), searchpath), *overrides]
+            args = [
+                points.searchpath_with(_flag_value(line.hydra_flags, "--config-dir", "-cd"), searchpath),
+                *overrides,
+            ]
             with points.expand(compose.CONFIG_NAME, args, PROG) as expanded:
                 code = session.sweep(expanded)
             if code is not None:

@@ -7,7 +7,7 @@ same one-line form by :func:`from_hydra` / :meth:`UserError.from_omegaconf`.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any
 
 from .names import override_key
 
@@ -17,7 +17,7 @@ EXIT_USAGE = 2
 class UserError(Exception):
     """A mistake in the command line or config: names the key, the bad value and what is allowed."""
 
-    def __init__(self, key: str, value: Any, allowed: str, hint: Optional[str] = None) -> None:
+    def __init__(self, key: str, value: Any, allowed: str, hint: str | None = None) -> None:
         self.key, self.value, self.allowed, self.hint = key, value, allowed, hint
         message = f"{key}={value!s}: {allowed}"
         if hint:
@@ -25,7 +25,7 @@ class UserError(Exception):
         super().__init__(message)
 
     @classmethod
-    def from_omegaconf(cls, err: Exception, override: Optional[str] = None) -> "UserError":
+    def from_omegaconf(cls, err: Exception, override: str | None = None) -> UserError:
         """From an OmegaConf error: its first line says what is wrong, ``full_key`` says where."""
         reason = str(err).splitlines()[0].strip()
         key = getattr(err, "full_key", None) or "config"
@@ -79,7 +79,7 @@ def quoting_hint(override: str) -> UserError:
     launcher.rdzv_id=a=b: Hydra's override grammar needs this value quoted (write --rdzv_id a=b, or "launcher.rdzv_id='a=b'")
     >>> print(quoting_hint("+worker_env.X=café"))
     worker_env.X=café: Hydra's override grammar needs this value quoted (write "+worker_env.X='café'")
-    """
+    """  # noqa: E501
     from .config.grammar import FLAG_TO_KEY, quote
 
     raw_key, _, value = override.partition("=")
@@ -93,7 +93,7 @@ def quoting_hint(override: str) -> UserError:
     return UserError(key, value, "Hydra's override grammar needs this value quoted", hint)
 
 
-def _unreadable_override(overrides: list[str]) -> Optional[str]:
+def _unreadable_override(overrides: list[str]) -> str | None:
     """The first override Hydra's grammar cannot parse, as one line naming its key."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
@@ -139,20 +139,37 @@ def from_hydra(err: Exception, overrides: list[str]) -> str:
     if ambiguous:
         key, _, value = ambiguous.group(1).partition("=")
         key = key.lstrip("+~")
-        return str(UserError(key, value, "a comma list is a sweep: one job per value",
-                             f"add -m to sweep, or quote it as one string: {shell_word(f'{key}={quote(value)}')}"))
+        return str(
+            UserError(
+                key,
+                value,
+                "a comma list is a sweep: one job per value",
+                f"add -m to sweep, or quote it as one string: {shell_word(f'{key}={quote(value)}')}",
+            )
+        )
     if _GROUP_NOT_STRING.search(text):
         for override in overrides:
             key, _, value = override.partition("=")
             group = key.lstrip("+~").split("@")[0]
             if group in GROUPS and _reads_as_scalar(value):
-                return str(UserError(group, value, f"a {group} name", f"quote a name that reads as a number: {shell_word(f'{group}={quote(value)}')}"))
+                return str(
+                    UserError(
+                        group,
+                        value,
+                        f"a {group} name",
+                        f"quote a name that reads as a number: {shell_word(f'{group}={quote(value)}')}",
+                    )
+                )
     missing = _MISSING_OPTION.search(text)
     if missing:
         group, option = missing.groups()
         options = re.findall(r"^\t(\S+)$", text.split("Config search path")[0], flags=re.M)
         allowed = f"no such {group} option" + (f"; available: {', '.join(options)}" if options else "")
-        return str(UserError(group, option, allowed, f"train_multigpu --info searchpath shows where {group}/ configs are looked up"))
+        return str(
+            UserError(
+                group, option, allowed, f"train_multigpu --info searchpath shows where {group}/ configs are looked up"
+            )
+        )
     named = _OVERRIDE_IN_MESSAGE.search(text)
     cause = err.__cause__
     if named and cause is not None:

@@ -13,9 +13,10 @@ JAX_WORLD_SIZE, JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING
 
 from . import rendezvous
 from .checks import Settled
@@ -41,17 +42,38 @@ PRESETS_ARG = "presets="  # Isaac Lab's training script's preset selector
 JAX_RANK_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE", "JAX_COORDINATOR_ADDR", "JAX_COORDINATOR_PORT")
 # what torchrun sets for each worker (torch/distributed/elastic/agent/server/local_elastic_agent.py)
 TORCHRUN_WORKER_VARS = (
-    "RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
-    "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
-    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+    "RANK",
+    "LOCAL_RANK",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE",
     "TORCHELASTIC_SIGNALS_TO_HANDLE",  # torch/distributed/launcher/api.py, from --signals_to_handle
 )
 # Every variable the launch itself sets for the workers, over any worker_env/profile.env value
 # (CUDA_VISIBLE_DEVICES: a sweep lane's GPUs; else the launcher counts GPUs from its own
 # environment, which a worker-only value would contradict). checks.validate refuses them.
 LAUNCH_VARS = (
-    "PYTHONUNBUFFERED", BACKEND_VAR, RUN_DIR_VAR, LOG_DIR_VAR, RANK_LOGS_VAR, NODE_RANK_VAR, LAUNCH_ID_VAR,
-    "CUDA_VISIBLE_DEVICES", *JAX_RANK_VARS, *TORCHRUN_WORKER_VARS,
+    "PYTHONUNBUFFERED",
+    BACKEND_VAR,
+    RUN_DIR_VAR,
+    LOG_DIR_VAR,
+    RANK_LOGS_VAR,
+    NODE_RANK_VAR,
+    LAUNCH_ID_VAR,
+    "CUDA_VISIBLE_DEVICES",
+    *JAX_RANK_VARS,
+    *TORCHRUN_WORKER_VARS,
 )
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
@@ -64,8 +86,8 @@ class ProcessSpec:
     name: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
-    local_rank: Optional[int] = None
-    global_rank: Optional[int] = None
+    local_rank: int | None = None
+    global_rank: int | None = None
 
     def shell_line(self) -> str:
         prefix = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
@@ -89,11 +111,11 @@ class LaunchPlan:
     # set by supervised(): each rank writes logs/rank<R>.log (False when torchrun's own
     # tee/redirects/log_dir handle the output), and the local ranks the console shows (None: rank 0)
     rank_logs: bool = False
-    console_local_ranks: Optional[tuple[int, ...]] = None
+    console_local_ranks: tuple[int, ...] | None = None
     # what the launcher chose on the user's behalf, one comment line each in the dry run
     notes: tuple[str, ...] = ()
     # set by wrapped(): the worker wrapper in front of every rank's script (launcher/run/worker.py)
-    wrapper: Optional[str] = None
+    wrapper: str | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -127,7 +149,9 @@ def script_args(cfg: TrainConfig, settled: Settled, order: Sequence[str] = ()) -
     for name in TRAINING_FIELDS:
         if name not in typed:
             args += field_args(name)
-    typed_presets = {name for entry in typed if entry.startswith(PRESET_ENTRY) for name in entry[len(PRESET_ENTRY):].split(",")}
+    typed_presets = {
+        name for entry in typed if entry.startswith(PRESET_ENTRY) for name in entry[len(PRESET_ENTRY) :].split(",")
+    }
     for preset, preset_args in cfg.preset_args.items():
         if preset not in typed_presets:
             args += list(preset_args)
@@ -145,7 +169,7 @@ def script_args(cfg: TrainConfig, settled: Settled, order: Sequence[str] = ()) -
         elif entry in fields:
             args += field_args(entry)
         elif entry.startswith(PRESET_ENTRY):
-            args += _typed_preset_args(cfg, entry[len(PRESET_ENTRY):].split(","))
+            args += _typed_preset_args(cfg, entry[len(PRESET_ENTRY) :].split(","))
         done.add(entry)
     args += list(forwarded)
     return [arg for arg in args if arg != DISTRIBUTED_FLAG] + [DISTRIBUTED_FLAG]
@@ -162,7 +186,7 @@ def _typed_preset_args(cfg: TrainConfig, names: Sequence[str]) -> list[str]:
             if arg.startswith(PRESETS_ARG) and "," not in arg and len(arg) > len(PRESETS_ARG):
                 if not bare:
                     args.append(arg)
-                bare.append(arg[len(PRESETS_ARG):])
+                bare.append(arg[len(PRESETS_ARG) :])
             else:
                 args.append(arg)
     if len(bare) > 1:
@@ -176,7 +200,7 @@ def _split(values: Sequence[str], tail: int) -> tuple[list[str], list[str]]:
     return list(values[:cut]), list(values[cut:])
 
 
-def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str]) -> dict[str, str]:
+def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: str | None) -> dict[str, str]:
     env: dict[str, str] = {}
     if cfg.launcher.network_interface is not None:  # a profile's or the user's variable wins
         env.update({name: cfg.launcher.network_interface for name in INTERFACE_VARS})
@@ -228,7 +252,7 @@ def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[s
     return ProcessSpec(name="torchrun", argv=tuple(argv + script_args(cfg, settled, order)))
 
 
-def _is_host(cfg: TrainConfig, settled: Settled) -> Optional[bool]:
+def _is_host(cfg: TrainConfig, settled: Settled) -> bool | None:
     """c10d: explicit launcher.is_host, else node 0 hosts when this machine holds the endpoint's
     address (the other nodes on this machine do not); else torch's own guess (nothing emitted)."""
     if cfg.launcher.is_host is not None:
@@ -252,7 +276,7 @@ def _jax_ranks(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[
 
 
 def build(
-    cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: Optional[str] = None, order: Sequence[str] = ()
+    cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: str | None = None, order: Sequence[str] = ()
 ) -> LaunchPlan:
     """``order``: the command line's typed order of script-bound values (grammar.CommandLine.order);
     empty: the fixed order (training keys, presets, device, script arguments)."""
@@ -329,12 +353,14 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
     if "--local_ranks_filter" in torchrun_flags:
         console = _local_ranks(torchrun_flags[torchrun_flags.index("--local_ranks_filter") + 1])
     env = dict(plan.env)
-    env.update({
-        LOG_DIR_VAR: log_dir,
-        RANK_LOGS_VAR: "1" if rank_logs else "0",
-        NODE_RANK_VAR: str(plan.node_rank),
-        LAUNCH_ID_VAR: launch_id,
-    })
+    env.update(
+        {
+            LOG_DIR_VAR: log_dir,
+            RANK_LOGS_VAR: "1" if rank_logs else "0",
+            NODE_RANK_VAR: str(plan.node_rank),
+            LAUNCH_ID_VAR: launch_id,
+        }
+    )
     return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
 
 

@@ -14,9 +14,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping, Optional
 
 from . import checks, paths
 from .addresses import Endpoint, is_loopback
@@ -76,10 +76,27 @@ def usable_cpus() -> int:
 
 
 # kernel file systems a run directory or a profile cannot live on
-VIRTUAL_FILE_SYSTEMS = frozenset((
-    "proc", "sysfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
-    "pstore", "bpf", "mqueue", "fusectl", "binfmt_misc", "efivarfs", "nsfs", "rpc_pipefs",
-))
+VIRTUAL_FILE_SYSTEMS = frozenset(
+    (
+        "proc",
+        "sysfs",
+        "devpts",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "configfs",
+        "pstore",
+        "bpf",
+        "mqueue",
+        "fusectl",
+        "binfmt_misc",
+        "efivarfs",
+        "nsfs",
+        "rpc_pipefs",
+    )
+)
 
 
 def _mount(path: str) -> tuple[str, str, list[str]]:
@@ -101,7 +118,7 @@ def _mount(path: str) -> tuple[str, str, list[str]]:
     return best
 
 
-def unwritable_dir(path: str) -> Optional[str]:
+def unwritable_dir(path: str) -> str | None:
     """Why no directory can be created (or written) at ``path``, told without writing anything;
     None when nothing stands in the way. For checks that run before anything is created.
 
@@ -133,7 +150,7 @@ def unwritable_dir(path: str) -> Optional[str]:
     return None
 
 
-def gather(env: Optional[Mapping[str, str]] = None) -> HostFacts:
+def gather(env: Mapping[str, str] | None = None) -> HostFacts:
     env = dict(os.environ if env is None else env)
     gpus, source = count_gpus(env)
     return HostFacts(
@@ -194,7 +211,7 @@ def interface_names() -> list[str]:
         return []
 
 
-def interface_ipv4(name: str) -> Optional[str]:
+def interface_ipv4(name: str) -> str | None:
     """The IPv4 address of interface ``name``, or None (no such interface, or no IPv4 address)."""
     import fcntl
     import struct
@@ -233,7 +250,9 @@ def resolve(name: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str]:
 
     def lookup() -> None:
         try:
-            found["addresses"] = sorted({info[4][0] for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)})
+            found["addresses"] = sorted(
+                {info[4][0] for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)}
+            )
         except (OSError, UnicodeError) as err:
             found["error"] = err
 
@@ -248,7 +267,7 @@ def resolve(name: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str]:
     return found["addresses"]  # type: ignore[return-value]
 
 
-def source_address(name: str, port: int) -> Optional[str]:
+def source_address(name: str, port: int) -> str | None:
     """The local address this machine sends from to reach ``name:port``, or None (no route, no such
     host). A UDP socket "connected" to it asks the kernel's routing table; no packet is sent."""
     try:
@@ -281,7 +300,7 @@ def _ipv6_addresses() -> dict[str, str]:
     return found
 
 
-def interface_of(address: str) -> Optional[str]:
+def interface_of(address: str) -> str | None:
     """The network interface that holds ``address`` on this machine, or None."""
     if ":" in address:
         return _ipv6_addresses().get(address.split("%")[0])
@@ -303,7 +322,7 @@ def script_exists(cfg: TrainConfig, script: str, before_submit: bool = False) ->
         raise UserError(key, script, "the training script does not exist", f"profile={cfg.profile.name}")
 
 
-def _node0(cfg: TrainConfig, settled: checks.Settled) -> Optional[tuple[str, Endpoint]]:
+def _node0(cfg: TrainConfig, settled: checks.Settled) -> tuple[str, Endpoint] | None:
     """What the nodes meet at: (description, endpoint) of the c10d endpoint, the static master or
     the JAX coordinator; None on one node."""
     if settled.max_nodes < 2:
@@ -324,7 +343,11 @@ def _resolvable(cfg: TrainConfig, settled: checks.Settled) -> None:
     given = (
         ("rdzv_endpoint", settled.rdzv_endpoint.host if settled.rdzv_endpoint else None, launcher.rdzv_endpoint),
         ("master_addr", launcher.master_addr, launcher.master_addr),
-        ("coordinator_address", settled.coordinator.host if settled.coordinator else None, launcher.coordinator_address),
+        (
+            "coordinator_address",
+            settled.coordinator.host if settled.coordinator else None,
+            launcher.coordinator_address,
+        ),
     )
     for name, host_name, value in given:
         if host_name is None:
@@ -333,13 +356,14 @@ def _resolvable(cfg: TrainConfig, settled: checks.Settled) -> None:
             resolve(host_name)
         except ResolveError as err:
             raise UserError(
-                _key(name), value if value is not None else host_name,
+                _key(name),
+                value if value is not None else host_name,
                 f"the host {host_name!r} does not resolve on this machine ({err})",
                 "give node 0's address, or a host name every node resolves (/etc/hosts or DNS)",
             ) from None
 
 
-def _facing(cfg: TrainConfig, settled: checks.Settled) -> Optional[checks.Facing]:
+def _facing(cfg: TrainConfig, settled: checks.Settled) -> checks.Facing | None:
     """The non-loopback interface this machine would use to reach node 0 (None: loopback, no route,
     or an address no interface holds)."""
     found = _node0(cfg, settled)
@@ -370,8 +394,10 @@ def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
         for name in str(launcher.network_interface).split(","):
             if present and name not in present:
                 raise UserError(
-                    _key("network_interface"), launcher.network_interface,
-                    f"no network interface {name} on this host", f"available: {', '.join(present)}",
+                    _key("network_interface"),
+                    launcher.network_interface,
+                    f"no network interface {name} on this host",
+                    f"available: {', '.join(present)}",
                 )
     if settled.max_nodes < 2 or settled.rdzv_backend != "c10d":
         return settled
@@ -392,7 +418,9 @@ def _bound_here(host_name: str, node_rank: int) -> bool:
 
 def _port_taken(key: str, value: object, port: int) -> UserError:
     return UserError(
-        key, value, f"port {port} is already in use on this host",
+        key,
+        value,
+        f"port {port} is already in use on this host",
         "choose a free port, or stop what holds it; ss -ltnp names it",
     )
 
@@ -417,22 +445,35 @@ def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
     key, where = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
     problem = unwritable_dir(str(where))
     if problem is not None:
-        raise UserError(key, where, f"cannot hold run directories: {problem}", "choose a directory you can write, e.g. run_root=runs")
+        raise UserError(
+            key,
+            where,
+            f"cannot hold run directories: {problem}",
+            "choose a directory you can write, e.g. run_root=runs",
+        )
     if cfg.python is not None and shutil.which(cfg.python) is None:
-        raise UserError("python", cfg.python, "no such interpreter: not an executable file, nor a command on PATH",
-                        "set python= to an interpreter that exists, or leave it unset")
+        raise UserError(
+            "python",
+            cfg.python,
+            "no such interpreter: not an executable file, nor a command on PATH",
+            "set python= to an interpreter that exists, or leave it unset",
+        )
     script_exists(cfg, settled.script)
     launcher = cfg.launcher
     # (key, value as the user wrote it, port): the ports node 0 binds, checked where they are bound
     ports: list[tuple[str, object, int]] = []
     static = launcher.master_port is not None or (launcher.master_addr is not None and settled.rdzv_endpoint is None)
-    if static and (
-        launcher.master_addr is None or _bound_here(launcher.master_addr, launcher.node_rank)
-    ):
+    if static and (launcher.master_addr is None or _bound_here(launcher.master_addr, launcher.node_rank)):
         if launcher.master_port is not None:
             ports.append(("launcher.master_port", launcher.master_port, launcher.master_port))
         else:
-            ports.append(("launcher.master_port", f"{checks.MASTER_DEFAULT_PORT} (torchrun's default)", checks.MASTER_DEFAULT_PORT))
+            ports.append(
+                (
+                    "launcher.master_port",
+                    f"{checks.MASTER_DEFAULT_PORT} (torchrun's default)",
+                    checks.MASTER_DEFAULT_PORT,
+                )
+            )
     if settled.rdzv_endpoint is not None and _bound_here(settled.rdzv_endpoint.host, launcher.node_rank):
         ports.append(("launcher.rdzv_endpoint", launcher.rdzv_endpoint, settled.rdzv_endpoint.port))
     if settled.coordinator is not None and _bound_here(settled.coordinator.host, launcher.node_rank):
@@ -443,17 +484,24 @@ def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
             raise _port_taken(key, value, port)
     if launcher.local_addr is not None and settled.max_nodes > 1 and not is_local_address(launcher.local_addr):
         raise UserError(
-            _key("local_addr"), launcher.local_addr, "not an address of this host",
+            _key("local_addr"),
+            launcher.local_addr,
+            "not an address of this host",
             "it tells the other nodes where to reach this one: give this node's own address",
         )
     if (
-        cfg.launcher.topology is Topology.skrl_jax and settled.device == "cpu" and settled.max_nodes > 1
-        and not launcher.local_nodes and settled.coordinator is not None and not is_loopback(settled.coordinator.host)
+        cfg.launcher.topology is Topology.skrl_jax
+        and settled.device == "cpu"
+        and settled.max_nodes > 1
+        and not launcher.local_nodes
+        and settled.coordinator is not None
+        and not is_loopback(settled.coordinator.host)
     ):
         name, addresses = hostname_addresses()
         if addresses and all(is_loopback(a) for a in addresses):
             raise UserError(
-                _key("coordinator_address"), str(settled.coordinator),
+                _key("coordinator_address"),
+                str(settled.coordinator),
                 f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives would "
                 "offer the other nodes a loopback address",
                 f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",

@@ -1,10 +1,10 @@
 """The run record: a directory per launch with what was run, how, and how it ended.
 
-    <run_dir>/config.yaml    the resolved config
-    <run_dir>/command.sh     the exact command(s), re-runnable
-    <run_dir>/env.json       the environment variables the launcher added (secret values masked)
-    <run_dir>/status.json    start and end time, exit code, reason, the failure (if any)
-    <run_dir>/logs/          rank<R>.log per rank, torchrun.log, rank<R>.exit.json per failed rank
+<run_dir>/config.yaml    the resolved config
+<run_dir>/command.sh     the exact command(s), re-runnable
+<run_dir>/env.json       the environment variables the launcher added (secret values masked)
+<run_dir>/status.json    start and end time, exit code, reason, the failure (if any)
+<run_dir>/logs/          rank<R>.log per rank, torchrun.log, rank<R>.exit.json per failed rank
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 from . import secrets
 from .plan import LaunchPlan
@@ -22,13 +21,13 @@ from .plan import LaunchPlan
 STATUS = "status.json"
 
 
-def run_dir_name(run_name: Optional[str], node_rank: Optional[int] = None) -> str:
+def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
     """``<date_time>[_<run_name>][_node<R>]`` for a run started now (node: a multi-node launch)."""
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return stamp + (f"_{run_name}" if run_name else "") + (f"_node{node_rank}" if node_rank is not None else "")
 
 
-def create_run_dir(root: str, run_name: Optional[str], node_rank: int, multinode: bool) -> Path:
+def create_run_dir(root: str, run_name: str | None, node_rank: int, multinode: bool) -> Path:
     """A new directory ``<root>/<run_dir_name>``, never one that exists."""
     name = run_dir_name(run_name, node_rank if multinode else None)
     Path(root).mkdir(parents=True, exist_ok=True)
@@ -67,7 +66,7 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan) -> float:
     return started
 
 
-def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", failure: Optional[dict] = None) -> None:
+def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", failure: dict | None = None) -> None:
     ended = time.time()
     write_json(
         run_dir / STATUS,
@@ -103,8 +102,11 @@ def write_killed(status_path: str, launcher_pid: int) -> bool:
     except (KeyError, TypeError, ValueError):
         started = ended
     status.update(
-        ended=_iso(ended), duration_s=round(ended - started, 3), exit_code=KILLED_EXIT_CODE,
-        reason=KILLED_REASON, failure=None,
+        ended=_iso(ended),
+        duration_s=round(ended - started, 3),
+        exit_code=KILLED_EXIT_CODE,
+        reason=KILLED_REASON,
+        failure=None,
     )
     write_json(path, status)
     return True

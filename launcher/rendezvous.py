@@ -14,7 +14,6 @@ docs/notes/multinode_facts.md).
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from .errors import UserError
 
@@ -31,7 +30,7 @@ MAX_SECONDS = 604800  # a week
 _PAIR = re.compile(r"^[A-Za-z_][\w.\-]*=[^,=]*$")
 
 
-def parse_conf(text: Optional[str], key: str = "launcher.rdzv_conf") -> dict[str, str]:
+def parse_conf(text: str | None, key: str = "launcher.rdzv_conf") -> dict[str, str]:
     """``k=v,k=v`` as torchrun takes it, in order.
 
     >>> parse_conf("join_timeout=60,read_timeout=30")
@@ -44,7 +43,7 @@ def parse_conf(text: Optional[str], key: str = "launcher.rdzv_conf") -> dict[str
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: launcher.rdzv_conf=join_timeout: comma-separated key=value pairs (e.g. join_timeout=300,read_timeout=60)
-    """
+    """  # noqa: E501
     if text is None or not str(text).strip():
         return {}
     pairs: dict[str, str] = {}
@@ -61,7 +60,7 @@ def parse_conf(text: Optional[str], key: str = "launcher.rdzv_conf") -> dict[str
     return pairs
 
 
-def backend(topology_is_torchrun: bool, rdzv_backend: Optional[str], has_endpoint: bool) -> Optional[str]:
+def backend(topology_is_torchrun: bool, rdzv_backend: str | None, has_endpoint: bool) -> str | None:
     """The rendezvous backend torchrun will use across nodes (None: not torchrun)."""
     if not topology_is_torchrun:
         return None
@@ -72,11 +71,11 @@ def backend(topology_is_torchrun: bool, rdzv_backend: Optional[str], has_endpoin
 
 def conf(
     user: dict[str, str],
-    rdzv_backend: Optional[str],
+    rdzv_backend: str | None,
     multi: bool,
-    join_timeout: Optional[int],
-    is_host: Optional[bool],
-) -> Optional[str]:
+    join_timeout: int | None,
+    is_host: bool | None,
+) -> str | None:
     """The ``--rdzv_conf`` value: the user's pairs, then launcher.join_timeout (when set) and is_host.
 
     >>> conf({}, "c10d", True, None, True)
@@ -98,7 +97,7 @@ def conf(
     return ",".join(f"{k}={v}" for k, v in pairs.items()) or None
 
 
-def waited_timeout(user: dict[str, str], rdzv_backend: Optional[str], join_timeout: Optional[int]) -> Optional[int]:
+def waited_timeout(user: dict[str, str], rdzv_backend: str | None, join_timeout: int | None) -> int | None:
     """Seconds a node waits for the others: the emitted rdzv_conf's value, else torch's default.
 
     >>> waited_timeout({}, "c10d", None), waited_timeout({}, "static", None), waited_timeout({}, "c10d", 45)
@@ -122,23 +121,27 @@ _UNREACHABLE = ("RendezvousConnectionError", "The client socket has timed out")
 
 def failure_hint(
     output: str,
-    rdzv_backend: Optional[str],
+    rdzv_backend: str | None,
     endpoint: str,
     nnodes: str,
     node_rank: int,
-    rdzv_id: Optional[str],
-    waited: Optional[int],
-) -> Optional[str]:
+    rdzv_id: str | None,
+    waited: int | None,
+) -> str | None:
     """One paragraph for a failed multi-node launch whose torchrun output shows the rendezvous
     failed; None when the output shows no rendezvous failure.
 
     >>> print(failure_hint("... RendezvousTimeoutError ...", "c10d", "10.0.0.1:29400", "2", 0, None, 30))
     node 0 waited 30 s for 2 nodes at 10.0.0.1:29400 (c10d rendezvous, rdzv_id none) and not all of them joined: check that every node started train_multigpu with the same launcher.rdzv_endpoint, launcher.rdzv_id and launcher.nnodes, that port 29400 of 10.0.0.1 is open to every node (firewall), and raise launcher.join_timeout if nodes start far apart
-    """
+    """  # noqa: E501
     host, _, port = endpoint.rpartition(":")
     if any(text in output for text in _TIMED_OUT):
         waited_text = f" {waited} s" if waited is not None else ""
-        same = "launcher.rdzv_endpoint, launcher.rdzv_id" if rdzv_backend == "c10d" else "launcher.master_addr, launcher.master_port"
+        same = (
+            "launcher.rdzv_endpoint, launcher.rdzv_id"
+            if rdzv_backend == "c10d"
+            else "launcher.master_addr, launcher.master_port"
+        )
         what = f"{rdzv_backend} rendezvous" + (f", rdzv_id {rdzv_id or 'none'}" if rdzv_backend == "c10d" else "")
         return (
             f"node {node_rank} waited{waited_text} for {nnodes} nodes at {endpoint} ({what}) and not all of them "

@@ -19,9 +19,9 @@ the sweep table, its own error messages -- shows the masked form. A value that i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping, Optional, Sequence
 
 from .errors import UserError
 
@@ -93,7 +93,7 @@ def mask_config(cfg):
 SECTIONS = ("worker_env", "profile.env")
 
 
-def _section_name(path: str) -> tuple[Optional[str], str]:
+def _section_name(path: str) -> tuple[str | None, str]:
     """``worker_env.HF_TOKEN`` -> ``("worker_env", "HF_TOKEN")``; not an env entry -> ``(None, "")``."""
     for section in SECTIONS:
         if path.startswith(section + "."):
@@ -171,7 +171,7 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
     return out, vault
 
 
-def _parse_values(key: str, path: str, text: str, multirun: bool) -> Optional[list[str]]:
+def _parse_values(key: str, path: str, text: str, multirun: bool) -> list[str] | None:
     """The value(s) of one secret override as Hydra reads them (quotes, sweeps), never echoed."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -181,7 +181,9 @@ def _parse_values(key: str, path: str, text: str, multirun: bool) -> Optional[li
         raise UserError(path, MASK, "not a value Hydra's override grammar can read", _quote_hint(key)) from None
     if parsed.is_sweep_override():
         if not multirun:
-            raise UserError(path, MASK, "one value (a ',' outside quotes makes a list of values to sweep with -m)", _quote_hint(key))
+            raise UserError(
+                path, MASK, "one value (a ',' outside quotes makes a list of values to sweep with -m)", _quote_hint(key)
+            )
         values = list(parsed.sweep_iterator())
     else:
         values = [parsed.value()]
@@ -193,4 +195,3 @@ def _parse_values(key: str, path: str, text: str, multirun: bool) -> Optional[li
     if len(values) == 1 and "${" in values[0]:
         return None
     return values
-

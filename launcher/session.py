@@ -22,9 +22,9 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
 
-from . import checks, errors, plan as plan_mod, probe, record, secrets
+from . import checks, errors, probe, record, secrets
+from . import plan as plan_mod
 from .addresses import Endpoint
 from .config import compose, profiles, schema
 from .config.schema import Topology
@@ -48,7 +48,7 @@ class Session:
     script_args: list[str] = field(default_factory=list)
     order: list[str] = field(default_factory=list)  # grammar.CommandLine.order: the typed order
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
-    save_as: Optional[str] = None  # save_profile=NAME: the file to write instead of launching
+    save_as: str | None = None  # save_profile=NAME: the file to write instead of launching
     command: list[str] = field(default_factory=list)  # argv as typed (for a saved profile's header)
     hydra_flags: list[str] = field(default_factory=list)
     started: bool = False  # a job function ran: errors after this are not composition errors
@@ -58,14 +58,14 @@ class Session:
     queued: list[parallel.Queued] = field(default_factory=list)  # a parallel sweep's planned jobs
     ports: set[int] = field(default_factory=set)  # JAX coordinator ports given to jobs of this sweep
     run_dir: str = ""  # the current job's run directory
-    fail_fast: Optional[bool] = None
+    fail_fast: bool | None = None
     stop_sweep: bool = False
-    interrupts: Optional[Interrupts] = None  # a sweep's signal handling, from start to summary
+    interrupts: Interrupts | None = None  # a sweep's signal handling, from start to summary
     reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
     checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
-    num_gpus: Optional[str] = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
+    num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -121,7 +121,7 @@ class Session:
             if saved is not None:
                 os.environ["HYDRA_FULL_ERROR"] = saved
 
-    def interrupted(self) -> Optional[int]:
+    def interrupted(self) -> int | None:
         """The signal that interrupted this sweep, if one did."""
         return None if self.interrupts is None else self.interrupts.received
 
@@ -133,7 +133,7 @@ class Session:
             return "interrupted"
         return ""
 
-    def sweep(self, points) -> Optional[int]:
+    def sweep(self, points) -> int | None:
         """``-m``: every point (sweep/points.py) is composed and checked first (a mistake in any
         point: each distinct message once, exit 2, nothing started or written); then the points run
         as jobs, in order."""
@@ -222,7 +222,9 @@ class Session:
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
         if slot is not None:  # a parallel sweep: started with the others once every job is planned
             devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
-            print(f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True)
+            print(
+                f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True
+            )
             self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot))
             return 0
         logs.mkdir(exist_ok=True)
@@ -266,9 +268,16 @@ class Session:
         from .slurm import submit
 
         return submit.run(
-            cfg, HydraConfig.get().overrides.task, self.hydra_flags, self.script_args, _run_dir,
-            probe.gather(), self.submissions, OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
-            vault=self.vault, check_only=self.checking,
+            cfg,
+            HydraConfig.get().overrides.task,
+            self.hydra_flags,
+            self.script_args,
+            _run_dir,
+            probe.gather(),
+            self.submissions,
+            OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+            vault=self.vault,
+            check_only=self.checking,
         )
 
     # -- after the last job --------------------------------------------------------------------
@@ -328,7 +337,9 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") ->
         return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
     except OSError as err:  # probe.preflight looked first; this is what it could not foresee
         key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
-        raise UserError(key, value, f"cannot create the run directory: {err.strerror or err}", "choose a directory you can write") from None
+        raise UserError(
+            key, value, f"cannot create the run directory: {err.strerror or err}", "choose a directory you can write"
+        ) from None
 
 
 def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
@@ -354,7 +365,11 @@ def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled) -> list[str
             f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
         )
     checkout = compose.isaaclab_checkout(os.environ)
-    if checkout is not None and checkout.how != compose.ISAACLAB_ENV and settled.script.startswith(checkout.root + os.sep):
+    if (
+        checkout is not None
+        and checkout.how != compose.ISAACLAB_ENV
+        and settled.script.startswith(checkout.root + os.sep)
+    ):
         notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
     return notes
 
@@ -374,7 +389,9 @@ def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Pat
     if settled.rdzv_backend == "c10d":
         endpoint = str(settled.rdzv_endpoint)
     else:
-        endpoint = str(Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT))
+        endpoint = str(
+            Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
+        )
     waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
     hint = rendezvous.failure_hint(
         output, settled.rdzv_backend, endpoint, settled.nnodes, cfg.launcher.node_rank, cfg.launcher.rdzv_id, waited

@@ -43,7 +43,9 @@ def isaaclab(tmp_path, monkeypatch) -> Path:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("ISAACLAB_PATH", "HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("ISAACLAB_PATH", "HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES")
+    }
     env["CUDA_VISIBLE_DEVICES"] = ""  # this machine has no GPU; make that explicit and fast
     env.update(extra)
     return env
@@ -60,8 +62,17 @@ def with_hosts(argv: list[str], hosts: dict[str, str], folder: Path) -> list[str
     table = folder / "etc-hosts"
     lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
     table.write_text("\n".join(lines + [f"{address} {name}" for name, address in hosts.items()]) + "\n")
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            'mount --bind "$0" /etc/hosts && exec "$@"', str(table), *argv]
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        'mount --bind "$0" /etc/hosts && exec "$@"',
+        str(table),
+        *argv,
+    ]
 
 
 @pytest.fixture
@@ -69,12 +80,19 @@ def run_cli(tmp_path):
     """Run ``python -m launcher ARGS`` for real, in a temporary working directory; ``hosts`` gives
     host names of example clusters an address (see :func:`with_hosts`)."""
 
-    def run(*args: str, env: dict | None = None, timeout: float = 120, hosts: dict | None = None) -> subprocess.CompletedProcess:
+    def run(
+        *args: str, env: dict | None = None, timeout: float = 120, hosts: dict | None = None
+    ) -> subprocess.CompletedProcess:
         argv = [sys.executable, "-m", "launcher", *args]
         if hosts:
             argv = with_hosts(argv, hosts, tmp_path)
         return subprocess.run(
-            argv, cwd=tmp_path, env=env or clean_env(), capture_output=True, text=True, timeout=timeout,
+            argv,
+            cwd=tmp_path,
+            env=env or clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     return run

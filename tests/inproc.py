@@ -13,8 +13,8 @@ import contextlib
 import io
 import os
 import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from conftest import clean_env
 

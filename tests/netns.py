@@ -64,8 +64,21 @@ def netns_unavailable() -> str | None:
     if res.returncode != 0:
         return f"'ip netns add' failed: {res.stderr.strip() or res.returncode}"
     try:
-        res = _ip("link", "add", "tmgprobe0", "netns", name, "type", "veth",
-                  "peer", "name", "tmgprobe1", "netns", name, check=False)
+        res = _ip(
+            "link",
+            "add",
+            "tmgprobe0",
+            "netns",
+            name,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "tmgprobe1",
+            "netns",
+            name,
+            check=False,
+        )
         if res.returncode != 0:
             return f"cannot create veth pairs: {res.stderr.strip() or res.returncode}"
     finally:
@@ -143,12 +156,10 @@ class Host:
     def _wrap(self, argv: Sequence[str]) -> list[str]:
         prefix = ["ip", "netns", "exec", self.ns]
         if self.hostname:
-            prefix += ["unshare", "--uts", "--", "sh", "-c",
-                       'hostname "$0" && exec "$@"', self.hostname]
+            prefix += ["unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', self.hostname]
         return [*prefix, *argv]
 
-    def run(self, argv: Sequence[str], env: dict[str, str] | None = None,
-            **popen_kwargs) -> subprocess.Popen:
+    def run(self, argv: Sequence[str], env: dict[str, str] | None = None, **popen_kwargs) -> subprocess.Popen:
         """Start ``argv`` inside this namespace (``ip netns exec`` execs it: same pid).
 
         ``env`` replaces the environment when given (like Popen). The process gets its own
@@ -160,8 +171,9 @@ class Host:
         return proc
 
     def check_output(self, argv: Sequence[str], timeout: float = 30, **kw) -> str:
-        return subprocess.run(self._wrap(argv), capture_output=True,
-                              text=True, check=True, timeout=timeout, **kw).stdout
+        return subprocess.run(
+            self._wrap(argv), capture_output=True, text=True, check=True, timeout=timeout, **kw
+        ).stdout
 
     def crash(self) -> None:
         """SIGKILL every process in this namespace: the node dies, its sockets get reset.
@@ -225,8 +237,7 @@ class Hosts:
             _ip("netns", "add", ns)
             self.namespaces.append(ns)
             # Both ends are born inside our namespaces: nothing ever touches the host's links.
-            _ip("link", "add", "eth0", "netns", ns, "type", "veth",
-                "peer", "name", f"p{i}", "netns", br)
+            _ip("link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", f"p{i}", "netns", br)
             _ip("-n", br, "link", "set", f"p{i}", "master", "br0")
             _ip("-n", br, "link", "set", f"p{i}", "up")
             addr = f"{SUBNET}.{i + 1}"

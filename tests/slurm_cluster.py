@@ -22,8 +22,15 @@ import pytest
 
 INFRA = Path(__file__).resolve().parent / "infra"
 TERMINAL_STATES = {
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-    "BOOT_FAIL", "DEADLINE",
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
 }
 
 
@@ -47,14 +54,12 @@ def slurm_cluster() -> SlurmCluster:
         _unavailable("not root (cannot install SLURM) and sinfo is not installed")
     if os.geteuid() != 0:
         # Not root: use a cluster someone else started, if it answers.
-        probe = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
-                               timeout=30)
+        probe = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=30)
         if probe.returncode != 0 or "idle" not in probe.stdout:
             _unavailable("not root (cannot run tests/infra/slurm_up.sh) and no idle node")
     else:
         try:
-            up = subprocess.run(["bash", str(INFRA / "slurm_up.sh")], capture_output=True,
-                                text=True, timeout=900)
+            up = subprocess.run(["bash", str(INFRA / "slurm_up.sh")], capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired:
             _unavailable("tests/infra/slurm_up.sh took more than 900 s")
         if up.returncode != 0:
@@ -66,16 +71,14 @@ def slurm_cluster() -> SlurmCluster:
 
 def sbatch(script: Path) -> str:
     """Submit a batch script, return the job id."""
-    out = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
-                         timeout=30)
+    out = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, f"sbatch failed: {out.stderr}"
     return out.stdout.strip().split(";")[0]
 
 
 def job_info(job_id: str) -> dict[str, str]:
     """``scontrol show job -o`` as a dict (values with spaces are not needed here)."""
-    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30)
     if out.returncode != 0:
         return {}
     return dict(tok.split("=", 1) for tok in out.stdout.split() if "=" in tok)
@@ -91,5 +94,6 @@ def wait_job(job_id: str, timeout: float = 90.0) -> dict[str, str]:
             return info
         time.sleep(0.3)
     subprocess.run(["scancel", job_id], timeout=30)
-    pytest.fail(f"job {job_id} not finished after {timeout} s: {info.get('JobState')} "
-                f"{info.get('Reason')}", pytrace=False)
+    pytest.fail(
+        f"job {job_id} not finished after {timeout} s: {info.get('JobState')} {info.get('Reason')}", pytrace=False
+    )

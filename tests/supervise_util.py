@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -30,12 +29,18 @@ def start(tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Pop
     return subprocess.Popen(argv, cwd=tmp, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def spawner(tmp: Path, *overrides: str, nproc: int = 2, jax: bool = False, args: tuple = ()) -> tuple[subprocess.Popen, Path]:
+def spawner(
+    tmp: Path, *overrides: str, nproc: int = 2, jax: bool = False, args: tuple = ()
+) -> tuple[subprocess.Popen, Path]:
     pid_dir = tmp / "pids"
     pid_dir.mkdir(exist_ok=True)
     topology = ["launcher=skrl_jax"] if jax else []
     proc = start(
-        tmp, *topology, f"launcher.nproc_per_node={nproc}", f"script={SPAWNER}", *overrides,
+        tmp,
+        *topology,
+        f"launcher.nproc_per_node={nproc}",
+        f"script={SPAWNER}",
+        *overrides,
         script_args=("--pid_dir", str(pid_dir), *args),
     )
     return proc, pid_dir
@@ -83,7 +88,7 @@ def finish(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, str, str
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        raise AssertionError(f"train_multigpu did not end within {timeout}s:\n{out.decode()}\n{err.decode()}")
+        raise AssertionError(f"train_multigpu did not end within {timeout}s:\n{out.decode()}\n{err.decode()}") from None
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
 

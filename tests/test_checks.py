@@ -6,12 +6,11 @@ import socket
 
 import pytest
 
+from conftest import build, make_facts
 from launcher import checks, probe
 from launcher.config import grammar
 from launcher.config.compose import compose
 from launcher.errors import UserError
-
-from conftest import build, make_facts
 
 
 def error_of(argv: list[str], **facts) -> str:
@@ -23,34 +22,85 @@ def error_of(argv: list[str], **facts) -> str:
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["launcher.nproc_per_node=0"], "launcher.nproc_per_node=0: an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu"),
+        (
+            ["launcher.nproc_per_node=0"],
+            "launcher.nproc_per_node=0: an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu",  # noqa: E501
+        ),
         (["--num_gpus", "0"], "launcher.nproc_per_node=0: an integer >= 1"),
         (["launcher.nproc_per_node=-2"], "launcher.nproc_per_node=-2: an integer >= 1"),
         (["launcher.nproc_per_node=many"], "launcher.nproc_per_node=many: an integer >= 1, or auto"),
         (["launcher=skrl_jax", "launcher.nproc_per_node=many"], "launcher.nproc_per_node=many: an integer >= 1"),
-        (["launcher=multinode", "launcher.nnodes=0", "launcher.master_addr=h"], "launcher.nnodes=0: an integer >= 1, or MIN:MAX with 1 <= MIN <= MAX"),
-        (["launcher=multinode", "launcher.nnodes=4:2", "launcher.master_addr=h"], "launcher.nnodes=4:2: an integer >= 1, or MIN:MAX"),
-        (["launcher=multinode", "launcher.nnodes=two", "launcher.master_addr=h"], "launcher.nnodes=two: an integer >= 1"),
-        (["launcher=skrl_jax", "launcher.nnodes=1:2"], "launcher.nnodes=1:2: an integer >= 1 (elastic MIN:MAX is torchrun only)"),
-        (["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=2", "launcher.master_addr=h"], "launcher.node_rank=2: an integer in 0..1 (nnodes=2)"),
-        (["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=-1", "launcher.master_addr=h"], "launcher.node_rank=-1: an integer in 0..1"),
+        (
+            ["launcher=multinode", "launcher.nnodes=0", "launcher.master_addr=h"],
+            "launcher.nnodes=0: an integer >= 1, or MIN:MAX with 1 <= MIN <= MAX",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=4:2", "launcher.master_addr=h"],
+            "launcher.nnodes=4:2: an integer >= 1, or MIN:MAX",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=two", "launcher.master_addr=h"],
+            "launcher.nnodes=two: an integer >= 1",
+        ),
+        (
+            ["launcher=skrl_jax", "launcher.nnodes=1:2"],
+            "launcher.nnodes=1:2: an integer >= 1 (elastic MIN:MAX is torchrun only)",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=2", "launcher.master_addr=h"],
+            "launcher.node_rank=2: an integer in 0..1 (nnodes=2)",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=-1", "launcher.master_addr=h"],
+            "launcher.node_rank=-1: an integer in 0..1",
+        ),
         (["launcher.nnodes=2"], "launcher.nnodes=2: launcher=single_node runs 1 node (use launcher=multinode)"),
         (["launcher.master_port=0"], "launcher.master_port=0: a port is an integer in 1..65535"),
         (["--master_port", "70000"], "launcher.master_port=70000: a port is an integer in 1..65535"),
-        (["launcher=multinode", "launcher.rdzv_endpoint=node0:99999"], "launcher.rdzv_endpoint=node0:99999: a port is an integer in 1..65535"),
-        (["launcher=multinode", "launcher.rdzv_endpoint=node0:http"], "launcher.rdzv_endpoint=node0:http: the port 'http' is not a number"),
+        (
+            ["launcher=multinode", "launcher.rdzv_endpoint=node0:99999"],
+            "launcher.rdzv_endpoint=node0:99999: a port is an integer in 1..65535",
+        ),
+        (
+            ["launcher=multinode", "launcher.rdzv_endpoint=node0:http"],
+            "launcher.rdzv_endpoint=node0:http: the port 'http' is not a number",
+        ),
         (["launcher=multinode", "launcher.rdzv_endpoint='::1:29400'"], "write an IPv6 host in brackets: [::1]:29400"),
         (["launcher=multinode", "launcher.rdzv_endpoint='[::1:29400'"], "expected [IPv6]:port, the ']' is missing"),
-        (["launcher=multinode", "launcher.rdzv_endpoint='[node0]:29400'"], "'node0' in brackets is not an IPv6 address"),
-        (["launcher=skrl_jax", "launcher.nnodes=2", "launcher.coordinator_address=node0"], "launcher.coordinator_address=node0: expected host:port, the port is missing (e.g. node0:29400"),
-        (["launcher=multinode", "launcher.nnodes=2"], "launcher.rdzv_endpoint=None: launcher=multinode with nnodes=2 needs the address of node 0 (set launcher.rdzv_endpoint=<host>:<port> (c10d) or launcher.master_addr=<host> (static))"),
-        (["launcher=skrl_jax", "launcher.nnodes=2"], "launcher.coordinator_address=None: launcher=skrl_jax with nnodes=2 needs the JAX coordinator as host:port"),
-        (["launcher.coordinator_address=h:1"], "launcher.coordinator_address=h:1: JAX only; launcher=single_node (torchrun) does not take it (it belongs to launcher=skrl_jax"),
-        (["launcher=skrl_jax", "rl_library=rsl_rl"], "rl_library=rsl_rl: launcher=skrl_jax runs skrl only (use rl_library=skrl)"),
-        (["rl_library.ml_framework=jax"], "rl_library.ml_framework=jax: JAX runs through launcher=skrl_jax (add launcher=skrl_jax)"),
+        (
+            ["launcher=multinode", "launcher.rdzv_endpoint='[node0]:29400'"],
+            "'node0' in brackets is not an IPv6 address",
+        ),
+        (
+            ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.coordinator_address=node0"],
+            "launcher.coordinator_address=node0: expected host:port, the port is missing (e.g. node0:29400",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=2"],
+            "launcher.rdzv_endpoint=None: launcher=multinode with nnodes=2 needs the address of node 0 (set launcher.rdzv_endpoint=<host>:<port> (c10d) or launcher.master_addr=<host> (static))",  # noqa: E501
+        ),
+        (
+            ["launcher=skrl_jax", "launcher.nnodes=2"],
+            "launcher.coordinator_address=None: launcher=skrl_jax with nnodes=2 needs the JAX coordinator as host:port",
+        ),
+        (
+            ["launcher.coordinator_address=h:1"],
+            "launcher.coordinator_address=h:1: JAX only; launcher=single_node (torchrun) does not take it (it belongs to launcher=skrl_jax",  # noqa: E501
+        ),
+        (
+            ["launcher=skrl_jax", "rl_library=rsl_rl"],
+            "rl_library=rsl_rl: launcher=skrl_jax runs skrl only (use rl_library=skrl)",
+        ),
+        (
+            ["rl_library.ml_framework=jax"],
+            "rl_library.ml_framework=jax: JAX runs through launcher=skrl_jax (add launcher=skrl_jax)",
+        ),
         (["rl_library=rsl_rl"], "rl_library=rsl_rl: profile=examples runs skrl only (choose profile=isaaclab"),
         (["launcher.rdzv_backend=zookeeper"], "launcher.rdzv_backend=zookeeper: one of static, c10d, etcd, etcd-v2"),
-        (["launcher=multinode", "launcher.rdzv_backend=static", "launcher.rdzv_endpoint=h:1"], "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint"),
+        (
+            ["launcher=multinode", "launcher.rdzv_backend=static", "launcher.rdzv_endpoint=h:1"],
+            "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint",
+        ),
         (["launcher.start_method=thread"], "launcher.start_method=thread: one of spawn, fork, forkserver"),
         (["launcher.max_restarts=-1"], "launcher.max_restarts=-1: an integer >= 0"),
         (["launcher.monitor_interval=0"], "launcher.monitor_interval=0.0: finite seconds > 0 and <= 3600"),
@@ -61,12 +111,23 @@ def error_of(argv: list[str], **facts) -> str:
         (["launcher.grace_period=1e12"], "launcher.grace_period=1000000000000.0: finite seconds in 0..86400"),
         (["launcher.monitor_interval=nan"], "launcher.monitor_interval=nan: finite seconds > 0 and <= 3600"),
         (["launcher.monitor_interval=-inf"], "launcher.monitor_interval=-inf: finite seconds > 0 and <= 3600"),
-        (["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.join_timeout=99999999999"],
-         "launcher.join_timeout=99999999999: finite seconds in 1..604800 (how long a node waits for the other nodes to join)"),
-        (["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=h:1", "launcher.rdzv_conf='read_timeout=-5'"],
-         "launcher.rdzv_conf=read_timeout=-5: read_timeout takes whole seconds in 1..604800 (torch reads it as an integer)"),
-        (["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.rdzv_conf='timeout=inf'"],
-         "launcher.rdzv_conf=timeout=inf: timeout takes whole seconds in 1..604800"),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.join_timeout=99999999999"],
+            "launcher.join_timeout=99999999999: finite seconds in 1..604800 (how long a node waits for the other nodes to join)",  # noqa: E501
+        ),
+        (
+            [
+                "launcher=multinode",
+                "launcher.nnodes=2",
+                "launcher.rdzv_endpoint=h:1",
+                "launcher.rdzv_conf='read_timeout=-5'",
+            ],
+            "launcher.rdzv_conf=read_timeout=-5: read_timeout takes whole seconds in 1..604800 (torch reads it as an integer)",  # noqa: E501
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.rdzv_conf='timeout=inf'"],
+            "launcher.rdzv_conf=timeout=inf: timeout takes whole seconds in 1..604800",
+        ),
         (["device=cuda"], "device=cuda: no GPU is visible on this machine (from test: 0 GPU(s))"),
         (["launcher.nproc_per_node=gpu"], "launcher.nproc_per_node=gpu: no GPU is visible on this machine"),
     ],
@@ -78,24 +139,55 @@ def test_message(argv, message):
 # torchrun's flags as Isaac Lab's launcher emits them (design notes), and the launcher's own multi-node
 # keys that become torchrun flags: written here, not read from launcher.schema.TORCHRUN_ONLY_KEYS
 TORCHRUN_ONLY = (
-    "master_addr", "master_port", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf", "max_restarts",
-    "monitor_interval", "start_method", "role", "tee", "redirects", "local_ranks_filter", "log_dir",
-    "join_timeout", "local_addr", "is_host",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "rdzv_conf",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "tee",
+    "redirects",
+    "local_ranks_filter",
+    "log_dir",
+    "join_timeout",
+    "local_addr",
+    "is_host",
 )
 
 
 @pytest.mark.parametrize("key", TORCHRUN_ONLY)
 def test_torchrun_only_keys_are_impossible_on_jax(key):
-    value = {"master_port": "29500", "max_restarts": "1", "monitor_interval": "1", "join_timeout": "5", "is_host": "true",
-             "virtual_local_rank": "true"}.get(key, "x")
+    value = {
+        "master_port": "29500",
+        "max_restarts": "1",
+        "monitor_interval": "1",
+        "join_timeout": "5",
+        "is_host": "true",
+        "virtual_local_rank": "true",
+    }.get(key, "x")
     message = error_of(["launcher=skrl_jax", f"launcher.{key}={value}"])
     assert message.startswith(f"launcher.{key}=")
-    assert "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)" in message
+    assert (
+        "torchrun only; launcher=skrl_jax does not take it (it belongs to launcher=single_node or launcher=multinode)"
+        in message
+    )
 
 
-@pytest.mark.parametrize("override", ["launcher.nnodes=1", "launcher.node_rank=0", "launcher.nproc_per_node=2",
-                                      "launcher.coordinator_address=127.0.0.1:5123", "launcher.grace_period=5",
-                                      "launcher.network_interface=lo"])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "launcher.nnodes=1",
+        "launcher.node_rank=0",
+        "launcher.nproc_per_node=2",
+        "launcher.coordinator_address=127.0.0.1:5123",
+        "launcher.grace_period=5",
+        "launcher.network_interface=lo",
+    ],
+)
 def test_keys_jax_takes_are_not_refused_as_torchrun_only(override):
     from launcher.addresses import Endpoint
 

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-import pytest
-
-from launcher.run.supervise import WORKER_WRAPPER
-
 from conftest import clean_env
+from launcher.run.supervise import WORKER_WRAPPER
 
 
 def assert_usage_error(result, *fragments: str) -> None:
@@ -40,14 +37,22 @@ def test_dry_run_hydra_grammar_jax(run_cli):
 def test_isaaclab_path_selects_the_isaaclab_profile(run_cli, isaaclab):
     env = clean_env(ISAACLAB_PATH=str(isaaclab), CUDA_VISIBLE_DEVICES="0,1,2,3")
     result = run_cli(
-        "--num_gpus", "4", "--master_port", "29504", "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
-        "--num_envs=4096", "--max_iterations=100", "--run_name=gpu4_vis", "presets=newton_mjwarp", "--dry_run",
+        "--num_gpus",
+        "4",
+        "--master_port",
+        "29504",
+        "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
+        "--num_envs=4096",
+        "--max_iterations=100",
+        "--run_name=gpu4_vis",
+        "presets=newton_mjwarp",
+        "--dry_run",
         env=env,
     )
     assert result.returncode == 0, result.stderr
     assert "# profile: isaaclab" in result.stdout
     assert result.stdout.splitlines()[-1].endswith(
-        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {WORKER_WRAPPER} {isaaclab}/scripts/reinforcement_learning/train.py "
+        f"-m torch.distributed.run --nproc_per_node 4 --master_port 29504 {WORKER_WRAPPER} {isaaclab}/scripts/reinforcement_learning/train.py "  # noqa: E501
         "--rl_library rsl_rl --task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0 --num_envs=4096 --max_iterations=100 "
         "--run_name=gpu4_vis presets=newton_mjwarp --distributed"
     )
@@ -73,7 +78,9 @@ def test_semantic_error_is_one_line_exit_2(run_cli):
 
 
 def test_unknown_key_fails_at_composition_exit_2(run_cli):
-    assert_usage_error(run_cli("launcher.nproc_per_nod=2"), "launcher.nproc_per_nod=2: Key 'nproc_per_nod' not in 'LauncherConfig'")
+    assert_usage_error(
+        run_cli("launcher.nproc_per_nod=2"), "launcher.nproc_per_nod=2: Key 'nproc_per_nod' not in 'LauncherConfig'"
+    )
 
 
 def test_wrong_type_fails_at_composition_exit_2(run_cli):
@@ -98,11 +105,15 @@ def test_full_error_shows_the_traceback(run_cli):
 
 
 def test_missing_script_is_reported(run_cli, tmp_path):
-    assert_usage_error(run_cli(f"script={tmp_path}/none.py"), f"script={tmp_path}/none.py: the training script does not exist")
+    assert_usage_error(
+        run_cli(f"script={tmp_path}/none.py"), f"script={tmp_path}/none.py: the training script does not exist"
+    )
 
 
 def test_unknown_key_added_with_plus_is_rejected(run_cli):
-    assert_usage_error(run_cli("+launcher.nproc=2"), "train_multigpu: error: launcher.nproc=2: not a train_multigpu key")
+    assert_usage_error(
+        run_cli("+launcher.nproc=2"), "train_multigpu: error: launcher.nproc=2: not a train_multigpu key"
+    )
 
 
 def test_launcher_never_imports_torch_or_jax(tmp_path):

@@ -15,7 +15,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_relative_links_resolve(page):
     broken = [
-        link for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
+        link
+        for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text())
         if not link.startswith(("http://", "https://")) and not (page.parent / link).exists()
     ]
     assert not broken, f"{page.name}: broken links {broken}"

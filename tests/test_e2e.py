@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def run_dir_of(stdout: str) -> Path:
-    line = [l for l in stdout.splitlines() if "run directory:" in l][-1]
+    line = [text for text in stdout.splitlines() if "run directory:" in text][-1]
     return Path(line.rsplit("run directory:", 1)[1].strip())
 
 
@@ -45,7 +45,9 @@ def test_torchrun_failing_rank_fails_the_launch(run_cli):
 
 
 def test_jax_failing_rank_exit_code_reaches_the_user(run_cli):
-    result = run_cli(f"script={ALLREDUCE}", "launcher=skrl_jax", "launcher.nproc_per_node=2", "--", "--exit_code_on_rank", "1:7")
+    result = run_cli(
+        f"script={ALLREDUCE}", "launcher=skrl_jax", "launcher.nproc_per_node=2", "--", "--exit_code_on_rank", "1:7"
+    )
     assert result.returncode == 7, result.stdout + result.stderr
 
 

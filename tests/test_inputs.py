@@ -70,7 +70,9 @@ def test_hydra_flags_in_equals_form_are_hydras(cli, tmp_path):
 def test_empty_hydra_flag_starts_nothing(run_cli, tmp_path):
     """``--cfg=`` used to reach the training script, and a real training started."""
     result = run_cli("--cfg=", "presets=debug")
-    assert result.returncode == 2 and result.stderr.splitlines() == [PREFIX + "--cfg=: Hydra's flag needs a value (e.g. --cfg job)"]
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        PREFIX + "--cfg=: Hydra's flag needs a value (e.g. --cfg job)"
+    ]
     assert result.stdout == "" and not (tmp_path / "runs").exists()
 
 
@@ -80,17 +82,38 @@ def test_empty_hydra_flag_starts_nothing(run_cli, tmp_path):
         (["--config-dir="], "--config-dir=: Hydra's flag needs a value (e.g. --config-dir ~/my_profiles)"),
         (["--cfg=bogus"], "--cfg=bogus: one of job, hydra, all (e.g. --cfg job)"),
         (["--cfg", "dry_run=true"], "--cfg=dry_run=true: one of job, hydra, all (e.g. --cfg job)"),
-        (["--info=bogus"], "--info=bogus: one of all, config, defaults, defaults-tree, plugins, searchpath (or --info alone)"),
+        (
+            ["--info=bogus"],
+            "--info=bogus: one of all, config, defaults, defaults-tree, plugins, searchpath (or --info alone)",
+        ),
         (["-m=1", "seed=1"], "-m=1: a Hydra switch without a value (write -m)"),
         (["--multirun=yes", "seed=1"], "--multirun=yes: a Hydra switch without a value (write --multirun)"),
         (["--cfg", "job", "--cfg=hydra"], "--cfg=hydra: contradicts --cfg job (give each flag once)"),
-        (["-cp", "/tmp"], "-cp=/tmp: not supported by train_multigpu (train_multigpu's primary config is built in; add a config directory with --config-dir DIR)"),
-        (["--config-name=other"], "--config-name=other: not supported by train_multigpu (train_multigpu's primary config is built in; choose a profile with profile=NAME)"),
-        (["--experimental-rerun", "x.pickle"], "--experimental-rerun=x.pickle: not supported by train_multigpu (train_multigpu writes no Hydra pickle; each run directory's command.sh re-runs its launch)"),
+        (
+            ["-cp", "/tmp"],
+            "-cp=/tmp: not supported by train_multigpu (train_multigpu's primary config is built in; add a config directory with --config-dir DIR)",  # noqa: E501
+        ),
+        (
+            ["--config-name=other"],
+            "--config-name=other: not supported by train_multigpu (train_multigpu's primary config is built in; choose a profile with profile=NAME)",  # noqa: E501
+        ),
+        (
+            ["--experimental-rerun", "x.pickle"],
+            "--experimental-rerun=x.pickle: not supported by train_multigpu (train_multigpu writes no Hydra pickle; each run directory's command.sh re-runs its launch)",  # noqa: E501
+        ),
         (["--resolve", "dry_run=true"], "--resolve=: only with --cfg or --help (e.g. --cfg job --resolve)"),
-        (["-sc", "dry_run=true"], "--shell-completion=: needs one of install=SHELL, uninstall=SHELL or query=SHELL (e.g. eval \"$(train_multigpu -sc install=bash)\")"),
-        (["-sc", "query=bash"], "--shell-completion=query: is run by the shell's completion function (COMP_LINE is not set) (install it: eval \"$(train_multigpu -sc install=bash)\")"),
-        (["--config-dir", "/nonexistent/dir", "dry_run=true"], "--config-dir=/nonexistent/dir: not a directory (a config directory, with your profiles in its profile/ folder)"),
+        (
+            ["-sc", "dry_run=true"],
+            '--shell-completion=: needs one of install=SHELL, uninstall=SHELL or query=SHELL (e.g. eval "$(train_multigpu -sc install=bash)")',  # noqa: E501
+        ),
+        (
+            ["-sc", "query=bash"],
+            '--shell-completion=query: is run by the shell\'s completion function (COMP_LINE is not set) (install it: eval "$(train_multigpu -sc install=bash)")',  # noqa: E501
+        ),
+        (
+            ["--config-dir", "/nonexistent/dir", "dry_run=true"],
+            "--config-dir=/nonexistent/dir: not a directory (a config directory, with your profiles in its profile/ folder)",  # noqa: E501
+        ),
     ],
 )
 def test_hydra_flag_mistakes_are_one_line(cli, argv, message):
@@ -105,15 +128,44 @@ def test_hydra_flag_mistakes_are_one_line(cli, argv, message):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("run_root=afile", "run_root=afile: cannot hold run directories: {work}/afile is not a directory (choose a directory you can write, e.g. run_root=runs)"),
-        ("run_root=afile/sub", "run_root=afile/sub: cannot hold run directories: {work}/afile is not a directory (choose a directory you can write, e.g. run_root=runs)"),
-        ("run_root=/proc/x", "run_root=/proc/x: cannot hold run directories: /proc is on the proc file system (made by the kernel, not a place for files) (choose a directory you can write, e.g. run_root=runs)"),
-        ("run_root=/sys/runs", "run_root=/sys/runs: cannot hold run directories: /sys is on the sysfs file system (made by the kernel, not a place for files) (choose a directory you can write, e.g. run_root=runs)"),
-        ("run_root=", "run_root=: cannot hold run directories: an empty path (choose a directory you can write, e.g. run_root=runs)"),
-        ("run_name=a/b", "run_name=a/b: a name without '/' or control characters, at most 200 bytes (it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where)"),
-        ("run_name=../../escape", "run_name=../../escape: a name without '/' or control characters, at most 200 bytes (it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where)"),
-        ("run_name=" + "n" * 201, "run_name=" + "n" * 201 + ": a name without '/' or control characters, at most 200 bytes (it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where)"),
-        ("python=/nonexistent/python", "python=/nonexistent/python: no such interpreter: not an executable file, nor a command on PATH (set python= to an interpreter that exists, or leave it unset)"),
+        (
+            "run_root=afile",
+            "run_root=afile: cannot hold run directories: {work}/afile is not a directory (choose a directory you can write, e.g. run_root=runs)",  # noqa: E501
+        ),
+        (
+            "run_root=afile/sub",
+            "run_root=afile/sub: cannot hold run directories: {work}/afile is not a directory (choose a directory you can write, e.g. run_root=runs)",  # noqa: E501
+        ),
+        (
+            "run_root=/proc/x",
+            "run_root=/proc/x: cannot hold run directories: /proc is on the proc file system (made by the kernel, not a place for files) (choose a directory you can write, e.g. run_root=runs)",  # noqa: E501
+        ),
+        (
+            "run_root=/sys/runs",
+            "run_root=/sys/runs: cannot hold run directories: /sys is on the sysfs file system (made by the kernel, not a place for files) (choose a directory you can write, e.g. run_root=runs)",  # noqa: E501
+        ),
+        (
+            "run_root=",
+            "run_root=: cannot hold run directories: an empty path (choose a directory you can write, e.g. run_root=runs)",  # noqa: E501
+        ),
+        (
+            "run_name=a/b",
+            "run_name=a/b: a name without '/' or control characters, at most 200 bytes (it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where)",  # noqa: E501
+        ),
+        (
+            "run_name=../../escape",
+            "run_name=../../escape: a name without '/' or control characters, at most 200 bytes (it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where)",  # noqa: E501
+        ),
+        (
+            "run_name=" + "n" * 201,
+            "run_name="
+            + "n" * 201
+            + ": a name without '/' or control characters, at most 200 bytes (it names the run directory <run_root>/<date>_<time>_<run_name>; run_root= chooses where)",  # noqa: E501
+        ),
+        (
+            "python=/nonexistent/python",
+            "python=/nonexistent/python: no such interpreter: not an executable file, nor a command on PATH (set python= to an interpreter that exists, or leave it unset)",  # noqa: E501
+        ),
     ],
 )
 def test_paths_that_cannot_work_are_refused_before_anything_is_created(cli, override, message, dry_run):
@@ -133,7 +185,9 @@ def test_unwritable_run_root_for_a_normal_user(tmp_path):
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to switch to an unprivileged user")
-    probe = subprocess.run([*nobody, "-c", "import launcher"], cwd="/", env=clean_env(), capture_output=True, timeout=60)
+    probe = subprocess.run(
+        [*nobody, "-c", "import launcher"], cwd="/", env=clean_env(), capture_output=True, timeout=60
+    )
     if probe.returncode != 0:  # e.g. a checkout under /root, which nobody may not enter
         pytest.skip("the unprivileged user cannot read this checkout")
 
@@ -143,10 +197,16 @@ def test_unwritable_run_root_for_a_normal_user(tmp_path):
     locked.mkdir(mode=0o555)
     result = subprocess.run(
         [*nobody, "-m", "launcher", f"run_root={locked}/runs", "dry_run=true"],
-        cwd="/", env=clean_env(), capture_output=True, text=True, timeout=120,
+        cwd="/",
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     try:
-        assert_usage_error(result, f"run_root={locked}/runs: cannot hold run directories: no permission to write in {locked}")
+        assert_usage_error(
+            result, f"run_root={locked}/runs: cannot hold run directories: no permission to write in {locked}"
+        )
         assert list(locked.iterdir()) == []
     finally:
         locked.rmdir()
@@ -163,7 +223,7 @@ def test_failed_start_leaves_no_run_directory(run_cli, tmp_path):
 def test_save_profile_where_nothing_can_be_written(cli):
     one_line_error(
         cli("save_profile=/proc/x.yaml"),
-        "save_profile=/proc/x.yaml: cannot write /proc/x.yaml: /proc is on the proc file system (made by the kernel, not a place for files) (save it in a directory you can write)",
+        "save_profile=/proc/x.yaml: cannot write /proc/x.yaml: /proc is on the proc file system (made by the kernel, not a place for files) (save it in a directory you can write)",  # noqa: E501
     )
 
 
@@ -174,21 +234,34 @@ def test_unicode_digits_are_not_integers(cli, flag):
         "--num_gpus": "an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu",
         "--nnodes": "an integer >= 1, or MIN:MAX with 1 <= MIN <= MAX",
     }[flag]
-    one_line_error(cli(flag, "²", "launcher=multinode", "launcher.rdzv_endpoint=10.0.0.1:29400", "dry_run=true"), f"{key}=²: {allowed}")
+    one_line_error(
+        cli(flag, "²", "launcher=multinode", "launcher.rdzv_endpoint=10.0.0.1:29400", "dry_run=true"),
+        f"{key}=²: {allowed}",
+    )
 
 
 @pytest.mark.parametrize(
     ("files", "message"),
     [
-        ({"bad": b"# @package _global_\nlauncher: [unclosed\n"},
-         "profile=bad: {dir}/profile/bad.yaml is not valid YAML: expected ',' or ']', but got '<stream end>' (line 3, column 1) (fix the file)"),
-        ({"bad": b"# @package _global_\ntask: caf\xe9\n"},
-         "profile=bad: {dir}/profile/bad.yaml is not UTF-8 text (invalid continuation byte at byte 29) (save the file as UTF-8)"),
-        ({"bad": b"# @package _global_\ndefaults:\n  - /profile/bad\n  - _self_\n"},
-         "profile=bad: its defaults list includes itself: profile/bad -> profile/bad (remove the entry that leads back to it)"),
-        ({"bad": b"# @package _global_\ndefaults:\n  - /profile/other\n  - _self_\n",
-          "other": b"# @package _global_\ndefaults:\n  - /profile/bad\n  - _self_\n"},
-         "profile=bad: its defaults list includes itself: profile/bad -> profile/other -> profile/bad (remove the entry that leads back to it)"),
+        (
+            {"bad": b"# @package _global_\nlauncher: [unclosed\n"},
+            "profile=bad: {dir}/profile/bad.yaml is not valid YAML: expected ',' or ']', but got '<stream end>' (line 3, column 1) (fix the file)",  # noqa: E501
+        ),
+        (
+            {"bad": b"# @package _global_\ntask: caf\xe9\n"},
+            "profile=bad: {dir}/profile/bad.yaml is not UTF-8 text (invalid continuation byte at byte 29) (save the file as UTF-8)",  # noqa: E501
+        ),
+        (
+            {"bad": b"# @package _global_\ndefaults:\n  - /profile/bad\n  - _self_\n"},
+            "profile=bad: its defaults list includes itself: profile/bad -> profile/bad (remove the entry that leads back to it)",  # noqa: E501
+        ),
+        (
+            {
+                "bad": b"# @package _global_\ndefaults:\n  - /profile/other\n  - _self_\n",
+                "other": b"# @package _global_\ndefaults:\n  - /profile/bad\n  - _self_\n",
+            },
+            "profile=bad: its defaults list includes itself: profile/bad -> profile/other -> profile/bad (remove the entry that leads back to it)",  # noqa: E501
+        ),
     ],
     ids=["yaml_syntax", "not_utf8", "includes_itself", "include_loop"],
 )
@@ -201,7 +274,7 @@ def test_profiles_that_cannot_be_read(cli, files, message, multirun):
     one_line_error(cli(*(["-m"] if multirun else []), "profile=bad", "dry_run=true"), message.format(dir=project))
 
 
-PAUSE_IN_COMPOSITION = '''
+PAUSE_IN_COMPOSITION = """
 import os, time
 import hydra._internal.config_loader_impl as loader
 
@@ -215,10 +288,12 @@ def _paused(self, *args, **kwargs):  # the test's Ctrl+C lands here, in the midd
 
 
 loader.ConfigLoaderImpl.load_configuration = _paused
-'''
+"""
 
 
-@pytest.mark.parametrize("argv", [["dry_run=true"], ["presets=debug"], ["-m", "seed=1,2"]], ids=["dry_run", "real", "multirun"])
+@pytest.mark.parametrize(
+    "argv", [["dry_run=true"], ["presets=debug"], ["-m", "seed=1,2"]], ids=["dry_run", "real", "multirun"]
+)
 def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
     """Ctrl+C while Hydra composes: no KeyboardInterrupt traceback, exit 130, nothing created.
     (The only stand-in: a sitecustomize holds composition still, so that the signal lands inside it
@@ -230,8 +305,14 @@ def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
     work.mkdir()
     env = clean_env(TMG_TEST_PAUSED=str(paused))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
-    proc = subprocess.Popen([sys.executable, "-m", "launcher", *argv], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher", *argv],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not paused.exists():
@@ -257,21 +338,51 @@ def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--num_gpus", "2", "launcher.nproc_per_node=4"], "launcher.nproc_per_node=4: contradicts --num_gpus 2 (give each key once)"),
-        (["launcher.nproc_per_node=4", "--nproc_per_node=2"], "launcher.nproc_per_node=2: contradicts launcher.nproc_per_node=4 (give each key once)"),
+        (
+            ["--num_gpus", "2", "launcher.nproc_per_node=4"],
+            "launcher.nproc_per_node=4: contradicts --num_gpus 2 (give each key once)",
+        ),
+        (
+            ["launcher.nproc_per_node=4", "--nproc_per_node=2"],
+            "launcher.nproc_per_node=2: contradicts launcher.nproc_per_node=4 (give each key once)",
+        ),
         (["seed=1", "seed=2"], "seed=2: contradicts seed=1 (give each key once)"),
         (["--task", "A-v0", "task=B-v0"], "task=B-v0: contradicts --task A-v0 (give each key once)"),
-        (["launcher=single_node", "launcher=multinode"], "launcher=multinode: contradicts launcher=single_node (give each key once)"),
+        (
+            ["launcher=single_node", "launcher=multinode"],
+            "launcher=multinode: contradicts launcher=single_node (give each key once)",
+        ),
         (["+worker_env.X=1", "worker_env.X=2"], "worker_env.X=2: contradicts +worker_env.X=1 (give each key once)"),
         (["--dry_run", "dry_run=false"], "dry_run=false: contradicts --dry_run (give each key once)"),
-        (["--ml_framework", "jax", "launcher=multinode"], "launcher=multinode: contradicts --ml_framework jax (JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others)"),
-        (["--ml_framework", "torch", "launcher=skrl_jax"], "launcher=skrl_jax: contradicts --ml_framework torch (JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others)"),
-        (["--ml_framework", "jax", "--ml_framework=torch"], "--ml_framework=torch: contradicts --ml_framework jax (give each flag once)"),
-        (["script="], "script=: an empty path (give the training script's path, or leave script unset to run the profile's trainer)"),
+        (
+            ["--ml_framework", "jax", "launcher=multinode"],
+            "launcher=multinode: contradicts --ml_framework jax (JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others)",  # noqa: E501
+        ),
+        (
+            ["--ml_framework", "torch", "launcher=skrl_jax"],
+            "launcher=skrl_jax: contradicts --ml_framework torch (JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others)",  # noqa: E501
+        ),
+        (
+            ["--ml_framework", "jax", "--ml_framework=torch"],
+            "--ml_framework=torch: contradicts --ml_framework jax (give each flag once)",
+        ),
+        (
+            ["script="],
+            "script=: an empty path (give the training script's path, or leave script unset to run the profile's trainer)",  # noqa: E501
+        ),
         (["num_envs=-5"], "num_envs=-5: an integer >= 1 (leave num_envs unset to use the training script's default)"),
-        (["--num_envs", "0"], "num_envs=0: an integer >= 1 (leave num_envs unset to use the training script's default)"),
-        (["max_iterations=0"], "max_iterations=0: an integer >= 1 (leave max_iterations unset to use the training script's default)"),
-        (["python="], "python=: no such interpreter: not an executable file, nor a command on PATH (set python= to an interpreter that exists, or leave it unset)"),
+        (
+            ["--num_envs", "0"],
+            "num_envs=0: an integer >= 1 (leave num_envs unset to use the training script's default)",
+        ),
+        (
+            ["max_iterations=0"],
+            "max_iterations=0: an integer >= 1 (leave max_iterations unset to use the training script's default)",
+        ),
+        (
+            ["python="],
+            "python=: no such interpreter: not an executable file, nor a command on PATH (set python= to an interpreter that exists, or leave it unset)",  # noqa: E501
+        ),
     ],
 )
 def test_contradictions_and_impossible_values(cli, argv, message):
@@ -297,18 +408,35 @@ def test_ml_framework_jax_with_slurm_jax_is_consistent(cli):
 
 def shell_words(snippet: str) -> list[str]:
     """The arguments a POSIX shell makes of ``snippet`` (bash itself, not a re-implementation)."""
-    out = subprocess.run(["bash", "-c", f'for a in {snippet}; do printf "%s\\0" "$a"; done'], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["bash", "-c", f'for a in {snippet}; do printf "%s\\0" "$a"; done'], capture_output=True, text=True, check=True
+    )
     return out.stdout.split("\0")[:-1]
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("task=a=b", "task=a=b: Hydra's override grammar needs this value quoted (write --task a=b, or \"task='a=b'\")"),
-        ("task=it's", "task=it's: Hydra's override grammar needs this value quoted (write --task \"it's\", or \"task='it\\\\'s'\")"),
-        ("task=café", "task=café: Hydra's override grammar needs this value quoted (write --task 'café', or \"task='café'\")"),
-        ("launcher.rdzv_id=a=b", "launcher.rdzv_id=a=b: Hydra's override grammar needs this value quoted (write --rdzv_id a=b, or \"launcher.rdzv_id='a=b'\")"),
-        ("+worker_env.X=${", "worker_env.X=${: Hydra's override grammar needs this value quoted (write \"+worker_env.X='\\\\\\${'\")"),
+        (
+            "task=a=b",
+            "task=a=b: Hydra's override grammar needs this value quoted (write --task a=b, or \"task='a=b'\")",
+        ),
+        (
+            "task=it's",
+            "task=it's: Hydra's override grammar needs this value quoted (write --task \"it's\", or \"task='it\\\\'s'\")",  # noqa: E501
+        ),
+        (
+            "task=café",
+            "task=café: Hydra's override grammar needs this value quoted (write --task 'café', or \"task='café'\")",
+        ),
+        (
+            "launcher.rdzv_id=a=b",
+            "launcher.rdzv_id=a=b: Hydra's override grammar needs this value quoted (write --rdzv_id a=b, or \"launcher.rdzv_id='a=b'\")",  # noqa: E501
+        ),
+        (
+            "+worker_env.X=${",
+            "worker_env.X=${: Hydra's override grammar needs this value quoted (write \"+worker_env.X='\\\\\\${'\")",
+        ),
     ],
 )
 def test_values_the_override_grammar_cannot_read_name_the_key_and_the_quoting(cli, override, message):
@@ -334,11 +462,26 @@ def test_values_the_override_grammar_cannot_read_name_the_key_and_the_quoting(cl
     [
         (["--master_port="], "--master_port=: this flag needs a value (e.g. --master_port=VALUE)"),
         (["--task="], "--task=: this flag needs a value (e.g. --task=VALUE)"),
-        (["launcher=slurm_jax"], "launcher=slurm_jax: only runs inside a SLURM allocation (SLURM_JOB_ID is not set) (submit with submit=slurm, or start it under sbatch/salloc with srun --ntasks-per-node=1)"),
-        (["seed=1,2"], "seed=1,2: a comma list is a sweep: one job per value (add -m to sweep, or quote it as one string: \"seed='1,2'\")"),
-        (["launcher=3"], "launcher=3: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '3')"),
-        (["launcher=null"], "launcher=null: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: 'null')"),
-        (["launcher=[1,2]"], "launcher=[1,2]: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '1')"),
+        (
+            ["launcher=slurm_jax"],
+            "launcher=slurm_jax: only runs inside a SLURM allocation (SLURM_JOB_ID is not set) (submit with submit=slurm, or start it under sbatch/salloc with srun --ntasks-per-node=1)",  # noqa: E501
+        ),
+        (
+            ["seed=1,2"],
+            "seed=1,2: a comma list is a sweep: one job per value (add -m to sweep, or quote it as one string: \"seed='1,2'\")",  # noqa: E501
+        ),
+        (
+            ["launcher=3"],
+            "launcher=3: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '3')",  # noqa: E501
+        ),
+        (
+            ["launcher=null"],
+            "launcher=null: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: 'null')",  # noqa: E501
+        ),
+        (
+            ["launcher=[1,2]"],
+            "launcher=[1,2]: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '1')",  # noqa: E501
+        ),
         (["--master_addr", ""], "--master_addr=: this flag needs a value (e.g. --master_addr=VALUE)"),
     ],
 )
@@ -380,16 +523,35 @@ def test_a_profile_directory_is_given_with_config_dir(cli, tmp_path):
 @pytest.mark.parametrize(
     "phrase",
     [
-        "Hydra's flag needs a value", "a Hydra switch without a value", "one of job, hydra, all", "not supported by train_multigpu",
-        "--config-dir=/x: not a directory", "only with --cfg or --help", "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
-        "this flag needs a value", "contradicts --num_gpus 2 (give each key once)", "contradicts --ml_framework jax",
-        "contradicts --cfg job (give each flag once)", "Hydra's override grammar needs this value quoted",
-        "a comma list is a sweep: one job per value", "launcher=3: a launcher name, not a number", "a profile name, not a path",
-        "num_envs=-5: an integer >= 1", "max_iterations=0: an integer >= 1", "script=: an empty path",
-        "a name without '/' or control characters, at most 200 bytes", "cannot hold run directories",
-        "is on the proc file system", "cannot create the run directory", "no such interpreter: not an executable file, nor a command on PATH",
-        "is not valid YAML", "is not UTF-8 text", "its defaults list includes itself", "save_profile=/proc/x.yaml: cannot write",
-        "launcher=slurm_jax: only runs inside a SLURM allocation", "exits quietly with code 130",
+        "Hydra's flag needs a value",
+        "a Hydra switch without a value",
+        "one of job, hydra, all",
+        "not supported by train_multigpu",
+        "--config-dir=/x: not a directory",
+        "only with --cfg or --help",
+        "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
+        "this flag needs a value",
+        "contradicts --num_gpus 2 (give each key once)",
+        "contradicts --ml_framework jax",
+        "contradicts --cfg job (give each flag once)",
+        "Hydra's override grammar needs this value quoted",
+        "a comma list is a sweep: one job per value",
+        "launcher=3: a launcher name, not a number",
+        "a profile name, not a path",
+        "num_envs=-5: an integer >= 1",
+        "max_iterations=0: an integer >= 1",
+        "script=: an empty path",
+        "a name without '/' or control characters, at most 200 bytes",
+        "cannot hold run directories",
+        "is on the proc file system",
+        "cannot create the run directory",
+        "no such interpreter: not an executable file, nor a command on PATH",
+        "is not valid YAML",
+        "is not UTF-8 text",
+        "its defaults list includes itself",
+        "save_profile=/proc/x.yaml: cannot write",
+        "launcher=slurm_jax: only runs inside a SLURM allocation",
+        "exits quietly with code 130",
     ],
 )
 def test_errors_md_lists_the_message(phrase):

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import clean_env
 from launcher.config import compose
 from launcher.run.supervise import WORKER_WRAPPER
-
-from conftest import clean_env
 from test_cli import assert_usage_error
 
 ISAACLAB_TRAIN = "scripts/reinforcement_learning/train.py"
@@ -35,7 +34,13 @@ def test_isaaclab_presets_we_do_not_ship_are_forwarded(run_cli, isaaclab, preset
     env = clean_env(ISAACLAB_PATH=str(isaaclab), CUDA_VISIBLE_DEVICES="0,1,2,3")  # GPUs cannot exist here
     result = run_cli("--num_gpus", "4", "--task=Isaac-Cartpole-v0", f"presets={preset}", "--dry_run", env=env)
     assert result.returncode == 0, result.stderr
-    assert command_of(result.stdout)[-5:] == ["--rl_library", "rsl_rl", "--task=Isaac-Cartpole-v0", f"presets={preset}", "--distributed"]
+    assert command_of(result.stdout)[-5:] == [
+        "--rl_library",
+        "rsl_rl",
+        "--task=Isaac-Cartpole-v0",
+        f"presets={preset}",
+        "--distributed",
+    ]
     assert f"# presets: applied -; forwarded to the training script as presets=NAME: {preset}" in result.stdout
 
 
@@ -45,7 +50,14 @@ def test_ours_still_apply_next_to_forwarded_ones(run_cli, isaaclab):
     assert result.returncode == 0, result.stderr
     # debug's values (not typed) come first; the forwarded preset where presets= was typed
     assert command_of(result.stdout)[-8:] == [
-        "--rl_library", "rsl_rl", "--num_envs=8", "--max_iterations=5", "--task=X", "presets=newton", "--headless", "--distributed",
+        "--rl_library",
+        "rsl_rl",
+        "--num_envs=8",
+        "--max_iterations=5",
+        "--task=X",
+        "presets=newton",
+        "--headless",
+        "--distributed",
     ]
     assert "# presets: applied debug; forwarded to the training script as presets=NAME: newton" in result.stdout
 
@@ -77,7 +89,8 @@ def test_the_examples_profile_keeps_refusing_unknown_presets(run_cli, tmp_path):
 def test_a_presets_value_without_plain_names_is_one_line(run_cli, isaaclab, value):
     result = run_cli(f"presets={value}", "dry_run=true", env=clean_env(ISAACLAB_PATH=str(isaaclab)))
     assert_usage_error(
-        result, f"presets={value}: preset names: letters, digits, '_', '.', '-' (not a number, true, false or null) "
+        result,
+        f"presets={value}: preset names: letters, digits, '_', '.', '-' (not a number, true, false or null) "
         "(one name, a list presets=[a,b], or Isaac Lab's presets=a,b)",
     )
     assert len(result.stderr.splitlines()) == 1
@@ -85,13 +98,13 @@ def test_a_presets_value_without_plain_names_is_one_line(run_cli, isaaclab, valu
 
 # -- item 21: the dry run prints what really runs -------------------------------------------------
 
-CAPTURE = '''
+CAPTURE = """
 import os, sys
 rank = os.environ.get("RANK", os.environ.get("JAX_RANK"))
 pid = os.getppid() if "RANK" in os.environ else os.getpid()  # torchrun's agent, or the JAX rank itself
 with open(os.path.join(os.environ["TRAIN_MULTIGPU_RUN_DIR"], f"cmdline{rank}"), "wb") as out:
     out.write(open(f"/proc/{pid}/cmdline", "rb").read())
-'''
+"""
 
 
 def _without_env_prefix(tokens: list[str]) -> list[str]:
@@ -106,16 +119,31 @@ def _without_env_prefix(tokens: list[str]) -> list[str]:
 def test_the_dry_run_prints_the_argv_the_supervisor_starts(run_cli, tmp_path, topology):
     script = tmp_path / "capture.py"
     script.write_text(CAPTURE)
-    args = (f"script={script}", f"launcher={topology}", "launcher.nproc_per_node=2", "--task=X", "--headless", "presets=debug", "--", "--x")
+    args = (
+        f"script={script}",
+        f"launcher={topology}",
+        "launcher.nproc_per_node=2",
+        "--task=X",
+        "--headless",
+        "presets=debug",
+        "--",
+        "--x",
+    )
     dry = run_cli("dry_run=true", *args)
     assert dry.returncode == 0, dry.stderr
     lines = dry.stdout.splitlines()
-    printed = [_without_env_prefix(shlex.split(line)) for line in lines if line and not line.startswith(("#", "export "))]
+    printed = [
+        _without_env_prefix(shlex.split(line)) for line in lines if line and not line.startswith(("#", "export "))
+    ]
     assert f"# {WORKER_WRAPPER} runs each rank's script as __main__, unchanged" in dry.stdout
 
     real = run_cli(*args)
     assert real.returncode == 0, real.stdout + real.stderr
-    run_dir = Path([l for l in real.stdout.splitlines() if "run directory:" in l][-1].rsplit("run directory:", 1)[1].strip())
+    run_dir = Path(
+        [text for text in real.stdout.splitlines() if "run directory:" in text][-1]
+        .rsplit("run directory:", 1)[1]
+        .strip()
+    )
     if topology == "single_node":  # one torchrun, seen by both ranks as their parent
         started = [(run_dir / "cmdline0").read_bytes().split(b"\0")[:-1]]
         assert (run_dir / "cmdline1").read_bytes() == (run_dir / "cmdline0").read_bytes()
@@ -124,8 +152,11 @@ def test_the_dry_run_prints_the_argv_the_supervisor_starts(run_cli, tmp_path, to
     assert printed == [[token.decode() for token in argv] for argv in started]
     assert printed[0][printed[0].index(WORKER_WRAPPER) + 1] == str(script)
     # command.sh, the run's re-runnable record, holds the same command lines
-    recorded = [_without_env_prefix(shlex.split(line.rstrip(" &"))) for line in (run_dir / "command.sh").read_text().splitlines()
-                if line and not line.startswith(("#", "export ", "set ", "wait "))]
+    recorded = [
+        _without_env_prefix(shlex.split(line.rstrip(" &")))
+        for line in (run_dir / "command.sh").read_text().splitlines()
+        if line and not line.startswith(("#", "export ", "set ", "wait "))
+    ]
     assert recorded == printed
 
 
@@ -152,10 +183,17 @@ def test_isaaclab_is_found_through_its_importable_package(run_cli, tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0].startswith("# profile: isaaclab ")  # selected as ISAACLAB_PATH selects it
     assert (
-        f"# Isaac Lab: {lab} (ISAACLAB_PATH unset; found through the isaaclab package at {lab}/source/isaaclab/isaaclab)"
+        f"# Isaac Lab: {lab} (ISAACLAB_PATH unset; found through the isaaclab package at {lab}/source/isaaclab/isaaclab)"  # noqa: E501
         in lines
     )
-    assert command_of(result.stdout)[-6:] == [str(lab / ISAACLAB_TRAIN), "--rl_library", "rsl_rl", "--task=X", "presets=newton", "--distributed"]
+    assert command_of(result.stdout)[-6:] == [
+        str(lab / ISAACLAB_TRAIN),
+        "--rl_library",
+        "rsl_rl",
+        "--task=X",
+        "presets=newton",
+        "--distributed",
+    ]
     assert not (lab / "IMPORTED").exists()  # located, never imported
 
 
@@ -181,7 +219,9 @@ def test_a_package_outside_a_checkout_selects_nothing(run_cli, tmp_path):
 def test_checkout_lookup_is_pure_and_reads_isaaclab_path_first(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(fake_isaaclab(tmp_path / "Lab")))
     found = compose.isaaclab_checkout({})
-    assert found is not None and found.root == str(tmp_path / "Lab") and "found through the isaaclab package" in found.how
+    assert (
+        found is not None and found.root == str(tmp_path / "Lab") and "found through the isaaclab package" in found.how
+    )
     assert compose.isaaclab_checkout({"ISAACLAB_PATH": "/x"}) == compose.IsaacLabCheckout("/x", "ISAACLAB_PATH")
     assert compose.with_default_profile([], {}) == ["profile=isaaclab"]
     assert compose.with_default_profile(["profile=examples"], {}) == ["profile=examples"]

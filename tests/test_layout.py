@@ -14,8 +14,22 @@ from launcher import names, record
 from launcher.run import worker
 
 PACKAGE = Path(__file__).resolve().parents[1] / "launcher"
-LEAVES = {"launcher.errors", "launcher.names", "launcher.paths", "launcher.secrets", "launcher.addresses", "launcher.tables"}
-LATER_STAGES = ("launcher.run", "launcher.sweep", "launcher.slurm", "launcher.record", "launcher.session", "launcher.cli")
+LEAVES = {
+    "launcher.errors",
+    "launcher.names",
+    "launcher.paths",
+    "launcher.secrets",
+    "launcher.addresses",
+    "launcher.tables",
+}
+LATER_STAGES = (
+    "launcher.run",
+    "launcher.sweep",
+    "launcher.slurm",
+    "launcher.record",
+    "launcher.session",
+    "launcher.cli",
+)
 
 
 def module_name(path: Path) -> str:
@@ -77,11 +91,17 @@ def test_imports_point_one_way(module):
         assert not bad, f"run/ imports only the leaves and the plan's types: {sorted(bad)}"
 
 
-@pytest.mark.parametrize("module", ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names"])
+@pytest.mark.parametrize(
+    "module", ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names"]
+)
 def test_separate_programs_use_the_standard_library_only(module):
     """The rank wrapper runs under the user's interpreter (python=), which may not have the package;
     the watchdog runs with -S (no site-packages)."""
-    allowed = {"launcher", "launcher.run", "launcher.names", "launcher.run.procs"} if module != "launcher.run.worker" else set()
+    allowed = (
+        {"launcher", "launcher.run", "launcher.names", "launcher.run.procs"}
+        if module != "launcher.run.worker"
+        else set()
+    )
     if module == "launcher.run.watchdog":  # the run record (record -> plan -> config.schema: standard library only)
         allowed |= {"launcher.record"}
     for imported in imports(MODULES[module]):

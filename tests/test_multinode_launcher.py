@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from netns import Hosts
-from test_multinode_netns import Proc, assert_all_reduced, env, start
+from test_multinode_netns import Proc, assert_all_reduced, env
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_WORKER = str(ROOT / "tests" / "workers" / "torch_allreduce.py")
@@ -37,15 +37,21 @@ def launch(host, cwd: Path, *overrides: str, script_args: tuple = ()) -> Proc:
     argv = [PY, "-m", "launcher", *overrides]
     if script_args:
         argv += ["--", *script_args]
-    popen = host.run(argv, env=launcher_env(), cwd=cwd, stdout=subprocess.PIPE,
-                     stderr=subprocess.STDOUT, text=True)
+    popen = host.run(argv, env=launcher_env(), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return Proc(popen)
 
 
 def c10d(host, hosts, node_rank: int, *extra: str) -> list[str]:
-    return ["launcher=multinode", "launcher.nnodes=2", f"launcher.node_rank={node_rank}",
-            f"launcher.rdzv_endpoint={hosts[0].addr}:29400", "launcher.network_interface=eth0",
-            f"script={TORCH_WORKER}", "log_all_ranks=true", *extra]
+    return [
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        f"launcher.node_rank={node_rank}",
+        f"launcher.rdzv_endpoint={hosts[0].addr}:29400",
+        "launcher.network_interface=eth0",
+        f"script={TORCH_WORKER}",
+        "log_all_ranks=true",
+        *extra,
+    ]
 
 
 def command_of(cwd: Path) -> str:
@@ -56,8 +62,9 @@ def command_of(cwd: Path) -> str:
 @pytest.mark.timeout(60)
 def test_interpreter_and_this_checkout_reach_the_namespaces():
     with Hosts(1) as (node,):
-        out = node.check_output([PY, "-c", "import launcher, sys; print(launcher.__file__); print(sys.executable)"],
-                                env=launcher_env())
+        out = node.check_output(
+            [PY, "-c", "import launcher, sys; print(launcher.__file__); print(sys.executable)"], env=launcher_env()
+        )
     assert out.splitlines() == [str(ROOT / "launcher" / "__init__.py"), PY]
 
 
@@ -66,8 +73,9 @@ def test_c10d_two_nodes_shared_hostname(tmp_path):
     """Only launcher.network_interface=eth0 is needed: it gives GLOO_SOCKET_IFNAME, --local_addr,
     and node 0 (which holds the endpoint's address) hosts the store with is_host=1."""
     with Hosts(2) as hosts:
-        procs = [launch(h, tmp_path / f"n{h.index}", *c10d(h, hosts, h.index, "launcher.nproc_per_node=2"))
-                 for h in hosts]
+        procs = [
+            launch(h, tmp_path / f"n{h.index}", *c10d(h, hosts, h.index, "launcher.nproc_per_node=2")) for h in hosts
+        ]
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
     assert_all_reduced(procs, [2, 2], 4)
@@ -81,9 +89,16 @@ def test_c10d_two_nodes_shared_hostname(tmp_path):
 @pytest.mark.timeout(120)
 def test_static_two_nodes_shared_hostname(tmp_path):
     with Hosts(2) as hosts:
-        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.master_addr={hosts[0].addr}",
-                     "launcher.master_port=29500", "launcher.network_interface=eth0", "launcher.nproc_per_node=1",
-                     f"script={TORCH_WORKER}", "log_all_ranks=true"]
+        overrides = [
+            "launcher=multinode",
+            "launcher.nnodes=2",
+            f"launcher.master_addr={hosts[0].addr}",
+            "launcher.master_port=29500",
+            "launcher.network_interface=eth0",
+            "launcher.nproc_per_node=1",
+            f"script={TORCH_WORKER}",
+            "log_all_ranks=true",
+        ]
         procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}") for h in hosts]
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
@@ -102,15 +117,23 @@ def test_two_nodes_find_their_network_by_themselves(tmp_path, backend):
             common = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint={hosts[0].addr}:29400"]
             target = f"the rendezvous endpoint {hosts[0].addr}:29400"
         else:
-            common = ["launcher=multinode", "launcher.nnodes=2", f"launcher.master_addr={hosts[0].addr}",
-                      "launcher.master_port=29500"]
+            common = [
+                "launcher=multinode",
+                "launcher.nnodes=2",
+                f"launcher.master_addr={hosts[0].addr}",
+                "launcher.master_port=29500",
+            ]
             target = f"the master {hosts[0].addr}:29500"
         common += ["launcher.nproc_per_node=1", f"script={TORCH_WORKER}", "log_all_ranks=true"]
         dry = launch(hosts[1], tmp_path / "dry", *common, "launcher.node_rank=1", "dry_run=true")
         assert dry.wait(60) == 0, dry.out
-        chosen = "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (f", --local_addr {hosts[1].addr}" if backend == "c10d" else "")
-        assert (f"# network: eth0 ({hosts[1].addr}) faces {target}: {chosen} set to it "
-                "(launcher.network_interface=NAME chooses another)") in dry.out, dry.out
+        chosen = "GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (
+            f", --local_addr {hosts[1].addr}" if backend == "c10d" else ""
+        )
+        assert (
+            f"# network: eth0 ({hosts[1].addr}) faces {target}: {chosen} set to it "
+            "(launcher.network_interface=NAME chooses another)"
+        ) in dry.out, dry.out
         procs = [launch(h, tmp_path / f"n{h.index}", *common, f"launcher.node_rank={h.index}") for h in hosts]
         for p in procs:
             assert p.wait(120) == 0, p.out[-3000:]
@@ -129,18 +152,29 @@ def _resolver(host, tmp_path, answering: bool):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:30 attempts:1\n")
     if answering:
-        silent = host.run([PY, "-c", "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
-                                     "s.bind(('127.0.0.1', 53))\nprint('BOUND', flush=True)\ntime.sleep(300)"],
-                          stdout=subprocess.PIPE, text=True)
+        silent = host.run(
+            [
+                PY,
+                "-c",
+                "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+                "s.bind(('127.0.0.1', 53))\nprint('BOUND', flush=True)\ntime.sleep(300)",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert silent.stdout.readline().strip() == "BOUND"
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("key, overrides", [
-    ("launcher.rdzv_endpoint=nosuchnode:29400", ["launcher=multinode"]),
-    ("launcher.master_addr=nosuchnode", ["launcher=multinode"]),
-    ("launcher.coordinator_address=nosuchnode:5123", ["launcher=skrl_jax"]),
-], ids=["rdzv_endpoint", "master_addr", "coordinator_address"])
+@pytest.mark.parametrize(
+    "key, overrides",
+    [
+        ("launcher.rdzv_endpoint=nosuchnode:29400", ["launcher=multinode"]),
+        ("launcher.master_addr=nosuchnode", ["launcher=multinode"]),
+        ("launcher.coordinator_address=nosuchnode:5123", ["launcher=skrl_jax"]),
+    ],
+    ids=["rdzv_endpoint", "master_addr", "coordinator_address"],
+)
 def test_a_host_that_does_not_resolve_is_a_preflight_error(tmp_path, key, overrides):
     """Issue 13 item 7: launcher.rdzv_endpoint=bad passed preflight and failed 122 s later with a
     torch traceback."""
@@ -148,8 +182,12 @@ def test_a_host_that_does_not_resolve_is_a_preflight_error(tmp_path, key, overri
         _resolver(node, tmp_path, answering=False)
         p = launch(node, tmp_path, *overrides, "launcher.nnodes=2", "launcher.node_rank=1", key, "dry_run=true")
         assert p.wait(60) == 2
-    assert p.out.strip().startswith(f"train_multigpu: error: {key}: the host 'nosuchnode' does not resolve on this machine ("), p.out
-    assert p.out.strip().endswith("(give node 0's address, or a host name every node resolves (/etc/hosts or DNS))"), p.out
+    assert p.out.strip().startswith(
+        f"train_multigpu: error: {key}: the host 'nosuchnode' does not resolve on this machine ("
+    ), p.out
+    assert p.out.strip().endswith("(give node 0's address, or a host name every node resolves (/etc/hosts or DNS))"), (
+        p.out
+    )
     assert "Traceback" not in p.out and not (tmp_path / "runs").exists()
 
 
@@ -158,8 +196,15 @@ def test_a_resolver_that_never_answers_fails_in_bounded_time(tmp_path):
     with Hosts(1) as (node,):
         _resolver(node, tmp_path, answering=True)
         t0 = time.monotonic()
-        p = launch(node, tmp_path, "launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1",
-                   "launcher.rdzv_endpoint=slowname:29400", "dry_run=true")
+        p = launch(
+            node,
+            tmp_path,
+            "launcher=multinode",
+            "launcher.nnodes=2",
+            "launcher.node_rank=1",
+            "launcher.rdzv_endpoint=slowname:29400",
+            "dry_run=true",
+        )
         assert p.wait(60) == 2
         elapsed = time.monotonic() - t0
     assert p.out.strip() == (
@@ -174,8 +219,14 @@ def test_a_resolver_that_never_answers_fails_in_bounded_time(tmp_path):
 def test_jax_two_nodes_own_hostnames(tmp_path):
     """skrl's JAX ranks across nodes, with the bundled examples/allreduce.py (a psum)."""
     with Hosts(2, hostnames=True) as hosts:
-        overrides = ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.nproc_per_node=1", "log_all_ranks=true",
-                     f"launcher.coordinator_address={hosts[0].addr}:5123", f"script={ROOT / 'examples' / 'allreduce.py'}"]
+        overrides = [
+            "launcher=skrl_jax",
+            "launcher.nnodes=2",
+            "launcher.nproc_per_node=1",
+            "log_all_ranks=true",
+            f"launcher.coordinator_address={hosts[0].addr}:5123",
+            f"script={ROOT / 'examples' / 'allreduce.py'}",
+        ]
         procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}") for h in hosts]
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
@@ -186,27 +237,51 @@ def test_jax_two_nodes_own_hostnames(tmp_path):
 @pytest.mark.timeout(60)
 def test_jax_refused_before_launch_when_the_hostname_is_loopback(tmp_path):
     with Hosts(1) as (node,):
-        p = launch(node, tmp_path, "launcher=skrl_jax", "launcher.nnodes=2", "launcher.node_rank=0",
-                   f"launcher.coordinator_address={node.addr}:5123")
+        p = launch(
+            node,
+            tmp_path,
+            "launcher=skrl_jax",
+            "launcher.nnodes=2",
+            "launcher.node_rank=0",
+            f"launcher.coordinator_address={node.addr}:5123",
+        )
         assert p.wait(45) == 2
-    assert re.search(r"launcher.coordinator_address=10.77.31.1:5123: this host's name '[^']+' resolves to 127\.",
-                     p.out), p.out
+    assert re.search(
+        r"launcher.coordinator_address=10.77.31.1:5123: this host's name '[^']+' resolves to 127\.", p.out
+    ), p.out
 
 
 @pytest.mark.timeout(120)
 def test_c10d_two_launchers_on_loopback(tmp_path):
     with socket_port() as port:
-        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}", "launcher.local_nodes=true",
-                     f"launcher.rdzv_id=loop-{os.getpid()}", "launcher.nproc_per_node=1", f"script={TORCH_WORKER}",
-                     "log_all_ranks=true"]
+        overrides = [
+            "launcher=multinode",
+            "launcher.nnodes=2",
+            f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+            "launcher.local_nodes=true",
+            f"launcher.rdzv_id=loop-{os.getpid()}",
+            "launcher.nproc_per_node=1",
+            f"script={TORCH_WORKER}",
+            "log_all_ranks=true",
+        ]
     procs = []
     try:
         for rank in (0, 1):
             cwd = tmp_path / f"n{rank}"
             cwd.mkdir()
-            procs.append(Proc(subprocess.Popen(
-                [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"], cwd=cwd, env=launcher_env(),
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)))
+            procs.append(
+                Proc(
+                    subprocess.Popen(
+                        [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"],
+                        cwd=cwd,
+                        env=launcher_env(),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        start_new_session=True,
+                    )
+                )
+            )
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
     finally:
@@ -222,17 +297,33 @@ def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(t
     rank 0; the launcher used to tell node 1 that rank 0 was on node 0. Each console shows global
     rank 0 only if it got it: exactly one of the two does, and both say where their logs are."""
     with socket_port() as port:
-        overrides = ["launcher=multinode", "launcher.nnodes=2", f"launcher.rdzv_endpoint=127.0.0.1:{port}",
-                     "launcher.local_nodes=true", f"launcher.rdzv_id=console-{os.getpid()}", "launcher.nproc_per_node=1",
-                     f"script={TORCH_WORKER}"]
+        overrides = [
+            "launcher=multinode",
+            "launcher.nnodes=2",
+            f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+            "launcher.local_nodes=true",
+            f"launcher.rdzv_id=console-{os.getpid()}",
+            "launcher.nproc_per_node=1",
+            f"script={TORCH_WORKER}",
+        ]
     procs = []
     try:
         for rank in (0, 1):
             cwd = tmp_path / f"n{rank}"
             cwd.mkdir()
-            procs.append(Proc(subprocess.Popen(
-                [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"], cwd=cwd, env=launcher_env(),
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)))
+            procs.append(
+                Proc(
+                    subprocess.Popen(
+                        [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"],
+                        cwd=cwd,
+                        env=launcher_env(),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                        start_new_session=True,
+                    )
+                )
+            )
         for p in procs:
             assert p.wait(120) == 0, p.out[-3000:]
     finally:
@@ -244,9 +335,11 @@ def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(t
     assert not any("RESULT rank=1 " in p.out for p in procs)
     for node, p in enumerate(procs):
         (run,) = (tmp_path / f"n{node}").glob("runs/*")
-        assert ("[train_multigpu] the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
-                f"nodes by rendezvous order, not node_rank); this node's ranks log to {run / 'logs'} "
-                "(log_all_ranks=true shows them here)") in p.out, p.out[-2000:]
+        assert (
+            "[train_multigpu] the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+            f"nodes by rendezvous order, not node_rank); this node's ranks log to {run / 'logs'} "
+            "(log_all_ranks=true shows them here)"
+        ) in p.out, p.out[-2000:]
         assert "(on node 0)" not in p.out
 
 
@@ -272,9 +365,15 @@ def test_missing_node_fails_within_join_timeout(tmp_path, backend):
             overrides = c10d(hosts[0], hosts, 0)
             endpoint = f"{hosts[0].addr}:29400"
         else:
-            overrides = ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=0",
-                         f"launcher.master_addr={hosts[0].addr}", "launcher.master_port=29500",
-                         "launcher.network_interface=eth0", f"script={TORCH_WORKER}"]
+            overrides = [
+                "launcher=multinode",
+                "launcher.nnodes=2",
+                "launcher.node_rank=0",
+                f"launcher.master_addr={hosts[0].addr}",
+                "launcher.master_port=29500",
+                "launcher.network_interface=eth0",
+                f"script={TORCH_WORKER}",
+            ]
             endpoint = f"{hosts[0].addr}:29500"
         t0 = time.monotonic()
         p = launch(hosts[0], tmp_path, *overrides, "launcher.join_timeout=5", "launcher.nproc_per_node=1")
@@ -289,8 +388,15 @@ def test_missing_node_fails_within_join_timeout(tmp_path, backend):
 @pytest.mark.timeout(120)
 def test_node_killed_mid_run_fails_the_survivor_quickly(tmp_path):
     with Hosts(2) as hosts:
-        procs = [launch(h, tmp_path / f"n{h.index}", *c10d(h, hosts, h.index, "launcher.nproc_per_node=1"),
-                        script_args=("--hold", "60")) for h in hosts]
+        procs = [
+            launch(
+                h,
+                tmp_path / f"n{h.index}",
+                *c10d(h, hosts, h.index, "launcher.nproc_per_node=1"),
+                script_args=("--hold", "60"),
+            )
+            for h in hosts
+        ]
         for p in procs:
             p.wait_for("HOLDING", 90)
         t0 = time.monotonic()
@@ -308,9 +414,15 @@ def test_max_restarts_restarts_a_rank_that_crashed_once(tmp_path):
     group on every node (a new rendezvous round) and the run completes. (The worker keeps the
     other ranks out of the process group until the restarted rank is there: see its --crash-once.)"""
     with Hosts(2) as hosts:
-        procs = [launch(h, tmp_path / f"n{h.index}",
-                        *c10d(h, hosts, h.index, "launcher.nproc_per_node=1", "launcher.max_restarts=1"),
-                        script_args=("--crash-once", "1")) for h in hosts]
+        procs = [
+            launch(
+                h,
+                tmp_path / f"n{h.index}",
+                *c10d(h, hosts, h.index, "launcher.nproc_per_node=1", "launcher.max_restarts=1"),
+                script_args=("--crash-once", "1"),
+            )
+            for h in hosts
+        ]
         for p in procs:
             assert p.wait(120) == 0, p.out[-3000:]
     assert "CRASHING rank=1 restart=0" in procs[1].out
@@ -327,11 +439,20 @@ def test_jax_node_killed_mid_run_fails_the_survivor(tmp_path, dead):
     the coordinator's side waits for JAX's 100 s heartbeat timeout); the launcher's supervisor
     ends it: the surviving node's launcher exits non-zero within seconds, whichever node died."""
     with Hosts(2, hostnames=True) as hosts:
-        overrides = ["launcher=skrl_jax", "launcher.nnodes=2", "launcher.nproc_per_node=1", "log_all_ranks=true",
-                     f"launcher.coordinator_address={hosts[0].addr}:5124",
-                     f"script={ROOT / 'tests' / 'workers' / 'jax_allreduce.py'}"]
-        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}",
-                        script_args=("--hold", "60")) for h in hosts]
+        overrides = [
+            "launcher=skrl_jax",
+            "launcher.nnodes=2",
+            "launcher.nproc_per_node=1",
+            "log_all_ranks=true",
+            f"launcher.coordinator_address={hosts[0].addr}:5124",
+            f"script={ROOT / 'tests' / 'workers' / 'jax_allreduce.py'}",
+        ]
+        procs = [
+            launch(
+                h, tmp_path / f"n{h.index}", *overrides, f"launcher.node_rank={h.index}", script_args=("--hold", "60")
+            )
+            for h in hosts
+        ]
         for p in procs:
             p.wait_for("HOLDING", 90)
         survivor = procs[1 - dead]
@@ -357,10 +478,20 @@ ITER = re.compile(r"\[iter +(\d+)/")
 
 
 def trainer(hosts, node_rank: int, *extra: str) -> list[str]:
-    return ["launcher=multinode", "launcher.nnodes=2", f"launcher.node_rank={node_rank}",
-            f"launcher.rdzv_endpoint={hosts[0].addr}:29400", "launcher.network_interface=eth0",
-            "launcher.nproc_per_node=1", f"script={TRAINER}", "task=CartPole-v1", "num_envs=4", "seed=1",
-            "log_all_ranks=true", *extra]
+    return [
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        f"launcher.node_rank={node_rank}",
+        f"launcher.rdzv_endpoint={hosts[0].addr}:29400",
+        "launcher.network_interface=eth0",
+        "launcher.nproc_per_node=1",
+        f"script={TRAINER}",
+        "task=CartPole-v1",
+        "num_envs=4",
+        "seed=1",
+        "log_all_ranks=true",
+        *extra,
+    ]
 
 
 @pytest.mark.timeout(120)
@@ -408,10 +539,22 @@ def test_failure_summary_names_node_global_and_local_rank_of_a_rank_on_node_1(tm
         hosts_cm = Hosts(2, hostnames=True)
         overrides = ["launcher=skrl_jax", *common]
     with hosts_cm as hosts:
-        address = f"launcher.master_addr={hosts[0].addr}" if framework == "torch" else \
-            f"launcher.coordinator_address={hosts[0].addr}:5125"
-        procs = [launch(h, tmp_path / f"n{h.index}", *overrides, address, f"launcher.node_rank={h.index}",
-                        script_args=("--exit_code_on_rank", "2:7")) for h in hosts]
+        address = (
+            f"launcher.master_addr={hosts[0].addr}"
+            if framework == "torch"
+            else f"launcher.coordinator_address={hosts[0].addr}:5125"
+        )
+        procs = [
+            launch(
+                h,
+                tmp_path / f"n{h.index}",
+                *overrides,
+                address,
+                f"launcher.node_rank={h.index}",
+                script_args=("--exit_code_on_rank", "2:7"),
+            )
+            for h in hosts
+        ]
         rc = procs[1].wait(120)
     out = procs[1].out
     assert rc == 7, out[-3000:]

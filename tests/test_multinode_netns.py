@@ -34,9 +34,22 @@ PY = sys.executable
 RESULT = re.compile(r"RESULT rank=(\d+) [^\n]*?world=(\d+) [^\n]*?sum=(\d+) expected=(\d+) [^\n]*?ok=(True|False)")
 
 # Variables an outer torchrun/skrl run may have left in our environment.
-_SCRUB = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
-          "MASTER_PORT", "TORCHELASTIC_RUN_ID", "GLOO_SOCKET_IFNAME", "JAX_RANK",
-          "JAX_LOCAL_RANK", "JAX_WORLD_SIZE", "JAX_COORDINATOR_ADDR", "JAX_COORDINATOR_PORT")
+_SCRUB = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "GLOO_SOCKET_IFNAME",
+    "JAX_RANK",
+    "JAX_LOCAL_RANK",
+    "JAX_WORLD_SIZE",
+    "JAX_COORDINATOR_ADDR",
+    "JAX_COORDINATOR_PORT",
+)
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -46,8 +59,18 @@ def env(**extra: str) -> dict[str, str]:
 
 
 def torchrun(nnodes: int, *flags: str, nproc: int = 2, worker_args: tuple = ()) -> list[str]:
-    return [PY, "-m", "torch.distributed.run", "--nnodes", str(nnodes),
-            "--nproc_per_node", str(nproc), *flags, TORCH_WORKER, *worker_args]
+    return [
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nnodes),
+        "--nproc_per_node",
+        str(nproc),
+        *flags,
+        TORCH_WORKER,
+        *worker_args,
+    ]
 
 
 class Proc:
@@ -87,13 +110,11 @@ class Proc:
 
 
 def start(host, argv, environ=None) -> Proc:
-    return Proc(host.run(argv, env=environ or env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True))
+    return Proc(host.run(argv, env=environ or env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
 
 
 def sums(out: str) -> dict[int, tuple[int, int, int, bool]]:
-    return {int(m[1]): (int(m[2]), int(m[3]), int(m[4]), m[5] == "True")
-            for m in RESULT.finditer(out)}
+    return {int(m[1]): (int(m[2]), int(m[3]), int(m[4]), m[5] == "True") for m in RESULT.finditer(out)}
 
 
 def assert_all_reduced(procs: list[Proc], ranks_per_proc: list[int], world: int) -> None:
@@ -115,13 +136,24 @@ def run_nodes(hosts, argvs, environ=None, timeout=90) -> list[Proc]:
 
 # --- torchrun c10d --------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(120)
 def test_c10d_shared_hostname_needs_is_host_local_addr_and_gloo_ifname():
     with Hosts(2) as hosts:
-        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400",
-                "--rdzv_id", "c10d-shared"]
-        argvs = [torchrun(2, "--node_rank", str(h.index), *rdzv, "--local_addr", h.addr,
-                          "--rdzv_conf", f"is_host={int(h.index == 0)}") for h in hosts]
+        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400", "--rdzv_id", "c10d-shared"]
+        argvs = [
+            torchrun(
+                2,
+                "--node_rank",
+                str(h.index),
+                *rdzv,
+                "--local_addr",
+                h.addr,
+                "--rdzv_conf",
+                f"is_host={int(h.index == 0)}",
+            )
+            for h in hosts
+        ]
         procs = run_nodes(hosts, argvs, env(GLOO_SOCKET_IFNAME="eth0"))
         assert_all_reduced(procs, [2, 2], 4)
         # Workers were told node 0's real address, not the shared hostname ("localhost").
@@ -131,8 +163,7 @@ def test_c10d_shared_hostname_needs_is_host_local_addr_and_gloo_ifname():
 @pytest.mark.timeout(120)
 def test_c10d_own_hostnames_bare_command():
     with Hosts(2, hostnames=True) as hosts:
-        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400",
-                "--rdzv_id", "c10d-bare"]
+        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400", "--rdzv_id", "c10d-bare"]
         procs = run_nodes(hosts, [torchrun(2, *rdzv) for _ in hosts])
         assert_all_reduced(procs, [2, 2], 4)
         assert "master=node0:" in procs[1].out  # torch elastic advertises the FQDN
@@ -140,16 +171,20 @@ def test_c10d_own_hostnames_bare_command():
 
 # --- torchrun static ------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(120)
 def test_static_shared_hostname_needs_gloo_ifname():
     with Hosts(2) as hosts:
-        argvs = [torchrun(2, "--node_rank", str(h.index), "--master_addr", hosts[0].addr,
-                          "--master_port", "29500") for h in hosts]
+        argvs = [
+            torchrun(2, "--node_rank", str(h.index), "--master_addr", hosts[0].addr, "--master_port", "29500")
+            for h in hosts
+        ]
         procs = run_nodes(hosts, argvs, env(GLOO_SOCKET_IFNAME="eth0"))
         assert_all_reduced(procs, [2, 2], 4)
 
 
 # --- loopback: two torchrun "nodes" on one host ---------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -160,11 +195,20 @@ def _free_port() -> int:
 @pytest.mark.timeout(120)
 def test_c10d_two_nodes_on_loopback():
     port = _free_port()
-    rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
-            "--rdzv_id", f"loop-{os.getpid()}"]
-    procs = [Proc(subprocess.Popen(torchrun(2, "--node_rank", str(r), *rdzv), env=env(),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   start_new_session=True)) for r in (0, 1)]
+    rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", f"loop-{os.getpid()}"]
+    procs = [
+        Proc(
+            subprocess.Popen(
+                torchrun(2, "--node_rank", str(r), *rdzv),
+                env=env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
+        for r in (0, 1)
+    ]
     try:
         for p in procs:
             assert p.wait(90) == 0, p.out[-3000:]
@@ -177,9 +221,15 @@ def test_c10d_two_nodes_on_loopback():
 
 # --- JAX (skrl's variables, CPU gloo collectives) -------------------------------------------
 
+
 def jax_env(rank: int, local_rank: int, world: int, coord: str, port: int = 5123) -> dict:
-    return env(JAX_RANK=str(rank), JAX_LOCAL_RANK=str(local_rank), JAX_WORLD_SIZE=str(world),
-               JAX_COORDINATOR_ADDR=coord, JAX_COORDINATOR_PORT=str(port))
+    return env(
+        JAX_RANK=str(rank),
+        JAX_LOCAL_RANK=str(local_rank),
+        JAX_WORLD_SIZE=str(world),
+        JAX_COORDINATOR_ADDR=coord,
+        JAX_COORDINATOR_PORT=str(port),
+    )
 
 
 @pytest.mark.timeout(90)
@@ -187,9 +237,11 @@ def jax_env(rank: int, local_rank: int, world: int, coord: str, port: int = 5123
 def test_jax_two_nodes_via_skrl_variables(per_node):
     world = 2 * per_node
     with Hosts(2, hostnames=True) as hosts:
-        procs = [start(h, [PY, JAX_WORKER],
-                       jax_env(h.index * per_node + lr, lr, world, hosts[0].addr))
-                 for h in hosts for lr in range(per_node)]
+        procs = [
+            start(h, [PY, JAX_WORKER], jax_env(h.index * per_node + lr, lr, world, hosts[0].addr))
+            for h in hosts
+            for lr in range(per_node)
+        ]
         for p in procs:
             assert p.wait(60) == 0, p.out[-3000:]
         assert_all_reduced(procs, [1] * world, world)
@@ -197,13 +249,25 @@ def test_jax_two_nodes_via_skrl_variables(per_node):
 
 # --- failure timing -------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(60)
 def test_c10d_missing_node_bounded_by_join_timeout():
     with Hosts(2, hostnames=True) as hosts:
         t0 = time.monotonic()
-        p = start(hosts[0], torchrun(2, "--rdzv_backend", "c10d", "--rdzv_endpoint",
-                                     f"{hosts[0].addr}:29400", "--rdzv_id", "lonely",
-                                     "--rdzv_conf", "join_timeout=5"))
+        p = start(
+            hosts[0],
+            torchrun(
+                2,
+                "--rdzv_backend",
+                "c10d",
+                "--rdzv_endpoint",
+                f"{hosts[0].addr}:29400",
+                "--rdzv_id",
+                "lonely",
+                "--rdzv_conf",
+                "join_timeout=5",
+            ),
+        )
         assert p.wait(45) == 1
         elapsed = time.monotonic() - t0
     assert "RendezvousTimeoutError" in p.out
@@ -214,8 +278,20 @@ def test_c10d_missing_node_bounded_by_join_timeout():
 def test_static_missing_node_bounded_by_rdzv_conf_timeout():
     with Hosts(2, hostnames=True) as hosts:
         t0 = time.monotonic()
-        p = start(hosts[0], torchrun(2, "--node_rank", "0", "--master_addr", hosts[0].addr,
-                                     "--master_port", "29500", "--rdzv_conf", "timeout=5"))
+        p = start(
+            hosts[0],
+            torchrun(
+                2,
+                "--node_rank",
+                "0",
+                "--master_addr",
+                hosts[0].addr,
+                "--master_port",
+                "29500",
+                "--rdzv_conf",
+                "timeout=5",
+            ),
+        )
         assert p.wait(45) == 1
         elapsed = time.monotonic() - t0
     assert "waiting for clients. 1/2 clients joined" in p.out
@@ -226,8 +302,7 @@ def test_static_missing_node_bounded_by_rdzv_conf_timeout():
 def test_jax_missing_process_bounded_by_initialization_timeout():
     with Hosts(2, hostnames=True) as hosts:
         t0 = time.monotonic()
-        p = start(hosts[0], [PY, JAX_WORKER, "--init-timeout", "5"],
-                  jax_env(0, 0, 2, hosts[0].addr))
+        p = start(hosts[0], [PY, JAX_WORKER, "--init-timeout", "5"], jax_env(0, 0, 2, hosts[0].addr))
         rc = p.wait(45)
         elapsed = time.monotonic() - t0
     assert rc == -6, p.out[-2000:]  # SIGABRT from XLA's LOG(FATAL): 134 under a shell
@@ -238,8 +313,7 @@ def test_jax_missing_process_bounded_by_initialization_timeout():
 @pytest.mark.timeout(90)
 def test_c10d_node_crash_mid_run_stops_survivor_quickly():
     with Hosts(2, hostnames=True) as hosts:
-        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400",
-                "--rdzv_id", "crash"]
+        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400", "--rdzv_id", "crash"]
         procs = [start(h, torchrun(2, *rdzv, worker_args=("--hold", "60"))) for h in hosts]
         for p in procs:
             p.wait_for("HOLDING", 60)
@@ -258,16 +332,14 @@ def test_jax_node_crash_mid_run_raises_quickly_but_survivor_hangs_at_exit():
     """The survivor's collective fails within seconds, but the process then hangs in
     jax.distributed's shutdown (coordination service), so a launcher must kill it."""
     with Hosts(2, hostnames=True) as hosts:
-        procs = [start(h, [PY, JAX_WORKER, "--hold", "60"], jax_env(h.index, 0, 2, hosts[0].addr))
-                 for h in hosts]
+        procs = [start(h, [PY, JAX_WORKER, "--hold", "60"], jax_env(h.index, 0, 2, hosts[0].addr)) for h in hosts]
         for p in procs:
             p.wait_for("HOLDING", 60)
         t0 = time.monotonic()
         hosts[1].crash()
         procs[0].wait_for("JaxRuntimeError", 15)
         elapsed = time.monotonic() - t0
-        assert re.search(r"Gloo all-reduce failed: .*Connection (closed|reset) by peer",
-                         procs[0].out)
+        assert re.search(r"Gloo all-reduce failed: .*Connection (closed|reset) by peer", procs[0].out)
         time.sleep(5)
         still_running = procs[0].popen.poll() is None
     assert elapsed < 15, elapsed

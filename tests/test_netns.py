@@ -39,8 +39,12 @@ def _serve(host, bind, port):
 
 
 def _connect(host, addr, port):
-    return subprocess.run(["ip", "netns", "exec", host.ns, sys.executable, "-c", CONNECT, addr,
-                           str(port)], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        ["ip", "netns", "exec", host.ns, sys.executable, "-c", CONNECT, addr, str(port)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_nodes_reach_each_other_but_not_each_others_loopback():
@@ -65,8 +69,10 @@ def test_nodes_reach_each_other_but_not_each_others_loopback():
 
 
 def test_hostnames_mode_gives_each_node_its_own_resolvable_name():
-    probe = ("import socket; print(socket.gethostname(), socket.gethostbyname(socket.gethostname()),"
-             " socket.gethostbyname('node0'))")
+    probe = (
+        "import socket; print(socket.gethostname(), socket.gethostbyname(socket.gethostname()),"
+        " socket.gethostbyname('node0'))"
+    )
     with Hosts(2, hostnames=True) as (n0, n1):
         assert n1.check_output([sys.executable, "-c", probe]).split() == ["node1", n1.addr, n0.addr]
         etc = [os.path.join("/etc/netns", h.ns) for h in (n0, n1)]
@@ -79,8 +85,7 @@ def test_no_route_outside():
         routes = n0.check_output(["ip", "route", "show", "table", "all"])
         assert "default" not in routes
         links = n0.check_output(["ip", "-o", "link"])
-        assert sorted(line.split(":")[1].split("@")[0].strip() for line in links.splitlines()) \
-            == ["eth0", "lo"]
+        assert sorted(line.split(":")[1].split("@")[0].strip() for line in links.splitlines()) == ["eth0", "lo"]
         r = _connect(n0, "192.0.2.1", 9)  # any non-namespace address: unreachable
         assert r.returncode == 1 and ("unreachable" in r.stdout.lower() or "Errno 101" in r.stdout), r
 

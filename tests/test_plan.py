@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import build
 from launcher import plan
 from launcher.addresses import Endpoint
 from launcher.config.compose import with_default_profile
 from launcher.config.schema import Topology
 from launcher.errors import UserError
-
-from conftest import build
 
 PY = "/usr/bin/python3"
 
@@ -28,9 +27,21 @@ def test_isaaclab_single_node_command_equals_isaaclabs(isaaclab):
     )
     script = str(isaaclab / "scripts/reinforcement_learning/train.py")
     assert argv_of(p) == [
-        PY, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_port", "29504",
-        script, "--rl_library", "rsl_rl", "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
-        "--num_envs=4096", "--max_iterations=100", "--run_name=gpu4_vis", "presets=newton_mjwarp",
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "4",
+        "--master_port",
+        "29504",
+        script,
+        "--rl_library",
+        "rsl_rl",
+        "--task=Isaac-Dexsuite-Kuka-Allegro-Reorient-v0",
+        "--num_envs=4096",
+        "--max_iterations=100",
+        "--run_name=gpu4_vis",
+        "presets=newton_mjwarp",
         "--distributed",
     ]
     assert p.profile == "isaaclab" and p.device == "cuda" and p.env["TRAIN_MULTIGPU_DIST_BACKEND"] == "nccl"
@@ -43,9 +54,25 @@ def test_isaaclab_multinode_example(isaaclab):
         gpus=8,
     )
     assert argv_of(p) == [
-        PY, "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2", "--node_rank", "1",
-        "--rdzv_backend", "c10d", "--rdzv_endpoint", "host.example.com:5555", "--rdzv_id", "job-1",
-        str(isaaclab / "scripts/reinforcement_learning/train.py"), "--rl_library", "skrl", "--distributed",
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "8",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "1",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "host.example.com:5555",
+        "--rdzv_id",
+        "job-1",
+        str(isaaclab / "scripts/reinforcement_learning/train.py"),
+        "--rl_library",
+        "skrl",
+        "--distributed",
     ]
     assert p.topology is Topology.multinode
 
@@ -63,18 +90,39 @@ def test_hydra_grammar_multinode_matches_isaaclab_grammar(isaaclab):
     )
     assert argv_of(hydra_style) == argv_of(isaac_style)
     assert argv_of(hydra_style)[3:13] == [
-        "--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "0",
-        "--rdzv_backend", "c10d", "--rdzv_endpoint", "10.0.0.10:29400",
+        "--nproc_per_node",
+        "2",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "0",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "10.0.0.10:29400",
     ]
-    assert argv_of(hydra_style)[-4:] == ["--rl_library", "skrl", "--task=Isaac-Cartpole-v0", "--headless", "--distributed"][-4:]
+    assert (
+        argv_of(hydra_style)[-4:]
+        == ["--rl_library", "skrl", "--task=Isaac-Cartpole-v0", "--headless", "--distributed"][-4:]
+    )
 
 
 def test_mixed_grammars_in_one_line(isaaclab):
-    p = build("launcher=multinode --nnodes 2 launcher.master_addr=10.0.0.1 --master_port=29501 seed=7 -- --headless".split())
+    p = build(
+        "launcher=multinode --nnodes 2 launcher.master_addr=10.0.0.1 --master_port=29501 seed=7 -- --headless".split()
+    )
     args = argv_of(p)
     assert args[3:13] == [
-        "--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "0",
-        "--master_addr", "10.0.0.1", "--master_port", "29501",
+        "--nproc_per_node",
+        "2",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "0",
+        "--master_addr",
+        "10.0.0.1",
+        "--master_port",
+        "29501",
     ]
     assert args[-3:] == ["--seed=7", "--headless", "--distributed"]
 
@@ -108,7 +156,14 @@ def test_training_fields_in_both_grammars():
     hydra_args = argv_of(build("task=Pendulum-v1 num_envs=16 max_iterations=3 seed=1 run_name=a".split()))
     flag_args = argv_of(build("--task Pendulum-v1 --num_envs 16 --max_iterations=3 --seed 1 --run_name=a".split()))
     assert hydra_args == flag_args
-    assert hydra_args[-6:] == ["--task=Pendulum-v1", "--num_envs=16", "--max_iterations=3", "--seed=1", "--run_name=a", "--distributed"]
+    assert hydra_args[-6:] == [
+        "--task=Pendulum-v1",
+        "--num_envs=16",
+        "--max_iterations=3",
+        "--seed=1",
+        "--run_name=a",
+        "--distributed",
+    ]
 
 
 def test_forwarded_values_keep_their_text():
@@ -129,7 +184,15 @@ def test_preset_values_yield_to_the_command_line():
 
 def test_unknown_flags_and_isaaclab_script_overrides_are_forwarded(isaaclab):
     args = argv_of(build("--video --video_length 200 env.scene.num_envs=32 agent.seed=3 --headless".split()))
-    assert args[-7:] == ["--video", "--video_length", "200", "env.scene.num_envs=32", "agent.seed=3", "--headless", "--distributed"]
+    assert args[-7:] == [
+        "--video",
+        "--video_length",
+        "200",
+        "env.scene.num_envs=32",
+        "agent.seed=3",
+        "--headless",
+        "--distributed",
+    ]
 
 
 def test_script_and_python_overrides(tmp_path):
@@ -164,8 +227,13 @@ def test_jax_ranks_get_skrls_variables():
         coordinator=Endpoint("127.0.0.1", 4321),
     )
     assert [dict(proc.env) for proc in p.processes] == [
-        {"JAX_LOCAL_RANK": str(i), "JAX_RANK": str(i), "JAX_WORLD_SIZE": "2",
-         "JAX_COORDINATOR_ADDR": "127.0.0.1", "JAX_COORDINATOR_PORT": "4321"}
+        {
+            "JAX_LOCAL_RANK": str(i),
+            "JAX_RANK": str(i),
+            "JAX_WORLD_SIZE": "2",
+            "JAX_COORDINATOR_ADDR": "127.0.0.1",
+            "JAX_COORDINATOR_PORT": "4321",
+        }
         for i in range(2)
     ]
     args = argv_of(p)
@@ -224,6 +292,7 @@ def test_bracketed_ipv6_endpoint_needs_no_quoting_in_the_hydra_grammar():
 
 # -- issue 13 item 20: forwarded arguments keep the order typed -------------------------------------
 
+
 def test_script_arguments_keep_the_order_typed_as_isaaclab_forwards_them(isaaclab):
     # Isaac Lab's launcher parses its own flags and forwards every other token in order (argparse's
     # parse_known_args); the script then gets --rl_library first and --distributed last.
@@ -233,17 +302,46 @@ def test_script_arguments_keep_the_order_typed_as_isaaclab_forwards_them(isaacla
     )
     script = str(isaaclab / "scripts/reinforcement_learning/train.py")
     assert argv_of(build(line.split(), gpus=4)) == [
-        PY, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_port", "29504",
-        script, "--rl_library", "rsl_rl", "--task=X", "--headless", "presets=newton_mjwarp", "--num_envs=64",
-        "env.scene.num_envs=3", "--max_iterations=5", "--run_name=r", "--video_length", "200", "agent.seed=3",
+        PY,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "4",
+        "--master_port",
+        "29504",
+        script,
+        "--rl_library",
+        "rsl_rl",
+        "--task=X",
+        "--headless",
+        "presets=newton_mjwarp",
+        "--num_envs=64",
+        "env.scene.num_envs=3",
+        "--max_iterations=5",
+        "--run_name=r",
+        "--video_length",
+        "200",
+        "agent.seed=3",
         "--distributed",
     ]
 
 
 def test_typed_order_covers_both_grammars_and_values_not_typed_come_first():
-    args = argv_of(build("seed=3 --headless presets=debug num_envs=64 --device cpu --foo -- --bar --distributed".split()))
+    args = argv_of(
+        build("seed=3 --headless presets=debug num_envs=64 --device cpu --foo -- --bar --distributed".split())
+    )
     # max_iterations=5 comes from presets=debug (not typed): ahead of everything typed
-    assert args[-9:] == ["--max_iterations=5", "--seed=3", "--headless", "--num_envs=64", "--device", "cpu", "--foo", "--bar", "--distributed"]
+    assert args[-9:] == [
+        "--max_iterations=5",
+        "--seed=3",
+        "--headless",
+        "--num_envs=64",
+        "--device",
+        "cpu",
+        "--foo",
+        "--bar",
+        "--distributed",
+    ]
     # a key typed twice: where it was first typed, once (two different values are an error: issue 13
     # item 12, tests/test_inputs.py::test_contradictions_and_impossible_values)
     args = argv_of(build("num_envs=2 --headless --num_envs=2".split()))
@@ -253,32 +351,68 @@ def test_typed_order_covers_both_grammars_and_values_not_typed_come_first():
 
 
 def test_typed_ml_framework_keeps_its_place(isaaclab):
-    p = build("--rl_library skrl --task=X --ml_framework jax --num_gpus 2 --headless".split(), gpus=2, coordinator=Endpoint("127.0.0.1", 1))
-    assert argv_of(p)[2:] == ["--rl_library", "skrl", "--task=X", "--ml_framework", "jax", "--headless", "--distributed"]
+    p = build(
+        "--rl_library skrl --task=X --ml_framework jax --num_gpus 2 --headless".split(),
+        gpus=2,
+        coordinator=Endpoint("127.0.0.1", 1),
+    )
+    assert argv_of(p)[2:] == [
+        "--rl_library",
+        "skrl",
+        "--task=X",
+        "--ml_framework",
+        "jax",
+        "--headless",
+        "--distributed",
+    ]
 
 
 # -- issue 13 item 19: --virtual_local_rank is torchrun's ---------------------------------------------
 
+
 def test_virtual_local_rank_reaches_torchrun_not_the_script(isaaclab):
-    for line in ("--num_gpus 2 --virtual_local_rank --task=X", "--num_gpus 2 --virtual-local-rank --task=X",
-                 "launcher.nproc_per_node=2 launcher.virtual_local_rank=true task=X"):
+    for line in (
+        "--num_gpus 2 --virtual_local_rank --task=X",
+        "--num_gpus 2 --virtual-local-rank --task=X",
+        "launcher.nproc_per_node=2 launcher.virtual_local_rank=true task=X",
+    ):
         args = argv_of(build(line.split(), gpus=2))
         at = args.index(str(isaaclab / "scripts/reinforcement_learning/train.py"))
         # a bare switch, after Isaac Lab's torchrun flags (torch/distributed/run.py declares it last)
-        assert args[:at] == [PY, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone", "--virtual_local_rank"], line
+        assert args[:at] == [
+            PY,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--standalone",
+            "--virtual_local_rank",
+        ], line
         assert "--virtual_local_rank" not in args[at:] and "--virtual-local-rank" not in args[at:]
     assert "--virtual_local_rank" not in argv_of(build(["launcher.virtual_local_rank=false"]))
 
 
 def test_virtual_local_rank_follows_local_addr_as_torchrun_declares_them():
-    from launcher.checks import validate
-    from conftest import make_facts
-    from launcher.config.compose import compose
     from dataclasses import replace
 
-    cfg = compose(["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=10.0.0.1:29400",
-                   "launcher.local_addr=10.0.0.2", "launcher.virtual_local_rank=true"])
+    from conftest import make_facts
+    from launcher.checks import validate
+    from launcher.config.compose import compose
+
+    cfg = compose(
+        [
+            "launcher=multinode",
+            "launcher.nnodes=2",
+            "launcher.rdzv_endpoint=10.0.0.1:29400",
+            "launcher.local_addr=10.0.0.2",
+            "launcher.virtual_local_rank=true",
+        ]
+    )
     facts = make_facts()
     settled = replace(validate(cfg, facts), local_addr="10.0.0.2")
     args = list(plan.build(cfg, settled, facts).processes[0].argv)
-    assert args[args.index("--local_addr"):args.index("--local_addr") + 3] == ["--local_addr", "10.0.0.2", "--virtual_local_rank"]
+    assert args[args.index("--local_addr") : args.index("--local_addr") + 3] == [
+        "--local_addr",
+        "10.0.0.2",
+        "--virtual_local_rank",
+    ]

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, clean_env, without_local_addr
 from launcher import secrets
 from launcher.config import profiles
 from launcher.config.compose import compose_dict, to_typed
 from launcher.errors import UserError
 from launcher.run.supervise import WORKER_WRAPPER
-
-from conftest import ROOT, clean_env, without_local_addr
 from test_cli import assert_usage_error
 
 EXAMPLES = ROOT / "examples" / "profiles"
@@ -49,7 +48,9 @@ def test_search_order_config_path_then_project_then_user(tmp_path):
     assert dirs == [a, b, tmp_path / ".train_multigpu", home / ".config" / "train_multigpu"]
     xdg = tmp_path / "xdg"
     (xdg / "train_multigpu").mkdir(parents=True)
-    assert profiles.search_dirs({"XDG_CONFIG_HOME": str(xdg)}, str(tmp_path), home=str(home))[-1] == xdg / "train_multigpu"
+    assert (
+        profiles.search_dirs({"XDG_CONFIG_HOME": str(xdg)}, str(tmp_path), home=str(home))[-1] == xdg / "train_multigpu"
+    )
 
 
 def test_missing_config_path_directory_is_an_error(tmp_path):
@@ -71,7 +72,8 @@ def test_profile_extends_another_and_sets_launcher_presets_env(tmp_path):
     conf = tmp_path / ".train_multigpu"
     write_profile(conf, "base", global_profile("base", "  env: {NCCL_DEBUG: INFO}\nlauncher:\n  nproc_per_node: '4'\n"))
     write_profile(
-        conf, "child",
+        conf,
+        "child",
         "# @package _global_\ndefaults:\n  - /profile/base\n  - /presets/debug\n  - _self_\n"
         "profile:\n  name: child\n  env: {NCCL_SOCKET_IFNAME: eth0}\nlauncher:\n  topology: multinode\n  nnodes: '2'\n",
     )
@@ -92,7 +94,10 @@ def test_unknown_profile_lists_user_profiles(run_cli, tmp_path):
 
 def test_bad_config_path_env_exit_2(run_cli, tmp_path):
     result = run_cli("dry_run=true", env=clean_env(TRAIN_MULTIGPU_CONFIG_PATH=str(tmp_path / "missing")))
-    assert_usage_error(result, f"train_multigpu: error: TRAIN_MULTIGPU_CONFIG_PATH={tmp_path}/missing: {tmp_path}/missing is not a directory")
+    assert_usage_error(
+        result,
+        f"train_multigpu: error: TRAIN_MULTIGPU_CONFIG_PATH={tmp_path}/missing: {tmp_path}/missing is not a directory",
+    )
 
 
 def test_help_lists_profiles_from_every_directory(run_cli, tmp_path):
@@ -135,40 +140,78 @@ def test_example_one_node_8gpu(run_cli, example_profiles):
     assert result.stdout.splitlines()[0] == "# profile: one_node_8gpu   topology: single_node   device: cuda (nccl)"
     assert "export NCCL_DEBUG=WARN" in result.stdout
     assert shlex.split(result.stdout.splitlines()[-1])[1:] == [
-        "-m", "torch.distributed.run", "--nproc_per_node", "8", "--standalone", WORKER_WRAPPER, str(script),
-        "--rl_library", "rsl_rl", "--task=Isaac-Cartpole-v0", "--distributed",
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "8",
+        "--standalone",
+        WORKER_WRAPPER,
+        str(script),
+        "--rl_library",
+        "rsl_rl",
+        "--task=Isaac-Cartpole-v0",
+        "--distributed",
     ]
 
 
 @pytest.mark.parametrize("node_rank", [0, 1])
 def test_example_two_node_c10d(run_cli, example_profiles, node_rank):
-    result = run_cli("profile=two_node_c10d", f"launcher.node_rank={node_rank}", "dry_run=true", env=gpu_env(example_profiles),
-                     hosts=CLUSTER_HOSTS)
+    result = run_cli(
+        "profile=two_node_c10d",
+        f"launcher.node_rank={node_rank}",
+        "dry_run=true",
+        env=gpu_env(example_profiles),
+        hosts=CLUSTER_HOSTS,
+    )
     assert result.returncode == 0, result.stderr
     assert "export NCCL_SOCKET_IFNAME=ib0" in result.stdout and "export NCCL_IB_HCA=mlx5" in result.stdout
     assert without_local_addr(shlex.split(result.stdout.splitlines()[-1]))[1:] == [
-        "-m", "torch.distributed.run", "--nproc_per_node", "8", "--nnodes", "2", "--node_rank", str(node_rank),
-        "--rdzv_backend", "c10d", "--rdzv_endpoint", "node0.cluster.example:29400", "--rdzv_id", "two_node_c10d",
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "8",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        str(node_rank),
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "node0.cluster.example:29400",
+        "--rdzv_id",
+        "two_node_c10d",
         WORKER_WRAPPER,
-        str(example_profiles / "scripts/reinforcement_learning/train.py"), "--rl_library", "rsl_rl",
-        "presets=newton_mjwarp", "--distributed",
+        str(example_profiles / "scripts/reinforcement_learning/train.py"),
+        "--rl_library",
+        "rsl_rl",
+        "presets=newton_mjwarp",
+        "--distributed",
     ]
 
 
 def test_example_two_node_jax(run_cli, example_profiles):
-    result = run_cli("profile=two_node_jax", "launcher.node_rank=1", "dry_run=true", env=gpu_env(example_profiles),
-                     hosts=CLUSTER_HOSTS)
+    result = run_cli(
+        "profile=two_node_jax",
+        "launcher.node_rank=1",
+        "dry_run=true",
+        env=gpu_env(example_profiles),
+        hosts=CLUSTER_HOSTS,
+    )
     assert result.returncode == 0, result.stderr
     ranks = [line for line in result.stdout.splitlines() if line.startswith("JAX_LOCAL_RANK=")]
     assert len(ranks) == 8
     assert ranks[3].startswith(
-        "JAX_LOCAL_RANK=3 JAX_RANK=11 JAX_WORLD_SIZE=16 JAX_COORDINATOR_ADDR=node0.cluster.example JAX_COORDINATOR_PORT=29500 "
+        "JAX_LOCAL_RANK=3 JAX_RANK=11 JAX_WORLD_SIZE=16 JAX_COORDINATOR_ADDR=node0.cluster.example JAX_COORDINATOR_PORT=29500 "  # noqa: E501
     )
     assert ranks[3].endswith("train.py --rl_library skrl --ml_framework jax --distributed")
 
 
 def test_example_profile_too_many_gpus_for_this_host(run_cli, example_profiles):
-    result = run_cli("profile=one_node_8gpu", "dry_run=true", env=clean_env(ISAACLAB_PATH=str(example_profiles), CUDA_VISIBLE_DEVICES="0,1"))
+    result = run_cli(
+        "profile=one_node_8gpu",
+        "dry_run=true",
+        env=clean_env(ISAACLAB_PATH=str(example_profiles), CUDA_VISIBLE_DEVICES="0,1"),
+    )
     assert_usage_error(result, "launcher.nproc_per_node=8: more workers than the 2 visible GPU(s)")
 
 
@@ -177,7 +220,13 @@ def test_example_profile_too_many_gpus_for_this_host(run_cli, example_profiles):
 
 def test_save_profile_round_trip(run_cli, tmp_path, example_profiles):
     env = gpu_env(example_profiles, HF_TOKEN="hf-secret-value")
-    args = ("profile=two_node_c10d", "presets=debug", "seed=3", "launcher.node_rank=1", "+worker_env.HF_TOKEN=hf-secret-value")
+    args = (
+        "profile=two_node_c10d",
+        "presets=debug",
+        "seed=3",
+        "launcher.node_rank=1",
+        "+worker_env.HF_TOKEN=hf-secret-value",
+    )
     result = run_cli("save_profile=team2", *args, env=env)
     assert result.returncode == 0, result.stderr
     saved = tmp_path / ".train_multigpu" / "profile" / "team2.yaml"
@@ -195,10 +244,17 @@ def test_save_profile_round_trip(run_cli, tmp_path, example_profiles):
 
 def test_save_profile_errors(run_cli, tmp_path):
     assert run_cli("save_profile=mine").returncode == 0
-    assert_usage_error(run_cli("save_profile=mine"), "train_multigpu: error: save_profile=mine:", "mine.yaml already exists")
-    assert_usage_error(run_cli("save_profile=a/b"), "save_profile=a/b: a name of letters, digits, '_', '.', '-' (or a path ending in .yaml)")
+    assert_usage_error(
+        run_cli("save_profile=mine"), "train_multigpu: error: save_profile=mine:", "mine.yaml already exists"
+    )
+    assert_usage_error(
+        run_cli("save_profile=a/b"),
+        "save_profile=a/b: a name of letters, digits, '_', '.', '-' (or a path ending in .yaml)",
+    )
     assert_usage_error(run_cli("save_profile="), "save_profile=: a profile name or a path ending in .yaml")
-    assert_usage_error(run_cli("-m", "save_profile=other", "seed=1,2"), "save_profile=other: saves one composition, not a -m sweep")
+    assert_usage_error(
+        run_cli("-m", "save_profile=other", "seed=1,2"), "save_profile=other: saves one composition, not a -m sweep"
+    )
     assert_usage_error(run_cli("save_profile=bad", "num_envs=many"), "num_envs", "many")
     assert not (tmp_path / ".train_multigpu" / "profile" / "bad.yaml").exists()
 
@@ -217,7 +273,10 @@ def test_save_profile_to_a_path_and_to_config_dir(run_cli, tmp_path):
 
 def test_secret_rule():
     assert secrets.mask_env({"WANDB_API_KEY": "k", "NCCL_DEBUG": "INFO", "HF_TOKEN": ""}) == {
-        "WANDB_API_KEY": "***", "NCCL_DEBUG": "INFO", "HF_TOKEN": ""}
+        "WANDB_API_KEY": "***",
+        "NCCL_DEBUG": "INFO",
+        "HF_TOKEN": "",
+    }
 
 
 PRINT_ENV = """
@@ -233,10 +292,20 @@ def test_secrets_are_masked_in_dry_run_and_records_but_reach_workers(run_cli, tm
     secret = "s3cr3t-value-123"
     script = tmp_path / "print_env.py"
     script.write_text(PRINT_ENV)
-    args = ("launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={script}", f"+worker_env.MY_API_TOKEN={secret}", "+worker_env.NCCL_DEBUG=INFO")
+    args = (
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={script}",
+        f"+worker_env.MY_API_TOKEN={secret}",
+        "+worker_env.NCCL_DEBUG=INFO",
+    )
     dry = run_cli(*args, "dry_run=true")
     assert dry.returncode == 0, dry.stderr
-    assert secret not in dry.stdout and "export MY_API_TOKEN='***'" in dry.stdout and "export NCCL_DEBUG=INFO" in dry.stdout
+    assert (
+        secret not in dry.stdout
+        and "export MY_API_TOKEN='***'" in dry.stdout
+        and "export NCCL_DEBUG=INFO" in dry.stdout
+    )
     result = run_cli(*args, "run_name=sec")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"TOKEN_SHA {hashlib.sha256(secret.encode()).hexdigest()}" in result.stdout

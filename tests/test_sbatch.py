@@ -5,11 +5,18 @@ import pytest
 
 from launcher.config.schema import SlurmConfig
 from launcher.errors import UserError
-from launcher.slurm.batch import KEY_OPTIONS, SBATCH_LONG_OPTIONS, check, render as render_batch, time_limit_seconds
+from launcher.slurm.batch import KEY_OPTIONS, SBATCH_LONG_OPTIONS, check, time_limit_seconds
+from launcher.slurm.batch import render as render_batch
 
 
-def render(slurm=None, command=("python", "train.py"), env=None, workdir="/work/run", job_name="train_multigpu",
-           output="/work/run/slurm-%j.out"):
+def render(
+    slurm=None,
+    command=("python", "train.py"),
+    env=None,
+    workdir="/work/run",
+    job_name="train_multigpu",
+    output="/work/run/slurm-%j.out",
+):
     command = command if isinstance(command, str) else list(command)
     return render_batch(slurm or SlurmConfig(requeue=False), command, env or {}, workdir, job_name, output)
 
@@ -37,11 +44,20 @@ def test_minimal_script():
 
 
 def test_full_settings_in_order():
-    s = SlurmConfig(nodes=4, gpus_per_node=8, gpu_type="h100", cpus_per_task=32,
-                    partition="gpu", time="1-00:00:00", account="rl",
-                    qos="high", mem="0", signal_seconds=300, requeue=True,
-                    extra={"exclusive": True, "--constraint": "a100&ib", "nice": 10,
-                           "hold": False})
+    s = SlurmConfig(
+        nodes=4,
+        gpus_per_node=8,
+        gpu_type="h100",
+        cpus_per_task=32,
+        partition="gpu",
+        time="1-00:00:00",
+        account="rl",
+        qos="high",
+        mem="0",
+        signal_seconds=300,
+        requeue=True,
+        extra={"exclusive": True, "--constraint": "a100&ib", "nice": 10, "hold": False},
+    )
     assert directives(render(s, job_name="ppo-ant", output="/logs/%x-%j.out")) == [
         "#SBATCH --job-name=ppo-ant",
         "#SBATCH --nodes=4",
@@ -87,9 +103,11 @@ def test_directive_quoting(value, rendered):
 
 
 def test_env_and_command_are_shell_quoted():
-    text = render(command=["python", "-c", "print('a b')", "--x=$y"],
-                  env={"OMP_NUM_THREADS": "1", "MSG": "it's $HOME", "EMPTY": ""},
-                  workdir="/tmp/run dir")
+    text = render(
+        command=["python", "-c", "print('a b')", "--x=$y"],
+        env={"OMP_NUM_THREADS": "1", "MSG": "it's $HOME", "EMPTY": ""},
+        workdir="/tmp/run dir",
+    )
     assert "export OMP_NUM_THREADS=1\n" in text
     assert "export MSG='it'\"'\"'s $HOME'\n" in text
     assert "export EMPTY=''\n" in text
@@ -126,8 +144,11 @@ def test_time_limit_seconds():
         ({"extra": {"nodes": 2}}, "slurm.extra.nodes=2: set slurm.nodes instead"),
         ({"extra": {"--no-requeue": True}}, "slurm.extra.no-requeue=True: set slurm.requeue"),
         ({"extra": {"chdir": "/x"}}, "slurm.extra.chdir=/x: set the launcher (the directory"),
-        ({"extra": {"gpus-per-nod": 1}}, "slurm.extra.gpus-per-nod=1: not a known sbatch long option "
-                                         "(did you mean: gpus, gpus-per-socket, gpus-per-task?)"),
+        (
+            {"extra": {"gpus-per-nod": 1}},
+            "slurm.extra.gpus-per-nod=1: not a known sbatch long option "
+            "(did you mean: gpus, gpus-per-socket, gpus-per-task?)",
+        ),
         ({"extra": {"frobnicate": 1}}, "slurm.extra.frobnicate=1: not a known sbatch long option"),
         ({"extra": {"wrap": "ls"}}, "slurm.extra.wrap=ls: not a known sbatch long option"),
         ({"extra": {"comment": "a\nb"}}, "slurm.extra.comment=a\\nb: control character"),

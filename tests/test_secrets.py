@@ -73,8 +73,13 @@ def one_error_line(result) -> str:
 def test_single_run_secret_reaches_the_worker_and_no_file(run_cli, tmp_path, worker, sentinel):
     from_env = sentinel + "-from-env"
     env = clean_env(MY_API_TOKEN=from_env)
-    args = ("launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}",
-            "+worker_env.MY_API_TOKEN=${oc.env:MY_API_TOKEN}", "run_name=sec")
+    args = (
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        f"+worker_env.HF_TOKEN={sentinel}",
+        "+worker_env.MY_API_TOKEN=${oc.env:MY_API_TOKEN}",
+        "run_name=sec",
+    )
     dry = run_cli(*args, "dry_run=true", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "export HF_TOKEN='***'" in dry.stdout and "export MY_API_TOKEN='***'" in dry.stdout
@@ -94,7 +99,13 @@ def test_hydra_outputs_show_the_masked_form(run_cli, tmp_path, sentinel):
     """Hydra writes .hydra/ into the working directory when asked to (hydra.output_subdir); --cfg
     prints the config: both see only the placeholder, since Hydra never receives the value."""
     (tmp_path / "cd").mkdir()
-    result = run_cli("--config-dir", str(tmp_path / "cd"), "hydra.output_subdir=.hydra", f"+worker_env.HF_TOKEN={sentinel}", "dry_run=true")
+    result = run_cli(
+        "--config-dir",
+        str(tmp_path / "cd"),
+        "hydra.output_subdir=.hydra",
+        f"+worker_env.HF_TOKEN={sentinel}",
+        "dry_run=true",
+    )
     assert result.returncode == 0, result.stderr
     written = (tmp_path / ".hydra" / "overrides.yaml").read_text()
     assert "+worker_env.HF_TOKEN=***" in written
@@ -108,18 +119,31 @@ def test_hydra_outputs_show_the_masked_form(run_cli, tmp_path, sentinel):
 
 
 def test_sequential_sweep(run_cli, tmp_path, worker, sentinel):
-    result = run_cli("-m", "seed=1,2", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}")
+    result = run_cli(
+        "-m",
+        "seed=1,2",
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        f"+worker_env.HF_TOKEN={sentinel}",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     for seed in (1, 2):
         assert f"SECRET_SHA HF_TOKEN --seed={seed} {sha(sentinel)}" in "".join(
-            p.read_text() for p in (tmp_path / "runs").rglob("rank0.log")), seed
+            p.read_text() for p in (tmp_path / "runs").rglob("rank0.log")
+        ), seed
     files = assert_nowhere(result, tmp_path, sentinel)
     assert sum(p.name == "config.yaml" for p in files) == 2
 
 
 def test_parallel_sweep(run_cli, tmp_path, worker, sentinel):
     result = run_cli(
-        "-m", "seed=1,2", "sweep.parallel=2", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}",
+        "-m",
+        "seed=1,2",
+        "sweep.parallel=2",
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
         f"+worker_env.HF_TOKEN={sentinel}",
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -131,7 +155,13 @@ def test_parallel_sweep(run_cli, tmp_path, worker, sentinel):
 
 def test_sweep_over_secret_values_gives_each_job_its_own(run_cli, tmp_path, worker, sentinel):
     first, second = sentinel + "a", sentinel + "b"
-    result = run_cli("-m", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={first},{second}")
+    result = run_cli(
+        "-m",
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        f"+worker_env.HF_TOKEN={first},{second}",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     logs = "".join(p.read_text() for p in (tmp_path / "runs").rglob("rank0.log"))
     assert sha(first) in logs and sha(second) in logs
@@ -203,8 +233,15 @@ def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, t
 
     env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     env.pop("HF_TOKEN", None)
-    result = run_cli("submit=slurm", "slurm.cpus_per_task=1", "slurm.time=5", "launcher.nproc_per_node=1",
-                     f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}", env=env)
+    result = run_cli(
+        "submit=slurm",
+        "slurm.cpus_per_task=1",
+        "slurm.time=5",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        f"+worker_env.HF_TOKEN={sentinel}",
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     job = result.stdout.split("submitted SLURM job ", 1)[1].split()[0]
     info = wait_job(job, timeout=180)
@@ -218,9 +255,11 @@ def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sba
     result = run_cli("submit=slurm", "+slurm.extra.export=NONE", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
     assert one_error_line(result) == (
         "train_multigpu: error: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through "
-        "sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or 'slurm.extra.export=\"NONE,HF_TOKEN\"')"
+        "sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or 'slurm.extra.export=\"NONE,HF_TOKEN\"')"  # noqa: E501
     )
-    ok = run_cli("submit=slurm", '+slurm.extra.export="NONE,HF_TOKEN"', f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
+    ok = run_cli(
+        "submit=slurm", '+slurm.extra.export="NONE,HF_TOKEN"', f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch
+    )
     assert ok.returncode == 0, ok.stderr
     assert_nowhere(result, tmp_path, sentinel)
     assert_nowhere(ok, tmp_path, sentinel)
@@ -240,8 +279,13 @@ def test_save_profile(run_cli, tmp_path, sentinel):
 def test_save_profile_keeps_env_references_unresolved(run_cli, tmp_path):
     """docs/profiles.md's example: profile=isaaclab saved on a laptop without ISAACLAB_PATH."""
     result = run_cli(
-        "save_profile=team_a", "profile=isaaclab", "launcher=multinode", "launcher.nnodes=2",
-        "launcher.rdzv_endpoint=node0:29400", "+worker_env.NCCL_SOCKET_IFNAME=ib0", "presets=debug",
+        "save_profile=team_a",
+        "profile=isaaclab",
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        "launcher.rdzv_endpoint=node0:29400",
+        "+worker_env.NCCL_SOCKET_IFNAME=ib0",
+        "presets=debug",
     )
     assert result.returncode == 0, result.stderr
     text = (tmp_path / ".train_multigpu" / "profile" / "team_a.yaml").read_text()
@@ -258,12 +302,21 @@ def test_save_profile_keeps_env_references_unresolved(run_cli, tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["+worker_env.AWS_SECRET_ACCESS_KEY={s},def"], "worker_env.AWS_SECRET_ACCESS_KEY=***: one value (a ',' outside quotes makes a list of values to sweep with -m)"),
+        (
+            ["+worker_env.AWS_SECRET_ACCESS_KEY={s},def"],
+            "worker_env.AWS_SECRET_ACCESS_KEY=***: one value (a ',' outside quotes makes a list of values to sweep with -m)",  # noqa: E501
+        ),
         (["+worker_env.HF_TOKEN=[{s}]"], "worker_env.HF_TOKEN=***: a string"),
         (["+worker_env.HF_TOKEN={s}]"], "worker_env.HF_TOKEN=***: not a value Hydra's override grammar can read"),
-        (["+worker_env={{HF_TOKEN:{s}}}"], "worker_env=***: secrets are given one by one, never as a map (e.g. +worker_env.NAME=VALUE)"),
+        (
+            ["+worker_env={{HF_TOKEN:{s}}}"],
+            "worker_env=***: secrets are given one by one, never as a map (e.g. +worker_env.NAME=VALUE)",
+        ),
         (["+worker_env.BAD-TOKEN={s}"], "worker_env.BAD-TOKEN=***: not an environment variable name"),
-        (["+worker_env.HF_TOKEN={s}", "num_envs=many"], "num_envs=many: Value 'many' of type 'str' could not be converted to Integer"),
+        (
+            ["+worker_env.HF_TOKEN={s}", "num_envs=many"],
+            "num_envs=many: Value 'many' of type 'str' could not be converted to Integer",
+        ),
         (["+worker_env.HF_TOKEN={s}", "launcher.nproc_per_node=0"], "launcher.nproc_per_node=0"),
         (["-m", "seed=1,2", "+worker_env.HF_TOKEN={s}", "num_envs=many"], "num_envs=many"),
         (["+worker_env.HF_TOKEN={s}", "stray"], "argument=stray"),
@@ -292,14 +345,26 @@ def test_failed_start_never_echoes_the_secret(run_cli, tmp_path, sentinel):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("+worker_env.BAD-NAME=1", "worker_env.BAD-NAME=1: not an environment variable name: letters, digits and '_', not starting with a digit"),
-        ("+worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x", "worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x: the launch sets this variable for every worker itself (the real run would overwrite it) (docs/errors.md lists the launch's own variables)"),
-        ("+worker_env.TRAIN_MULTIGPU_RUN_DIR=/tmp", "worker_env.TRAIN_MULTIGPU_RUN_DIR=/tmp: the launch sets this variable"),
+        (
+            "+worker_env.BAD-NAME=1",
+            "worker_env.BAD-NAME=1: not an environment variable name: letters, digits and '_', not starting with a digit",  # noqa: E501
+        ),
+        (
+            "+worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x",
+            "worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x: the launch sets this variable for every worker itself (the real run would overwrite it) (docs/errors.md lists the launch's own variables)",  # noqa: E501
+        ),
+        (
+            "+worker_env.TRAIN_MULTIGPU_RUN_DIR=/tmp",
+            "worker_env.TRAIN_MULTIGPU_RUN_DIR=/tmp: the launch sets this variable",
+        ),
         ("+worker_env.PYTHONUNBUFFERED=0", "worker_env.PYTHONUNBUFFERED=0: the launch sets this variable"),
         ("+worker_env.RANK=3", "worker_env.RANK=3: the launch sets this variable"),
         ("+worker_env.MASTER_PORT=1234", "worker_env.MASTER_PORT=1234: the launch sets this variable"),
         ("+worker_env.JAX_COORDINATOR_PORT=1", "worker_env.JAX_COORDINATOR_PORT=1: the launch sets this variable"),
-        ("+profile.env.CUDA_VISIBLE_DEVICES=1", "profile.env.CUDA_VISIBLE_DEVICES=1: the launch sets this variable for every worker itself (the real run would overwrite it) (give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ...)"),
+        (
+            "+profile.env.CUDA_VISIBLE_DEVICES=1",
+            "profile.env.CUDA_VISIBLE_DEVICES=1: the launch sets this variable for every worker itself (the real run would overwrite it) (give it to the launcher instead: CUDA_VISIBLE_DEVICES=... train_multigpu ...)",  # noqa: E501
+        ),
     ],
 )
 def test_worker_env_names_are_checked(run_cli, tmp_path, override, message):
@@ -329,7 +394,14 @@ def test_every_variable_the_launch_sets_is_refused(run_cli, tmp_path, topology):
     env = clean_env()
     (tmp_path / "before.json").write_text(json.dumps(sorted(env)))
     (tmp_path / "new_vars.py").write_text(NEW_VARS)
-    result = run_cli(topology, "launcher.nproc_per_node=1", f"script={tmp_path / 'new_vars.py'}", "--", str(tmp_path / "before.json"), env=env)
+    result = run_cli(
+        topology,
+        "launcher.nproc_per_node=1",
+        f"script={tmp_path / 'new_vars.py'}",
+        "--",
+        str(tmp_path / "before.json"),
+        env=env,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("NEW_VARS"))
     new = set(line.split()[1:]) - {"OMP_NUM_THREADS", "JAX_PLATFORMS", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}

@@ -56,8 +56,15 @@ def output_of(tmp_path: Path, name: str, job_id: str) -> str:
 
 def test_torchrun_allreduce_completes(slurm_cluster, tmp_path):
     (tmp_path / "allreduce.py").write_text(ALLREDUCE)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-               "--standalone", str(tmp_path / "allreduce.py")]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--standalone",
+        str(tmp_path / "allreduce.py"),
+    ]
     job = sbatch(write_job(tmp_path, "allreduce", command))
     info = wait_job(job, timeout=120)
     out = output_of(tmp_path, "allreduce", job)
@@ -101,8 +108,7 @@ def test_allocation_from_real_environment(slurm_cluster):
 
 def test_three_jobs_at_once_all_complete(slurm_cluster, tmp_path):
     start = time.monotonic()
-    jobs = [sbatch(write_job(tmp_path, f"many{i}", ["bash", "-c", f"sleep 1; echo job {i} done"]))
-            for i in range(3)]
+    jobs = [sbatch(write_job(tmp_path, f"many{i}", ["bash", "-c", f"sleep 1; echo job {i} done"])) for i in range(3)]
     for i, job in enumerate(jobs):
         info = wait_job(job, timeout=60)
         assert info["JobState"] == "COMPLETED", info

@@ -16,8 +16,7 @@ from launcher.slurm.env import (
     [
         ("login", ["login"]),
         ("a,b", ["a", "b"]),
-        ("node[01-03,07],gpu-a[1-2],login",
-         ["node01", "node02", "node03", "node07", "gpu-a1", "gpu-a2", "login"]),
+        ("node[01-03,07],gpu-a[1-2],login", ["node01", "node02", "node03", "node07", "gpu-a1", "gpu-a2", "login"]),
         ("rack[1-2]-n[01-02]", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]),
         ("n[9-0010]", ["n9", "n10"]),  # width is the first number's width, as in SLURM
         ("n[001-3]", ["n001", "n002", "n003"]),
@@ -62,8 +61,7 @@ def test_tasks_per_node():
         expand_tasks_per_node("1,x")
 
 
-BASE = {"SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "3", "SLURM_JOB_NODELIST": "n[1-3]",
-        "SLURM_NODEID": "2"}
+BASE = {"SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "3", "SLURM_JOB_NODELIST": "n[1-3]", "SLURM_NODEID": "2"}
 
 
 def alloc(**extra):
@@ -71,8 +69,7 @@ def alloc(**extra):
 
 
 def test_basic_fields():
-    a = alloc(SLURM_CPUS_PER_TASK="8", SLURM_TASKS_PER_NODE="2(x2),1", SLURM_RESTART_COUNT="1",
-              SLURM_STEP_ID="0")
+    a = alloc(SLURM_CPUS_PER_TASK="8", SLURM_TASKS_PER_NODE="2(x2),1", SLURM_RESTART_COUNT="1", SLURM_STEP_ID="0")
     assert (a.job_id, a.nnodes, a.node_rank, a.first_host) == ("77", 3, 2, "n1")
     assert a.hosts == ("n1", "n2", "n3")
     assert (a.cpus_per_task, a.ntasks_per_node, a.restart_count) == (8, 1, 1)

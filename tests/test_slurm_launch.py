@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 
 import pytest
@@ -10,14 +9,18 @@ import pytest
 from conftest import clean_env, make_facts
 from launcher import checks, plan
 from launcher.config import grammar
-from launcher.slurm import launch as slurm_launch
 from launcher.config.compose import compose, with_default_profile
 from launcher.errors import UserError
+from launcher.slurm import launch as slurm_launch
 from launcher.slurm.env import SlurmAllocation
 
 TWO_NODES = {
-    "SLURM_JOB_ID": "4242", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "gpu[07-08]",
-    "SLURM_NODEID": "1", "SLURM_STEP_ID": "0", "SLURM_NTASKS_PER_NODE": "1",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NUM_NODES": "2",
+    "SLURM_JOB_NODELIST": "gpu[07-08]",
+    "SLURM_NODEID": "1",
+    "SLURM_STEP_ID": "0",
+    "SLURM_NTASKS_PER_NODE": "1",
 }
 
 
@@ -38,13 +41,32 @@ def torchrun_flags(p):
 def test_torchrun_across_the_allocation_as_multinode():
     p = slurm_plan(["launcher=slurm"], {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"}, gpus=8)
     assert torchrun_flags(p) == [
-        "--nproc_per_node", "4", "--nnodes", "2", "--node_rank", "1", "--rdzv_backend", "c10d",
-        "--rdzv_endpoint", "gpu07:24242", "--rdzv_id", "slurm-4242",
+        "--nproc_per_node",
+        "4",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "1",
+        "--rdzv_backend",
+        "c10d",
+        "--rdzv_endpoint",
+        "gpu07:24242",
+        "--rdzv_id",
+        "slurm-4242",
     ]
     assert p.device == "cuda" and p.topology.value == "multinode"
     same = slurm_plan(
-        ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1", "launcher.rdzv_endpoint=gpu07:24242",
-         "launcher.rdzv_id=slurm-4242", "launcher.nproc_per_node=4"], {}, gpus=4)
+        [
+            "launcher=multinode",
+            "launcher.nnodes=2",
+            "launcher.node_rank=1",
+            "launcher.rdzv_endpoint=gpu07:24242",
+            "launcher.rdzv_id=slurm-4242",
+            "launcher.nproc_per_node=4",
+        ],
+        {},
+        gpus=4,
+    )
     assert p.processes == same.processes
 
 
@@ -63,17 +85,29 @@ def test_jax_path_coordinator_on_the_first_host():
 
 def test_explicit_keys_win():
     p = slurm_plan(
-        ["launcher=slurm", "launcher.nproc_per_node=2", "launcher.rdzv_endpoint=10.0.0.1:29400", "launcher.rdzv_id=mine"],
-        {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"}, gpus=4)
+        [
+            "launcher=slurm",
+            "launcher.nproc_per_node=2",
+            "launcher.rdzv_endpoint=10.0.0.1:29400",
+            "launcher.rdzv_id=mine",
+        ],
+        {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"},
+        gpus=4,
+    )
     flags = torchrun_flags(p)
     assert flags[:2] == ["--nproc_per_node", "2"]
     assert "10.0.0.1:29400" in flags and "mine" in flags
 
 
 def test_requeued_job_resumes():
-    p = slurm_plan(["launcher=slurm", "run_dir=/r/job"], {**TWO_NODES, "SLURM_RESTART_COUNT": "2", "SLURM_CPUS_PER_TASK": "1"})
+    p = slurm_plan(
+        ["launcher=slurm", "run_dir=/r/job"], {**TWO_NODES, "SLURM_RESTART_COUNT": "2", "SLURM_CPUS_PER_TASK": "1"}
+    )
     assert p.processes[0].argv[-2:] == ("--resume", "--distributed")
-    p = slurm_plan(["launcher=slurm", "slurm.resume_arg=null"], {**TWO_NODES, "SLURM_RESTART_COUNT": "1", "SLURM_CPUS_PER_TASK": "1"})
+    p = slurm_plan(
+        ["launcher=slurm", "slurm.resume_arg=null"],
+        {**TWO_NODES, "SLURM_RESTART_COUNT": "1", "SLURM_CPUS_PER_TASK": "1"},
+    )
     assert "--resume" not in p.processes[0].argv
 
 
@@ -91,14 +125,27 @@ def test_restart_keeps_the_jobs_run_directory_and_records_apart():
     [
         (["launcher.nnodes=3"], TWO_NODES, "launcher.nnodes=3: SLURM job 4242 has node count 2"),
         (["launcher.node_rank=0"], TWO_NODES, "launcher.node_rank=0: SLURM job 4242 has this node at rank 1"),
-        (["launcher.nproc_per_node=8"], {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"},
-         "launcher.nproc_per_node=8: more workers than the 4 visible GPU(s) (from the SLURM allocation (4 GPU(s) on this node)"),
-        (["launcher.nproc_per_node=4"], {**TWO_NODES, "SLURM_CPUS_PER_TASK": "2", "CUDA_VISIBLE_DEVICES": ""},
-         "launcher.nproc_per_node=4: more workers than the 2 CPU(s) SLURM allocated per node (SLURM_CPUS_PER_TASK=2)"),
-        ([], {**TWO_NODES, "SLURM_NTASKS_PER_NODE": "4"},
-         "launcher=slurm: runs one launcher per node, but this srun step has 4 tasks per node"),
+        (
+            ["launcher.nproc_per_node=8"],
+            {**TWO_NODES, "SLURM_GPUS_ON_NODE": "4"},
+            "launcher.nproc_per_node=8: more workers than the 4 visible GPU(s) (from the SLURM allocation (4 GPU(s) on this node)",  # noqa: E501
+        ),
+        (
+            ["launcher.nproc_per_node=4"],
+            {**TWO_NODES, "SLURM_CPUS_PER_TASK": "2", "CUDA_VISIBLE_DEVICES": ""},
+            "launcher.nproc_per_node=4: more workers than the 2 CPU(s) SLURM allocated per node (SLURM_CPUS_PER_TASK=2)",  # noqa: E501
+        ),
+        (
+            [],
+            {**TWO_NODES, "SLURM_NTASKS_PER_NODE": "4"},
+            "launcher=slurm: runs one launcher per node, but this srun step has 4 tasks per node",
+        ),
         ([], {"PATH": "/bin"}, "launcher=slurm: only runs inside a SLURM allocation (SLURM_JOB_ID is not set)"),
-        ([], {"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-"}, "launcher=slurm: cannot read the SLURM environment: hostlist 'n[1-'"),
+        (
+            [],
+            {"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-"},
+            "launcher=slurm: cannot read the SLURM environment: hostlist 'n[1-'",
+        ),
     ],
 )
 def test_mismatch_is_one_clear_error(argv, env, message):
@@ -125,7 +172,9 @@ def test_dry_run_inside_a_faked_allocation(run_cli):
     env = clean_env(**TWO_NODES, SLURM_CPUS_PER_TASK="2")
     env = {k: v for k, v in env.items() if not k.startswith("SLURM") or k in TWO_NODES or k == "SLURM_CPUS_PER_TASK"}
     # gpu07 gets an address (TEST-NET-2): the launcher resolves the rendezvous host before launch
-    result = run_cli("launcher=slurm", "dry_run=true", env=env, hosts={"gpu07": "198.51.100.7", "gpu08": "198.51.100.8"})
+    result = run_cli(
+        "launcher=slurm", "dry_run=true", env=env, hosts={"gpu07": "198.51.100.7", "gpu08": "198.51.100.8"}
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("# slurm: job 4242   node 1 of 2 (gpu07,gpu08)")
     command = shlex.split(result.stdout.splitlines()[-1])
@@ -155,8 +204,20 @@ def test_outside_slurm_the_launcher_relays_usr1_without_stopping(tmp_path):
 
     (tmp_path / "w.py").write_text(RELAY_WORKER)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "launcher=skrl_jax", "launcher.nproc_per_node=2", f"script={tmp_path / 'w.py'}",
-         "log_all_ranks=true"], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "launcher",
+            "launcher=skrl_jax",
+            "launcher.nproc_per_node=2",
+            f"script={tmp_path / 'w.py'}",
+            "log_all_ranks=true",
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     seen = []
     deadline = time.monotonic() + 40
     while sum("READY" in line for line in seen) < 2 and time.monotonic() < deadline:
@@ -164,4 +225,7 @@ def test_outside_slurm_the_launcher_relays_usr1_without_stopping(tmp_path):
     proc.send_signal(signal.SIGUSR1)
     out = "".join(seen) + proc.communicate(timeout=40)[0]
     assert proc.returncode == 0, out
-    assert sorted(line.split("] ", 1)[-1] for line in out.splitlines() if "USR1 x" in line) == ["rank=0 USR1 x1", "rank=1 USR1 x1"], out
+    assert sorted(line.split("] ", 1)[-1] for line in out.splitlines() if "USR1 x" in line) == [
+        "rank=0 USR1 x1",
+        "rank=1 USR1 x1",
+    ], out

@@ -52,7 +52,15 @@ def log_of(run_dir: Path, job: str) -> str:
 
 
 def test_submit_two_cpu_workers_completes(slurm_cluster, run_cli):
-    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", f"script={ALLREDUCE}", "log_all_ranks=true", "run_name=sub", env=env())
+    result = run_cli(
+        "submit=slurm",
+        "slurm.cpus_per_task=2",
+        "slurm.time=5",
+        f"script={ALLREDUCE}",
+        "log_all_ranks=true",
+        "run_name=sub",
+        env=env(),
+    )
     assert result.returncode == 0, result.stderr
     [(job, run_dir)] = submitted(result.stdout)
     assert f"log:    {run_dir}/slurm-{job}.out" in result.stdout
@@ -66,8 +74,20 @@ def test_submit_two_cpu_workers_completes(slurm_cluster, run_cli):
 
 def test_launcher_slurm_inside_salloc_and_srun(slurm_cluster, tmp_path):
     for launcher, expect in (("slurm", "all_reduce sum=3 expected=3"), ("slurm_jax", "psum=3 expected=3")):
-        argv = ["salloc", "--nodes=1", "--cpus-per-task=2", "srun", "--ntasks-per-node=1", "--cpus-per-task=2",
-                sys.executable, "-m", "launcher", f"launcher={launcher}", f"script={ALLREDUCE}", "log_all_ranks=true"]
+        argv = [
+            "salloc",
+            "--nodes=1",
+            "--cpus-per-task=2",
+            "srun",
+            "--ntasks-per-node=1",
+            "--cpus-per-task=2",
+            sys.executable,
+            "-m",
+            "launcher",
+            f"launcher={launcher}",
+            f"script={ALLREDUCE}",
+            "log_all_ranks=true",
+        ]
         result = subprocess.run(argv, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.count(expect) == 2, result.stdout
@@ -76,8 +96,17 @@ def test_launcher_slurm_inside_salloc_and_srun(slurm_cluster, tmp_path):
 def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_cli):
     jobs = []
     for launcher in ("launcher=single_node", "launcher=skrl_jax"):
-        result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", launcher, f"script={ALLREDUCE}",
-                         "--", "--exit_code_on_rank", "1:7", env=env())
+        result = run_cli(
+            "submit=slurm",
+            "slurm.cpus_per_task=2",
+            "slurm.time=5",
+            launcher,
+            f"script={ALLREDUCE}",
+            "--",
+            "--exit_code_on_rank",
+            "1:7",
+            env=env(),
+        )
         assert result.returncode == 0, result.stderr
         jobs += submitted(result.stdout)
     (torch_job, torch_dir), (jax_job, jax_dir) = jobs
@@ -90,8 +119,16 @@ def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_
 
 
 def test_sweep_submits_one_job_per_point(slurm_cluster, run_cli):
-    result = run_cli("-m", "seed=1,2,3", "submit=slurm", "slurm.cpus_per_task=1", "launcher.nproc_per_node=1", f"script={ALLREDUCE}",
-                     "slurm.time=5", env=env())
+    result = run_cli(
+        "-m",
+        "seed=1,2,3",
+        "submit=slurm",
+        "slurm.cpus_per_task=1",
+        "launcher.nproc_per_node=1",
+        f"script={ALLREDUCE}",
+        "slurm.time=5",
+        env=env(),
+    )
     assert result.returncode == 0, result.stderr
     jobs = submitted(result.stdout)
     assert len(jobs) == 3 and len({run_dir for _, run_dir in jobs}) == 3
@@ -120,7 +157,10 @@ def _requeue_now(job: str) -> None:
     PENDING with BeginTime pushed back; start it again now)."""
     subprocess.run(["scontrol", "requeue", job], check=True, timeout=30)
     deadline = time.monotonic() + 60
-    while "JobState=PENDING" not in subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout:
+    while (
+        "JobState=PENDING"
+        not in subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True).stdout
+    ):
         assert time.monotonic() < deadline, f"job not requeued: {wait_job(job, timeout=1)}"
         time.sleep(0.2)
     subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True, timeout=30)
@@ -129,8 +169,9 @@ def _requeue_now(job: str) -> None:
 def test_usr1_warning_reaches_each_worker_once_and_requeue_passes_resume(slurm_cluster, run_cli, tmp_path):
     script = tmp_path / "usr1_worker.py"
     script.write_text(USR1_WORKER)
-    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", f"script={script}",
-                     "log_all_ranks=true", env=env())
+    result = run_cli(
+        "submit=slurm", "slurm.cpus_per_task=2", "slurm.time=5", f"script={script}", "log_all_ranks=true", env=env()
+    )
     assert result.returncode == 0, result.stderr
     [(job, run_dir)] = submitted(result.stdout)
     log = run_dir / f"slurm-{job}.out"
@@ -159,8 +200,15 @@ def test_requeue_resumes_the_bundled_trainer_where_it_stopped(slurm_cluster, run
     """The bundled trainer, requeued by SLURM mid-run: the restart continues from the checkpoint the
     SIGTERM wrote, in the same run directory; no iteration is lost or run twice."""
     total = 150  # ~0.15 s an iteration here, 2 workers x 8 envs x 64 steps
-    result = run_cli("submit=slurm", "slurm.cpus_per_task=2", "slurm.time=10", "task=CartPole-v1",
-                     f"max_iterations={total}", "run_name=requeue", env=env())
+    result = run_cli(
+        "submit=slurm",
+        "slurm.cpus_per_task=2",
+        "slurm.time=10",
+        "task=CartPole-v1",
+        f"max_iterations={total}",
+        "run_name=requeue",
+        env=env(),
+    )
     assert result.returncode == 0, result.stderr
     [(job, run_dir)] = submitted(result.stdout)
     metrics = run_dir / "metrics.csv"

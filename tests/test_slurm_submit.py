@@ -33,9 +33,21 @@ slurm:
 
 
 def test_job_overrides_and_command():
-    overrides = ["launcher=multinode", "launcher.nproc_per_node='2'", "dry_run=true", "submit=slurm", "+slurm.extra.x=1"]
+    overrides = [
+        "launcher=multinode",
+        "launcher.nproc_per_node='2'",
+        "dry_run=true",
+        "submit=slurm",
+        "+slurm.extra.x=1",
+    ]
     job = job_overrides(overrides, jax=False, run_dir="/runs/a b")
-    assert job == ["launcher=slurm", "launcher.nproc_per_node='2'", "+slurm.extra.x=1", "submit=none", "run_dir='/runs/a b'"]
+    assert job == [
+        "launcher=slurm",
+        "launcher.nproc_per_node='2'",
+        "+slurm.extra.x=1",
+        "submit=none",
+        "run_dir='/runs/a b'",
+    ]
     assert job_command("/py", [], job, ["--x", "1"])[:3] == ["/py", "-m", "launcher"]
     assert job_command("/py", [], job, ["--x", "1"])[-3:] == ["--", "--x", "1"]
     assert job_command("/py", [], job, [])[-1] == "run_dir='/runs/a b'"
@@ -43,19 +55,40 @@ def test_job_overrides_and_command():
 
 
 def test_summary_lists_each_point_by_its_own_overrides():
-    rows = [Submission(("seed=1", "submit=slurm"), "/r/0", "11"), Submission(("seed=2", "submit=slurm"), "/r/1", None, "boom")]
+    rows = [
+        Submission(("seed=1", "submit=slurm"), "/r/0", "11"),
+        Submission(("seed=2", "submit=slurm"), "/r/1", None, "boom"),
+    ]
     text = summary(rows)
     assert "1 of 2 job(s) submitted" in text
     assert "0  11      seed=1" in text and "1  FAILED  seed=2" in text and "boom" in text
 
 
 def test_dry_run_prints_the_script_and_submits_nothing(run_cli, tmp_path):
-    result = run_cli("submit=slurm", "slurm.nodes=2", "slurm.time=1:00:00", "slurm.partition=cpu", "seed=7",
-                     "+slurm.extra.mail_type=END", "dry_run=true", "--", "--lr", "3e-4")
+    result = run_cli(
+        "submit=slurm",
+        "slurm.nodes=2",
+        "slurm.time=1:00:00",
+        "slurm.partition=cpu",
+        "seed=7",
+        "+slurm.extra.mail_type=END",
+        "dry_run=true",
+        "--",
+        "--lr",
+        "3e-4",
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for line in ("#SBATCH --nodes=2", "#SBATCH --time=1:00:00", "#SBATCH --partition=cpu", "#SBATCH --signal=B:USR1@120",
-                 "#SBATCH --requeue", "#SBATCH --mail-type=END", f"#SBATCH --chdir={tmp_path}", "trap forward_usr1 USR1"):
+    for line in (
+        "#SBATCH --nodes=2",
+        "#SBATCH --time=1:00:00",
+        "#SBATCH --partition=cpu",
+        "#SBATCH --signal=B:USR1@120",
+        "#SBATCH --requeue",
+        "#SBATCH --mail-type=END",
+        f"#SBATCH --chdir={tmp_path}",
+        "trap forward_usr1 USR1",
+    ):
         assert line in out, out
     srun = next(line for line in out.splitlines() if line.startswith("srun "))
     command = shlex.split(srun.rstrip(" &"))
@@ -78,8 +111,13 @@ def test_cluster_profile_carries_the_slurm_settings(run_cli, tmp_path):
     result = run_cli("--config-dir", str(tmp_path / "conf"), "profile=mycluster", "dry_run=true")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for line in ("#SBATCH --gpus-per-node=a100:8", "#SBATCH --partition=gpu", "#SBATCH --account=rl-team",
-                 "#SBATCH --time=4:00:00", "#SBATCH --constraint=ib"):
+    for line in (
+        "#SBATCH --gpus-per-node=a100:8",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --account=rl-team",
+        "#SBATCH --time=4:00:00",
+        "#SBATCH --constraint=ib",
+    ):
         assert line in out, out
     assert f"--config-dir {tmp_path / 'conf'}" in out and "profile=mycluster" in out
 
@@ -92,12 +130,22 @@ def test_cluster_profile_carries_the_slurm_settings(run_cli, tmp_path):
         (["+slurm.extra.colour=red"], "slurm.extra.colour=red: not a known sbatch long option"),
         (["+slurm.extra.time=5"], "slurm.extra.time=5: set slurm.time instead of an extra option"),
         (["slurm.gpu_type=a100"], "slurm.gpu_type=a100: needs gpus_per_node >= 1"),
-        (["slurm.time=5", "slurm.signal_seconds=600"], "slurm.signal_seconds=600: must be shorter than time='5' (300 s)"),
-        (["slurm.gpus_per_node=2", "launcher.nproc_per_node=4"],
-         "launcher.nproc_per_node=4: more workers than the 2 visible GPU(s) (from slurm.gpus_per_node=2"),
-        (["slurm.cpus_per_task=1", "launcher.nproc_per_node=2"],
-         "launcher.nproc_per_node=2: more workers than the 1 CPU(s) SLURM allocated per node"),
-        (["slurm.nodes=2", "launcher=multinode", "launcher.nnodes=3"], "launcher.nnodes=3: SLURM job to be submitted has node count 2"),
+        (
+            ["slurm.time=5", "slurm.signal_seconds=600"],
+            "slurm.signal_seconds=600: must be shorter than time='5' (300 s)",
+        ),
+        (
+            ["slurm.gpus_per_node=2", "launcher.nproc_per_node=4"],
+            "launcher.nproc_per_node=4: more workers than the 2 visible GPU(s) (from slurm.gpus_per_node=2",
+        ),
+        (
+            ["slurm.cpus_per_task=1", "launcher.nproc_per_node=2"],
+            "launcher.nproc_per_node=2: more workers than the 1 CPU(s) SLURM allocated per node",
+        ),
+        (
+            ["slurm.nodes=2", "launcher=multinode", "launcher.nnodes=3"],
+            "launcher.nnodes=3: SLURM job to be submitted has node count 2",
+        ),
         (["script=/no/such/train.py"], "script=/no/such/train.py: the training script does not exist"),
     ],
 )
@@ -118,5 +166,12 @@ def test_no_sbatch_on_path_is_a_clear_error(run_cli, tmp_path):
 
 def test_help_mentions_the_slurm_keys(run_cli):
     result = run_cli("--help")
-    for text in ("submit=slurm", "slurm.nodes", "slurm.gpus_per_node", "+slurm.extra.NAME=VALUE", "launcher=slurm", "slurm_jax"):
+    for text in (
+        "submit=slurm",
+        "slurm.nodes",
+        "slurm.gpus_per_node",
+        "+slurm.extra.NAME=VALUE",
+        "launcher=slurm",
+        "slurm_jax",
+    ):
         assert text in result.stdout, text

@@ -88,7 +88,12 @@ def test_rank_killed_by_signal_is_named_from_torchruns_report(tmp_path):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "signum, code, jax",
-    [(signal.SIGINT, 130, False), (signal.SIGTERM, 143, True), (signal.SIGHUP, 129, True), (signal.SIGTERM, 143, False)],
+    [
+        (signal.SIGINT, 130, False),
+        (signal.SIGTERM, 143, True),
+        (signal.SIGHUP, 129, True),
+        (signal.SIGTERM, 143, False),
+    ],
     ids=["SIGINT-torchrun", "SIGTERM-jax", "SIGHUP-jax", "SIGTERM-torchrun"],
 )
 def test_signal_stops_everything_with_128_plus_n(tmp_path, signum, code, jax):
@@ -196,8 +201,14 @@ def test_torchrun_restarts_are_left_to_torchrun(tmp_path):
 def test_a_node_without_rank_0_says_where_its_logs_are(tmp_path):
     """JAX ranks of node 1 of 2 (node 0 never comes): the console points at this node's logs."""
     proc, pids = spawner(
-        tmp_path, "launcher.nnodes=2", "launcher.node_rank=1", "launcher.local_nodes=true",
-        "launcher.coordinator_address=127.0.0.1:1", nproc=1, jax=True, args=("--mode", "ok"),
+        tmp_path,
+        "launcher.nnodes=2",
+        "launcher.node_rank=1",
+        "launcher.local_nodes=true",
+        "launcher.coordinator_address=127.0.0.1:1",
+        nproc=1,
+        jax=True,
+        args=("--mode", "ok"),
     )
     code, out, err = finish(proc)
     assert code == 0, err

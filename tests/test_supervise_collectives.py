@@ -19,7 +19,9 @@ def test_a_rank_exiting_ends_ranks_blocked_in_collectives(tmp_path, jax):
     if jax:  # both ranks join jax.distributed first, then rank 1 exits and rank 0 waits for it
         proc = start(tmp_path, "launcher=skrl_jax", "launcher.nproc_per_node=2", f"script={JAX_FAIL}")
     else:  # rank 1 exits after init_process_group, rank 0 waits in all_reduce
-        proc = start(tmp_path, "launcher.nproc_per_node=2", f"script={ALLREDUCE}", script_args=("--exit_code_on_rank", "1:7"))
+        proc = start(
+            tmp_path, "launcher.nproc_per_node=2", f"script={ALLREDUCE}", script_args=("--exit_code_on_rank", "1:7")
+        )
     started = time.monotonic()
     code, out, err = finish(proc, timeout=80)
     assert code == 7, err

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from launcher import checks, plan as plan_mod, probe as host
-from launcher.config.schema import LauncherConfig, Topology, TrainConfig, Device
+from launcher import checks
+from launcher import plan as plan_mod
+from launcher import probe as host
+from launcher.config.schema import Device, LauncherConfig, Topology, TrainConfig
 
 WRAPPER = "/pkg/launcher/run/worker.py"
 
@@ -14,6 +16,7 @@ def _plan(**launcher) -> plan_mod.LaunchPlan:
     settled = checks.validate(cfg, facts)
     if cfg.launcher.topology is Topology.skrl_jax:
         from dataclasses import replace
+
         from launcher.addresses import Endpoint
 
         settled = replace(settled, coordinator=Endpoint("127.0.0.1", 1234))

@@ -36,9 +36,21 @@ def dry_run(*overrides: str) -> subprocess.CompletedProcess:
     "overrides, key, value",
     [
         (["launcher.master_port={port}"], "launcher.master_port", "{port}"),
-        (["launcher=multinode", "launcher.nnodes=2", "launcher.local_nodes=true", "launcher.rdzv_endpoint=localhost:{port}"],
-         "launcher.rdzv_endpoint", "localhost:{port}"),
-        (["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:{port}"], "launcher.coordinator_address", "127.0.0.1:{port}"),
+        (
+            [
+                "launcher=multinode",
+                "launcher.nnodes=2",
+                "launcher.local_nodes=true",
+                "launcher.rdzv_endpoint=localhost:{port}",
+            ],
+            "launcher.rdzv_endpoint",
+            "localhost:{port}",
+        ),
+        (
+            ["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:{port}"],
+            "launcher.coordinator_address",
+            "127.0.0.1:{port}",
+        ),
     ],
     ids=["master_port", "rdzv_endpoint", "jax-coordinator"],
 )
@@ -56,8 +68,16 @@ def test_a_taken_port_fails_before_launch_naming_it(taken_port, overrides, key, 
     "overrides, key, value",
     [
         (["launcher=multinode", "launcher.master_addr=127.0.0.1"], "launcher.master_addr", "127.0.0.1"),
-        (["launcher=multinode", "launcher.node_rank=1", "launcher.rdzv_endpoint=localhost:29400"], "launcher.rdzv_endpoint", "localhost:29400"),
-        (["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:1234"], "launcher.coordinator_address", "127.0.0.1:1234"),
+        (
+            ["launcher=multinode", "launcher.node_rank=1", "launcher.rdzv_endpoint=localhost:29400"],
+            "launcher.rdzv_endpoint",
+            "localhost:29400",
+        ),
+        (
+            ["launcher=skrl_jax", "launcher.coordinator_address=127.0.0.1:1234"],
+            "launcher.coordinator_address",
+            "127.0.0.1:1234",
+        ),
     ],
     ids=["master_addr", "rdzv_endpoint-node1", "jax-coordinator"],
 )
@@ -74,7 +94,11 @@ def test_free_ports_are_chosen_when_none_is_given(taken_port):
     single = dry_run().stdout
     assert "--standalone" in single  # torchrun picks a free port itself
     jax = dry_run("launcher=skrl_jax").stdout
-    ports = {line.split("JAX_COORDINATOR_PORT=")[1].split()[0] for line in jax.splitlines() if "JAX_COORDINATOR_PORT=" in line}
+    ports = {
+        line.split("JAX_COORDINATOR_PORT=")[1].split()[0]
+        for line in jax.splitlines()
+        if "JAX_COORDINATOR_PORT=" in line
+    }
     assert len(ports) == 1 and int(ports.pop()) != taken_port
 
 
@@ -92,8 +116,22 @@ def test_omp_threads_follow_the_affinity_mask_and_torchrun_prints_no_banner(tmp_
     assert "Setting OMP_NUM_THREADS" not in torchrun_log + out + err  # torchrun's banner
     # one core allowed: one thread, whatever the machine has
     pinned = subprocess.run(
-        ["taskset", "-c", "0", sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", "dry_run=true"],
-        capture_output=True, text=True, env=env(), cwd=REPO, timeout=60,
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-m",
+            "launcher",
+            "device=cpu",
+            "launcher.nproc_per_node=1",
+            "dry_run=true",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=REPO,
+        timeout=60,
     )
     assert "export OMP_NUM_THREADS=1" in pinned.stdout
 
@@ -107,7 +145,9 @@ def test_torchruns_default_master_port_is_checked_and_named():
     except OSError:
         pass  # someone else holds it already: taken either way
     try:
-        result = dry_run("launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=127.0.0.1", "launcher.local_nodes=true")
+        result = dry_run(
+            "launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=127.0.0.1", "launcher.local_nodes=true"
+        )
     finally:
         holder.close()
     assert result.returncode == 2
@@ -135,7 +175,7 @@ def test_two_launches_on_one_port_the_loser_gets_the_port_message(tmp_path, jax)
     wrapper = tmp_path / "python-after-the-winner"
     wrapper.write_text(
         "#!/bin/sh\n"
-        f"while ! {sys.executable} -c \"import socket, sys; sys.exit(socket.socket().connect_ex(('127.0.0.1', {port})))\"; "
+        f"while ! {sys.executable} -c \"import socket, sys; sys.exit(socket.socket().connect_ex(('127.0.0.1', {port})))\"; "  # noqa: E501
         "do sleep 0.1; done\n"
         f'exec {sys.executable} "$@"\n'
     )
@@ -172,7 +212,9 @@ def test_two_launches_on_one_port_the_loser_gets_the_port_message(tmp_path, jax)
         if holder is not None:
             holder.close()
     assert code == 2, out + err
-    assert err == f"train_multigpu: error: {key}={value}: port {port} is already in use on this host ({HINT})\n", out + err
+    assert err == f"train_multigpu: error: {key}={value}: port {port} is already in use on this host ({HINT})\n", (
+        out + err
+    )
     if not jax:  # torchrun's traceback is not shown; a JAX rank 0's output is on the console as always
         assert "Traceback" not in out and "EADDRINUSE" not in out
     assert out.strip().endswith(f"exit code 2 (port {port} in use); run directory: {run_dir(loser_dir)}")

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.sweep import lanes as sweep
+from conftest import clean_env, make_facts
 from launcher.config.compose import compose
 from launcher.errors import UserError
-
-from conftest import clean_env, make_facts
+from launcher.sweep import lanes as sweep
 from supervise_util import finish, spawner, survivors, wait_for_files
-from test_cli import assert_usage_error
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -49,7 +47,12 @@ def worker(tmp_path) -> Path:
 
 
 def worker_lines(run_dir: Path) -> list[str]:
-    return [line for log in sorted((run_dir / "logs").glob("*.log")) for line in log.read_text().splitlines() if line.startswith("WORKER")]
+    return [
+        line
+        for log in sorted((run_dir / "logs").glob("*.log"))
+        for line in log.read_text().splitlines()
+        if line.startswith("WORKER")
+    ]
 
 
 def summary_rows(stdout: str) -> list[list[str]]:
@@ -91,12 +94,14 @@ def test_job_config_rdzv_id_and_ports():
 
 def test_summary_table():
     shared = ("task=CartPole-v1", "+worker_env.HF_TOKEN=x")  # on every job: not a swept value
-    text = sweep.summary([
-        sweep.JobResult(1, ("seed=2", *shared), 3, 1.25, "/r/1"),
-        sweep.JobResult(0, ("seed=1", *shared), 0, 2.0, "/r/0"),
-        sweep.JobResult(2, ("seed=3", *shared), None, 0.0, "", "skipped (sweep.fail_fast)"),
-        sweep.JobResult(3, ("seed=4", *shared), 143, 0.5, "/r/3", "stopped (sweep.fail_fast)"),
-    ])
+    text = sweep.summary(
+        [
+            sweep.JobResult(1, ("seed=2", *shared), 3, 1.25, "/r/1"),
+            sweep.JobResult(0, ("seed=1", *shared), 0, 2.0, "/r/0"),
+            sweep.JobResult(2, ("seed=3", *shared), None, 0.0, "", "skipped (sweep.fail_fast)"),
+            sweep.JobResult(3, ("seed=4", *shared), 143, 0.5, "/r/3", "stopped (sweep.fail_fast)"),
+        ]
+    )
     lines = text.splitlines()
     assert lines[0].split() == ["job", "overrides", "exit", "duration", "run", "directory"]
     assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]  # the swept values only, as docs/sweeps.md shows
@@ -125,7 +130,12 @@ def test_sequential_sweep_runs_every_job_and_summarises(run_cli, worker):
 
 def test_fail_fast_skips_the_rest(run_cli, worker):
     result = run_cli(
-        "-m", "seed=2,1,3", "sweep.fail_fast=true", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}",
+        "-m",
+        "seed=2,1,3",
+        "sweep.fail_fast=true",
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
         env=clean_env(FAIL_SEED2="1"),
     )
     assert result.returncode == 3
@@ -139,14 +149,23 @@ def test_parallel_sweep_pins_each_job_to_its_own_core(run_cli, worker, tmp_path)
     # waits until the other job's worker is up too (run one after the other, it would wait 60 s)
     meet = tmp_path / "meet"
     meet.mkdir()
-    result = run_cli("-m", "seed=1,2", "sweep.parallel=2", "launcher.nproc_per_node=1", f"script={worker}",
-                     env=clean_env(MEET_DIR=str(meet)))
+    result = run_cli(
+        "-m",
+        "seed=1,2",
+        "sweep.parallel=2",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        env=clean_env(MEET_DIR=str(meet)),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = summary_rows(result.stdout)
     assert [r[2] for r in rows] == ["0", "0"]
     cores = sorted(os.sched_getaffinity(0))
     lines = {line.split()[1]: line.split() for row in rows for line in worker_lines(Path(row[4]))}
-    assert {seed: fields[2] for seed, fields in lines.items()} == {"--seed=1": f"cpus={cores[0]}", "--seed=2": f"cpus={cores[1]}"}
+    assert {seed: fields[2] for seed, fields in lines.items()} == {
+        "--seed=1": f"cpus={cores[0]}",
+        "--seed=2": f"cpus={cores[1]}",
+    }
     # the lanes overlapped: each worker began before the other ended, and neither waited long
     (b1, e1), (b2, e2) = ([float(f.split("=")[1]) for f in lines[seed][4:6]] for seed in ("--seed=1", "--seed=2"))
     assert b1 < e2 and b2 < e1, lines
@@ -156,7 +175,12 @@ def test_parallel_sweep_pins_each_job_to_its_own_core(run_cli, worker, tmp_path)
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable CPU cores")
 def test_parallel_sweep_failure_does_not_stop_the_other_lane(run_cli, worker):
     result = run_cli(
-        "-m", "seed=1,2,3", "sweep.parallel=2", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={worker}",
+        "-m",
+        "seed=1,2,3",
+        "sweep.parallel=2",
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
         env=clean_env(FAIL_SEED2="1"),
     )
     assert result.returncode == 3, result.stdout + result.stderr
@@ -165,7 +189,9 @@ def test_parallel_sweep_failure_does_not_stop_the_other_lane(run_cli, worker):
 
 def test_parallel_dry_run_shows_each_jobs_gpus(run_cli, tmp_path):
     # No GPU here: 8 are declared visible through CUDA_VISIBLE_DEVICES, which is all the launcher reads.
-    result = run_cli("-m", "seed=1,2,3,4", "sweep.parallel=4", "dry_run=true", env=clean_env(CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"))
+    result = run_cli(
+        "-m", "seed=1,2,3,4", "sweep.parallel=4", "dry_run=true", env=clean_env(CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7")
+    )
     assert result.returncode == 0, result.stderr
     assert re.findall(r"export CUDA_VISIBLE_DEVICES=(\S+)", result.stdout) == ["0,1", "2,3", "4,5", "6,7"]
     assert result.stdout.count("--nproc_per_node 2 --standalone") == 4
@@ -174,13 +200,22 @@ def test_parallel_dry_run_shows_each_jobs_gpus(run_cli, tmp_path):
 def test_parallel_too_many_jobs_at_once_is_a_usage_error(run_cli):
     result = run_cli("-m", "seed=1,2", "sweep.parallel=3", "dry_run=true")
     assert result.returncode == 2
-    assert "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own" in result.stderr
+    assert (
+        "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own"
+        in result.stderr
+    )
 
 
 def test_help_mentions_profiles_and_sweep_keys(run_cli):
     result = run_cli("--help")
     assert result.returncode == 0
-    for text in ("save_profile=NAME", "TRAIN_MULTIGPU_CONFIG_PATH", "sweep.fail_fast=true", "sweep.parallel=N", ".train_multigpu"):
+    for text in (
+        "save_profile=NAME",
+        "TRAIN_MULTIGPU_CONFIG_PATH",
+        "sweep.fail_fast=true",
+        "sweep.parallel=N",
+        ".train_multigpu",
+    ):
         assert text in result.stdout, text
 
 
@@ -198,7 +233,8 @@ def sweep_status(stdout: str, job: int) -> dict:
 
 
 @pytest.mark.parametrize(
-    "signum, parallel", [(signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGINT, 2), (signal.SIGTERM, 2)],
+    "signum, parallel",
+    [(signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGINT, 2), (signal.SIGTERM, 2)],
     ids=["SIGINT-sequential", "SIGTERM-sequential", "SIGINT-parallel", "SIGTERM-parallel"],
 )
 def test_one_signal_stops_the_whole_sweep(tmp_path, signum, parallel):
@@ -215,9 +251,9 @@ def test_one_signal_stops_the_whole_sweep(tmp_path, signum, parallel):
         assert survivors(pids / f"seed{seed}", settle=0) == []
     assert sorted(p.name for p in pids.iterdir()) == [f"seed{s}" for s in running]  # no further job started
     rows = summary_rows(out)
-    assert [r[2] for r in rows] == ["130 (interrupted)" if signum == signal.SIGINT else "143 (interrupted)"] * parallel + [
-        "skipped (interrupted)"
-    ] * (3 - parallel), out
+    assert [r[2] for r in rows] == [
+        "130 (interrupted)" if signum == signal.SIGINT else "143 (interrupted)"
+    ] * parallel + ["skipped (interrupted)"] * (3 - parallel), out
     for job in range(parallel):
         assert sweep_status(out, job)["reason"] == f"stopped by {signal.Signals(signum).name}"
     assert f"3 job(s): 0 succeeded, 0 failed, {parallel} stopped, {3 - parallel} skipped" in out
@@ -243,7 +279,12 @@ def test_second_ctrl_c_kills_a_sweep_at_once(tmp_path):
 def test_parallel_fail_fast_exits_with_the_failure_and_marks_the_stopped_job(tmp_path):
     # job 0 (seed 1) runs; job 1 (seed 2, the other lane) fails with 3 once job 0's rank is up
     proc, pids = spawner(
-        tmp_path, "-m", "seed=1,2,3", "sweep.parallel=2", "sweep.fail_fast=true", nproc=1,
+        tmp_path,
+        "-m",
+        "seed=1,2,3",
+        "sweep.parallel=2",
+        "sweep.fail_fast=true",
+        nproc=1,
         args=("--fail_seed", "2:3:seed1/rank0.pid"),
     )
     code, out, err = finish(proc, timeout=90)
@@ -282,7 +323,10 @@ def test_sweep_error_is_printed_once_and_writes_nothing(run_cli, tmp_path, dry_r
     before = files_under(tmp_path)
     result = run_cli("-m", "seed=1,2,3", "sweep.parallel=3", *(["dry_run=true"] if dry_run else []))
     assert result.returncode == 2
-    assert result.stderr == "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own\n"
+    assert (
+        result.stderr
+        == "train_multigpu: error: sweep.parallel=3: at most 2, the usable CPU cores: each job needs its own\n"
+    )
     assert files_under(tmp_path) == before
 
 
@@ -308,8 +352,13 @@ def test_slurm_sweep_dry_run_shows_what_the_submission_writes(run_cli, tmp_path)
     dry = run_cli(*args, "dry_run=true", env=env)
     assert dry.returncode == 0, dry.stderr
     assert files_under(tmp_path) == ["bin", "bin/sbatch"]
-    scripts = dict(re.findall(r"^# (\S+/job\.sbatch) \(dry run: nothing written, nothing submitted\)\n(.*?)(?=^# /|^\[train_multigpu\])",
-                              dry.stdout, re.M | re.S))
+    scripts = dict(
+        re.findall(
+            r"^# (\S+/job\.sbatch) \(dry run: nothing written, nothing submitted\)\n(.*?)(?=^# /|^\[train_multigpu\])",
+            dry.stdout,
+            re.M | re.S,
+        )
+    )
     assert "sweep summary" not in dry.stdout  # one table
     assert re.findall(r"^  \d  (.*)$", dry.stdout, re.M) == [
         f"dry run  seed={n + 1}     {path[: -len('/job.sbatch')]}" for n, path in enumerate(scripts)

@@ -12,8 +12,11 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_debug_sized_run_is_fast_and_accepts_isaac_lab_flags(tmp_path):
     t0 = time.monotonic()
-    r = bare(["--max_iterations", "5", "--num_envs", "4", "--rl_library", "skrl", "--headless", "--run_name", "dbg"],
-             env=clean_env(), cwd=tmp_path)
+    r = bare(
+        ["--max_iterations", "5", "--num_envs", "4", "--rl_library", "skrl", "--headless", "--run_name", "dbg"],
+        env=clean_env(),
+        cwd=tmp_path,
+    )
     elapsed = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(iteration_lines(r.stdout)) == 5

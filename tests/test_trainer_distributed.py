@@ -16,7 +16,7 @@ def _check_dump(dump, world: int) -> list[dict]:
     initials = [np.load(dump / f"rank{r}_initial.npy") for r in range(world)]
     for r in range(1, world):
         np.testing.assert_array_equal(initials[r], initials[0])  # rank 0's parameters were broadcast
-        np.testing.assert_array_equal(finals[r], finals[0])      # averaged gradients keep ranks identical
+        np.testing.assert_array_equal(finals[r], finals[0])  # averaged gradients keep ranks identical
     assert not np.allclose(finals[0], initials[0]), "training did not change the parameters"
     infos = [json.loads((dump / f"rank{r}_info.json").read_text()) for r in range(world)]
     assert [i["rank_seed"] for i in infos] == [infos[0]["rank_seed"] + r for r in range(world)]

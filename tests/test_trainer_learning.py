@@ -9,7 +9,7 @@ hyperparameters -- reaches a deterministic evaluation return >= 475:
 
 Chosen: the real default job (2 workers) for every seed, run one after another (parallel runs would
 share the 2 cores and measure nothing).  Deselect with `-m "not slow"`.
-"""
+"""  # noqa: E501
 
 import json
 import re

@@ -16,8 +16,14 @@ SMALL = ["--num_envs", "4"]
 
 
 def _start(tmp_path, args, **env):
-    return subprocess.Popen([PY, str(TRAIN), *SMALL, *args], cwd=tmp_path, env=clean_env(**env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [PY, str(TRAIN), *SMALL, *args],
+        cwd=tmp_path,
+        env=clean_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_iteration(proc, n: int) -> list[str]:
@@ -26,7 +32,7 @@ def _wait_for_iteration(proc, n: int) -> list[str]:
         seen.append(line)
         if line.startswith(f"[iter {n:4d}/"):
             return seen
-    raise AssertionError("trainer ended before iteration %d: %s" % (n, proc.stderr.read()[-3000:]))
+    raise AssertionError(f"trainer ended before iteration {n}: {proc.stderr.read()[-3000:]}")
 
 
 def _iterations(lines: list[str]) -> list[int]:
@@ -52,9 +58,14 @@ def test_sigkill_then_resume_keeps_every_completed_iteration(tmp_path):
     assert [steps for steps, _ in saved["history"]] == [i * per_iteration for i in range(1, done + 1)]
 
     dump = tmp_path / "dump"
-    r = subprocess.run([PY, str(TRAIN), *SMALL, "--resume", "--max_iterations", str(done + 2)], cwd=tmp_path,
-                       env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run, TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS=dump),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [PY, str(TRAIN), *SMALL, "--resume", "--max_iterations", str(done + 2)],
+        cwd=tmp_path,
+        env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run, TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS=dump),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert _iterations(r.stdout.splitlines(keepends=True)) == [done + 1, done + 2]
     info = json.loads((dump / "rank0_info.json").read_text())
@@ -101,5 +112,9 @@ def test_injected_crash_exits_3_and_elastic_restart_resumes(tmp_path):
     r = torchrun(2, args, env=env, cwd=tmp_path, extra=("--max_restarts", "1"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resuming from" in r.stdout and "iter_000002.ckpt" in r.stdout
-    assert [line.split("/")[0] for line in iteration_lines(r.stdout)] == \
-        ["[iter    1", "[iter    2", "[iter    3", "[iter    4"]
+    assert [line.split("/")[0] for line in iteration_lines(r.stdout)] == [
+        "[iter    1",
+        "[iter    2",
+        "[iter    3",
+        "[iter    4",
+    ]

@@ -25,26 +25,45 @@ def build_parser() -> argparse.ArgumentParser:
         description="Example skrl PPO trainer (torch or JAX) for gymnasium tasks; single process, "
         "torchrun or JAX multi-process.",
     )
-    p.add_argument("--task", default="CartPole-v1",
-                   help=f"gymnasium task id with a file in examples/agents/ ({', '.join(available_tasks())})")
-    p.add_argument("--num_envs", type=int, default=None,
-                   help="environments per worker (default: the task's agent file)")
-    p.add_argument("--max_iterations", type=int, default=None,
-                   help="PPO iterations (rollout + update) to run in total (default: the task's agent file)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="base seed; each worker uses seed + global rank (default: the task's agent file)")
-    p.add_argument("--run_name", default=None,
-                   help="name of the run directory under runs/<task>/ (ignored when TRAIN_MULTIGPU_RUN_DIR is set)")
-    p.add_argument("--device", default=None,
-                   help="cpu | cuda | cuda:N (default: cuda:LOCAL_RANK when CUDA is available, else cpu)")
-    p.add_argument("--distributed", action="store_true",
-                   help="train with several processes (torchrun env or skrl JAX_* env)")
-    p.add_argument("--ml_framework", choices=("torch", "jax"), default="torch",
-                   help="skrl back end")
-    p.add_argument("--checkpoint", default=None, metavar="PATH",
-                   help="checkpoint file to start from (weights, optimiser state, iteration counter)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the latest checkpoint of the run directory")
+    p.add_argument(
+        "--task",
+        default="CartPole-v1",
+        help=f"gymnasium task id with a file in examples/agents/ ({', '.join(available_tasks())})",
+    )
+    p.add_argument(
+        "--num_envs", type=int, default=None, help="environments per worker (default: the task's agent file)"
+    )
+    p.add_argument(
+        "--max_iterations",
+        type=int,
+        default=None,
+        help="PPO iterations (rollout + update) to run in total (default: the task's agent file)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="base seed; each worker uses seed + global rank (default: the task's agent file)",
+    )
+    p.add_argument(
+        "--run_name",
+        default=None,
+        help="name of the run directory under runs/<task>/ (ignored when TRAIN_MULTIGPU_RUN_DIR is set)",
+    )
+    p.add_argument(
+        "--device", default=None, help="cpu | cuda | cuda:N (default: cuda:LOCAL_RANK when CUDA is available, else cpu)"
+    )
+    p.add_argument(
+        "--distributed", action="store_true", help="train with several processes (torchrun env or skrl JAX_* env)"
+    )
+    p.add_argument("--ml_framework", choices=("torch", "jax"), default="torch", help="skrl back end")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="PATH",
+        help="checkpoint file to start from (weights, optimiser state, iteration counter)",
+    )
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint of the run directory")
     # Forwarded by Isaac Lab's launcher; accepted and ignored here.
     p.add_argument("--rl_library", choices=("skrl",), default="skrl", help=argparse.SUPPRESS)
     p.add_argument("--headless", action="store_true", help=argparse.SUPPRESS)
@@ -65,8 +84,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be >= 1, got {value}")
-    if args.device is not None and not (args.device == "cpu" or args.device == "cuda"
-                                        or (args.device.startswith("cuda:") and args.device[5:].isdigit())):
+    if args.device is not None and not (
+        args.device == "cpu" or args.device == "cuda" or (args.device.startswith("cuda:") and args.device[5:].isdigit())
+    ):
         parser.error(f"--device must be cpu, cuda or cuda:N, got {args.device!r}")
     if args.checkpoint is not None and args.resume:
         parser.error("--checkpoint and --resume are mutually exclusive")

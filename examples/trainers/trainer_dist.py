@@ -27,16 +27,16 @@ import sys
 
 @dataclasses.dataclass(frozen=True)
 class Topology:
-    framework: str          # "torch" | "jax"
-    rank: int               # global rank
+    framework: str  # "torch" | "jax"
+    rank: int  # global rank
     local_rank: int
     world_size: int
     local_world_size: int
-    device: str             # "cpu" | "cuda:N"
-    backend: str            # torch process-group back end ("gloo" | "nccl"); "gloo"/"nccl" collectives for JAX
-    threads: int            # intra-op threads for this process
-    restart_count: int      # TORCHELASTIC_RESTART_COUNT (0 when not under torch elastic); PER NODE
-    coordinator: str = ""   # JAX coordinator host:port
+    device: str  # "cpu" | "cuda:N"
+    backend: str  # torch process-group back end ("gloo" | "nccl"); "gloo"/"nccl" collectives for JAX
+    threads: int  # intra-op threads for this process
+    restart_count: int  # TORCHELASTIC_RESTART_COUNT (0 when not under torch elastic); PER NODE
+    coordinator: str = ""  # JAX coordinator host:port
     # Restart attempt of the whole job, identical on every rank (see ``_agree_attempt``); before the
     # process group is set up it is this node's restart count.  -1: not yet agreed.
     attempt: int = -1
@@ -73,8 +73,10 @@ def _cuda_available(framework: str) -> bool:
     try:
         import importlib.util
 
-        has_plugin = importlib.util.find_spec("jax_cuda12_plugin") is not None or \
-            importlib.util.find_spec("jax_cuda13_plugin") is not None
+        has_plugin = (
+            importlib.util.find_spec("jax_cuda12_plugin") is not None
+            or importlib.util.find_spec("jax_cuda13_plugin") is not None
+        )
     except (ImportError, ValueError):
         has_plugin = False
     return has_plugin and os.environ.get("CUDA_VISIBLE_DEVICES", "x") != "" and os.path.exists("/dev/nvidia0")
@@ -91,8 +93,9 @@ def read_topology(args) -> Topology:
         rank, local_rank = _int_env("JAX_RANK", 0), _int_env("JAX_LOCAL_RANK", 0)
         world = _int_env("JAX_WORLD_SIZE", 1)
         local_world = _int_env("LOCAL_WORLD_SIZE", world)  # skrl's JAX launcher gives no local size
-        coordinator = (os.environ.get("JAX_COORDINATOR_ADDR", "127.0.0.1") + ":"
-                       + os.environ.get("JAX_COORDINATOR_PORT", "1234"))
+        coordinator = (
+            os.environ.get("JAX_COORDINATOR_ADDR", "127.0.0.1") + ":" + os.environ.get("JAX_COORDINATOR_PORT", "1234")
+        )
     if world > 1 and not args.distributed:
         raise SystemExit(f"train.py: world size is {world} but --distributed was not given")
     if args.distributed and world == 1 and rank != 0:
@@ -119,9 +122,18 @@ def read_topology(args) -> Topology:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     threads = _int_env("OMP_NUM_THREADS", 0) or max(1, cpus // max(1, local_world))
 
-    return Topology(framework=args.ml_framework, rank=rank, local_rank=local_rank, world_size=world,
-                    local_world_size=local_world, device=device, backend=backend, threads=threads,
-                    restart_count=_int_env("TORCHELASTIC_RESTART_COUNT", 0), coordinator=coordinator)
+    return Topology(
+        framework=args.ml_framework,
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world,
+        local_world_size=local_world,
+        device=device,
+        backend=backend,
+        threads=threads,
+        restart_count=_int_env("TORCHELASTIC_RESTART_COUNT", 0),
+        coordinator=coordinator,
+    )
 
 
 @contextlib.contextmanager
@@ -181,8 +193,9 @@ def _agree_attempt(store, topo: Topology, deadline: float) -> tuple[int, int]:
     def remaining() -> float:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise SystemExit("train.py: ranks did not agree on a restart generation in time "
-                             "(is another rank of this attempt stuck?)")
+            raise SystemExit(
+                "train.py: ranks did not agree on a restart generation in time (is another rank of this attempt stuck?)"
+            )
         return left
 
     if topo.rank == 0:
@@ -234,9 +247,14 @@ def _attempt_store(topo: Topology):
     global _STORE
     timeout = datetime.timedelta(minutes=10)
     agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "") == "True"
-    _STORE = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"), _int_env("MASTER_PORT", 29500),
-                           topo.world_size, is_master=topo.rank == 0 and not agent_store,
-                           timeout=timeout, wait_for_workers=False)
+    _STORE = dist.TCPStore(
+        os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        _int_env("MASTER_PORT", 29500),
+        topo.world_size,
+        is_master=topo.rank == 0 and not agent_store,
+        timeout=timeout,
+        wait_for_workers=False,
+    )
     gen, attempt = _agree_attempt(_STORE, topo, time.monotonic() + timeout.total_seconds())
     return dist.PrefixStore(f"{_PREFIX}/attempt_{gen}", _STORE), attempt
 
@@ -276,8 +294,7 @@ def setup_torch(topo: Topology) -> Topology:
 
         store, attempt = _attempt_store(topo)
         topo = dataclasses.replace(topo, attempt=attempt)
-        dist.init_process_group(backend=topo.backend, store=store, rank=topo.rank,
-                                world_size=topo.world_size)
+        dist.init_process_group(backend=topo.backend, store=store, rank=topo.rank, world_size=topo.world_size)
     else:
         topo = dataclasses.replace(topo, attempt=topo.restart_count)
     skrl = _import_skrl_passively("WORLD_SIZE")
@@ -305,9 +322,12 @@ def setup_jax(topo: Topology):
     if topo.device == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if topo.distributed:
-        jax.distributed.initialize(coordinator_address=topo.coordinator, num_processes=topo.world_size,
-                                   process_id=topo.rank, local_device_ids=[topo.local_rank]
-                                   if topo.device.startswith("cuda") else None)
+        jax.distributed.initialize(
+            coordinator_address=topo.coordinator,
+            num_processes=topo.world_size,
+            process_id=topo.rank,
+            local_device_ids=[topo.local_rank] if topo.device.startswith("cuda") else None,
+        )
     skrl = _import_skrl_passively("JAX_WORLD_SIZE")
     cfg = skrl.config.jax
     cfg._rank, cfg._local_rank, cfg._world_size = topo.rank, topo.local_rank, topo.world_size
@@ -318,5 +338,6 @@ def setup_jax(topo: Topology):
         assert cfg.is_distributed and jax.process_count() == topo.world_size and jax.process_index() == topo.rank
     else:
         cfg.device = jax.devices("gpu" if topo.device.startswith("cuda") else "cpu")[
-            int(topo.device.split(":")[1]) if ":" in topo.device else 0]
+            int(topo.device.split(":")[1]) if ":" in topo.device else 0
+        ]
     return cfg

@@ -7,8 +7,8 @@ autoreset, would insert a dummy transition after each episode end).
 
 from __future__ import annotations
 
-import numpy as np
 import gymnasium as gym
+import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 
@@ -25,8 +25,7 @@ def env_seeds(rank_seed: int, num_envs: int, stream: int = 0) -> list[int]:
 def make_vec_env(task: str, num_envs: int) -> SyncVectorEnv:
     # Synchronous on purpose: one process per worker and one core each; subprocess envs would
     # oversubscribe the CPUs that the other workers need.
-    return SyncVectorEnv([lambda: gym.make(task) for _ in range(num_envs)],
-                         autoreset_mode=AutoresetMode.SAME_STEP)
+    return SyncVectorEnv([lambda: gym.make(task) for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP)
 
 
 class EpisodeTracker:

@@ -15,11 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
-
 from skrl import config
 from skrl.agents.jax.ppo import PPO, PPO_CFG
 from skrl.memories.jax import RandomMemory
 from skrl.models.jax import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+
 from trainer_ppo import build_agent
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu}
@@ -46,7 +46,7 @@ class CachedReduce:
         mean = _PSUM(vector)[0] / config.jax.world_size
         out, offset = [], 0
         for leaf in leaves:
-            out.append(mean[offset:offset + leaf.size].reshape(leaf.shape))
+            out.append(mean[offset : offset + leaf.size].reshape(leaf.shape))
             offset += leaf.size
         return jax.tree.unflatten(treedef, out)
 
@@ -57,8 +57,14 @@ class CategoricalPolicy(CachedReduce, CategoricalMixin, Model):
     hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
 
     def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
-        Model.__init__(self, observation_space=observation_space, state_space=state_space, action_space=action_space,
-                       device=device, **kwargs)
+        Model.__init__(
+            self,
+            observation_space=observation_space,
+            state_space=state_space,
+            action_space=action_space,
+            device=device,
+            **kwargs,
+        )
         CategoricalMixin.__init__(self, unnormalized_log_prob=True)
 
     @nn.compact
@@ -70,8 +76,14 @@ class GaussianPolicy(CachedReduce, GaussianMixin, Model):
     hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
 
     def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
-        Model.__init__(self, observation_space=observation_space, state_space=state_space, action_space=action_space,
-                       device=device, **kwargs)
+        Model.__init__(
+            self,
+            observation_space=observation_space,
+            state_space=state_space,
+            action_space=action_space,
+            device=device,
+            **kwargs,
+        )
         GaussianMixin.__init__(self, clip_actions=True, clip_log_std=True, min_log_std=-5.0, max_log_std=2.0)
 
     @nn.compact
@@ -85,8 +97,14 @@ class Value(CachedReduce, DeterministicMixin, Model):
     hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
 
     def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
-        Model.__init__(self, observation_space=observation_space, state_space=state_space, action_space=action_space,
-                       device=device, **kwargs)
+        Model.__init__(
+            self,
+            observation_space=observation_space,
+            state_space=state_space,
+            action_space=action_space,
+            device=device,
+            **kwargs,
+        )
         DeterministicMixin.__init__(self, clip_actions=False)
 
     @nn.compact
@@ -95,9 +113,12 @@ class Value(CachedReduce, DeterministicMixin, Model):
 
 
 def _configured(cls, model_cfg: dict):
-    attrs = {"hidden": tuple(model_cfg.get("hidden", [64, 64])), "activation": model_cfg.get("activation", "tanh"),
-             "initial_log_std": float(model_cfg.get("initial_log_std", 0.0)),
-             "__init__": cls.__init__}  # keep our __init__: Flax would generate one for a bare subclass
+    attrs = {
+        "hidden": tuple(model_cfg.get("hidden", [64, 64])),
+        "activation": model_cfg.get("activation", "tanh"),
+        "initial_log_std": float(model_cfg.get("initial_log_std", 0.0)),
+        "__init__": cls.__init__,
+    }  # keep our __init__: Flax would generate one for a bare subclass
     return type(cls.__name__, (cls,), attrs)
 
 
@@ -126,8 +147,9 @@ def _find(tree, key):
 class JaxBackend:
     name = "jax"
 
-    def __init__(self, *, topo, observation_space, action_space, num_envs: int, agent_cfg: dict,
-                 model_cfg: dict, rank_seed: int) -> None:
+    def __init__(
+        self, *, topo, observation_space, action_space, num_envs: int, agent_cfg: dict, model_cfg: dict, rank_seed: int
+    ) -> None:
         config.jax.key = rank_seed  # action sampling differs per rank; initial params come from rank 0
         self.topo = topo
         self.device = config.jax.device
@@ -140,9 +162,18 @@ class JaxBackend:
         value = _configured(Value, model_cfg)(**spaces)
         policy.init_state_dict(role="policy")
         value.init_state_dict(role="value")
-        self.agent = build_agent(PPO, PPO_CFG, RandomMemory, {"policy": policy, "value": value}, agent_cfg,
-                                 num_envs, self.device, observation_space, action_space,
-                                 learning_rate_scheduler=_UnitSchedule)
+        self.agent = build_agent(
+            PPO,
+            PPO_CFG,
+            RandomMemory,
+            {"policy": policy, "value": value},
+            agent_cfg,
+            num_envs,
+            self.device,
+            observation_space,
+            action_space,
+            learning_rate_scheduler=_UnitSchedule,
+        )
         self.rollouts = self.agent.cfg.rollouts
         self._obs = None
 
@@ -158,11 +189,18 @@ class JaxBackend:
     def record(self, rewards, next_obs, terminated, truncated, timestep, timesteps):
         n = len(rewards)
         self.agent.record_transition(
-            observations=self._obs, states=None, actions=self._actions,
-            rewards=self._array(rewards).reshape(n, 1), next_observations=self._array(next_obs), next_states=None,
+            observations=self._obs,
+            states=None,
+            actions=self._actions,
+            rewards=self._array(rewards).reshape(n, 1),
+            next_observations=self._array(next_obs),
+            next_states=None,
             terminated=self._array(terminated, jnp.int8).reshape(n, 1),
             truncated=self._array(truncated, jnp.int8).reshape(n, 1),
-            infos={}, timestep=timestep, timesteps=timesteps)
+            infos={},
+            timestep=timestep,
+            timesteps=timesteps,
+        )
 
     def post_interaction(self, timestep, timesteps):
         self.agent.post_interaction(timestep=timestep, timesteps=timesteps)
@@ -181,9 +219,14 @@ class JaxBackend:
     def state_dict(self) -> dict:
         sd = flax.serialization.to_state_dict
         a = self.agent
-        return jax.device_get({"policy": sd(a.policy.state_dict.params), "value": sd(a.value.state_dict.params),
-                               "policy_optimizer": sd(a.policy_optimizer.state),
-                               "value_optimizer": sd(a.value_optimizer.state)})
+        return jax.device_get(
+            {
+                "policy": sd(a.policy.state_dict.params),
+                "value": sd(a.value.state_dict.params),
+                "policy_optimizer": sd(a.policy_optimizer.state),
+                "value_optimizer": sd(a.value_optimizer.state),
+            }
+        )
 
     def load_state_dict(self, state: dict) -> None:
         fd = flax.serialization.from_state_dict

@@ -15,9 +15,10 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -51,7 +52,9 @@ def parse_crash(spec: str) -> tuple[int, int] | None:
     try:
         iteration, rank = (int(x) for x in spec.split(":"))
     except ValueError:
-        raise SystemExit(f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH={spec!r}; expected <iteration>:<global rank>") from None
+        raise SystemExit(
+            f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH={spec!r}; expected <iteration>:<global rank>"
+        ) from None
     return iteration, rank
 
 
@@ -97,7 +100,7 @@ class Backend(Protocol):
     def optimizer_steps(self) -> int: ...
     # collectives across the ranks
     def allgather_floats(self, values: list[float]) -> np.ndarray: ...
-    def broadcast_bytes(self, data: Optional[bytes]) -> Optional[bytes]: ...
+    def broadcast_bytes(self, data: bytes | None) -> bytes | None: ...
     def close(self) -> None: ...
 
 
@@ -121,9 +124,9 @@ class Training:
     num_envs: int
     max_iterations: int
     dump: Dump
-    crash: Optional[tuple[int, int]] = None  # TRAIN_MULTIGPU_EXAMPLE_CRASH: (iteration, rank) that exits 3
-    run_dir: Optional[Path] = None  # rank 0 only
-    scalars: Optional[out.Scalars] = None  # rank 0 only
+    crash: tuple[int, int] | None = None  # TRAIN_MULTIGPU_EXAMPLE_CRASH: (iteration, rank) that exits 3
+    run_dir: Path | None = None  # rank 0 only
+    scalars: out.Scalars | None = None  # rank 0 only
     start_iteration: int = 0
     iteration: int = 0
     env_steps: int = 0
@@ -148,14 +151,28 @@ def run(*, args, topo, hp: dict, backend_factory: Callable[..., Backend]) -> int
     np.random.seed(rank_seed % 2**32)
 
     env = make_vec_env(args.task, num_envs)
-    backend = backend_factory(topo=topo, observation_space=env.single_observation_space,
-                              action_space=env.single_action_space, num_envs=num_envs,
-                              agent_cfg=dict(hp.get("agent", {})), model_cfg=dict(hp.get("models", {})),
-                              rank_seed=rank_seed)
-    training = Training(args=args, topo=topo, hp=hp, env=env, backend=backend, seed=seed, rank_seed=rank_seed,
-                        num_envs=num_envs, max_iterations=args.max_iterations or int(hp["max_iterations"]),
-                        crash=parse_crash(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_CRASH", "")),
-                        dump=Dump(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS", ""), topo.rank))
+    backend = backend_factory(
+        topo=topo,
+        observation_space=env.single_observation_space,
+        action_space=env.single_action_space,
+        num_envs=num_envs,
+        agent_cfg=dict(hp.get("agent", {})),
+        model_cfg=dict(hp.get("models", {})),
+        rank_seed=rank_seed,
+    )
+    training = Training(
+        args=args,
+        topo=topo,
+        hp=hp,
+        env=env,
+        backend=backend,
+        seed=seed,
+        rank_seed=rank_seed,
+        num_envs=num_envs,
+        max_iterations=args.max_iterations or int(hp["max_iterations"]),
+        crash=parse_crash(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_CRASH", "")),
+        dump=Dump(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS", ""), topo.rank),
+    )
     code = restore(training)
     if code:
         backend.close()
@@ -197,15 +214,28 @@ def restore(t: Training) -> int:
     t.iteration = t.start_iteration
 
     if topo.is_main:
-        resolved = {"task": t.task, "ml_framework": backend.name, "seed": t.seed, "num_envs_per_worker": t.num_envs,
-                    "max_iterations": t.max_iterations, "world_size": topo.world_size, "device": topo.device,
-                    "dist_backend": topo.backend if topo.distributed else None, "threads_per_worker": topo.threads,
-                    "start_iteration": t.start_iteration, "argv": sys.argv[1:], "hyperparameters": t.hp}
+        resolved = {
+            "task": t.task,
+            "ml_framework": backend.name,
+            "seed": t.seed,
+            "num_envs_per_worker": t.num_envs,
+            "max_iterations": t.max_iterations,
+            "world_size": topo.world_size,
+            "device": topo.device,
+            "dist_backend": topo.backend if topo.distributed else None,
+            "threads_per_worker": topo.threads,
+            "start_iteration": t.start_iteration,
+            "argv": sys.argv[1:],
+            "hyperparameters": t.hp,
+        }
         out.write_run_info(t.run_dir, resolved)
         t.scalars = out.Scalars(t.run_dir)
-        say(topo, f"{t.task} | {backend.name} | {topo.world_size} worker(s) x {t.num_envs} envs | device {topo.device}"
-                  f" | {topo.threads} thread(s)/worker | iterations {t.start_iteration + 1}..{t.max_iterations}"
-                  f" | run dir {t.run_dir}")
+        say(
+            topo,
+            f"{t.task} | {backend.name} | {topo.world_size} worker(s) x {t.num_envs} envs | device {topo.device}"
+            f" | {topo.threads} thread(s)/worker | iterations {t.start_iteration + 1}..{t.max_iterations}"
+            f" | run dir {t.run_dir}",
+        )
     return 0
 
 
@@ -221,8 +251,13 @@ def iterate(t: Training) -> None:
     seeds = env_seeds(t.rank_seed, t.num_envs, stream=t.start_iteration)
     obs, _ = env.reset(seed=seeds)
     t.dump.params("initial", backend.policy_vector())
-    t.dump.write_info(rank_seed=t.rank_seed, env_seeds=seeds, first_obs=np.asarray(obs).tolist(),
-                      start_iteration=t.start_iteration, optimizer_steps_start=backend.optimizer_steps())
+    t.dump.write_info(
+        rank_seed=t.rank_seed,
+        env_seeds=seeds,
+        first_obs=np.asarray(obs).tolist(),
+        start_iteration=t.start_iteration,
+        optimizer_steps_start=backend.optimizer_steps(),
+    )
 
     stop = StopRequest()
     tracker = EpisodeTracker(t.num_envs)
@@ -257,26 +292,58 @@ def iterate(t: Training) -> None:
         t.history.append((t.env_steps, mean_return))
         stats = pop_stats(backend.agent)
         if topo.is_main:
-            payload = {"format": CHECKPOINT_FORMAT, "framework": backend.name, "task": t.task,
-                       "iteration": iteration, "env_steps": t.env_steps, "history": t.history,
-                       "seed": t.seed, "world_size": topo.world_size, "num_envs_per_worker": t.num_envs,
-                       "agent": backend.state_dict(),
-                       "rng": {"numpy": np.random.get_state(), "python": random.getstate()}}
+            payload = {
+                "format": CHECKPOINT_FORMAT,
+                "framework": backend.name,
+                "task": t.task,
+                "iteration": iteration,
+                "env_steps": t.env_steps,
+                "history": t.history,
+                "seed": t.seed,
+                "world_size": topo.world_size,
+                "num_envs_per_worker": t.num_envs,
+                "agent": backend.state_dict(),
+                "rng": {"numpy": np.random.get_state(), "python": random.getstate()},
+            }
             t_checkpoint = time.perf_counter()
             out.save_checkpoint(t.run_dir, iteration, backend.dumps(payload))
             checkpoint_s = time.perf_counter() - t_checkpoint
         dt = time.perf_counter() - t0
         if topo.is_main:
-            t.scalars.add(t.env_steps, {"Reward/mean_return": mean_return, "Perf/env_steps_per_s": steps_per_iteration / dt,
-                                        "Perf/iteration_s": dt, "Perf/update_s": update_s, **stats})
-            out.append_metrics(t.run_dir, iteration, t.env_steps, steps_per_iteration / dt, mean_return, dt, update_s,
-                               t_update - t0, sync_s, checkpoint_s)
+            t.scalars.add(
+                t.env_steps,
+                {
+                    "Reward/mean_return": mean_return,
+                    "Perf/env_steps_per_s": steps_per_iteration / dt,
+                    "Perf/iteration_s": dt,
+                    "Perf/update_s": update_s,
+                    **stats,
+                },
+            )
+            out.append_metrics(
+                t.run_dir,
+                iteration,
+                t.env_steps,
+                steps_per_iteration / dt,
+                mean_return,
+                dt,
+                update_s,
+                t_update - t0,
+                sync_s,
+                checkpoint_s,
+            )
             ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
-            say(topo, f"[iter {iteration:4d}/{t.max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
-                      f"mean_return={ret} env_steps={t.env_steps}")
+            say(
+                topo,
+                f"[iter {iteration:4d}/{t.max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
+                f"mean_return={ret} env_steps={t.env_steps}",
+            )
         if crash and crash == (iteration, topo.rank) and not topo.restarted:
-            print(f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH: rank {topo.rank} exits 3 after iteration {iteration}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH: rank {topo.rank} exits 3 after iteration {iteration}",
+                file=sys.stderr,
+                flush=True,
+            )
             os._exit(3)
         if t.stopped_by:
             break
@@ -293,20 +360,34 @@ def finish(t: Training) -> int:
         plot = out.plot_learning_curve(t.run_dir, t.history, t.task)
         if t.stopped_by:
             name = signal.Signals(t.stopped_by).name
-            say(topo, f"stopped by {name} after iteration {t.iteration}; checkpoint "
-                      f"{out.checkpoint_path(t.run_dir, t.iteration)}; resume with --resume")
+            say(
+                topo,
+                f"stopped by {name} after iteration {t.iteration}; checkpoint "
+                f"{out.checkpoint_path(t.run_dir, t.iteration)}; resume with --resume",
+            )
         else:
             episodes = int(t.hp.get("eval_episodes", 5))
             returns = evaluate(t.task, backend.act_deterministic, episodes, t.seed)
             mean_eval = float(np.mean(returns))
-            out.atomic_write(t.run_dir / "evaluation.json", json.dumps(
-                {"mean_return": mean_eval, "returns": returns, "iterations": t.iteration,
-                 "env_steps": t.env_steps, "train_seconds": t.train_s}).encode())
+            out.atomic_write(
+                t.run_dir / "evaluation.json",
+                json.dumps(
+                    {
+                        "mean_return": mean_eval,
+                        "returns": returns,
+                        "iterations": t.iteration,
+                        "env_steps": t.env_steps,
+                        "train_seconds": t.train_s,
+                    }
+                ).encode(),
+            )
             scalars_final = out.Scalars(t.run_dir)
             scalars_final.add(t.env_steps, {"Eval/mean_return": mean_eval})
             scalars_final.close()
-            say(topo, f"done: {t.iteration} iterations, {t.env_steps} env steps, {t.train_s:.1f} s training; "
-                      f"plot {plot}")
+            say(
+                topo,
+                f"done: {t.iteration} iterations, {t.env_steps} env steps, {t.train_s:.1f} s training; plot {plot}",
+            )
             say(topo, f"evaluation: mean_return={mean_eval:.1f} over {episodes} episodes (deterministic policy)")
         say(topo, f"run_dir: {t.run_dir}")
     t.env.close()

@@ -57,8 +57,10 @@ def write_run_info(run_dir: Path, resolved: dict) -> None:
     try:
         import yaml
 
-        atomic_write(run_dir / "trainer_config.yaml",
-                     yaml.safe_dump(json.loads(json.dumps(resolved, default=str)), sort_keys=False).encode())
+        atomic_write(
+            run_dir / "trainer_config.yaml",
+            yaml.safe_dump(json.loads(json.dumps(resolved, default=str)), sort_keys=False).encode(),
+        )
     except ImportError:  # PyYAML comes with Hydra; the JSON copy is enough without it
         pass
 
@@ -84,8 +86,9 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    found = [(int(m.group(1)), p) for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt")
-             if (m := _CKPT_RE.match(p.name))]
+    found = [
+        (int(m.group(1)), p) for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt") if (m := _CKPT_RE.match(p.name))
+    ]
     return max(found)[1] if found else None
 
 
@@ -149,9 +152,18 @@ def plot_learning_curve(run_dir: Path, history: list[tuple[int, float]], task: s
     return path
 
 
-def append_metrics(run_dir: Path, iteration: int, env_steps: int, steps_per_s: float, mean_return: float,
-                   seconds: float, update_seconds: float, rollout_seconds: float, sync_seconds: float,
-                   checkpoint_seconds: float) -> None:
+def append_metrics(
+    run_dir: Path,
+    iteration: int,
+    env_steps: int,
+    steps_per_s: float,
+    mean_return: float,
+    seconds: float,
+    update_seconds: float,
+    rollout_seconds: float,
+    sync_seconds: float,
+    checkpoint_seconds: float,
+) -> None:
     """One CSV row per iteration (metrics.csv), for scripts that compare runs.
 
     iteration_s ~ rollout_s (env steps and actions) + update_s (PPO update, gradient all-reduces)
@@ -161,6 +173,10 @@ def append_metrics(run_dir: Path, iteration: int, env_steps: int, steps_per_s: f
     new = not path.exists()
     with open(path, "a") as f:
         if new:
-            f.write("iteration,env_steps,env_steps_per_s,mean_return,iteration_s,update_s,rollout_s,sync_s,checkpoint_s\n")
-        f.write(f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f},"
-                f"{rollout_seconds:.4f},{sync_seconds:.4f},{checkpoint_seconds:.4f}\n")
+            f.write(
+                "iteration,env_steps,env_steps_per_s,mean_return,iteration_s,update_s,rollout_s,sync_s,checkpoint_s\n"
+            )
+        f.write(
+            f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f},"
+            f"{rollout_seconds:.4f},{sync_seconds:.4f},{checkpoint_seconds:.4f}\n"
+        )

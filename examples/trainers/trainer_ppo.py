@@ -5,8 +5,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def build_agent(ppo, ppo_cfg, memory_cls, models: dict, agent_cfg: dict, num_envs: int, device,
-                observation_space, action_space, **cfg_fields):
+def build_agent(
+    ppo,
+    ppo_cfg,
+    memory_cls,
+    models: dict,
+    agent_cfg: dict,
+    num_envs: int,
+    device,
+    observation_space,
+    action_space,
+    **cfg_fields,
+):
     """A PPO agent in training mode. The loop writes logs and checkpoints itself (one per iteration,
     atomically, rank 0 only), so skrl's own writers are off. When distributed, PPO broadcasts rank
     0's initial parameters and averages gradients over the ranks."""
@@ -16,8 +26,14 @@ def build_agent(ppo, ppo_cfg, memory_cls, models: dict, agent_cfg: dict, num_env
     cfg.experiment.write_interval = 0
     cfg.experiment.checkpoint_interval = 0
     memory = memory_cls(memory_size=cfg.rollouts, num_envs=num_envs, device=device)
-    agent = ppo(models=models, memory=memory, observation_space=observation_space,
-                action_space=action_space, device=device, cfg=cfg)
+    agent = ppo(
+        models=models,
+        memory=memory,
+        observation_space=observation_space,
+        action_space=action_space,
+        device=device,
+        cfg=cfg,
+    )
     agent.init()
     agent.enable_training_mode(True)
     return agent

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-
 from skrl.agents.torch.ppo import PPO, PPO_CFG
 from skrl.memories.torch import RandomMemory
 from skrl.models.torch import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+
 from trainer_ppo import build_agent
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU}
@@ -69,8 +69,9 @@ class DiscreteActorCritic(CategoricalMixin, DeterministicMixin, _ActorCriticBase
 class ContinuousActorCritic(GaussianMixin, DeterministicMixin, _ActorCriticBase):
     def __init__(self, observation_space, action_space, device, hidden, activation, initial_log_std=0.0):
         Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
-        GaussianMixin.__init__(self, clip_actions=True, clip_log_std=True, min_log_std=-5.0, max_log_std=2.0,
-                               role="policy")
+        GaussianMixin.__init__(
+            self, clip_actions=True, clip_log_std=True, min_log_std=-5.0, max_log_std=2.0, role="policy"
+        )
         DeterministicMixin.__init__(self, clip_actions=False, role="value")
         self._build(hidden, activation, self.num_actions)
         self.log_std = nn.Parameter(torch.full((self.num_actions,), float(initial_log_std)))
@@ -91,8 +92,9 @@ class TorchBackend:
 
     name = "torch"
 
-    def __init__(self, *, topo, observation_space, action_space, num_envs: int, agent_cfg: dict,
-                 model_cfg: dict, rank_seed: int) -> None:
+    def __init__(
+        self, *, topo, observation_space, action_space, num_envs: int, agent_cfg: dict, model_cfg: dict, rank_seed: int
+    ) -> None:
         torch.manual_seed(rank_seed)
         self.topo = topo
         self.device = torch.device(topo.device)
@@ -101,11 +103,21 @@ class TorchBackend:
         if self.discrete:
             model = DiscreteActorCritic(observation_space, action_space, self.device, hidden, act)
         else:
-            model = ContinuousActorCritic(observation_space, action_space, self.device, hidden, act,
-                                          model_cfg.get("initial_log_std", 0.0))
+            model = ContinuousActorCritic(
+                observation_space, action_space, self.device, hidden, act, model_cfg.get("initial_log_std", 0.0)
+            )
             self._low, self._high = action_space.low, action_space.high
-        self.agent = build_agent(PPO, PPO_CFG, RandomMemory, {"policy": model, "value": model}, agent_cfg,
-                                 num_envs, self.device, observation_space, action_space)
+        self.agent = build_agent(
+            PPO,
+            PPO_CFG,
+            RandomMemory,
+            {"policy": model, "value": model},
+            agent_cfg,
+            num_envs,
+            self.device,
+            observation_space,
+            action_space,
+        )
         self.rollouts = self.agent.cfg.rollouts
         self._obs = None
 
@@ -124,11 +136,18 @@ class TorchBackend:
         n = len(rewards)
         with torch.no_grad():
             self.agent.record_transition(
-                observations=self._obs, states=None, actions=self._actions,
-                rewards=self._tensor(rewards).view(n, 1), next_observations=self._tensor(next_obs),
-                next_states=None, terminated=self._tensor(terminated, torch.bool).view(n, 1),
-                truncated=self._tensor(truncated, torch.bool).view(n, 1), infos={},
-                timestep=timestep, timesteps=timesteps)
+                observations=self._obs,
+                states=None,
+                actions=self._actions,
+                rewards=self._tensor(rewards).view(n, 1),
+                next_observations=self._tensor(next_obs),
+                next_states=None,
+                terminated=self._tensor(terminated, torch.bool).view(n, 1),
+                truncated=self._tensor(truncated, torch.bool).view(n, 1),
+                infos={},
+                timestep=timestep,
+                timesteps=timesteps,
+            )
 
     def post_interaction(self, timestep: int, timesteps: int) -> None:
         # Runs the PPO update (with the gradient all-reduce) after every `rollouts` steps.

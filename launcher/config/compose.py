@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from .. import paths
 from ..errors import UserError
@@ -83,9 +83,8 @@ def with_default_profile(overrides: Sequence[str], env: Mapping[str, str]) -> li
 def register(config_groups: str | None = None) -> None:
     """Schema, primary config and resolvers. ``config_groups`` replaces ``$APP_CONFIG_GROUPS`` in
     the help text (Hydra lists groups from its primary directory only; see profiles.group_listing)."""
-    from omegaconf import OmegaConf
-
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
     schema.register()
     # The primary config is served from the ConfigStore: the app then needs no primary config
@@ -109,7 +108,8 @@ def _isaaclab_root() -> str:
     checkout = isaaclab_checkout(os.environ)
     if checkout is None:
         raise InterpolationResolutionError(
-            f"Environment variable '{ISAACLAB_ENV}' not found, and no importable isaaclab package lives in an Isaac Lab checkout"
+            f"Environment variable '{ISAACLAB_ENV}' not found, "
+            "and no importable isaaclab package lives in an Isaac Lab checkout"
         )
     return checkout.root
 
@@ -158,14 +158,17 @@ def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> list[str]:
                 continue
             if not _plain_name(name):
                 raise UserError(
-                    PRESETS_GROUP, overrides[index].partition("=")[2],
+                    PRESETS_GROUP,
+                    overrides[index].partition("=")[2],
                     "preset names: letters, digits, '_', '.', '-' (not a number, true, false or null)",
                     "one name, a list presets=[a,b], or Isaac Lab's presets=a,b",
                 )
             forwarded.append(name)
             _FORWARDED_PRESETS[name] = known
             node = {"preset_args": {name: [f"{PRESETS_GROUP}={name}"]}}
-            ConfigStore.instance().store(group=PRESETS_GROUP, name=name, node=node, package="_global_", provider="train_multigpu")
+            ConfigStore.instance().store(
+                group=PRESETS_GROUP, name=name, node=node, package="_global_", provider="train_multigpu"
+            )
     return forwarded
 
 
@@ -215,12 +218,16 @@ def to_typed(dict_cfg) -> schema.TrainConfig:
     from omegaconf import OmegaConf
 
     for key in _unknown_keys(dict_cfg):
-        raise UserError(key, OmegaConf.select(dict_cfg, key), "not a train_multigpu key", "train_multigpu --cfg job lists the keys")
+        raise UserError(
+            key, OmegaConf.select(dict_cfg, key), "not a train_multigpu key", "train_multigpu --cfg job lists the keys"
+        )
     cfg = OmegaConf.to_object(dict_cfg)
     for name in forwarded_presets(cfg):
         if not cfg.profile.forward_presets:  # the message Hydra gives for an unknown option
             raise UserError(
-                PRESETS_GROUP, name, f"no such presets option; available: {', '.join(_FORWARDED_PRESETS[name])}",
+                PRESETS_GROUP,
+                name,
+                f"no such presets option; available: {', '.join(_FORWARDED_PRESETS[name])}",
                 "train_multigpu --info searchpath shows where presets/ configs are looked up",
             )
     return cfg

@@ -14,16 +14,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..errors import UserError
 from ..secrets import mask_override
 
 # Isaac Lab flag -> config key
 _LAUNCHER_FLAGS = (
-    "nproc_per_node", "nnodes", "node_rank", "master_addr", "master_port", "rdzv_backend",
-    "rdzv_endpoint", "rdzv_id", "rdzv_conf", "max_restarts", "monitor_interval", "start_method",
-    "role", "tee", "redirects", "local_ranks_filter", "log_dir", "coordinator_address",
+    "nproc_per_node",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "rdzv_backend",
+    "rdzv_endpoint",
+    "rdzv_id",
+    "rdzv_conf",
+    "max_restarts",
+    "monitor_interval",
+    "start_method",
+    "role",
+    "tee",
+    "redirects",
+    "local_ranks_filter",
+    "log_dir",
+    "coordinator_address",
 )
 FLAG_TO_KEY = {name: f"launcher.{name}" for name in _LAUNCHER_FLAGS}
 FLAG_TO_KEY.update(
@@ -40,23 +54,52 @@ FLAG_TO_KEY.update(
 MULTINODE_FLAGS = ("nnodes", "node_rank", "master_addr", "rdzv_endpoint", "rdzv_backend", "rdzv_id")
 # flags that take no value
 SWITCHES = {
-    "dry_run": "dry_run=true", "log_all_ranks": "log_all_ranks=true",
+    "dry_run": "dry_run=true",
+    "log_all_ranks": "log_all_ranks=true",
     "virtual_local_rank": "launcher.virtual_local_rank=true",  # torchrun's boolean flag
 }
 # Hydra's flags, and whether each takes a value
 HYDRA_FLAGS = {
-    "--help": False, "-h": False, "--hydra-help": False, "--version": False,
-    "--cfg": True, "-c": True, "--resolve": False, "--package": True, "-p": True,
-    "--run": False, "-r": False, "--multirun": False, "-m": False,
-    "--shell-completion": False, "-sc": False, "--config-path": True, "-cp": True,
-    "--config-name": True, "-cn": True, "--config-dir": True, "-cd": True,
-    "--experimental-rerun": True, "--info": False, "-i": False,
+    "--help": False,
+    "-h": False,
+    "--hydra-help": False,
+    "--version": False,
+    "--cfg": True,
+    "-c": True,
+    "--resolve": False,
+    "--package": True,
+    "-p": True,
+    "--run": False,
+    "-r": False,
+    "--multirun": False,
+    "-m": False,
+    "--shell-completion": False,
+    "-sc": False,
+    "--config-path": True,
+    "-cp": True,
+    "--config-name": True,
+    "-cn": True,
+    "--config-dir": True,
+    "-cd": True,
+    "--experimental-rerun": True,
+    "--info": False,
+    "-i": False,
 }
 INFO_TOPICS = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 CFG_VALUES = ("job", "hydra", "all")
 # the long name of each short Hydra flag, for messages and for "given twice"
-HYDRA_LONG = {"-h": "--help", "-c": "--cfg", "-p": "--package", "-r": "--run", "-m": "--multirun", "-i": "--info",
-              "-sc": "--shell-completion", "-cp": "--config-path", "-cn": "--config-name", "-cd": "--config-dir"}
+HYDRA_LONG = {
+    "-h": "--help",
+    "-c": "--cfg",
+    "-p": "--package",
+    "-r": "--run",
+    "-m": "--multirun",
+    "-i": "--info",
+    "-sc": "--shell-completion",
+    "-cp": "--config-path",
+    "-cn": "--config-name",
+    "-cd": "--config-dir",
+}
 # Hydra flags that would replace train_multigpu's own primary config: refused, with what to use instead
 UNSUPPORTED_HYDRA_FLAGS = {
     "--config-path": "train_multigpu's primary config is built in; add a config directory with --config-dir DIR",
@@ -85,7 +128,7 @@ class CommandLine:
     overrides: list[str] = field(default_factory=list)
     script_args: list[str] = field(default_factory=list)
     # the value of Isaac Lab's --num_gpus, when given: it asks for GPUs (checks.num_gpus_flag)
-    num_gpus: Optional[str] = None
+    num_gpus: str | None = None
     # what reaches the training script, in the order typed: a key of ORDERED_KEYS, "ml_framework",
     # "presets:A,B" for a presets= override (its names), or ARG for the next entry of script_args
     order: list[str] = field(default_factory=list)
@@ -128,7 +171,12 @@ def parse(argv: list[str]) -> CommandLine:
                 if not takes and HYDRA_LONG.get(flag, flag) != "--info":
                     raise UserError(token.partition("=")[0], value, "a Hydra switch without a value", f"write {flag}")
                 if not value:
-                    raise UserError(flag, "", "Hydra's flag needs a value", _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"))
+                    raise UserError(
+                        flag,
+                        "",
+                        "Hydra's flag needs a value",
+                        _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"),
+                    )
                 hydra_values.append((flag, value))
                 line.hydra_flags += [flag, value]
             else:
@@ -144,7 +192,12 @@ def parse(argv: list[str]) -> CommandLine:
                 line.hydra_flags.append(flag)
                 if takes:
                     if i + 1 >= len(argv):
-                        raise UserError(flag, "", "Hydra's flag needs a value", _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"))
+                        raise UserError(
+                            flag,
+                            "",
+                            "Hydra's flag needs a value",
+                            _HYDRA_EXAMPLES.get(HYDRA_LONG.get(flag, flag), f"e.g. {flag} VALUE"),
+                        )
                     hydra_values.append((flag, argv[i + 1]))
                     line.hydra_flags.append(argv[i + 1])
                     i += 1
@@ -204,7 +257,8 @@ def parse(argv: list[str]) -> CommandLine:
                     order.append(f"{PRESETS_KEY}:{','.join(preset_names(token.partition('=')[2]))}")
         else:
             raise UserError(
-                "argument", mask_override(token),
+                "argument",
+                mask_override(token),
                 "expected key=value, a --flag, or script arguments after --",
                 "put the training script's own arguments after --",
             )
@@ -234,8 +288,10 @@ def preset_names(value: str) -> list[str]:
 
 
 _HYDRA_EXAMPLES = {
-    "--cfg": "e.g. --cfg job", "--package": "e.g. --cfg job --package launcher",
-    "--config-dir": "e.g. --config-dir ~/my_profiles", "--info": "e.g. --info searchpath",
+    "--cfg": "e.g. --cfg job",
+    "--package": "e.g. --cfg job --package launcher",
+    "--config-dir": "e.g. --config-dir ~/my_profiles",
+    "--info": "e.g. --info searchpath",
 }
 
 
@@ -246,7 +302,7 @@ def _given(given: dict[str, tuple[str, str]], key: str, value: str, typed: str) 
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: launcher.nproc_per_node=4: contradicts --num_gpus 2 (give each key once)
-    """
+    """  # noqa: E501
     earlier = given.get(key)
     if earlier is not None and _unquoted(earlier[0]) != _unquoted(value):
         raise UserError(key, value, f"contradicts {earlier[1]}", "give each key once")
@@ -268,8 +324,12 @@ def _framework(framework: tuple[str, str], given: dict[str, tuple[str, str]], ov
         return overrides
     jax_launchers = ("skrl_jax", "slurm_jax")
     if (value == "jax") != (_unquoted(explicit[0]) in jax_launchers):
-        raise UserError("launcher", explicit[0], f"contradicts {typed}",
-                        "JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others")
+        raise UserError(
+            "launcher",
+            explicit[0],
+            f"contradicts {typed}",
+            "JAX runs on launcher=skrl_jax (or slurm_jax); torch on the others",
+        )
     # the explicit launcher (slurm_jax) is the more precise choice: drop the one the flag implied
     return [o for o in overrides if o != "launcher=skrl_jax"] + ([explicit[1]] if explicit[1] not in overrides else [])
 
@@ -284,13 +344,15 @@ def _plain_option(key: str, value: str) -> None:
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: profile=../../tmp/evil: a profile name, not a path (put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select profile=NAME)
-    """
+    """  # noqa: E501
     group = key.split("@", 1)[0]
     if group not in GROUPS:
         return
     if re.search(r"[/\\]", value):
         raise UserError(
-            group, value, f"a {group} name, not a path",
+            group,
+            value,
+            f"a {group} name, not a path",
             f"put the directory in --config-dir DIR or TRAIN_MULTIGPU_CONFIG_PATH, then select {group}=NAME",
         )
     body = value.strip()
@@ -300,8 +362,12 @@ def _plain_option(key: str, value: str) -> None:
         return
     for name in (n.strip() for n in body.removeprefix("[").removesuffix("]").split(",")):
         if name and name[0] not in "'\"" and (_reads_as_scalar(name) or re.search(r"[\[\]{}]", name)):
-            raise UserError(group, value, f"a {group} name, not a number, true/false or null",
-                            f"a name that reads as one needs quotes: '{name}'")
+            raise UserError(
+                group,
+                value,
+                f"a {group} name, not a number, true/false or null",
+                f"a name that reads as one needs quotes: '{name}'",
+            )
 
 
 def _reads_as_scalar(text: str) -> bool:
@@ -339,12 +405,20 @@ def _check_hydra_flags(line: CommandLine, values: list[tuple[str, str]]) -> None
     if "--shell-completion" in flags:
         commands = [o for o in line.overrides if o.split("=", 1)[0] in SHELL_COMPLETION_COMMANDS]
         if len(commands) != 1:
-            raise UserError("--shell-completion", " ".join(commands), "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
-                            "e.g. eval \"$(train_multigpu -sc install=bash)\"")
+            raise UserError(
+                "--shell-completion",
+                " ".join(commands),
+                "needs one of install=SHELL, uninstall=SHELL or query=SHELL",
+                'e.g. eval "$(train_multigpu -sc install=bash)"',
+            )
         others = [o for o in line.overrides if o not in commands]
         if others or line.script_args:
-            raise UserError("--shell-completion", commands[0], f"takes no other arguments (got {' '.join(others + line.script_args)})",
-                            "e.g. eval \"$(train_multigpu -sc install=bash)\"")
+            raise UserError(
+                "--shell-completion",
+                commands[0],
+                f"takes no other arguments (got {' '.join(others + line.script_args)})",
+                'e.g. eval "$(train_multigpu -sc install=bash)"',
+            )
 
 
 def _bracketed_address(override: str) -> str:

@@ -21,8 +21,8 @@ import contextlib
 import datetime
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 from .. import paths
 from ..errors import UserError
@@ -37,12 +37,12 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 PER_RUN_KEYS = ("seed", "run_name", "dry_run", "script_args", "launcher.node_rank")
 
 
-def user_dir(env: Mapping[str, str], home: Optional[str] = None) -> Path:
+def user_dir(env: Mapping[str, str], home: str | None = None) -> Path:
     base = env.get("XDG_CONFIG_HOME") or os.path.join(home or os.path.expanduser("~"), ".config")
     return Path(base) / "train_multigpu"
 
 
-def search_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) -> list[Path]:
+def search_dirs(env: Mapping[str, str], cwd: str, home: str | None = None) -> list[Path]:
     """The directories searched before the shipped configs, in order; only those that exist.
 
     A directory named in TRAIN_MULTIGPU_CONFIG_PATH must exist (a typo would silently fall back to
@@ -56,7 +56,12 @@ def search_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) ->
         if not path.is_absolute():
             path = Path(cwd) / path
         if not os.path.isdir(path):
-            raise UserError(CONFIG_PATH_ENV, env[CONFIG_PATH_ENV], f"{item} is not a directory", "colon-separated config directories, each with a profile/ folder")
+            raise UserError(
+                CONFIG_PATH_ENV,
+                env[CONFIG_PATH_ENV],
+                f"{item} is not a directory",
+                "colon-separated config directories, each with a profile/ folder",
+            )
         found.append(path.resolve())
     for path in (Path(cwd) / PROJECT_DIR, user_dir(env, home)):
         if os.path.isdir(path):  # False, not PermissionError, for a folder this user may not look into
@@ -68,11 +73,11 @@ def search_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) ->
     return unique
 
 
-def all_dirs(env: Mapping[str, str], cwd: str, home: Optional[str] = None) -> list[Path]:
+def all_dirs(env: Mapping[str, str], cwd: str, home: str | None = None) -> list[Path]:
     return [*search_dirs(env, cwd, home), paths.conf_dir()]
 
 
-def searchpath_override(env: Mapping[str, str], cwd: str, home: Optional[str] = None) -> str:
+def searchpath_override(env: Mapping[str, str], cwd: str, home: str | None = None) -> str:
     """``hydra.searchpath=[...]``: the search directories, then the shipped configs."""
     entries = [f"file://{p}" for p in all_dirs(env, cwd, home)]
     return "hydra.searchpath=[" + ",".join(grammar.quote(e) for e in entries) + "]"
@@ -133,7 +138,7 @@ def _defaults_cycle(err: BaseException) -> list[str]:
     return []
 
 
-def config_file_error(err: BaseException, dirs: Sequence[Path]) -> Optional[UserError]:
+def config_file_error(err: BaseException, dirs: Sequence[Path]) -> UserError | None:
     """A config file (profile, preset, ...) that Hydra could not read, as one line naming the file:
     a YAML syntax error, a file that is not UTF-8, a defaults list that includes itself."""
     import yaml
@@ -152,22 +157,27 @@ def config_file_error(err: BaseException, dirs: Sequence[Path]) -> Optional[User
         if path is None:
             return None
         group, option = _option(Path(path), dirs)
-        return UserError(group, option, f"{path} is not UTF-8 text ({err.reason} at byte {err.start})",
-                         "save the file as UTF-8")
+        return UserError(
+            group, option, f"{path} is not UTF-8 text ({err.reason} at byte {err.start})", "save the file as UTF-8"
+        )
     if isinstance(err, RecursionError):
         cycle = _defaults_cycle(err)
         if not cycle:
             return None
         group, _, option = cycle[0].rpartition("/")
-        return UserError(group or "config", option, f"its defaults list includes itself: {' -> '.join(cycle)}",
-                         "remove the entry that leads back to it")
+        return UserError(
+            group or "config",
+            option,
+            f"its defaults list includes itself: {' -> '.join(cycle)}",
+            "remove the entry that leads back to it",
+        )
     return None
 
 
 # -- save_profile=NAME -------------------------------------------------------------------------
 
 
-def split_save(overrides: Sequence[str]) -> tuple[Optional[str], list[str]]:
+def split_save(overrides: Sequence[str]) -> tuple[str | None, list[str]]:
     """Take ``save_profile=NAME`` out of the overrides (it is a command, not a config key)."""
     name, rest = None, []
     for override in overrides:
@@ -175,13 +185,15 @@ def split_save(overrides: Sequence[str]) -> tuple[Optional[str], list[str]]:
         if override_key(key) == SAVE_KEY and eq:
             name = value.strip().strip("'\"")
             if not name:
-                raise UserError(SAVE_KEY, "", "a profile name or a path ending in .yaml", "e.g. save_profile=my_cluster")
+                raise UserError(
+                    SAVE_KEY, "", "a profile name or a path ending in .yaml", "e.g. save_profile=my_cluster"
+                )
         else:
             rest.append(override)
     return name, rest
 
 
-def save_target(name: str, cwd: str, config_dir: Optional[str] = None) -> Path:
+def save_target(name: str, cwd: str, config_dir: str | None = None) -> Path:
     """Where ``save_profile=NAME`` writes: ``<dir>/profile/NAME.yaml`` where dir is the
     ``--config-dir`` when given, else ``./.train_multigpu``; a value ending in ``.yaml`` is a path."""
     if name.endswith((".yaml", ".yml")):
@@ -195,7 +207,9 @@ def save_target(name: str, cwd: str, config_dir: Optional[str] = None) -> Path:
         root = Path(config_dir) if config_dir else Path(cwd) / PROJECT_DIR
         target = (root if root.is_absolute() else Path(cwd) / root) / "profile" / f"{name}.yaml"
     if not _NAME.match(stem):
-        raise UserError(SAVE_KEY, name, "the file name must be letters, digits, '_', '.', '-' (it becomes profile=NAME)")
+        raise UserError(
+            SAVE_KEY, name, "the file name must be letters, digits, '_', '.', '-' (it becomes profile=NAME)"
+        )
     if target.exists():
         raise UserError(SAVE_KEY, name, f"{target} already exists", "choose another name or delete the file")
     from ..probe import unwritable_dir
@@ -245,14 +259,14 @@ def _secret_references(container: dict) -> None:
             profile_env[key] = "${oc.env:" + key + "}"
 
 
-def render(dict_cfg, choices: Mapping[str, Optional[str]], name: str, command: Sequence[str]) -> str:
+def render(dict_cfg, choices: Mapping[str, str | None], name: str, command: Sequence[str]) -> str:
     """The profile file for a composed (unresolved) config: the rl_library choice as a defaults-list
     override, launcher.topology as a value, every value that differs from the schema's default (presets folded in),
     per-run values left out, secrets as environment references."""
     from omegaconf import OmegaConf
 
-    from . import schema
     from ..secrets import mask_override
+    from . import schema
 
     values = OmegaConf.to_container(dict_cfg, resolve=False, enum_to_str=True)
     values.pop("hydra", None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 
 class Topology(Enum):
@@ -70,40 +70,40 @@ class LauncherConfig:
     # int >= 1, or auto | gpu | cpu (torchrun); the launcher resolves auto/gpu/cpu to an integer.
     nproc_per_node: str = "auto"
     # N, or MIN:MAX for elastic torchrun launches. null (launcher=slurm): from the allocation.
-    nnodes: Optional[str] = "1"
-    node_rank: Optional[int] = 0
+    nnodes: str | None = "1"
+    node_rank: int | None = 0
     # torchrun only
-    master_addr: Optional[str] = None
-    master_port: Optional[int] = None
-    rdzv_backend: Optional[str] = None
-    rdzv_endpoint: Optional[str] = None
-    rdzv_id: Optional[str] = None
-    rdzv_conf: Optional[str] = None
-    max_restarts: Optional[int] = None
-    monitor_interval: Optional[float] = None
-    start_method: Optional[str] = None
-    role: Optional[str] = None
-    tee: Optional[str] = None
-    redirects: Optional[str] = None
-    local_ranks_filter: Optional[str] = None
-    log_dir: Optional[str] = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    rdzv_backend: str | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: str | None = None
+    max_restarts: int | None = None
+    monitor_interval: float | None = None
+    start_method: str | None = None
+    role: str | None = None
+    tee: str | None = None
+    redirects: str | None = None
+    local_ranks_filter: str | None = None
+    log_dir: str | None = None
     # Across nodes (docs/multinode.md). torchrun only: seconds a node waits for the others to join
     # the rendezvous (c10d: --rdzv_conf join_timeout=N, static: timeout=N); null: torch's own (600 s / 900 s).
-    join_timeout: Optional[int] = None
+    join_timeout: int | None = None
     # torchrun --local_addr: the address this node advertises to the others (c10d: the workers'
     # MASTER_ADDR when this node is rendezvous rank 0). null: network_interface's address, if set.
-    local_addr: Optional[str] = None
+    local_addr: str | None = None
     # c10d: this node hosts the rendezvous store (--rdzv_conf is_host=1|0). null: auto (node_rank 0
     # hosts when the endpoint is an address of this machine).
-    is_host: Optional[bool] = None
+    is_host: bool | None = None
     # torchrun --virtual_local_rank: every worker sees only its own GPU, as cuda:0, and gets
     # LOCAL_RANK=0 (name per-rank files by RANK). Isaac Lab's --virtual_local_rank.
     virtual_local_rank: bool = False
     # network interface(s) the workers talk over, e.g. eth0 or ib0 (a comma list):
     # GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME for every worker. null: the libraries' own choice.
-    network_interface: Optional[str] = None
+    network_interface: str | None = None
     # skrl_jax only: host:port of the JAX coordinator (process 0).
-    coordinator_address: Optional[str] = None
+    coordinator_address: str | None = None
     # seconds between the first forwarded signal and SIGKILL of everything left
     grace_period: float = 30.0
     # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
@@ -135,12 +135,12 @@ class ProfileConfig:
 
     name: str = "examples"
     script_root: str = ""
-    entry: Optional[str] = None
+    entry: str | None = None
     pass_rl_library: bool = False
     # libraries the scripts support; empty means any
-    rl_libraries: List[str] = field(default_factory=list)
+    rl_libraries: list[str] = field(default_factory=list)
     # environment variables for the workers (e.g. NCCL settings)
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     # the script takes Isaac Lab's presets=NAME: a presets= name train_multigpu does not ship is
     # forwarded to it verbatim (false: an unknown name is an error)
     forward_presets: bool = False
@@ -159,22 +159,22 @@ class SlurmConfig:
 
     nodes: int = 1
     gpus_per_node: int = 0  # 0: ask for no GPUs (CPU clusters)
-    gpu_type: Optional[str] = None  # --gpus-per-node=<type>:<count>
-    cpus_per_task: Optional[int] = None  # per node (one launcher task per node)
-    partition: Optional[str] = None
-    time: Optional[str] = None  # "30", "4:00:00", "1-12:00:00"
-    account: Optional[str] = None
-    qos: Optional[str] = None
-    job_name: Optional[str] = None  # default: run_name, else train_multigpu
-    mem: Optional[str] = None  # per node, e.g. 64G
+    gpu_type: str | None = None  # --gpus-per-node=<type>:<count>
+    cpus_per_task: int | None = None  # per node (one launcher task per node)
+    partition: str | None = None
+    time: str | None = None  # "30", "4:00:00", "1-12:00:00"
+    account: str | None = None
+    qos: str | None = None
+    job_name: str | None = None  # default: run_name, else train_multigpu
+    mem: str | None = None  # per node, e.g. 64G
     # USR1 this many seconds before the time limit, forwarded to every worker; null: no warning
-    signal_seconds: Optional[int] = 120
+    signal_seconds: int | None = 120
     requeue: bool = True  # requeue on preemption / node failure
     # passed to the training script when SLURM restarted the job (SLURM_RESTART_COUNT > 0); null: never
-    resume_arg: Optional[str] = "--resume"
+    resume_arg: str | None = "--resume"
     # escape hatch: more #SBATCH options by long name (+slurm.extra.constraint=a100,
     # +slurm.extra.exclusive=true); names are checked against sbatch's options
-    extra: Dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -194,15 +194,15 @@ class TrainConfig:
     rl_library: RLLibraryConfig = field(default_factory=RLLibraryConfig)
     profile: ProfileConfig = field(default_factory=ProfileConfig)
     # training fields: forwarded as --key value when set
-    task: Optional[str] = None
-    num_envs: Optional[int] = None
-    max_iterations: Optional[int] = None
-    seed: Optional[int] = None
-    run_name: Optional[str] = None
+    task: str | None = None
+    num_envs: int | None = None
+    max_iterations: int | None = None
+    seed: int | None = None
+    run_name: str | None = None
     # path of the training script; overrides what the profile and rl_library select
-    script: Optional[str] = None
+    script: str | None = None
     # interpreter that runs torchrun and the workers; None = the launcher's own
-    python: Optional[str] = None
+    python: str | None = None
     device: Device = Device.auto
     dry_run: bool = False
     # where run directories are created (relative to the working directory)
@@ -210,17 +210,17 @@ class TrainConfig:
     log_all_ranks: bool = False
     # extra arguments for the training script: presets add theirs under their own name (in order),
     # the command line's forwarded arguments come last
-    preset_args: Dict[str, List[str]] = field(default_factory=dict)
-    script_args: List[str] = field(default_factory=list)
+    preset_args: dict[str, list[str]] = field(default_factory=dict)
+    script_args: list[str] = field(default_factory=list)
     # extra environment variables for every worker (not "env": that root belongs to Isaac Lab's
     # training script, whose env.* overrides are forwarded)
-    worker_env: Dict[str, str] = field(default_factory=dict)
+    worker_env: dict[str, str] = field(default_factory=dict)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     # submit=slurm: write <run dir>/job.sbatch and sbatch it instead of running here
     submit: Submit = Submit.none
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
 
 
 SCHEMA_NAME = "train_multigpu_schema"

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Callable, Optional
+from typing import IO
 
 from ..names import PROG
 from ..plan import LaunchPlan
@@ -18,9 +19,9 @@ class Console:
         """``agent_quiet()``: True once torchrun's own lines should no longer be shown (the launch is
         ending and the rank logs have the story)."""
         self.plan, self.stream, self.agent_quiet = plan, stream, agent_quiet
-        self.tail: Optional[logs.ConsoleTail] = None
+        self.tail: logs.ConsoleTail | None = None
         self.torchrun = plan.processes[0].name == "torchrun"
-        self._held: Optional[list[bytes]] = None  # a traceback of torchrun's, being read
+        self._held: list[bytes] | None = None  # a traceback of torchrun's, being read
         self._port_taken = False
 
     def shown(self, rank: int) -> bool:
@@ -86,12 +87,16 @@ class Console:
         if self._ranks_by_rendezvous() and not self.plan.log_all_ranks:
             # c10d (any endpoint rendezvous) ranks the nodes in rendezvous order, not by node_rank:
             # global rank 0 may land on any node, so every node says where its ranks' logs are
-            self.say("the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
-                     f"nodes by rendezvous order, not node_rank); this node's ranks log to {log_dir}"
-                     " (log_all_ranks=true shows them here)")
+            self.say(
+                "the console shows global rank 0 if the rendezvous gives it to this node (c10d ranks "
+                f"nodes by rendezvous order, not node_rank); this node's ranks log to {log_dir}"
+                " (log_all_ranks=true shows them here)"
+            )
         elif not self.shows_any_local_rank():
-            self.say(f"the console shows global rank 0 (on node 0); this node's ranks log to {log_dir}"
-                     " (log_all_ranks=true shows them here)")
+            self.say(
+                f"the console shows global rank 0 (on node 0); this node's ranks log to {log_dir}"
+                " (log_all_ranks=true shows them here)"
+            )
         self.tail = logs.ConsoleTail(log_dir, self.stream, self.shown, self.plan.node_rank, self.plan.log_all_ranks)
         self.tail.start()
 

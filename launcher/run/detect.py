@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Protocol, Sequence
+from typing import Protocol
 
 from ..plan import LaunchPlan
 from . import failure as failure_mod
 from . import logs
 from .failure import Failure, exit_code_of
-
 
 # torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):
 # another process took it after the preflight check; the launch ends as that check would have
@@ -23,7 +23,7 @@ COORDINATOR_PORT_IN_USE = re.compile(rb"Failed to add port to server: No address
 
 
 class Monitor(Protocol):
-    def check(self, codes: Sequence[Optional[int]]) -> Optional[Failure]:
+    def check(self, codes: Sequence[int | None]) -> Failure | None:
         """A failure that ends the launch, or None. ``codes``: each started process's exit status
         (None: still running)."""
 
@@ -44,7 +44,7 @@ class FailureDetector:
         # with --max_restarts > 0 torchrun restarts failed workers itself: only its exit ends the launch
         self.elastic_restarts = self.torchrun and _max_restarts(plan.processes[0].argv) > 0
 
-    def check(self, codes: Sequence[Optional[int]]) -> Optional[Failure]:
+    def check(self, codes: Sequence[int | None]) -> Failure | None:
         records = failure_mod.read_exit_records(self.log_dir) if self.plan.rank_logs or self.torchrun else []
         if not self.torchrun:
             # a rank that recorded a non-zero exit has failed even while it still hangs in its exit
@@ -56,9 +56,14 @@ class FailureDetector:
                 return None
             spec, code = failed[0]
             return Failure(
-                node=self.plan.node_rank, rank=spec.global_rank, local_rank=spec.local_rank,
-                exit_code=exit_code_of(code), signal=failure_mod.signal_name(code), time=time.time(),
-                source="exit status", log=str(logs.rank_log(self.log_dir, spec.global_rank)),
+                node=self.plan.node_rank,
+                rank=spec.global_rank,
+                local_rank=spec.local_rank,
+                exit_code=exit_code_of(code),
+                signal=failure_mod.signal_name(code),
+                time=time.time(),
+                source="exit status",
+                log=str(logs.rank_log(self.log_dir, spec.global_rank)),
             )
         if self.elastic_restarts:
             if codes[0] in (None, 0):
@@ -70,7 +75,7 @@ class FailureDetector:
             return self._torchrun_failure(codes[0])
         return None
 
-    def port_in_use(self, failure: Failure) -> Optional[int]:
+    def port_in_use(self, failure: Failure) -> int | None:
         """The port torchrun's store (its log says EADDRINUSE) or the failed JAX rank's coordinator
         service could not bind, or None. (torchrun's output must have reached its log.)"""
         if self.torchrun:
@@ -90,7 +95,11 @@ class FailureDetector:
                 found = Failure(**{**found.as_dict(), "log": str(self.log_dir / logs.TORCHRUN_LOG)})
             return found
         return Failure(
-            node=self.plan.node_rank, rank=None, local_rank=None, exit_code=exit_code_of(code),
-            signal=failure_mod.signal_name(code), source="exit status",
+            node=self.plan.node_rank,
+            rank=None,
+            local_rank=None,
+            exit_code=exit_code_of(code),
+            signal=failure_mod.signal_name(code),
+            source="exit status",
             log=str(self.log_dir / logs.TORCHRUN_LOG),
         )

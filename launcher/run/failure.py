@@ -16,7 +16,6 @@ import re
 import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
 
 from . import logs
 
@@ -27,10 +26,10 @@ TAIL_LINES = 20
 @dataclass(frozen=True)
 class Failure:
     node: int
-    rank: Optional[int]  # global rank; None when it is torchrun itself that failed
-    local_rank: Optional[int]
+    rank: int | None  # global rank; None when it is torchrun itself that failed
+    local_rank: int | None
     exit_code: int  # shell convention: 128+N after signal N
-    signal: Optional[str] = None
+    signal: str | None = None
     exception: str = ""
     time: float = 0.0
     source: str = ""  # "exit record", "torchrun report", "exit status"
@@ -45,7 +44,7 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def signal_name(returncode: int) -> Optional[str]:
+def signal_name(returncode: int) -> str | None:
     """``SIGKILL`` for a process status of -9, None for an ordinary exit code."""
     if returncode >= 0:
         return None
@@ -75,9 +74,15 @@ def read_exit_records(log_dir: Path) -> list[Failure]:
         rank = int(data["rank"])
         found.append(
             Failure(
-                node=int(data.get("node", 0)), rank=rank, local_rank=int(data.get("local_rank", 0)),
-                exit_code=exit_code_of(code), signal=None, exception=data.get("exception", ""),
-                time=float(data.get("time", 0.0)), source="exit record", log=str(logs.rank_log(log_dir, rank)),
+                node=int(data.get("node", 0)),
+                rank=rank,
+                local_rank=int(data.get("local_rank", 0)),
+                exit_code=exit_code_of(code),
+                signal=None,
+                exception=data.get("exception", ""),
+                time=float(data.get("time", 0.0)),
+                source="exit record",
+                log=str(logs.rank_log(log_dir, rank)),
             )
         )
     return sorted(found, key=lambda failure: failure.time)
@@ -89,7 +94,7 @@ _ROOT = re.compile(
 )
 
 
-def parse_torchrun_report(text: str, node: int, log_dir: Path) -> Optional[Failure]:
+def parse_torchrun_report(text: str, node: int, log_dir: Path) -> Failure | None:
     """The root cause in torchrun's ChildFailedError report.
 
     >>> report = '''Root Cause (first observed failure):
@@ -105,8 +110,13 @@ def parse_torchrun_report(text: str, node: int, log_dir: Path) -> Optional[Failu
         return None
     rank, local, code = (int(group) for group in match.groups())
     return Failure(
-        node=node, rank=rank, local_rank=local, exit_code=exit_code_of(code), signal=signal_name(code),
-        source="torchrun report", log=str(logs.rank_log(log_dir, rank)),
+        node=node,
+        rank=rank,
+        local_rank=local,
+        exit_code=exit_code_of(code),
+        signal=signal_name(code),
+        source="torchrun report",
+        log=str(logs.rank_log(log_dir, rank)),
     )
 
 

@@ -15,8 +15,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from ..errors import UserError
 from ..plan import LaunchPlan
@@ -34,10 +34,10 @@ class ProcessGroup:
         self.plan, self.launch_id, self.log_dir, self.exclusive = plan, launch_id, log_dir, exclusive
         self.procs: list[subprocess.Popen] = []
         self.pumps = []
-        self.watchdog: Optional[subprocess.Popen] = None
+        self.watchdog: subprocess.Popen | None = None
 
     # -- start -------------------------------------------------------------------------------
-    def start(self, echo_agent: Callable[[bytes], None], pending_signal: Callable[[], Optional[int]]) -> None:
+    def start(self, echo_agent: Callable[[bytes], None], pending_signal: Callable[[], int | None]) -> None:
         """Start every process of the plan. torchrun's own output goes through ``echo_agent`` (and
         to logs/torchrun.log); ``pending_signal()`` names a signal that came while starting (each
         process started after it gets it at once)."""
@@ -57,8 +57,12 @@ class ProcessGroup:
                     with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
                         proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
             except OSError as err:
-                raise UserError("python", spec.argv[0], f"cannot start it: {err.strerror or err}",
-                                "set python= to an interpreter that exists, or leave it unset") from None
+                raise UserError(
+                    "python",
+                    spec.argv[0],
+                    f"cannot start it: {err.strerror or err}",
+                    "set python= to an interpreter that exists, or leave it unset",
+                ) from None
             self.procs.append(proc)
             signum = pending_signal()
             if signum is not None:  # a signal came while starting
@@ -77,8 +81,11 @@ class ProcessGroup:
         status = str(self.log_dir.parent / "status.json")
         self.watchdog = subprocess.Popen(
             [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id, status],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            env=env, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
 
     def _tell_watchdog(self, line: str) -> None:
@@ -88,7 +95,7 @@ class ProcessGroup:
                 self.watchdog.stdin.flush()
 
     # -- observe -----------------------------------------------------------------------------
-    def poll(self) -> list[Optional[int]]:
+    def poll(self) -> list[int | None]:
         """Each started process's exit status (None: still running)."""
         return [proc.poll() for proc in self.procs]
 

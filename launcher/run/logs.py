@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Callable, Optional
+from typing import IO
 
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 TORCHRUN_LOG = "torchrun.log"
@@ -51,7 +52,7 @@ class ConsoleTail:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="console-tail", daemon=True)
 
-    def start(self) -> "ConsoleTail":
+    def start(self) -> ConsoleTail:
         self._thread.start()
         return self
 

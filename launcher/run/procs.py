@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from ..names import LAUNCH_ID_VAR
 
@@ -53,7 +53,7 @@ def die_with_parent_preexec(parent: int):
     return preexec
 
 
-def _stat(pid: int) -> Optional[tuple[str, int]]:
+def _stat(pid: int) -> tuple[str, int] | None:
     """(state, ppid) of a process, None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Callable, Iterator, Mapping, Optional, Protocol, Union
+from typing import Protocol
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # stop the launch
 RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
 
-Handler = Union[Callable[[int, object], None], int, signal.Handlers]
+Handler = Callable[[int, object], None] | int | signal.Handlers
 
 
 @contextmanager
@@ -41,12 +42,12 @@ class Interrupts:
     launches too, which kill at once. Between jobs a signal is only noted."""
 
     def __init__(self) -> None:
-        self.received: Optional[int] = None
+        self.received: int | None = None
         self._active: list[Stoppable] = []
         self._lock = threading.RLock()  # the handler runs in the main thread, which may hold it
         self._stack = contextlib.ExitStack()
 
-    def __enter__(self) -> "Interrupts":
+    def __enter__(self) -> Interrupts:
         self._stack.enter_context(handlers({sig: self._on_signal for sig in FORWARDED_SIGNALS}))
         return self
 

@@ -51,7 +51,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, Optional
+from typing import IO
 
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
@@ -73,12 +73,12 @@ EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, no
 class Outcome:
     exit_code: int
     reason: str
-    failure: Optional[Failure] = None
+    failure: Failure | None = None
     summary: str = ""  # the failure summary as printed
-    port_in_use: Optional[int] = None  # torchrun found this port taken (the CLI names the key)
+    port_in_use: int | None = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
 
-    def failure_record(self) -> Optional[dict]:
+    def failure_record(self) -> dict | None:
         """What status.json keeps of the failure (None after a success or a signal)."""
         return None if self.failure is None else {**self.failure.as_dict(), "summary": self.summary}
 
@@ -93,29 +93,32 @@ class Supervisor:
     ``exclusive``: see :class:`~launcher.run.group.ProcessGroup`."""
 
     def __init__(
-        self, plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, exclusive: bool = True
+        self, plan: LaunchPlan, log_dir: Path, console: IO[bytes] | None = None, exclusive: bool = True
     ) -> None:
         if LAUNCH_ID_VAR not in plan.env:
             plan = prepare(plan, log_dir)
         self.plan = plan
         self.group = ProcessGroup(plan, plan.env[LAUNCH_ID_VAR], log_dir, exclusive)
-        self.console = Console(plan, console if console is not None else sys.stdout.buffer,
-                               agent_quiet=lambda: self.stopping or self.failure is not None)
+        self.console = Console(
+            plan,
+            console if console is not None else sys.stdout.buffer,
+            agent_quiet=lambda: self.stopping or self.failure is not None,
+        )
         self.detector = FailureDetector(plan, log_dir)
         self.monitors: list[Monitor] = [self.detector]  # a hang watchdog would join here
         self.log_dir = log_dir
-        self.signal_received: Optional[int] = None
-        self.failure: Optional[Failure] = None
-        self.kill_at: Optional[float] = None
+        self.signal_received: int | None = None
+        self.failure: Failure | None = None
+        self.kill_at: float | None = None
         self.stopping = False
-        self.stop_signal: Optional[int] = None  # what stop() sent (processes started later get it too)
-        self.halted: Optional[str] = None  # why the sweep stopped this launch (halt)
+        self.stop_signal: int | None = None  # what stop() sent (processes started later get it too)
+        self.halted: str | None = None  # why the sweep stopped this launch (halt)
 
     def start(self) -> None:
         self.group.start(self.console.echo_agent, self._pending_signal)
         self.console.start(self.log_dir)
 
-    def _pending_signal(self) -> Optional[int]:
+    def _pending_signal(self) -> int | None:
         """A signal (or a halt) that came before or while starting."""
         return self.stop_signal
 
@@ -160,7 +163,7 @@ class Supervisor:
             self.stop(signal.SIGTERM, kill_after)
 
     # -- waiting --------------------------------------------------------------------------
-    def _check(self, codes: list[Optional[int]]) -> Optional[Failure]:
+    def _check(self, codes: list[int | None]) -> Failure | None:
         for monitor in self.monitors:
             found = monitor.check(codes)
             if found is not None:
@@ -212,8 +215,11 @@ class Supervisor:
 
 
 def run(
-    plan: LaunchPlan, log_dir: Path, console: Optional[IO[bytes]] = None, relay_usr1: bool = True,
-    interrupts: Optional[Interrupts] = None,
+    plan: LaunchPlan,
+    log_dir: Path,
+    console: IO[bytes] | None = None,
+    relay_usr1: bool = True,
+    interrupts: Interrupts | None = None,
 ) -> Outcome:
     """Start the plan, supervise it to the end, print the failure summary; return the outcome.
     With ``interrupts`` (a sweep), the sweep's handler passes SIGINT/SIGTERM/SIGHUP on."""

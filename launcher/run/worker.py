@@ -6,8 +6,9 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
 
 - Dies with its parent: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, so a rank never outlives the
   torchrun agent (or the launcher) that started it.
-- With ``TRAIN_MULTIGPU_LOG_DIR`` set (and ``TRAIN_MULTIGPU_RANK_LOGS`` not ``0``), stdout and stderr (file descriptors 1 and 2, so child
-  processes too) go to ``<dir>/rank<R>.log``; the supervisor shows the console from these files.
+- With ``TRAIN_MULTIGPU_LOG_DIR`` set (and ``TRAIN_MULTIGPU_RANK_LOGS`` not ``0``), stdout and stderr
+  (file descriptors 1 and 2, so child processes too) go to ``<dir>/rank<R>.log``; the supervisor
+  shows the console from these files.
 - A non-zero exit leaves ``<dir>/rank<R>.exit.json`` (rank, exit code, exception, traceback) for
   the launcher's failure summary, and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..config.schema import SlurmConfig
 from ..errors import UserError
@@ -54,12 +55,21 @@ SBATCH_LONG_OPTIONS = frozenset(
 
 # sbatch option -> what sets it instead of slurm.extra
 KEY_OPTIONS = {
-    "nodes": "slurm.nodes", "gpus-per-node": "slurm.gpus_per_node", "cpus-per-task": "slurm.cpus_per_task",
-    "partition": "slurm.partition", "time": "slurm.time", "account": "slurm.account", "qos": "slurm.qos",
-    "job-name": "slurm.job_name", "mem": "slurm.mem", "signal": "slurm.signal_seconds",
-    "requeue": "slurm.requeue", "no-requeue": "slurm.requeue",
+    "nodes": "slurm.nodes",
+    "gpus-per-node": "slurm.gpus_per_node",
+    "cpus-per-task": "slurm.cpus_per_task",
+    "partition": "slurm.partition",
+    "time": "slurm.time",
+    "account": "slurm.account",
+    "qos": "slurm.qos",
+    "job-name": "slurm.job_name",
+    "mem": "slurm.mem",
+    "signal": "slurm.signal_seconds",
+    "requeue": "slurm.requeue",
+    "no-requeue": "slurm.requeue",
     "ntasks-per-node": "the launcher (one launcher per node)",
-    "output": "the launcher (<run dir>/slurm-%j.out)", "error": "the launcher (stderr goes to the output)",
+    "output": "the launcher (<run dir>/slurm-%j.out)",
+    "error": "the launcher (stderr goes to the output)",
     "chdir": "the launcher (the directory train_multigpu is started from)",
 }
 
@@ -85,19 +95,21 @@ def _text(key: str, value: object) -> str:
     bad = _CONTROL.search(value)
     if bad:
         raise UserError(
-            key, _shown(value),
-            f"control character {bad.group()!r} (newlines and tabs are not allowed in #SBATCH values)", HINT,
+            key,
+            _shown(value),
+            f"control character {bad.group()!r} (newlines and tabs are not allowed in #SBATCH values)",
+            HINT,
         )
     return value
 
 
-def _at_least(key: str, value: int, minimum: int, maximum: Optional[int] = None) -> None:
+def _at_least(key: str, value: int, minimum: int, maximum: int | None = None) -> None:
     if value < minimum or (maximum is not None and value > maximum):
         allowed = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
         raise UserError(key, value, f"must be {allowed}", HINT)
 
 
-def time_limit_seconds(time: str, key: str = "slurm.time") -> Optional[int]:
+def time_limit_seconds(time: str, key: str = "slurm.time") -> int | None:
     """Seconds in a SLURM time limit; None for UNLIMITED/INFINITE.
 
     >>> time_limit_seconds("90"), time_limit_seconds("1:30:00"), time_limit_seconds("2-00")
@@ -149,7 +161,10 @@ def check(slurm: SlurmConfig) -> None:
         _at_least("slurm.signal_seconds", slurm.signal_seconds, 1, 65535)
         if limit is not None and slurm.signal_seconds >= limit:
             raise UserError(
-                "slurm.signal_seconds", slurm.signal_seconds, f"must be shorter than time={slurm.time!r} ({limit} s)", HINT
+                "slurm.signal_seconds",
+                slurm.signal_seconds,
+                f"must be shorter than time={slurm.time!r} ({limit} s)",
+                HINT,
             )
     for name, value in extra_options(slurm).items():
         _extra_line(name, value)
@@ -166,7 +181,7 @@ def _sbatch_value(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _extra_line(name: str, value: Any) -> Optional[str]:
+def _extra_line(name: str, value: Any) -> str | None:
     option = name[2:] if name.startswith("--") else name
     key = f"slurm.extra.{option}"
     if option in KEY_OPTIONS:

@@ -21,8 +21,8 @@ Formats (checked against ``sbatch(1)`` of slurm 22.05 and a real one-host cluste
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 __all__ = [
     "NotInAllocationError",
@@ -98,14 +98,12 @@ def expand_tasks_per_node(value: str) -> list[int]:
     for piece in value.split(","):
         m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", piece)
         if not m:
-            raise SlurmEnvError(
-                f"SLURM_TASKS_PER_NODE {value!r}: bad entry {piece!r} (expected N or N(xK))"
-            )
+            raise SlurmEnvError(f"SLURM_TASKS_PER_NODE {value!r}: bad entry {piece!r} (expected N or N(xK))")
         counts.extend([int(m.group(1))] * int(m.group(2) or 1))
     return counts
 
 
-def _int(env: Mapping[str, str], *names: str, minimum: int = 0) -> Optional[int]:
+def _int(env: Mapping[str, str], *names: str, minimum: int = 0) -> int | None:
     """First of ``names`` that is set (non-empty), as an int; None when none is set."""
     for name in names:
         raw = env.get(name)
@@ -127,9 +125,7 @@ def _count_gpus_per_node(raw: str) -> int:
     for piece in raw.split(","):
         m = re.fullmatch(r"(?:[A-Za-z0-9_.-]+:)?(\d+)", piece.strip())
         if not m:
-            raise SlurmEnvError(
-                f"SLURM_GPUS_PER_NODE={raw!r}: expected [type:]count, e.g. '4' or 'a100:4'"
-            )
+            raise SlurmEnvError(f"SLURM_GPUS_PER_NODE={raw!r}: expected [type:]count, e.g. '4' or 'a100:4'")
         total += int(m.group(1))
     return total
 
@@ -172,12 +168,12 @@ class SlurmAllocation:
     nnodes: int
     node_rank: int
     hosts: tuple[str, ...]
-    gpus_on_node: Optional[int] = None  # None: SLURM says nothing about GPUs
+    gpus_on_node: int | None = None  # None: SLURM says nothing about GPUs
     gpu_ids: tuple[str, ...] = ()  # SLURM_JOB_GPUS or CUDA_VISIBLE_DEVICES entries
-    cpus_per_task: Optional[int] = None
-    ntasks_per_node: Optional[int] = None
+    cpus_per_task: int | None = None
+    ntasks_per_node: int | None = None
     restart_count: int = 0
-    step_id: Optional[str] = None  # set inside srun steps ("batch" in the batch step)
+    step_id: str | None = None  # set inside srun steps ("batch" in the batch step)
 
     @property
     def first_host(self) -> str:
@@ -185,27 +181,21 @@ class SlurmAllocation:
         return self.hosts[0]
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "SlurmAllocation":
+    def from_env(cls, env: Mapping[str, str]) -> SlurmAllocation:
         job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
         if not job_id:
             raise NotInAllocationError(
-                "not inside a SLURM allocation: SLURM_JOB_ID is not set "
-                "(submit with sbatch, or run under salloc/srun)"
+                "not inside a SLURM allocation: SLURM_JOB_ID is not set (submit with sbatch, or run under salloc/srun)"
             )
         nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
         if not nodelist:
-            raise SlurmEnvError(
-                f"SLURM job {job_id}: neither SLURM_JOB_NODELIST nor SLURM_NODELIST is set"
-            )
+            raise SlurmEnvError(f"SLURM job {job_id}: neither SLURM_JOB_NODELIST nor SLURM_NODELIST is set")
         hosts = tuple(expand_hostlist(nodelist))
         nnodes = _int(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES", minimum=1)
         if nnodes is None:
             nnodes = len(hosts)
         if nnodes != len(hosts):
-            raise SlurmEnvError(
-                f"SLURM job {job_id}: {nnodes} nodes but the node list {nodelist!r} "
-                f"names {len(hosts)}"
-            )
+            raise SlurmEnvError(f"SLURM job {job_id}: {nnodes} nodes but the node list {nodelist!r} names {len(hosts)}")
 
         node_rank = _int(env, "SLURM_NODEID")
         if node_rank is None:
@@ -230,8 +220,7 @@ class SlurmAllocation:
         gpus = _int(env, "SLURM_GPUS_ON_NODE")
         if gpus is None and env.get("SLURM_GPUS_PER_NODE"):
             gpus = _count_gpus_per_node(env["SLURM_GPUS_PER_NODE"])
-        if gpus is None and (env.get("SLURM_JOB_GPUS") is not None
-                             or env.get("CUDA_VISIBLE_DEVICES") is not None):
+        if gpus is None and (env.get("SLURM_JOB_GPUS") is not None or env.get("CUDA_VISIBLE_DEVICES") is not None):
             gpus = len(gpu_ids)
 
         ntasks = _int(env, "SLURM_NTASKS_PER_NODE", minimum=1)
@@ -239,8 +228,7 @@ class SlurmAllocation:
             per_node = expand_tasks_per_node(env["SLURM_TASKS_PER_NODE"])
             if len(per_node) != nnodes:
                 raise SlurmEnvError(
-                    f"SLURM_TASKS_PER_NODE={env['SLURM_TASKS_PER_NODE']!r}: "
-                    f"{len(per_node)} entries for {nnodes} nodes"
+                    f"SLURM_TASKS_PER_NODE={env['SLURM_TASKS_PER_NODE']!r}: {len(per_node)} entries for {nnodes} nodes"
                 )
             ntasks = per_node[node_rank]
 

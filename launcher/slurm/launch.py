@@ -28,7 +28,6 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import replace
-from typing import Optional
 
 from ..config.schema import Topology, TrainConfig
 from ..errors import UserError
@@ -60,7 +59,8 @@ def allocation(env, name: str = "slurm") -> SlurmAllocation:
         return SlurmAllocation.from_env(env)
     except NotInAllocationError:
         raise UserError(
-            "launcher", name,
+            "launcher",
+            name,
             "only runs inside a SLURM allocation (SLURM_JOB_ID is not set)",
             "submit with submit=slurm, or start it under sbatch/salloc with srun --ntasks-per-node=1",
         ) from None
@@ -71,7 +71,8 @@ def allocation(env, name: str = "slurm") -> SlurmAllocation:
 def _explicit_must_match(key: str, value: object, slurm_value: object, what: str, job: str) -> None:
     if value is not None and str(value) != str(slurm_value):
         raise UserError(
-            key, value,
+            key,
+            value,
             f"SLURM job {job} has {what} {slurm_value}",
             f"leave {key} unset under launcher=slurm, or ask SLURM for what you want (slurm.nodes=)",
         )
@@ -90,7 +91,8 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
     job = alloc.job_id
     if alloc.step_id not in (None, "batch", "extern") and (alloc.ntasks_per_node or 1) > 1:
         raise UserError(
-            "launcher", launcher_name(cfg),
+            "launcher",
+            launcher_name(cfg),
             f"runs one launcher per node, but this srun step has {alloc.ntasks_per_node} tasks per node",
             "start it with srun --ntasks-per-node=1; the launcher starts the workers itself",
         )
@@ -108,14 +110,19 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
             launcher.rdzv_id = f"slurm-{job}"
     else:
         raise UserError(
-            "launcher.topology", launcher.topology.value,
+            "launcher.topology",
+            launcher.topology.value,
             "launcher.from_slurm=true takes topology multinode (torchrun) or skrl_jax",
             "use launcher=slurm or launcher=slurm_jax",
         )
 
     # What this node was given: GPUs when SLURM says so, CPUs per task otherwise.
     if alloc.gpus_on_node is not None:
-        facts = replace(facts, visible_gpus=alloc.gpus_on_node, gpus_source=f"the SLURM allocation ({alloc.gpus_on_node} GPU(s) on this node)")
+        facts = replace(
+            facts,
+            visible_gpus=alloc.gpus_on_node,
+            gpus_source=f"the SLURM allocation ({alloc.gpus_on_node} GPU(s) on this node)",
+        )
     cpus, cpus_source = _cpus(alloc, facts)
     facts = replace(facts, usable_cpus=cpus)
     nproc = str(launcher.nproc_per_node).strip()
@@ -123,7 +130,8 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
         gpu_run = cfg.device.value == "cuda" or (cfg.device.value == "auto" and facts.visible_gpus > 0)
         if not gpu_run and int(nproc) > cpus:
             raise UserError(
-                "launcher.nproc_per_node", nproc,
+                "launcher.nproc_per_node",
+                nproc,
                 f"more workers than the {cpus} CPU(s) SLURM allocated per node ({cpus_source})",
                 f"use at most {cpus}, or ask for more with slurm.cpus_per_task=",
             )
@@ -133,7 +141,7 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
     return cfg, facts
 
 
-def record_subdir(alloc: Optional[SlurmAllocation]) -> str:
+def record_subdir(alloc: SlurmAllocation | None) -> str:
     """Where a requeued job's launcher record goes inside ``run_dir``: ``restart<N>``; ``""`` otherwise.
 
     Only the record is per restart: the training script's directory (``TRAIN_MULTIGPU_RUN_DIR``)
@@ -156,7 +164,7 @@ def describe(alloc: SlurmAllocation) -> str:
     )
 
 
-def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, HostFacts, Optional[SlurmAllocation]]:
+def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, HostFacts, SlurmAllocation | None]:
     """:func:`settle` against ``facts.env`` when ``launcher.from_slurm`` is set; else unchanged."""
     if not cfg.launcher.from_slurm:
         return cfg, facts, None

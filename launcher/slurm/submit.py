@@ -20,9 +20,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional, Sequence
 
 from .. import probe, record, secrets, tables
 from ..config import grammar
@@ -47,8 +47,8 @@ class Submission:
 
     overrides: tuple[str, ...]
     run_dir: str
-    job_id: Optional[str] = None
-    error: Optional[str] = None
+    job_id: str | None = None
+    error: str | None = None
 
     @property
     def log(self) -> str:
@@ -91,16 +91,20 @@ def job_command(python: str, flags: Sequence[str], overrides: Sequence[str], scr
 def planned_allocation(slurm: SlurmConfig) -> SlurmAllocation:
     """The allocation ``slurm.*`` asks for, as node 0 of the job will see it."""
     return SlurmAllocation(
-        job_id="to be submitted", nnodes=slurm.nodes, node_rank=0,
+        job_id="to be submitted",
+        nnodes=slurm.nodes,
+        node_rank=0,
         hosts=tuple(f"node{i}" for i in range(slurm.nodes)),
-        cpus_per_task=slurm.cpus_per_task, ntasks_per_node=1,  # GPUs: planned_facts says how many
+        cpus_per_task=slurm.cpus_per_task,
+        ntasks_per_node=1,  # GPUs: planned_facts says how many
     )
 
 
 def planned_facts(slurm: SlurmConfig, facts: HostFacts) -> HostFacts:
     """A compute node's facts as far as the request says (GPUs asked for; CPUs unknown: not limiting)."""
     return replace(
-        facts, visible_gpus=slurm.gpus_per_node,
+        facts,
+        visible_gpus=slurm.gpus_per_node,
         gpus_source=f"slurm.gpus_per_node={slurm.gpus_per_node}",
         usable_cpus=slurm.cpus_per_task or facts.usable_cpus,
     )
@@ -111,7 +115,9 @@ def script_text(cfg: TrainConfig, command: Sequence[str], run_dir: str, workdir:
     return batch.render(cfg.slurm, command, {}, workdir, job_name, f"{run_dir}/slurm-%j.out")
 
 
-def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str, secret_env: Optional[dict] = None) -> Submission:
+def submit(
+    script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str, secret_env: dict | None = None
+) -> Submission:
     """Write ``job.sbatch`` (and the resolved config) into ``run_dir``; ``sbatch --parsable`` it.
     ``secret_env``: secret values the job reads from its environment (``${oc.env:NAME}`` in its
     command): given to sbatch's environment only, which passes it to the job (``--export=ALL``)."""
@@ -121,10 +127,15 @@ def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: 
     (run_dir / "config.yaml").write_text(resolved_yaml)
     sbatch = shutil.which("sbatch")
     if sbatch is None:
-        raise UserError("submit", "slurm", "sbatch is not on PATH", f"submit from a SLURM login node; the script is {path}")
+        raise UserError(
+            "submit", "slurm", "sbatch is not on PATH", f"submit from a SLURM login node; the script is {path}"
+        )
     try:
         out = subprocess.run(
-            [sbatch, "--parsable", str(path)], capture_output=True, text=True, timeout=120,
+            [sbatch, "--parsable", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
             env={**os.environ, **(secret_env or {})},
         )
     except subprocess.TimeoutExpired:
@@ -143,12 +154,14 @@ def submit(script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: 
 
 def announce(submission: Submission) -> str:
     job = submission.job_id
-    return "\n".join([
-        f"[{PROG}] submitted SLURM job {job}",
-        f"[{PROG}]   script: {submission.run_dir}/{SCRIPT_NAME}",
-        f"[{PROG}]   log:    {submission.log}   (per-rank logs under {submission.run_dir}/logs)",
-        f"[{PROG}]   follow: squeue -j {job}   scontrol show job {job}   tail -f {submission.log}",
-    ])
+    return "\n".join(
+        [
+            f"[{PROG}] submitted SLURM job {job}",
+            f"[{PROG}]   script: {submission.run_dir}/{SCRIPT_NAME}",
+            f"[{PROG}]   log:    {submission.log}   (per-rank logs under {submission.run_dir}/logs)",
+            f"[{PROG}]   follow: squeue -j {job}   scontrol show job {job}   tail -f {submission.log}",
+        ]
+    )
 
 
 DRY_RUN = "dry run"
@@ -166,7 +179,9 @@ def summary(submissions: Sequence[Submission]) -> str:
     if submissions and all(s.error == DRY_RUN for s in submissions):
         head = f"[{PROG}] sweep: {len(submissions)} job(s), dry run: nothing written, nothing submitted"
     else:
-        head = f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"
+        head = (
+            f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"
+        )
     return "\n".join([head] + tables.table(rows, indent="  "))
 
 
@@ -209,7 +224,7 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through sbatch's environment, never the batch script (e.g. slurm.extra.export=ALL, or 'slurm.extra.export="NONE,HF_TOKEN"')
-    """
+    """  # noqa: E501
     value = slurm.extra.get("export")
     if not names or value is None or isinstance(value, bool):  # false: no directive, sbatch's default ALL
         return
@@ -217,9 +232,11 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
     missing = [name for name in names if "ALL" not in items and name not in items]
     if missing:
         raise UserError(
-            "slurm.extra.export", value, f"must pass {', '.join(missing)} to the job: secret values reach it "
+            "slurm.extra.export",
+            value,
+            f"must pass {', '.join(missing)} to the job: secret values reach it "
             "through sbatch's environment, never the batch script",
-            f"""e.g. slurm.extra.export=ALL, or 'slurm.extra.export="{value},{','.join(missing)}"'""",
+            f"""e.g. slurm.extra.export=ALL, or 'slurm.extra.export="{value},{",".join(missing)}"'""",
         )
 
 
@@ -232,7 +249,7 @@ def run(
     facts: HostFacts,
     submissions: list,
     resolved_yaml: str,
-    vault: Optional[secrets.Vault] = None,
+    vault: secrets.Vault | None = None,
     check_only: bool = False,
 ) -> int:
     """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``submissions``.
@@ -251,7 +268,9 @@ def run(
         if check_only:
             return 0
         run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg, True))
-        command = job_command(interpreter(), config_flags(hydra_flags), job_overrides(by_reference, jax, run_dir), script_args)
+        command = job_command(
+            interpreter(), config_flags(hydra_flags), job_overrides(by_reference, jax, run_dir), script_args
+        )
         text = script_text(cfg, command, run_dir, os.getcwd())
         if cfg.dry_run:
             print(f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)")

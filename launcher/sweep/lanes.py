@@ -14,9 +14,9 @@ each job's run record shows its devices and ports.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Callable, Optional, Sequence
 
 from ..addresses import parse_endpoint
 from ..config.schema import Device, TrainConfig
@@ -44,13 +44,13 @@ class JobInfo:
 class JobResult:
     num: int
     overrides: tuple[str, ...]
-    exit_code: Optional[int] = None  # None: skipped, a dry run, or still running
+    exit_code: int | None = None  # None: skipped, a dry run, or still running
     duration_s: float = 0.0
     run_dir: str = ""
     note: str = ""
 
 
-def job_info() -> Optional[JobInfo]:
+def job_info() -> JobInfo | None:
     """The current job's number and overrides in a ``-m`` sweep, else None."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
@@ -90,33 +90,45 @@ def make_slots(parallel: int, use_gpus: bool, gpus: Sequence[str], cpus: Sequenc
     return [Slot(i, cpus=tuple(int(c) for c in chunk)) for i, chunk in enumerate(chunks)]
 
 
-def job_slot(cfg: TrainConfig, facts: HostFacts, job_num: int, cpus: Sequence[int]) -> Optional[Slot]:
+def job_slot(cfg: TrainConfig, facts: HostFacts, job_num: int, cpus: Sequence[int]) -> Slot | None:
     """The lane of job ``job_num`` in a parallel sweep, or None for one job at a time."""
     if cfg.sweep.parallel == 1:
         return None
     if str(cfg.launcher.nnodes) != "1":
-        raise UserError("sweep.parallel", cfg.sweep.parallel, "packs jobs on one node; launcher.nnodes must be 1", "use sweep.parallel=1 across nodes")
+        raise UserError(
+            "sweep.parallel",
+            cfg.sweep.parallel,
+            "packs jobs on one node; launcher.nnodes must be 1",
+            "use sweep.parallel=1 across nodes",
+        )
     use_gpus = cfg.device is not Device.cpu and facts.visible_gpus > 0
     slots = make_slots(cfg.sweep.parallel, use_gpus, gpu_ids(facts), cpus)
     return slots[job_num % len(slots)]
 
 
-def job_facts(facts: HostFacts, slot: Optional[Slot]) -> HostFacts:
+def job_facts(facts: HostFacts, slot: Slot | None) -> HostFacts:
     """What a job in ``slot`` sees: only its GPUs or cores (``nproc_per_node=auto`` fills the slot)."""
     if slot is None:
         return facts
     if slot.gpus:
         env = {**facts.env, "CUDA_VISIBLE_DEVICES": ",".join(slot.gpus)}
-        return replace(facts, visible_gpus=len(slot.gpus), gpus_source=f"sweep lane {slot.index}: GPUs {','.join(slot.gpus)}", env=env)
-    return replace(facts, visible_gpus=0, usable_cpus=len(slot.cpus), gpus_source=f"sweep lane {slot.index}: CPU cores only")
+        return replace(
+            facts,
+            visible_gpus=len(slot.gpus),
+            gpus_source=f"sweep lane {slot.index}: GPUs {','.join(slot.gpus)}",
+            env=env,
+        )
+    return replace(
+        facts, visible_gpus=0, usable_cpus=len(slot.cpus), gpus_source=f"sweep lane {slot.index}: CPU cores only"
+    )
 
 
-def _shift_endpoint(value: str, key: str, offset: int, default_port: Optional[int] = None) -> str:
+def _shift_endpoint(value: str, key: str, offset: int, default_port: int | None = None) -> str:
     endpoint = parse_endpoint(value, key, default_port=default_port)
     return str(replace(endpoint, port=endpoint.port + offset))
 
 
-def job_config(cfg: TrainConfig, job_num: int, slot: Optional[Slot]) -> TrainConfig:
+def job_config(cfg: TrainConfig, job_num: int, slot: Slot | None) -> TrainConfig:
     """Per-job rendezvous values: an explicit ``rdzv_id`` gets ``-<job>``; in a parallel sweep an
     explicit port (master_port, rdzv_endpoint, coordinator_address) is shifted by the lane index,
     so concurrent jobs never share one (jobs in one lane run one after another)."""
@@ -128,13 +140,17 @@ def job_config(cfg: TrainConfig, job_num: int, slot: Optional[Slot]) -> TrainCon
         if launcher.master_port is not None:
             launcher.master_port += slot.index
         if launcher.rdzv_endpoint is not None:
-            launcher.rdzv_endpoint = _shift_endpoint(launcher.rdzv_endpoint, "launcher.rdzv_endpoint", slot.index, 29400)
+            launcher.rdzv_endpoint = _shift_endpoint(
+                launcher.rdzv_endpoint, "launcher.rdzv_endpoint", slot.index, 29400
+            )
         if launcher.coordinator_address is not None:
-            launcher.coordinator_address = _shift_endpoint(launcher.coordinator_address, "launcher.coordinator_address", slot.index)
+            launcher.coordinator_address = _shift_endpoint(
+                launcher.coordinator_address, "launcher.coordinator_address", slot.index
+            )
     return cfg
 
 
-def bind(plan, slot: Optional[Slot]):
+def bind(plan, slot: Slot | None):
     """The plan with the lane's GPUs in every process's environment."""
     if slot is None or not slot.gpus:
         return plan
@@ -194,10 +210,16 @@ def summary(results: Sequence[JobResult]) -> str:
             exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")
         rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
     lines = table(rows, rule=True)
-    counts = {name: sum(1 for r in results if kind(r) == name) for name in ("succeeded", "failed", "stopped", "skipped", DRY_RUN)}
+    counts = {
+        name: sum(1 for r in results if kind(r) == name)
+        for name in ("succeeded", "failed", "stopped", "skipped", DRY_RUN)
+    }
     if counts[DRY_RUN] == len(results):
         lines.append(f"{len(results)} job(s): dry run, nothing started")
     else:
         stopped = f", {counts['stopped']} stopped" if counts["stopped"] else ""
-        lines.append(f"{len(results)} job(s): {counts['succeeded']} succeeded, {counts['failed']} failed{stopped}, {counts['skipped']} skipped")
+        lines.append(
+            f"{len(results)} job(s): {counts['succeeded']} succeeded, {counts['failed']} failed{stopped}, "
+            f"{counts['skipped']} skipped"
+        )
     return "\n".join(lines)

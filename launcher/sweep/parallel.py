@@ -13,9 +13,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 from .. import record
 from ..errors import UserError
@@ -42,7 +42,7 @@ def run_queued(
     queued: list[Queued],
     results: list[JobResult],
     fail_fast: bool,
-    interrupts: Optional[Interrupts],
+    interrupts: Interrupts | None,
     note: Callable[[str], str],
 ) -> list[int]:
     """Run the planned jobs lane by lane; fill in their results; return the exit codes of the jobs
@@ -84,11 +84,11 @@ def run_many(
     jobs: list[tuple[LaunchPlan, Path, tuple[int, ...]]],
     lanes: list[list[int]],
     fail_fast: bool = False,
-    on_start: Optional[Callable[[int], None]] = None,
-    on_end: Optional[Callable[[int, Outcome], None]] = None,
-    interrupts: Optional[Interrupts] = None,
-    on_skip: Optional[Callable[[int, str], None]] = None,
-) -> list[Optional[Outcome]]:
+    on_start: Callable[[int], None] | None = None,
+    on_end: Callable[[int, Outcome], None] | None = None,
+    interrupts: Interrupts | None = None,
+    on_skip: Callable[[int, str], None] | None = None,
+) -> list[Outcome | None]:
     """Run a parallel sweep: each lane (a list of job indexes) runs its jobs one after another, all
     lanes at once. A job given CPU cores runs pinned to them: its lane's thread sets its own CPU
     affinity before starting the job, and processes inherit the mask of the thread that starts
@@ -97,7 +97,7 @@ def run_many(
     jobs (outcome ``stopped (sweep.fail_fast)``) and skips the rest. Returns each job's outcome
     (None: skipped). ``on_start(i)``, ``on_end(i, outcome)`` and ``on_skip(i, reason)`` are called
     from the lane threads, ``on_end`` in the order the jobs end."""
-    outcomes: list[Optional[Outcome]] = [None] * len(jobs)
+    outcomes: list[Outcome | None] = [None] * len(jobs)
     lock = threading.Lock()
     failed = threading.Event()
 
@@ -105,7 +105,9 @@ def run_many(
         for index in indexes:
             plan, log_dir, cpus = jobs[index]
             with lock:  # decided and attached at once: a failure or a signal from now on reaches it
-                skip = SKIPPED_INTERRUPTED if hub.received is not None else SKIPPED_FAIL_FAST if failed.is_set() else None
+                skip = (
+                    SKIPPED_INTERRUPTED if hub.received is not None else SKIPPED_FAIL_FAST if failed.is_set() else None
+                )
                 if skip is None:
                     supervisor = Supervisor(plan, log_dir, exclusive=False)
                     hub.attach(supervisor)

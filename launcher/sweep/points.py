@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
 
 # Hydra flags this module handles; any other (--cfg, --info, --help, --config-path, ...) goes to hydra.main
 FLAGS = ("-m", "--multirun", "--config-dir", "-cd")
@@ -37,7 +37,7 @@ def handles(hydra_flags: Sequence[str]) -> bool:
     return bool({"-m", "--multirun"} & set(flags)) and set(flags) <= set(FLAGS)
 
 
-def searchpath_with(config_dir: Optional[str], searchpath: str) -> str:
+def searchpath_with(config_dir: str | None, searchpath: str) -> str:
     """The ``hydra.searchpath=[...]`` override with ``--config-dir`` first, as ``hydra.main`` puts it.
 
     >>> searchpath_with("/", "hydra.searchpath=['file:///a']")
@@ -45,9 +45,9 @@ def searchpath_with(config_dir: Optional[str], searchpath: str) -> str:
     """
     if config_dir is None:
         return searchpath
-    from ..config import grammar
-
     from hydra.errors import SearchPathException
+
+    from ..config import grammar
 
     path = os.path.abspath(config_dir)
     if not os.path.isdir(path):
@@ -81,7 +81,9 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
             with open_dict(config):
                 config.hydra.job.id = num
                 config.hydra.job.num = num
-            output_dir = os.path.join(str(OmegaConf.select(config, "hydra.sweep.dir")), str(OmegaConf.select(config, "hydra.sweep.subdir")))
+            output_dir = os.path.join(
+                str(OmegaConf.select(config, "hydra.sweep.dir")), str(OmegaConf.select(config, "hydra.sweep.subdir"))
+            )
             with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
                 config.hydra.runtime.output_dir = os.path.abspath(output_dir)
             job_config = copy.deepcopy(config)

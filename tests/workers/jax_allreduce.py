@@ -20,6 +20,7 @@ import jax
 jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
+
 def say(line: str) -> None:
     """One write(2) per line: lines of ranks sharing a pipe never interleave."""
     os.write(1, (line + "\n").encode())
@@ -53,7 +54,8 @@ local = jax.local_devices()[0]
 def global_sum(value: float) -> float:
     shard = jax.device_put(np.array([value]), local)
     arr = jax.make_array_from_single_device_arrays(
-        (len(jax.devices()),), NamedSharding(mesh, PartitionSpec("p")), [shard])
+        (len(jax.devices()),), NamedSharding(mesh, PartitionSpec("p")), [shard]
+    )
     out = jax.jit(lambda a: a.sum(), out_shardings=NamedSharding(mesh, PartitionSpec()))(arr)
     return float(out.addressable_data(0))
 
@@ -61,8 +63,10 @@ def global_sum(value: float) -> float:
 total = int(global_sum(2.0**rank))
 gathered = sorted(int(x) for x in multihost_utils.process_allgather(np.array([rank])).ravel())
 ok = total == 2**world - 1 and gathered == list(range(world))
-say(f"RESULT rank={rank} world={world} devices={len(jax.devices())} sum={total} "
-      f"expected={2**world - 1} gathered={gathered} ok={ok}")
+say(
+    f"RESULT rank={rank} world={world} devices={len(jax.devices())} sum={total} "
+    f"expected={2**world - 1} gathered={gathered} ok={ok}"
+)
 if not ok:
     sys.exit(1)
 if args.hold:

@@ -1,5 +1,6 @@
 """A JAX rank pair: both join jax.distributed (through skrl, as skrl trainers do), then rank 1
 exits 7 while rank 0 waits in an all-gather for it."""
+
 import sys
 
 
@@ -7,9 +8,9 @@ def main() -> int:
     import jax
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    from skrl import config  # initialises jax.distributed from the JAX_* variables
-    from jax.experimental import multihost_utils
     import numpy as np
+    from jax.experimental import multihost_utils
+    from skrl import config  # initialises jax.distributed from the JAX_* variables
 
     rank = config.jax.rank
     multihost_utils.sync_global_devices("joined")

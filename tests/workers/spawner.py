@@ -61,7 +61,10 @@ def main() -> int:
             signal.signal(s, signal.SIG_IGN)
     # wait for the helpers, so every rank leaves them behind for sure
     deadline = time.time() + 20
-    while time.time() < deadline and sum(n.startswith(f"helper-{rank}-") and n.endswith(".pid") for n in os.listdir(args.pid_dir)) < 2:
+    while (
+        time.time() < deadline
+        and sum(n.startswith(f"helper-{rank}-") and n.endswith(".pid") for n in os.listdir(args.pid_dir)) < 2
+    ):
         time.sleep(0.02)
     if args.mode == "ok":
         print(f"rank {rank} OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}", flush=True)

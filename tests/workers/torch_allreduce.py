@@ -16,6 +16,7 @@ import time
 import torch
 import torch.distributed as dist
 
+
 def say(line: str) -> None:
     """One write(2) per line: lines of ranks sharing a pipe never interleave."""
     os.write(1, (line + "\n").encode())
@@ -32,8 +33,12 @@ if args.crash_once is not None:
     # restart count is per node (a node restarted because another failed keeps 0). So that no
     # worker of the failed attempt writes gloo keys a restarted worker could read, the others wait
     # for the crashing rank's "go", which it gives only in a later attempt.
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
-                          timeout=datetime.timedelta(seconds=args.pg_timeout))
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=False,
+        timeout=datetime.timedelta(seconds=args.pg_timeout),
+    )
     if int(os.environ["RANK"]) == args.crash_once:
         if restart == "0":
             say(f"CRASHING rank={os.environ['RANK']} restart={restart}")
@@ -47,9 +52,11 @@ t = torch.tensor([2.0**rank], dtype=torch.float64)
 dist.all_reduce(t)
 total, expected = int(t.item()), 2**world - 1
 env = {k: os.environ.get(k) for k in ("GROUP_RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
-say(f"RESULT rank={rank} group_rank={env['GROUP_RANK']} local_rank={env['LOCAL_RANK']} "
-      f"world={world} sum={total} expected={expected} ok={total == expected} "
-      f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']} restart={restart}")
+say(
+    f"RESULT rank={rank} group_rank={env['GROUP_RANK']} local_rank={env['LOCAL_RANK']} "
+    f"world={world} sum={total} expected={expected} ok={total == expected} "
+    f"master={env['MASTER_ADDR']}:{env['MASTER_PORT']} restart={restart}"
+)
 if total != expected:
     sys.exit(1)
 if args.hold:
