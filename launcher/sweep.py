@@ -188,7 +188,7 @@ def summary(results: Sequence[JobResult]) -> str:
             exit_text = r.note
         else:
             exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")
-        rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
+        rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", "-" if kind(r) == "skipped" else r.run_dir or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1] for row in rows]
     counts = {name: sum(1 for r in results if kind(r) == name) for name in ("succeeded", "failed", "stopped", "skipped", "dry run")}
