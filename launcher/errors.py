@@ -69,6 +69,25 @@ def shell_word(text: str) -> str:
     return '"' + re.sub(r'([\\"$`])', r"\\\1", text) + '"'
 
 
+def bad_env_name(key: str, shown: str) -> Optional[UserError]:  # noqa: F821
+    """``worker_env.1ABC``: Hydra's grammar cannot read such a key, whatever the quoting; the name
+    is the mistake (the same line as checks.py gives a name Hydra can read, ``BAD-NAME``).
+
+    >>> print(bad_env_name("+worker_env.1ABC", "x"))
+    worker_env.1ABC=x: not an environment variable name: letters, digits and '_', not starting with a digit
+    >>> bad_env_name("worker_env.A_1", "x") is None
+    True
+    """
+    key = key.lstrip("+~")
+    for section in ("worker_env.", "profile.env."):
+        name = key[len(section) :]
+        if key.startswith(section) and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name, flags=re.ASCII):
+            return UserError(
+                key, shown, "not an environment variable name: letters, digits and '_', not starting with a digit"
+            )
+    return None
+
+
 def quoting_hint(override: str) -> UserError:
     r"""A value Hydra's override grammar cannot read as typed: name the key and show what works --
     the Isaac Lab flag (no Hydra quoting at all) where the key has one, and the quoted override.
@@ -84,6 +103,8 @@ def quoting_hint(override: str) -> UserError:
 
     raw_key, _, value = override.partition("=")
     key = raw_key.lstrip("+~")
+    if (name_error := bad_env_name(raw_key, value)) is not None:
+        return name_error
     flags = [name for name, flag_key in FLAG_TO_KEY.items() if flag_key == key]
     hydra_form = f"{raw_key}={quote(value)}"
     quoted = shell_word(hydra_form)

@@ -178,7 +178,11 @@ def _parse_values(key: str, path: str, text: str, multirun: bool) -> list[str] |
     try:
         parsed = OverridesParser.create().parse_override(f"{key}={text}")
     except Exception:
-        raise UserError(path, MASK, "not a value Hydra's override grammar can read", _quote_hint(key)) from None
+        from .errors import bad_env_name
+
+        raise bad_env_name(key, MASK) or UserError(
+            path, MASK, "not a value Hydra's override grammar can read", _quote_hint(key)
+        ) from None
     if parsed.is_sweep_override():
         if not multirun:
             raise UserError(

@@ -90,6 +90,14 @@ def test_empty_hydra_flag_starts_nothing(run_cli, tmp_path):
         (["--multirun=yes", "seed=1"], "--multirun=yes: a Hydra switch without a value (write --multirun)"),
         (["--cfg", "job", "--cfg=hydra"], "--cfg=hydra: contradicts --cfg job (give each flag once)"),
         (
+            ["-m", "seed=1,2", "--cfg", "hydra"],
+            "--cfg=hydra: contradicts --multirun (Hydra does one of --run, --multirun, --cfg, --info, --shell-completion at a time)",  # noqa: E501
+        ),
+        (
+            ["--info", "--cfg=job"],
+            "--cfg=job: contradicts --info (Hydra does one of --run, --multirun, --cfg, --info, --shell-completion at a time)",  # noqa: E501
+        ),
+        (
             ["-cp", "/tmp"],
             "-cp=/tmp: not supported by train_multigpu (train_multigpu's primary config is built in; add a config directory with --config-dir DIR)",  # noqa: E501
         ),
@@ -534,6 +542,7 @@ def test_a_profile_directory_is_given_with_config_dir(cli, tmp_path):
         "contradicts --num_gpus 2 (give each key once)",
         "contradicts --ml_framework jax",
         "contradicts --cfg job (give each flag once)",
+        "Hydra does one of --run, --multirun, --cfg, --info, --shell-completion at a time",
         "Hydra's override grammar needs this value quoted",
         "a comma list is a sweep: one job per value",
         "launcher=3: a launcher name, not a number",

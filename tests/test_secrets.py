@@ -350,6 +350,14 @@ def test_failed_start_never_echoes_the_secret(run_cli, tmp_path, sentinel):
             "worker_env.BAD-NAME=1: not an environment variable name: letters, digits and '_', not starting with a digit",  # noqa: E501
         ),
         (
+            "+worker_env.1ABC=x",
+            "worker_env.1ABC=x: not an environment variable name: letters, digits and '_', not starting with a digit",
+        ),
+        (
+            "+worker_env.1_TOKEN=x",
+            "worker_env.1_TOKEN=***: not an environment variable name: letters, digits and '_', not starting with a digit",  # noqa: E501
+        ),
+        (
             "+worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x",
             "worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x: the launch sets this variable for every worker itself (the real run would overwrite it) (docs/errors.md lists the launch's own variables)",  # noqa: E501
         ),

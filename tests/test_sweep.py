@@ -110,6 +110,14 @@ def test_summary_table():
     assert re.split(r"\s{2,}", lines[5]) == ["3", "seed=4", "stopped (sweep.fail_fast)", "0.5s", "/r/3"]
     assert lines[-1] == "4 job(s): 1 succeeded, 1 failed, 1 stopped, 1 skipped"
     assert sweep.summary([sweep.JobResult(0, ("seed=1",), 0)]).splitlines()[2].split()[1] == "seed=1"  # one job: all
+    # a parallel sweep plans every job's directory up front: a job that never started has none
+    parallel = sweep.summary(
+        [
+            sweep.JobResult(0, ("seed=1",), 7, 1.0, "/r/0"),
+            sweep.JobResult(1, ("seed=2",), None, 0.0, "/r/1", "skipped (interrupted)"),
+        ]
+    )
+    assert re.split(r"\s{2,}", parallel.splitlines()[3]) == ["1", "seed=2", "skipped (interrupted)", "0.0s", "-"]
 
 
 # -- real processes -----------------------------------------------------------------------------

@@ -385,6 +385,9 @@ def _reads_as_scalar(text: str) -> bool:
     return True
 
 
+RUN_MODE_FLAGS = ("--run", "--multirun", "--cfg", "--info", "--shell-completion")
+
+
 def _check_hydra_flags(line: CommandLine, values: list[tuple[str, str]]) -> None:
     """Hydra's flags as Hydra's argparse would read them, each mistake one line."""
     seen: dict[str, str] = {}
@@ -399,6 +402,20 @@ def _check_hydra_flags(line: CommandLine, values: list[tuple[str, str]]) -> None
         if name in seen and seen[name] != value:
             raise UserError(flag, value, f"contradicts {name} {seen[name]}", "give each flag once")
         seen[name] = value
+    modes: list[tuple[str, str]] = []  # Hydra's run modes as typed; its own check of two is a traceback
+    for i, token in enumerate(line.hydra_flags):
+        name = HYDRA_LONG.get(token, token)
+        if name in RUN_MODE_FLAGS and token in HYDRA_FLAGS:
+            valued = HYDRA_FLAGS[token] or name == "--info"
+            mode = (name, line.hydra_flags[i + 1] if valued and i + 1 < len(line.hydra_flags) else "")
+            if modes and mode[0] != modes[0][0]:
+                raise UserError(
+                    mode[0],
+                    mode[1],
+                    f"contradicts {modes[0][0]}",
+                    f"Hydra does one of {', '.join(RUN_MODE_FLAGS)} at a time",
+                )
+            modes.append(mode)
     flags = {HYDRA_LONG.get(f, f) for f in line.hydra_flags}
     if "--resolve" in flags and not flags & {"--cfg", "--help"}:
         raise UserError("--resolve", "", "only with --cfg or --help", "e.g. --cfg job --resolve")

@@ -208,7 +208,8 @@ def summary(results: Sequence[JobResult]) -> str:
             exit_text = r.note
         else:
             exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")
-        rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", r.run_dir or "-"))
+        run_dir = "-" if kind(r) == "skipped" else r.run_dir or "-"  # a skipped job's was planned, never made
+        rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", run_dir))
     lines = table(rows, rule=True)
     counts = {
         name: sum(1 for r in results if kind(r) == name)
