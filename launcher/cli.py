@@ -121,7 +121,7 @@ def _dispatch(
         profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None
     )
     try:
-        compose.open_presets(overrides, listed)
+        session.presets = compose.open_presets(overrides, listed)
     except UserError as err:
         error(str(err))
         return EXIT_USAGE

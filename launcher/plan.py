@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 from . import rendezvous
 from .checks import Settled
-from .config.schema import TORCHRUN_ONLY_KEYS, Topology, TrainConfig
+from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
 from .names import BACKEND_VAR, LAUNCH_ID_VAR, LOG_DIR_VAR, NODE_RANK_VAR, RANK_LOGS_VAR, RUN_DIR_VAR
 
 if TYPE_CHECKING:
     from .probe import HostFacts
 
 # torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
-TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_ONLY_KEYS[: TORCHRUN_ONLY_KEYS.index("log_dir") + 1])
+TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_FLAGS)
 # new torchrun flags, after Isaac Lab's ones (Isaac Lab's commands stay a prefix of ours)
 LOCAL_ADDR_FLAG = "--local_addr"
 VIRTUAL_LOCAL_RANK_FLAG = "--virtual_local_rank"

@@ -66,6 +66,7 @@ class Session:
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
+    presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -178,7 +179,7 @@ class Session:
 
         if self.save_as is not None:
             return self._save_profile(dict_cfg, self.save_as)
-        cfg = self.vault.reveal(_to_object(dict_cfg))
+        cfg = self.vault.reveal(_to_object(dict_cfg, self.presets))
         self.fail_fast = cfg.sweep.fail_fast
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
         cfg.script_args += self.script_args
@@ -209,7 +210,9 @@ class Session:
                 print(slurm_launch.describe(allocation))
             # the argv a real launch starts: every rank's script behind the worker wrapper
             plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
-            print(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled)))
+            print(
+                plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets))
+            )
             return 0
         # a parallel job's directory is made when it starts; a requeued SLURM job's record goes to restart<N>
         run_dir = _run_dir(cfg, create=slot is None, restart=slurm_launch.record_subdir(allocation))
@@ -252,7 +255,7 @@ class Session:
         if HydraConfig.get().mode == RunMode.MULTIRUN:
             raise UserError(profiles.SAVE_KEY, Path(target).stem, "saves one composition, not a -m sweep", "drop -m")
         with profiles.env_references_unresolved():
-            _to_object(dict_cfg)  # a profile that does not compose is not written
+            _to_object(dict_cfg, self.presets)  # a profile that does not compose is not written
         text = profiles.render(dict_cfg, HydraConfig.get().runtime.choices, Path(target).stem, self.command)
         try:
             profiles.write(Path(target), text)
@@ -277,6 +280,7 @@ class Session:
             self.submissions,
             OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
             vault=self.vault,
+            presets=self.presets,
             check_only=self.checking,
         )
 
@@ -299,11 +303,11 @@ class Session:
         return failures[0] if failures else 0
 
 
-def _to_object(cfg) -> schema.TrainConfig:
+def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return compose.to_typed(cfg)
+        return compose.to_typed(cfg, presets)
     except OmegaConfBaseException as err:
         raise UserError.from_omegaconf(err) from err
 
@@ -350,13 +354,13 @@ def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
     return str(record_dir)
 
 
-def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled) -> list[str]:
+def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: dict[str, list[str]]) -> list[str]:
     """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
     found when ISAACLAB_PATH is unset."""
     from hydra.core.hydra_config import HydraConfig
 
     notes = []
-    forwarded = compose.forwarded_presets(cfg)
+    forwarded = compose.forwarded_presets(cfg, presets)
     typed = [name for _, names in compose.preset_overrides(HydraConfig.get().overrides.task) for name in names]
     if typed:
         applied = [name for name in typed if name not in forwarded]

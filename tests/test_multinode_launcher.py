@@ -252,6 +252,33 @@ def test_jax_refused_before_launch_when_the_hostname_is_loopback(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def _two_loopback_launchers(tmp_path, overrides: list[str], timeout: float) -> list[Proc]:
+    """Node ranks 0 and 1 of one launch, each a real launcher in its own folder on loopback; both must
+    exit 0 within ``timeout``; whatever is left is killed."""
+    procs = []
+    try:
+        for rank in (0, 1):
+            cwd = tmp_path / f"n{rank}"
+            cwd.mkdir()
+            popen = subprocess.Popen(
+                [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"],
+                cwd=cwd,
+                env=launcher_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            procs.append(Proc(popen))
+        for p in procs:
+            assert p.wait(timeout) == 0, p.out[-3000:]
+    finally:
+        for p in procs:
+            if p.popen.poll() is None:
+                os.killpg(p.popen.pid, 9)
+    return procs
+
+
 def test_c10d_two_launchers_on_loopback(tmp_path):
     with socket_port() as port:
         overrides = [
@@ -264,30 +291,7 @@ def test_c10d_two_launchers_on_loopback(tmp_path):
             f"script={TORCH_WORKER}",
             "log_all_ranks=true",
         ]
-    procs = []
-    try:
-        for rank in (0, 1):
-            cwd = tmp_path / f"n{rank}"
-            cwd.mkdir()
-            procs.append(
-                Proc(
-                    subprocess.Popen(
-                        [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"],
-                        cwd=cwd,
-                        env=launcher_env(),
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        text=True,
-                        start_new_session=True,
-                    )
-                )
-            )
-        for p in procs:
-            assert p.wait(90) == 0, p.out[-3000:]
-    finally:
-        for p in procs:
-            if p.popen.poll() is None:
-                os.killpg(p.popen.pid, 9)
+    procs = _two_loopback_launchers(tmp_path, overrides, timeout=90)
     assert_all_reduced(procs, [1, 1], 2)
 
 
@@ -306,30 +310,7 @@ def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(t
             "launcher.nproc_per_node=1",
             f"script={TORCH_WORKER}",
         ]
-    procs = []
-    try:
-        for rank in (0, 1):
-            cwd = tmp_path / f"n{rank}"
-            cwd.mkdir()
-            procs.append(
-                Proc(
-                    subprocess.Popen(
-                        [PY, "-m", "launcher", *overrides, f"launcher.node_rank={rank}"],
-                        cwd=cwd,
-                        env=launcher_env(),
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        text=True,
-                        start_new_session=True,
-                    )
-                )
-            )
-        for p in procs:
-            assert p.wait(120) == 0, p.out[-3000:]
-    finally:
-        for p in procs:
-            if p.popen.poll() is None:
-                os.killpg(p.popen.pid, 9)
+    procs = _two_loopback_launchers(tmp_path, overrides, timeout=120)
     shows_rank_0 = ["RESULT rank=0 " in p.out for p in procs]
     assert sorted(shows_rank_0) == [False, True], [p.out[-2000:] for p in procs]
     assert not any("RESULT rank=1 " in p.out for p in procs)

@@ -19,8 +19,6 @@ from . import schema
 CONFIG_NAME = "train_multigpu"
 ISAACLAB_ENV = "ISAACLAB_PATH"
 PRESETS_GROUP = "presets"
-# presets=NAME choices that no presets/ directory holds (open_presets): NAME -> the names that exist
-_FORWARDED_PRESETS: dict[str, list[str]] = {}
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
 
@@ -141,17 +139,19 @@ def preset_lists(overrides: Sequence[str]) -> list[str]:
     return out
 
 
-def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> list[str]:
+def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> dict[str, list[str]]:
     """Isaac Lab's presets are an open set: its training script knows its own. A ``presets=`` name
     that no ``presets/`` directory on the search path holds becomes a preset that forwards
     ``presets=NAME`` to the script (registered here, in Hydra's ConfigStore). Whether the profile
     takes that (``profile.forward_presets``) is checked by :func:`to_typed`: the examples profile
     keeps refusing an unknown name with Hydra's message. A value that holds no plain names
-    (``presets=1``, ``presets=null``, a nested list) is an error. Returns the forwarded names."""
+    (``presets=1``, ``presets=null``, a nested list) is an error. Returns the forwarded names, each
+    with the names that do exist (for the examples profile's refusal); the caller keeps that map and
+    hands it to :func:`to_typed`."""
     from hydra.core.config_store import ConfigStore
 
     known = sorted({f.stem for root in dirs for f in (Path(root) / PRESETS_GROUP).glob("*.yaml")})
-    forwarded = []
+    forwarded: dict[str, list[str]] = {}
     for index, names in preset_overrides(overrides):
         for name in names:
             if name in known or name in forwarded:
@@ -163,8 +163,7 @@ def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> list[str]:
                     "preset names: letters, digits, '_', '.', '-' (not a number, true, false or null)",
                     "one name, a list presets=[a,b], or Isaac Lab's presets=a,b",
                 )
-            forwarded.append(name)
-            _FORWARDED_PRESETS[name] = known
+            forwarded[name] = known
             node = {"preset_args": {name: [f"{PRESETS_GROUP}={name}"]}}
             ConfigStore.instance().store(
                 group=PRESETS_GROUP, name=name, node=node, package="_global_", provider="train_multigpu"
@@ -172,9 +171,10 @@ def open_presets(overrides: Sequence[str], dirs: Sequence[Path]) -> list[str]:
     return forwarded
 
 
-def forwarded_presets(cfg: schema.TrainConfig) -> list[str]:
-    """The presets of this config that are forwarded to the training script (see open_presets)."""
-    return [name for name in cfg.preset_args if name in _FORWARDED_PRESETS]
+def forwarded_presets(cfg: schema.TrainConfig, forwarded: Mapping[str, Sequence[str]]) -> list[str]:
+    """The presets of this config that are forwarded to the training script (``forwarded``: what
+    open_presets returned)."""
+    return [name for name in cfg.preset_args if name in forwarded]
 
 
 def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = None, cwd: str | None = None):
@@ -189,7 +189,6 @@ def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = 
     register()
     env = os.environ if env is None else env
     searchpath = profiles.searchpath_override(env, cwd or os.getcwd())
-    open_presets(overrides, profiles.all_dirs(env, cwd or os.getcwd()))
     overrides = preset_lists(overrides)
     # no primary directory: the search path names every directory, the shipped one last
     with initialize(config_path=None, version_base="1.3"):
@@ -212,9 +211,10 @@ def _unknown_keys(node, prefix: str = "") -> Iterable[str]:
             yield from _unknown_keys(child, f"{prefix}{key}.")
 
 
-def to_typed(dict_cfg) -> schema.TrainConfig:
+def to_typed(dict_cfg, forwarded: Mapping[str, Sequence[str]] | None = None) -> schema.TrainConfig:
     """The typed config, or an error naming the key: keys that ``+key=`` smuggled into the schema
-    (``to_object`` would drop them silently), ``???`` left unset, a missing environment variable."""
+    (``to_object`` would drop them silently), ``???`` left unset, a missing environment variable, a
+    preset of ``forwarded`` (see open_presets) under a profile that does not forward presets."""
     from omegaconf import OmegaConf
 
     for key in _unknown_keys(dict_cfg):
@@ -222,19 +222,25 @@ def to_typed(dict_cfg) -> schema.TrainConfig:
             key, OmegaConf.select(dict_cfg, key), "not a train_multigpu key", "train_multigpu --cfg job lists the keys"
         )
     cfg = OmegaConf.to_object(dict_cfg)
-    for name in forwarded_presets(cfg):
+    forwarded = forwarded or {}
+    for name in forwarded_presets(cfg, forwarded):
         if not cfg.profile.forward_presets:  # the message Hydra gives for an unknown option
             raise UserError(
                 PRESETS_GROUP,
                 name,
-                f"no such presets option; available: {', '.join(_FORWARDED_PRESETS[name])}",
+                f"no such presets option; available: {', '.join(forwarded[name])}",
                 "train_multigpu --info searchpath shows where presets/ configs are looked up",
             )
     return cfg
 
 
 def compose(overrides: Sequence[str] = (), script_args: Iterable[str] = ()) -> schema.TrainConfig:
-    cfg = to_typed(compose_dict(overrides))
+    import os
+
+    from . import profiles
+
+    forwarded = open_presets(overrides, profiles.all_dirs(os.environ, os.getcwd()))
+    cfg = to_typed(compose_dict(overrides), forwarded)
     # forwarded arguments are the user's literal text: added after resolution, never interpolated
     cfg.script_args += list(script_args)
     return cfg

@@ -17,28 +17,10 @@ from dataclasses import dataclass, field
 
 from ..errors import UserError
 from ..secrets import mask_override
+from .schema import TORCHRUN_FLAGS
 
 # Isaac Lab flag -> config key
-_LAUNCHER_FLAGS = (
-    "nproc_per_node",
-    "nnodes",
-    "node_rank",
-    "master_addr",
-    "master_port",
-    "rdzv_backend",
-    "rdzv_endpoint",
-    "rdzv_id",
-    "rdzv_conf",
-    "max_restarts",
-    "monitor_interval",
-    "start_method",
-    "role",
-    "tee",
-    "redirects",
-    "local_ranks_filter",
-    "log_dir",
-    "coordinator_address",
-)
+_LAUNCHER_FLAGS = ("nproc_per_node", "nnodes", "node_rank", *TORCHRUN_FLAGS, "coordinator_address")
 FLAG_TO_KEY = {name: f"launcher.{name}" for name in _LAUNCHER_FLAGS}
 FLAG_TO_KEY.update(
     num_gpus="launcher.nproc_per_node",

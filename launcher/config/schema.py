@@ -35,9 +35,8 @@ class MLFramework(Enum):
     jax = "jax"
 
 
-# Keys of LauncherConfig that only torchrun understands; skrl_jax rejects them.
-TORCHRUN_ONLY_KEYS = (
-    # torchrun flags, in the order Isaac Lab's train_multigpu emits them (after nnodes, node_rank)
+# torchrun flags that Isaac Lab's train_multigpu takes, in the order it emits them (after nnodes, node_rank)
+TORCHRUN_FLAGS = (
     "master_addr",
     "master_port",
     "rdzv_backend",
@@ -52,12 +51,10 @@ TORCHRUN_ONLY_KEYS = (
     "redirects",
     "local_ranks_filter",
     "log_dir",
-    # train_multigpu's own multi-node keys, turned into torchrun flags and rdzv_conf entries
-    "join_timeout",
-    "local_addr",
-    "is_host",
-    "virtual_local_rank",
 )
+# Keys of LauncherConfig that only torchrun understands; skrl_jax rejects them: those flags, and
+# train_multigpu's own multi-node keys turned into torchrun flags and rdzv_conf entries.
+TORCHRUN_ONLY_KEYS = (*TORCHRUN_FLAGS, "join_timeout", "local_addr", "is_host", "virtual_local_rank")
 # Keys that only the JAX topology understands; torchrun topologies reject them.
 JAX_ONLY_KEYS = ("coordinator_address",)
 

@@ -190,7 +190,9 @@ def interpreter() -> str:
     return sys.executable
 
 
-def _job_config(job_overrides_: Sequence[str], script_args: Sequence[str]) -> TrainConfig:
+def _job_config(
+    job_overrides_: Sequence[str], script_args: Sequence[str], presets: dict[str, list[str]] | None = None
+) -> TrainConfig:
     """The job's config, composed as the job will compose it (inside the running Hydra app)."""
     from hydra import compose as hydra_compose
     from omegaconf.errors import OmegaConfBaseException
@@ -200,7 +202,7 @@ def _job_config(job_overrides_: Sequence[str], script_args: Sequence[str]) -> Tr
     # the same profile search path the CLI gives Hydra (--config-dir is already in the app's)
     searchpath = profiles.searchpath_override(os.environ, os.getcwd())
     try:
-        job = compose.to_typed(hydra_compose(compose.CONFIG_NAME, overrides=[searchpath, *job_overrides_]))
+        job = compose.to_typed(hydra_compose(compose.CONFIG_NAME, overrides=[searchpath, *job_overrides_]), presets)
     except OmegaConfBaseException as err:
         raise UserError.from_omegaconf(err) from err
     job.script_args += list(script_args)
@@ -250,13 +252,15 @@ def run(
     submissions: list,
     resolved_yaml: str,
     vault: secrets.Vault | None = None,
+    presets: dict[str, list[str]] | None = None,
     check_only: bool = False,
 ) -> int:
     """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``submissions``.
     ``make_run_dir(cfg, create)`` gives the job's run directory (``create=False``: the one a real
     submission would create, for the dry run). ``check_only``: validate, write and submit nothing.
     ``overrides`` show secrets masked (see launcher/secrets.py); the job's command names them as
-    ``${oc.env:NAME}`` and sbatch's environment carries their values (``vault``)."""
+    ``${oc.env:NAME}`` and sbatch's environment carries their values (``vault``). ``presets``: the
+    forwarded presets (compose.open_presets), for the job's own check."""
     overrides = tuple(overrides)
     by_reference, secret_env = (vault or secrets.Vault()).by_reference(overrides)
     try:
@@ -264,7 +268,7 @@ def run(
         jax = cfg.launcher.topology is Topology.skrl_jax
         planned_dir = str(make_run_dir(cfg, False))
         batch.check(cfg.slurm)  # names a bad slurm.* key before any directory exists
-        check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args), facts)
+        check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args, presets), facts)
         if check_only:
             return 0
         run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg, True))
