@@ -67,6 +67,7 @@ class Session:
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
+    ray: object | None = None  # submit=ray: a ray_submit.submit.Submitter, made by the first Ray launch
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -185,6 +186,8 @@ class Session:
         cfg.script_args += self.script_args
         if cfg.submit is schema.Submit.slurm:
             return self._submit_slurm(cfg)
+        if cfg.submit is schema.Submit.ray:
+            return self._submit_ray(cfg)
         facts = probe.gather()
         # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
         cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
@@ -284,6 +287,23 @@ class Session:
             check_only=self.checking,
         )
 
+    def _submit_ray(self, cfg: schema.TrainConfig) -> int:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        from .ray_submit.submit import Submitter
+
+        if self.ray is None:
+            self.ray = Submitter()
+        return self.ray.launch(
+            cfg,
+            [secrets.mask_override(o) for o in HydraConfig.get().overrides.task],
+            _run_dir,
+            OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+            check_only=self.checking,
+            follow_now=lanes.job_info() is None,
+        )
+
     # -- after the last job --------------------------------------------------------------------
     def finish(self) -> int:
         """Run a parallel sweep's queued jobs, print the summaries; the invocation's exit code."""
@@ -291,7 +311,9 @@ class Session:
             self.exit_codes += parallel.run_queued(
                 self.queued, self.results, bool(self.fail_fast), self.interrupts, self.note
             )
-        if self.submissions and (len(self.submissions) > 1 or self.results):
+        if self.ray is not None and self.ray.jobs and self.results:  # a Ray sweep: follow, then its table
+            self.exit_codes += self.ray.finish(self.interrupts, bool(self.fail_fast))
+        elif self.submissions and (len(self.submissions) > 1 or self.results):
             from .slurm.submit import summary  # a SLURM sweep: its table says what was submitted
 
             print(summary(self.submissions), flush=True)

@@ -144,10 +144,11 @@ class ProfileConfig:
 
 
 class Submit(Enum):
-    """Run here (none), or write a batch script and submit it to SLURM (slurm)."""
+    """Run here (none), write a batch script and submit it to SLURM (slurm), or submit a Ray job (ray)."""
 
     none = "none"
     slurm = "slurm"
+    ray = "ray"
 
 
 @dataclass
@@ -172,6 +173,23 @@ class SlurmConfig:
     # escape hatch: more #SBATCH options by long name (+slurm.extra.constraint=a100,
     # +slurm.extra.exclusive=true); names are checked against sbatch's options
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RayConfig:
+    """What ``submit=ray`` asks Ray for (launcher/ray_submit/, docs/ray.md)."""
+
+    # the Ray dashboard (Job Submission API), e.g. http://head:8265; null: $RAY_ADDRESS
+    address: str | None = None
+    # wait for the job, stream its output, exit with the launch's exit code (Ctrl+C stops the job)
+    follow: bool = False
+    # the interpreter that runs train_multigpu on the cluster (the job's entrypoint)
+    python: str = "python"
+    # reserved per rank: entrypoint resources (one node) or each node's placement-group bundle
+    num_cpus_per_rank: float = 1.0
+    num_gpus_per_rank: float | None = None  # null: 1 with device=cuda, else 0
+    # Ray's runtime_env as it is (working_dir, pip, env_vars, ...); secret env_vars are masked when shown
+    runtime_env: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -216,6 +234,8 @@ class TrainConfig:
     # submit=slurm: write <run dir>/job.sbatch and sbatch it instead of running here
     submit: Submit = Submit.none
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # submit=ray: one Ray job per launch (docs/ray.md)
+    ray: RayConfig = field(default_factory=RayConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
 
