@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ..names import PROG
-from .spec import CONFIG_VAR, node_overrides
+from .spec import CONFIG_VAR, JOB_MODULE, node_overrides
 
 JOB_CONFIG_NAME = "ray_job"
 # the carried config becomes a primary config: the schema first, then its values
@@ -120,6 +120,10 @@ class NodeLauncher:
 
 def drive(text: str, nodes: int, cfg) -> int:
     """The driver of a multi-node job (see the module docstring)."""
+    import logging
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # every node's lines, as they come (read when ray loads)
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -133,7 +137,7 @@ def drive(text: str, nodes: int, cfg) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, on_signal)
-    ray.init(log_to_driver=True)
+    ray.init(log_to_driver=True, logging_level=logging.WARNING)
     ranks = nproc(cfg)
     cpus, gpus = ranks * cfg.ray.num_cpus_per_rank, ranks * gpus_per_rank(cfg)
     bundle = {"CPU": cpus} | ({"GPU": gpus} if gpus else {})
@@ -166,7 +170,7 @@ def drive(text: str, nodes: int, cfg) -> int:
     env = {CONFIG_VAR: text}
     runs = {
         actors[rank].run.remote(
-            [sys.executable, "-m", __name__, *node_overrides(cfg, rank, host, port, rdzv_id)], env
+            [sys.executable, "-m", JOB_MODULE, *node_overrides(cfg, rank, host, port, rdzv_id)], env
         ): rank
         for rank in range(nodes)
     }

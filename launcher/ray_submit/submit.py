@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import record, tables
@@ -112,19 +112,21 @@ class Submitter:
         self.follow = cfg.ray.follow
         try:
             spec_mod.check(cfg)
-            key, where = address(cfg, os.environ)
             node0 = spec_mod.node0_check_config(cfg)
             settled = checks.validate(node0, spec_mod.planned_facts(cfg, probe.gather()))
             probe.script_exists(node0, settled.script, before_submit=True)
             if check_only:
                 return 0
-            planned_dir = str(make_run_dir(cfg, False))
+            # the job's one directory (a multi-node job's nodes record into node<R> inside it)
+            one = replace(cfg, launcher=replace(cfg.launcher, nnodes="1", node_rank=0))
+            planned_dir = str(make_run_dir(one, False))
             if cfg.dry_run:
                 print(spec_mod.describe(spec_mod.build(cfg, planned_dir), planned_dir), flush=True)
                 self.jobs.append(RayJob(overrides, planned_dir, None, DRY_RUN))
                 return 0
+            key, where = address(cfg, os.environ)
             client = self.client(key, where)
-            run_dir = str(make_run_dir(cfg, True))
+            run_dir = str(make_run_dir(one, True))
             job = spec_mod.build(cfg, run_dir)
             (Path(run_dir) / "config.yaml").write_text(resolved_yaml)
             try:
@@ -237,6 +239,9 @@ class _TermAsInterrupt:
 def follow(client, job: RayJob) -> int:
     """Stream the job's output until it ends; its launch's exit code. Ctrl+C stops it (130)."""
     import asyncio
+    import logging
+
+    logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)  # "WebSocket closed ..."
 
     async def tail() -> None:
         async for lines in client.tail_job_logs(job.job_id):

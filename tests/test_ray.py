@@ -1,0 +1,245 @@
+"""submit=ray: the job specification and its errors without a cluster; then launches as Ray jobs on
+a REAL two-node Ray cluster on this host (tests/ray_cluster.py): training, a failing rank, two
+nodes, a sweep, a stop. Nothing is mocked: the jobs run train_multigpu, torchrun and the ranks."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ALLREDUCE, clean_env
+from ray_cluster import job_info, job_logs, ray_cluster  # noqa: F401  (the fixture, used by name)
+from supervise_util import SPAWNER, survivors, wait_for_files
+
+PY = f"ray.python={sys.executable}"  # the cluster runs this checkout's interpreter
+
+
+def _run(tmp_path: Path, *args: str, address: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = clean_env(**({"RAY_ADDRESS": address} if address else {}))
+    if address is None:
+        env.pop("RAY_ADDRESS", None)
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", *args]
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _job_ids(text: str) -> list[str]:
+    return re.findall(r"submitted Ray job (\S+)", text)
+
+
+def _one_error(result: subprocess.CompletedProcess, text: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("train_multigpu: error: " + text), result.stderr
+
+
+# -- without a cluster --------------------------------------------------------------------------
+
+
+def test_dry_run_prints_the_job_and_submits_nothing(tmp_path):
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nproc_per_node=2",
+        "ray.num_cpus_per_rank=2",
+        "+ray.runtime_env.working_dir=.",
+        "+ray.runtime_env.env_vars.WANDB_API_KEY=wandb-s3cr3t",
+        "+worker_env.HF_TOKEN=hf-s3cr3t",
+        "seed=3",
+        "dry_run=true",
+        "--",
+        "--lr",
+        "${oops}",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    spec = json.loads(out[out.index("{") : out.index("\n}\n") + 2])
+    assert spec["entrypoint"] == "python -m launcher.ray_submit.job"
+    assert spec["entrypoint_num_cpus"] == 4 and spec["entrypoint_num_gpus"] == 0
+    env_vars = spec["runtime_env"]["env_vars"]
+    assert env_vars["WANDB_API_KEY"] == "***" and env_vars["HF_TOKEN"] == "***"
+    assert spec["runtime_env"]["working_dir"] == "."
+    assert env_vars["RAY_JOB_STOP_WAIT_TIME_S"] == "45"  # the launcher's grace period (30 s) + 15
+    # the resolved config the job launches from: the user's text stays text (escaped, never interpolated)
+    assert "seed: 3" in out and "- \\${oops}" in out
+    assert "s3cr3t" not in out + result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_dry_run_of_two_nodes_shows_the_placement_group(tmp_path):
+    result = _run(tmp_path, "submit=ray", "launcher.nnodes=2", "launcher.nproc_per_node=2", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert '"strategy": "STRICT_SPREAD"' in out and out.count('"CPU": 2.0') == 2
+    assert "topology: multinode" in out  # nnodes=2 on torchrun: launcher=multinode on every node
+
+
+@pytest.mark.parametrize(
+    "args, address, message",
+    [
+        (["launcher.nproc_per_node=2"], None, "ray.address=None: needs the Ray dashboard's address (or RAY_ADDRESS)"),
+        (["launcher.nproc_per_node=auto"], "http://x:1", "launcher.nproc_per_node=auto: submit=ray reserves"),
+        (
+            ["launcher.nproc_per_node=1", "launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=h:1"],
+            "http://x:1",
+            "launcher.rdzv_endpoint=h:1: submit=ray chooses node 0's address and a free port on the cluster",
+        ),
+        (["launcher.nproc_per_node=1", "launcher.nnodes=1:2"], "http://x:1", "launcher.nnodes=1:2: submit=ray"),
+        (["launcher.nproc_per_node=1", "ray.num_cpus_per_rank=-1"], "http://x:1", "ray.num_cpus_per_rank=-1.0"),
+    ],
+)
+def test_mistakes_are_one_line(tmp_path, args, address, message):
+    _one_error(_run(tmp_path, "submit=ray", *args, address=address), message)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unreachable_address_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = _run(tmp_path, "submit=ray", "launcher.nproc_per_node=1", f"ray.address=http://127.0.0.1:{port}")
+    _one_error(result, f"ray.address=http://127.0.0.1:{port}: no Ray Job Submission API answers there")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_extra_is_one_line(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None; from launcher.cli import main;"
+        "sys.exit(main(['submit=ray', 'launcher.nproc_per_node=1', 'ray.address=http://127.0.0.1:1']))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
+    _one_error(result, "submit=ray: Ray's Job Submission API is not installed")
+    assert "pip install 'train_multigpu[ray]'" in result.stderr
+
+
+# -- on the real cluster ------------------------------------------------------------------------
+
+
+def test_default_training_succeeds(ray_cluster, tmp_path):  # noqa: F811
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "presets=[debug]",
+        "launcher.nproc_per_node=1",
+        PY,
+        "ray.follow=true",
+        "+worker_env.HF_TOKEN=hf-s3cr3t",
+        address=ray_cluster.address,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    assert f"ray job stop {job_id} --address {ray_cluster.address}" in result.stdout
+    assert str(job_info(ray_cluster, job_id).status) in ("SUCCEEDED", "JobStatus.SUCCEEDED")
+    assert "evaluation: mean_return=" in job_logs(ray_cluster, job_id)
+    assert "evaluation: mean_return=" in result.stdout  # followed: rank 0's output streamed
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert json.loads((run_dir / "ray_job.json").read_text())["job_id"] == job_id
+    assert json.loads((run_dir / "status.json").read_text())["exit_code"] == 0
+    # the secret reached no file and no console line
+    for path in run_dir.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".yaml", ".sh", ".log", ".txt"):
+            assert "hf-s3cr3t" not in path.read_text(errors="replace"), path
+    assert "hf-s3cr3t" not in result.stdout + result.stderr + job_logs(ray_cluster, job_id)
+
+
+def test_failing_rank_fails_the_job_with_its_code(ray_cluster, tmp_path):  # noqa: F811
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nproc_per_node=2",
+        f"script={ALLREDUCE}",
+        PY,
+        "ray.follow=true",
+        "--",
+        "--exit_code_on_rank",
+        "1:7",
+        address=ray_cluster.address,
+    )
+    assert result.returncode == 7, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    info = job_info(ray_cluster, job_id)
+    assert str(info.status).endswith("FAILED") and info.driver_exit_code == 7
+    logs = job_logs(ray_cluster, job_id)
+    assert "rank 1 (local rank 1): exit code 7" in logs and "exit code 7 (rank failed)" in logs
+
+
+def test_two_nodes_meet_across_two_raylets(ray_cluster, tmp_path):  # noqa: F811
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nnodes=2",
+        "launcher.nproc_per_node=1",
+        "launcher.local_nodes=true",
+        f"script={ALLREDUCE}",
+        "log_all_ranks=true",
+        PY,
+        "ray.follow=true",
+        address=ray_cluster.address,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    logs = job_logs(ray_cluster, job_id)
+    assert "rank 0/2 local_rank 0 all_reduce sum=3 expected=3" in logs, logs
+    assert "rank 1/2 local_rank 0 all_reduce sum=3 expected=3" in logs, logs
+    # one bundle per raylet: node 0's address is one of the two nodes'
+    assert re.search(r"2 nodes reserved; node 0 at 127\.0\.0\.[23], port \d+", logs), logs
+    run_dir = next((tmp_path / "runs").iterdir())
+    for node in (0, 1):
+        assert json.loads((run_dir / f"node{node}" / "status.json").read_text())["exit_code"] == 0
+
+
+def test_sweep_submits_one_job_per_point(ray_cluster, tmp_path):  # noqa: F811
+    result = _run(
+        tmp_path,
+        "-m",
+        "submit=ray",
+        "seed=1,2,3",
+        "launcher.nproc_per_node=1",
+        f"script={ALLREDUCE}",
+        PY,
+        "ray.follow=true",
+        address=ray_cluster.address,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = _job_ids(result.stdout)
+    assert len(set(ids)) == 3
+    assert "Ray: 3 of 3 job(s) submitted" in result.stdout
+    for number, (job_id, seed) in enumerate(zip(ids, (1, 2, 3))):
+        assert re.search(rf"^  {number}\s+{job_id}\s+SUCCEEDED\s+0\s+seed={seed}\s", result.stdout, re.M), result.stdout
+
+
+def test_stop_leaves_no_survivors(ray_cluster, tmp_path):  # noqa: F811
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    env = clean_env(RAY_ADDRESS=ray_cluster.address)
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        f"run_root={tmp_path / 'runs'}",
+        "submit=ray",
+        "launcher.nproc_per_node=2",
+    ]
+    argv += [f"script={SPAWNER}", "launcher.grace_period=3", PY, "ray.follow=true", "--", "--pid_dir", str(pid_dir)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # two ranks, each with a helper in its own session and a re-parented one, all ignoring SIGTERM
+        wait_for_files(pid_dir, 6, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    (job_id,) = _job_ids(out)
+    assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
+    assert survivors(pid_dir) == []
+    status = json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())
+    assert status["exit_code"] == 143 and status["reason"] == "stopped by SIGTERM"
