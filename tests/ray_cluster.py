@@ -122,7 +122,7 @@ def ray_cluster():
     )
     procs = [head]
     try:
-        _wait_started(head, folder / "head.log")
+        # the second raylet starts at once: `ray start --address` waits for the head's GCS itself
         worker = _start(
             [
                 str(ray_cli),
@@ -136,6 +136,7 @@ def ray_cluster():
             env,
         )
         procs.append(worker)
+        _wait_started(head, folder / "head.log")
         _wait_started(worker, folder / "worker.log")
     except RuntimeError as err:
         for proc in reversed(procs):
