@@ -98,6 +98,42 @@ def test_mistakes_are_one_line(tmp_path, args, address, message):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["ray.num_gpus_per_rank=-1"], "ray.num_gpus_per_rank=-1.0: a number >= 0"),
+        (["ray.python=' '"], "ray.python= : the interpreter that runs train_multigpu on the cluster"),
+        (["+ray.runtime_env.env_vars=[1]"], "ray.runtime_env.env_vars=[1]: a map of variable names to strings"),
+        (
+            ["+ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=x"],
+            "ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=***: set by train_multigpu itself",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1"],
+            "launcher.node_rank=1: submit=ray gives every node its rank",
+        ),
+    ],
+)
+def test_ray_keys_are_checked(overrides, message):
+    from launcher.config.compose import compose
+    from launcher.errors import UserError
+    from launcher.ray_submit import spec
+
+    cfg = compose(["submit=ray", "launcher.nproc_per_node=1", *overrides])
+    with pytest.raises(UserError) as err:
+        spec.check(cfg)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_job_module_outside_a_job_is_one_line(tmp_path):
+    env = clean_env()
+    env.pop("TRAIN_MULTIGPU_RAY_CONFIG", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher.ray_submit.job"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    _one_error(result, "TRAIN_MULTIGPU_RAY_CONFIG is not set: this module runs inside a Ray job (submit=ray)")
+
+
 def test_unreachable_address_is_one_line(tmp_path):
     import socket
 
@@ -141,6 +177,18 @@ def test_default_training_succeeds(ray_cluster, tmp_path):
     run_dir = next((tmp_path / "runs").iterdir())
     assert json.loads((run_dir / "ray_job.json").read_text())["job_id"] == job_id
     assert json.loads((run_dir / "status.json").read_text())["exit_code"] == 0
+
+
+def test_refused_job_is_one_line_and_leaves_no_directory(ray_cluster, tmp_path):
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nproc_per_node=1",
+        f"+ray.runtime_env.working_dir={tmp_path / 'missing'}",
+        address=ray_cluster.address,
+    )
+    _one_error(result, "submit=ray: Ray refused the job: ")
+    assert list((tmp_path / "runs").iterdir()) == []
 
 
 def test_failing_rank_fails_the_job_with_its_code(ray_cluster, tmp_path):

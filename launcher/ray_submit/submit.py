@@ -131,7 +131,10 @@ class Submitter:
             (Path(run_dir) / "config.yaml").write_text(resolved_yaml)
             try:
                 job_id = client.submit_job(**job.submit_kwargs())
-            except Exception as err:
+            except Exception as err:  # nothing was submitted: leave no directory behind
+                import shutil
+
+                shutil.rmtree(run_dir, ignore_errors=True)
                 why = (str(err).strip().splitlines() or [type(err).__name__])[-1]
                 raise UserError("submit", "ray", f"Ray refused the job: {why}", f"address {where}") from None
             record.write_json(
