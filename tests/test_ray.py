@@ -108,6 +108,7 @@ def test_mistakes_are_one_line(tmp_path, args, address, message):
             ["+ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=x"],
             "ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=***: set by train_multigpu itself",
         ),
+        (["launcher=slurm"], "launcher=slurm: reads its topology from a SLURM allocation; a Ray job runs on a Ray"),
         (
             ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1"],
             "launcher.node_rank=1: submit=ray gives every node its rank",

@@ -119,6 +119,14 @@ def gpus_per_rank(cfg: TrainConfig) -> float:
 
 def check(cfg: TrainConfig) -> None:
     """The ``ray.*`` keys and what Ray must be told (before any directory exists)."""
+    if cfg.launcher.from_slurm:
+        name = "slurm_jax" if cfg.launcher.topology is Topology.skrl_jax else "slurm"
+        raise UserError(
+            "launcher",
+            name,
+            "reads its topology from a SLURM allocation; a Ray job runs on a Ray cluster",
+            "drop launcher=; launcher.nnodes=N gives several nodes",
+        )
     nproc(cfg)
     nodes = nnodes(cfg)
     if cfg.ray.num_cpus_per_rank < 0:

@@ -172,7 +172,7 @@ def announce(job: RayJob) -> str:
         f"[{PROG}]   stop:   ray job stop {job.job_id}{at}",
     ]
     if _has_runs_command():
-        lines.append(f"[{PROG}]   record: {PROG} runs show {job.run_dir}")
+        lines.append(f"[{PROG}]   record: {PROG} runs (the run directory above)")
     return "\n".join(lines)
 
 
