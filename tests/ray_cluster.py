@@ -3,8 +3,9 @@
 ``ray_cluster`` (session scope) starts a head (GCS, dashboard with the Job Submission API) and a
 second raylet with ``ray start --block``, each on its own loopback address (127.0.0.2 and 127.0.0.3:
 Ray turns 127.0.0.1 into the machine's network address, and a second raylet on the same address
-would not be a second node), 2 CPUs each, a small object store, every port chosen free, its own
-temp dir. The processes are this fixture's children: teardown signals those two (``ray start
+would not be a second node), a small object store, every port chosen free, its own
+temp dir, 4 CPUs declared per node (Ray's count, not cores: the tests run their jobs side by side).
+The processes are this fixture's children: teardown signals those two (``ray start
 --block`` stops what it started), never ``ray stop`` (which stops every Ray process on the host).
 
 Without Ray installed the tests skip, saying why; ``TRAIN_MULTIGPU_REQUIRE_RAY=1`` (CI, .ci/run)
@@ -27,7 +28,7 @@ from pathlib import Path
 import pytest
 
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
-CPUS_PER_NODE = 2
+CPUS_PER_NODE = 4  # logical: Ray counts, it does not pin (the tests' jobs run side by side)
 
 
 @dataclass(frozen=True)
