@@ -302,6 +302,7 @@ class Session:
             OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
             check_only=self.checking,
             follow_now=lanes.job_info() is None,
+            order=self.order,
         )
 
     # -- after the last job --------------------------------------------------------------------

@@ -17,7 +17,8 @@ from conftest import ALLREDUCE, clean_env
 from ray_cluster import job_info, job_logs
 from supervise_util import SPAWNER, survivors, wait_for_files
 
-PY = f"ray.python={sys.executable}"  # the cluster runs this checkout's interpreter
+PY = f"ray.python={sys.executable}"
+ORDER = "TRAIN_MULTIGPU_RAY_ORDER"  # the cluster runs this checkout's interpreter
 
 
 def _run(tmp_path: Path, *args: str, address: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -69,6 +70,31 @@ def test_dry_run_prints_the_job_and_submits_nothing(tmp_path):
     assert "seed: 3" in out and "- \\${oops}" in out
     assert "s3cr3t" not in out + result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_cluster_launches_what_this_machine_would(tmp_path):
+    """The job's side (python -m launcher.ray_submit.job), given what the job carries, plans the same
+    command as a launch here: the carried config and typed order compose to the same argv."""
+    args = ["--task=Foo", "seed=3", "--num_envs", "4", "presets=[debug]", "launcher.nproc_per_node=1"]
+    script_args = ["--", "--lr", "${x}", "--max_iterations=9"]
+    here = _run(tmp_path, *args, "dry_run=true", *script_args)
+    assert here.returncode == 0, here.stderr
+    dry = _run(tmp_path, "submit=ray", *args, "dry_run=true", *script_args)
+    assert dry.returncode == 0, dry.stderr
+    spec = json.loads(dry.stdout[dry.stdout.index("{") : dry.stdout.index("\n}\n") + 2])
+    text = dry.stdout.split("the resolved config the job launches from):\n", 1)[1]
+    env = clean_env(TRAIN_MULTIGPU_RAY_CONFIG=text, TRAIN_MULTIGPU_RAY_ORDER=spec["runtime_env"]["env_vars"][ORDER])
+    there = subprocess.run(
+        [sys.executable, "-m", "launcher.ray_submit.job", "dry_run=true"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert there.returncode == 0, there.stderr
+    command = here.stdout.strip().splitlines()[-1]
+    assert "--max_iterations=5 --task=Foo --seed=3 --num_envs=4 --lr '${x}' --max_iterations=9 --distributed" in command
+    assert there.stdout.strip().splitlines()[-1] == command
 
 
 def test_dry_run_of_two_nodes_shows_the_placement_group(tmp_path):

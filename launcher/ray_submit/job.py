@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ..names import PROG
-from .spec import CONFIG_VAR, JOB_MODULE, node_overrides
+from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, node_overrides
 
 JOB_CONFIG_NAME = "ray_job"
 # the carried config becomes a primary config: the schema first, then its values
@@ -41,8 +41,9 @@ def _say(message: str) -> None:
     print(f"[{PROG}] {message}", flush=True)
 
 
-def launch(text: str, overrides: list[str]) -> int:
-    """One train_multigpu launch from the carried config ``text`` and this node's ``overrides``."""
+def launch(text: str, order: list[str], overrides: list[str]) -> int:
+    """One train_multigpu launch from the carried config ``text``, the typed ``order`` of the
+    script-bound values (spec.ORDER_VAR) and this node's ``overrides``."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
@@ -66,7 +67,7 @@ def launch(text: str, overrides: list[str]) -> int:
         for name, value in (OmegaConf.select(cfg, section) or {}).items():
             if value == secrets.MASK and name in os.environ:
                 vault.values[f"{section}.{name}"] = {secrets.MASK: os.environ[name]}
-    session = Session(vault=vault)
+    session = Session(vault=vault, order=order)
     session.job(cfg)
     return session.finish()
 
@@ -118,7 +119,7 @@ class NodeLauncher:
             self.process.send_signal(signum)
 
 
-def drive(text: str, nodes: int, cfg) -> int:
+def drive(text: str, order: str, nodes: int, cfg) -> int:
     """The driver of a multi-node job (see the module docstring)."""
     import logging
 
@@ -167,7 +168,7 @@ def drive(text: str, nodes: int, cfg) -> int:
     host, port = ray.get(actors[0].address.remote())
     rdzv_id = ray.get_runtime_context().get_job_id()
     _say(f"{nodes} nodes reserved; node 0 at {host}, port {port}")
-    env = {CONFIG_VAR: text}
+    env = {CONFIG_VAR: text, ORDER_VAR: order}
     runs = {
         actors[rank].run.remote(
             [sys.executable, "-m", JOB_MODULE, *node_overrides(cfg, rank, host, port, rdzv_id)], env
@@ -208,6 +209,7 @@ def drive(text: str, nodes: int, cfg) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     text = os.environ.pop(CONFIG_VAR, None)
+    order = os.environ.pop(ORDER_VAR, "[]")
     if text is None:
         print(
             f"{PROG}: error: {CONFIG_VAR} is not set: this module runs inside a Ray job (submit=ray)", file=sys.stderr
@@ -221,8 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(text)))
         nodes = int(str(cfg.launcher.nnodes))
         if nodes > 1:
-            return drive(text, nodes, cfg)
-    return launch(text, argv)
+            return drive(text, order, nodes, cfg)
+    import json
+
+    return launch(text, json.loads(order), argv)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,6 +32,9 @@ from ..errors import UserError
 from ..names import PROG
 
 CONFIG_VAR = "TRAIN_MULTIGPU_RAY_CONFIG"  # the resolved config the job launches from
+# the order the script-bound values were typed in (grammar.CommandLine.order, JSON): the training
+# script's arguments come out in the same order as a launch on the submitting machine
+ORDER_VAR = "TRAIN_MULTIGPU_RAY_ORDER"
 JOB_MODULE = "launcher.ray_submit.job"
 # Ray's job supervisor waits this long after its SIGTERM before SIGKILL (its default: 3 s): the
 # launcher's grace period, plus time to write its record
@@ -138,8 +141,9 @@ def check(cfg: TrainConfig) -> None:
     env_vars = cfg.ray.runtime_env.get("env_vars", {})
     if not isinstance(env_vars, Mapping):
         raise UserError("ray.runtime_env.env_vars", env_vars, "a map of variable names to strings", HINT)
-    if CONFIG_VAR in env_vars:
-        raise UserError(f"ray.runtime_env.env_vars.{CONFIG_VAR}", secrets.MASK, "set by train_multigpu itself", HINT)
+    for name in (CONFIG_VAR, ORDER_VAR):
+        if name in env_vars:
+            raise UserError(f"ray.runtime_env.env_vars.{name}", secrets.MASK, "set by train_multigpu itself", HINT)
     if nodes > 1:
         chosen = ("rdzv_endpoint", "master_addr", "master_port", "coordinator_address")
         for key in chosen:
@@ -218,8 +222,11 @@ def _escaped(value):
     return value
 
 
-def build(cfg: TrainConfig, run_dir: str) -> JobSpec:
-    """The job for ``cfg`` (checked by :func:`check`), recording into ``run_dir`` on the cluster."""
+def build(cfg: TrainConfig, run_dir: str, order: Sequence[str] = ()) -> JobSpec:
+    """The job for ``cfg`` (checked by :func:`check`), recording into ``run_dir`` on the cluster;
+    ``order``: the session's typed order (grammar.CommandLine.order)."""
+    import json
+
     job = job_config(cfg, run_dir)
     ranks, nodes = nproc(cfg), nnodes(cfg)
     cpus, gpus = ranks * cfg.ray.num_cpus_per_rank, ranks * gpus_per_rank(cfg)
@@ -228,6 +235,7 @@ def build(cfg: TrainConfig, run_dir: str) -> JobSpec:
     env_vars.setdefault(STOP_WAIT_VAR, str(int(cfg.launcher.grace_period) + STOP_WAIT_MARGIN_S))
     env_vars.update(secret_env(cfg))
     env_vars[CONFIG_VAR] = config_text(job)
+    env_vars[ORDER_VAR] = json.dumps(list(order))
     runtime_env["env_vars"] = env_vars
     entrypoint = shlex.join([str(cfg.ray.python), "-m", JOB_MODULE])
     metadata = {"train_multigpu_run_dir": run_dir}

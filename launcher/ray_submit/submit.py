@@ -102,6 +102,7 @@ class Submitter:
         resolved_yaml: str,
         check_only: bool = False,
         follow_now: bool = True,
+        order: Sequence[str] = (),
     ) -> int:
         """Submit one job for ``cfg`` (``check_only``: check, write and submit nothing). ``make_run_dir(cfg,
         create)`` gives the run directory. With ``ray.follow`` and ``follow_now`` (not a sweep): wait for
@@ -121,13 +122,13 @@ class Submitter:
             one = replace(cfg, launcher=replace(cfg.launcher, nnodes="1", node_rank=0))
             planned_dir = str(make_run_dir(one, False))
             if cfg.dry_run:
-                print(spec_mod.describe(spec_mod.build(cfg, planned_dir), planned_dir), flush=True)
+                print(spec_mod.describe(spec_mod.build(cfg, planned_dir, order), planned_dir), flush=True)
                 self.jobs.append(RayJob(overrides, planned_dir, None, DRY_RUN))
                 return 0
             key, where = address(cfg, os.environ)
             client = self.client(key, where)
             run_dir = str(make_run_dir(one, True))
-            job = spec_mod.build(cfg, run_dir)
+            job = spec_mod.build(cfg, run_dir, order)
             (Path(run_dir) / "config.yaml").write_text(resolved_yaml)
             try:
                 job_id = client.submit_job(**job.submit_kwargs())
