@@ -254,7 +254,11 @@ def follow(client, job: RayJob) -> int:
 
     with _TermAsInterrupt() as handler:
         try:
-            asyncio.run(tail())
+            try:
+                asyncio.run(tail())
+            except Exception as err:  # the stream broke (the dashboard restarted, a proxy): the state still tells
+                why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                print(f"[{PROG}] the job's log stream ended ({why}); waiting for its state", flush=True)
             while True:  # the log stream ends with the job; its state follows soon after
                 job.state, info = _state(client, job.job_id)
                 if job.state in TERMINAL:
