@@ -290,7 +290,10 @@ def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
         "submit=ray",
         "launcher.nproc_per_node=2",
     ]
-    argv += [f"script={SPAWNER}", "launcher.grace_period=3", PY, "ray.follow=true", "--", "--pid_dir", str(pid_dir)]
+    # ranks that ignore SIGTERM: the launcher waits out its grace period (5 s) before SIGKILL, longer than
+    # Ray's own 3 s before it SIGKILLs the entrypoint, unless the job's RAY_JOB_STOP_WAIT_TIME_S says more
+    argv += [f"script={SPAWNER}", "launcher.grace_period=5", PY, "ray.follow=true", "--", "--pid_dir", str(pid_dir)]
+    argv += ["--ignore_signals"]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # two ranks, each with a helper in its own session and a re-parented one, all ignoring SIGTERM
@@ -305,4 +308,5 @@ def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
     assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
     assert survivors(pid_dir) == []
     status = json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())
-    assert status["exit_code"] == 143 and status["reason"] == "stopped by SIGTERM"
+    # the launcher itself finished its stop and closed its record (not "launcher killed" by its watchdog)
+    assert status["exit_code"] == 143 and status["reason"] == "stopped by SIGTERM", status
