@@ -111,11 +111,11 @@ class _Follower:
 
 
 def logs(args: argparse.Namespace) -> int:
-    path = read.resolve(args.root, args.id)
-    info = next((read.read_entry(e) for e in read.scan(args.root) if e.path == path), None) or read.read(path)
     every = str(args.rank).lower() == "all"
     if not every and not str(args.rank).isdigit():
         raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
+    path = read.resolve(args.root, args.id)
+    info = next((read.read_entry(e) for e in read.scan(args.root) if e.path == path), None) or read.read(path)
     files = log_files(info, args.root)
     if not every and int(args.rank) not in files and not (args.follow and not ended(info)):
         ranks = ", ".join(map(str, files)) or "none"

@@ -252,6 +252,9 @@ def status_of(status: dict | None, problems: list[str]) -> str:
     if status is None:
         return UNKNOWN
     code = status.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        problems.append(f"status.json: exit_code {code!r} is not a number")
+        return UNKNOWN
     if code is None:
         alive = launcher_alive(status)
         if alive is None:
