@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -60,6 +61,12 @@ def run_dir_of(tmp: Path, name: str) -> Path:
     return wait_for(lambda: next(iter((tmp / "runs").glob(f"*_{name}")), None), what=f"run dir *_{name}")
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def finish(proc: subprocess.Popen, timeout: float = 60.0) -> int:
     try:
         proc.communicate(timeout=timeout)
@@ -83,6 +90,17 @@ def launches(tmp_path_factory):
         "int": launch(tmp, "int", *JAX, args=("--sleep", "--ready", str(tmp / "int.ready"))),
         "lost": launch(tmp, "lost", *JAX, args=("--sleep", "--ready", str(tmp / "lost.ready"))),
     }
+    port = free_port()
+    for node in (0, 1):  # a two-node launch on this host: two launchers, *_node0 and *_node1
+        procs[f"node{node}"] = launch(
+            tmp,
+            "two",
+            *JAX,
+            "launcher.nnodes=2",
+            f"launcher.node_rank={node}",
+            f"launcher.coordinator_address=127.0.0.1:{port}",
+            "launcher.local_nodes=true",
+        )
     sweep = subprocess.Popen(
         [sys.executable, "-m", "launcher", "-m", "device=cpu", f"run_root={tmp / 'runs'}", f"script={WORKER}"]
         + ["launcher=skrl_jax", "launcher.nproc_per_node=2", "seed=1,2"],
@@ -144,7 +162,7 @@ def by_name(items: list[dict]) -> dict[str, dict]:
 
 def test_each_launch_is_listed_with_its_status_and_exit_code(launches):
     tmp, seen = launches
-    assert seen["codes"] == {"ok": 0, "fail": 7, "int": 130, "lost": -signal.SIGKILL}
+    assert seen["codes"] == {"ok": 0, "fail": 7, "int": 130, "lost": -signal.SIGKILL, "node0": 0, "node1": 0}
     out = runs_cli(tmp, "--json")
     assert out.returncode == 0, out.stderr
     runs = by_name(json.loads(out.stdout))
@@ -182,6 +200,26 @@ def test_a_sweep_is_one_group_with_its_jobs(launches):
     assert table[head + 1].startswith(f"  {group}/0") and table[head + 2].startswith(f"  {group}/1")
     shown = runs_cli(tmp, "show", group.split("/", 1)[1] + "/1")  # multirun/ may be left out
     assert shown.returncode == 0 and f"run:      {group}/1" in shown.stdout
+
+
+def test_the_nodes_of_a_multinode_launch_are_one_group(launches):
+    tmp, _ = launches
+    nodes = [r for r in json.loads(runs_cli(tmp, "--json").stdout) if r["group_kind"] == "nodes"]
+    assert [(r["id"][-6:], r["node_rank"], r["status"], r["nnodes"]) for r in nodes] == [
+        ("_node0", 0, "success", "2"),
+        ("_node1", 1, "success", "2"),
+    ]
+    group = nodes[0]["group"]
+    assert group.endswith("_two") and nodes[1]["group"] == group
+    table = runs_cli(tmp).stdout
+    assert f"\n{group} " in table and "nodes, 2 nodes: 2 success" in table
+    every = runs_cli(tmp, "logs", group, "--rank", "all").stdout.splitlines()  # the group's id: every node's logs
+    assert [line for line in every if line.endswith("line 3")] == [
+        "[0:0] rank 0 line 3",
+        "[0:1] rank 1 line 3",
+        "[1:2] rank 2 line 3",
+        "[1:3] rank 3 line 3",
+    ]
 
 
 def test_json_round_trip(launches):
@@ -445,3 +483,63 @@ def test_help_mentions_runs_and_listing_never_imports_hydra(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=launch_env())
     assert out.stdout.strip().endswith("[]"), out
+
+
+def test_slurm_submitted_runs_show_the_schedulers_state(slurm_cluster, tmp_path):
+    """On the real one-host cluster: a job that ran (its record plus COMPLETED), and one held in the
+    queue (no record yet: SLURM's PENDING says queued; cancelled, it is interrupted)."""
+    from slurm_cluster import wait_job
+
+    common = ["submit=slurm", "slurm.time=5", "device=cpu", f"run_root={tmp_path / 'runs'}", f"script={WORKER}"]
+    env = {**launch_env(), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    jobs = {}
+    for name, extra in (
+        ("ran", ["slurm.cpus_per_task=2", "launcher.nproc_per_node=2", *JAX]),
+        ("held", ["slurm.cpus_per_task=1", "launcher.nproc_per_node=1", "+slurm.extra.begin=now+3600"]),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "launcher", *common, *extra, f"run_name={name}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        jobs[name] = out.stdout.split("submitted SLURM job ", 1)[1].split()[0]
+    try:
+        assert wait_job(jobs["ran"], timeout=120)["JobState"] == "COMPLETED"
+        runs = by_name(json.loads(runs_cli(tmp_path, "--json").stdout))
+        assert (runs["ran"]["status"], runs["ran"]["exit_code"], runs["ran"]["slurm"]["state"]) == (
+            "success",
+            0,
+            "COMPLETED",
+        )
+        assert runs["ran"]["slurm"]["job_id"] == jobs["ran"] and runs["ran"]["last_return"] == 30.0
+        assert (runs["held"]["status"], runs["held"]["slurm"]["state"]) == ("queued", "PENDING")
+        assert "queued [slurm PENDING]" in runs_cli(tmp_path).stdout
+    finally:
+        subprocess.run(["scancel", jobs["held"]], timeout=30)
+    assert wait_job(jobs["held"], timeout=60)["JobState"] == "CANCELLED"
+    assert by_name(json.loads(runs_cli(tmp_path, "--json").stdout))["held"]["status"] == "interrupted"
+
+
+def test_nodes_started_in_different_seconds_are_one_launch(tmp_path):
+    """Each node's launcher stamps its own directory: one launch's nodes may differ by a second. The
+    same run name, rendezvous and nnodes, close in time, distinct node ranks: one group."""
+    config = "launcher:\n  topology: multinode\n  nnodes: '2'\n  node_rank: {rank}\n  rdzv_endpoint: 10.0.0.1:29400\n"
+    for name, rank, started in (
+        ("2026-01-01_00-00-26_two_node0", 0, "00:00:26"),
+        ("2026-01-01_00-00-27_two_node1", 1, "00:00:27"),
+        ("2026-01-01_00-30-00_two_node0", 0, "00:30:00"),  # a later launch of the same name
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(config.format(rank=rank))
+        status = {"started": f"2026-01-01T{started}+00:00", "exit_code": 0, "reason": "success"}
+        record.write_json(tmp_path / name / "status.json", status)
+    groups = [(r.group, r.id) for r in read.read_all(tmp_path)]
+    assert groups == [
+        ("2026-01-01_00-30-00_two", "2026-01-01_00-30-00_two_node0"),
+        ("2026-01-01_00-00-26_two", "2026-01-01_00-00-26_two_node0"),
+        ("2026-01-01_00-00-26_two", "2026-01-01_00-00-27_two_node1"),
+    ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -131,13 +130,7 @@ def listing(args: argparse.Namespace) -> int:
 
 
 def _one(args: argparse.Namespace) -> RunInfo:
-    path = read.resolve(args.root, args.id)
-    for entry in read.scan(args.root):
-        if entry.path == path:
-            info = read.read_entry(entry)
-            break
-    else:
-        info = read.read(path, os.path.relpath(path, args.root))
+    info = read.find(args.root, read.resolve(args.root, args.id))
     slurm_state.apply([info])
     return info
 
