@@ -15,6 +15,7 @@ Layout under the run root (docs/runs.md)::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -124,47 +125,49 @@ def _scalar(text: str) -> str | None:
     return text.split(" #")[0].strip()
 
 
-_WANTED = {
-    "task",
-    "run_name",
-    "launcher.topology",
-    "launcher.nnodes",
-    "launcher.nproc_per_node",
-    "launcher.node_rank",
-    "rl_library.name",
-    "rl_library.ml_framework",
-    "launcher.rdzv_endpoint",
-    "launcher.coordinator_address",
-    "launcher.master_addr",
-    "launcher.master_port",
-}
+_WANTED = frozenset(
+    {
+        "task",
+        "run_name",
+        "launcher.topology",
+        "launcher.nnodes",
+        "launcher.nproc_per_node",
+        "launcher.node_rank",
+        "rl_library.name",
+        "rl_library.ml_framework",
+        "launcher.rdzv_endpoint",
+        "launcher.coordinator_address",
+        "launcher.master_addr",
+        "launcher.master_port",
+    }
+)
 
 
-def config_values(text: str, wanted: set[str] = _WANTED) -> dict[str, str | None]:
-    """The wanted top-level and second-level keys of a block-style YAML file, without a YAML parser.
+def config_values(text: str, wanted: frozenset[str] | set[str] = _WANTED) -> dict[str, str | None]:
+    """The wanted top-level and second-level keys of a block-style YAML file, without a YAML parser
+    (one regular expression over the text: fast enough for a thousand files).
 
     >>> config_values("launcher:\\n  topology: single_node\\n  nnodes: '1'\\ntask: Pendulum-v1\\n")
     {'launcher.topology': 'single_node', 'launcher.nnodes': '1', 'task': 'Pendulum-v1'}
     """
     found: dict[str, str | None] = {}
     section = ""
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
+    for match in _pattern(frozenset(wanted)).finditer(text):
+        header, indent, key, value = match.groups()
+        if header is not None:
+            section = header
             continue
-        indent = len(line) - len(line.lstrip(" "))
-        key, sep, value = line.strip().partition(":")
-        if not sep or (value and not value.startswith(" ")):
-            continue
-        if indent == 0:
-            section = key if not value.strip() else ""
-            name = key
-        elif indent == 2 and section:
-            name = f"{section}.{key}"
-        else:
-            continue
-        if name in wanted and value.strip():
+        name = f"{section}.{key}" if indent else key
+        if name in wanted:
             found[name] = _scalar(value)
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(wanted: frozenset[str]) -> re.Pattern:
+    """Block headers (``launcher:``) and the lines of the wanted keys, at indent 0 or 2."""
+    leaves = "|".join(sorted({re.escape(name.rsplit(".", 1)[-1]) for name in wanted}))
+    return re.compile(rf"^(?:([A-Za-z_][\w-]*):[ \t]*(?:#.*)?$|( {{2}})?({leaves}):[ \t]+(\S.*?)[ \t]*$)", re.M)
 
 
 def last_return(path: Path) -> float | None:

@@ -120,7 +120,8 @@ def _all(root: Path) -> list[RunInfo]:
 def listing(args: argparse.Namespace) -> int:
     runs = _all(args.root)
     if args.json:
-        print(json.dumps([info.as_dict() for info in runs], indent=2))
+        # one run per line (the C encoder: json's indent= would take the slow one)
+        print("[\n" + ",\n".join(json.dumps(info.as_dict()) for info in runs) + "\n]" if runs else "[]")
         return 0
     if not runs:
         print(f"no runs under {args.root}" + ("" if args.root.is_dir() else " (no such directory)"))
