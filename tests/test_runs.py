@@ -326,34 +326,47 @@ def test_stacks_needs_a_running_launcher_that_takes_the_request(launches):
 
 FAKE_LAUNCHER = r"""
 import os, signal, sys, time
-run_dir = sys.argv[1]
+run_dir, mode = sys.argv[1], sys.argv[2]
 def on_usr2(signum, frame):
-    stamp = os.path.join(run_dir, "stacks", "2026-01-01_00-00-00")
-    os.makedirs(stamp + ".tmp")
-    with open(os.path.join(stamp + ".tmp", "summary.txt"), "w") as f:
-        f.write("rank 0: in main\n")
-    os.rename(stamp + ".tmp", stamp)
+    if mode == "exit":
+        os._exit(0)
+    if mode == "write":
+        stamp = os.path.join(run_dir, "stacks", "2026-01-01_00-00-00")
+        os.makedirs(stamp + ".tmp")
+        with open(os.path.join(stamp + ".tmp", "summary.txt"), "w") as f:
+            f.write("rank 0: in main\n")
+        os.rename(stamp + ".tmp", stamp)
 signal.signal(signal.SIGUSR2, on_usr2)
 print("ready", flush=True)
 time.sleep(60)
 """
 
 
-def test_stacks_signals_the_launcher_and_waits_for_the_new_directory(tmp_path):
+@pytest.mark.parametrize(
+    "mode, code, expected",
+    [
+        ("write", 0, "stacks: {run_dir}/stacks/2026-01-01_00-00-00\nrank 0: in main\n"),
+        ("silent", 2, "train_multigpu: error: --timeout=0.5: no new directory under {run_dir}/stacks in time\n"),
+        ("exit", 2, "train_multigpu: error: id=last: the launch ended before its stacks were written\n"),
+    ],
+)
+def test_stacks_signals_the_launcher_and_waits_for_the_new_directory(tmp_path, mode, code, expected):
     """The launcher side of the contract, played by a small real process: it handles SIGUSR2 by
-    writing ``stacks/<stamp>/`` through a ``.tmp`` rename, as the launcher's stack dump does."""
+    writing ``stacks/<stamp>/`` through a ``.tmp`` rename, as the launcher's stack dump does (or
+    writes nothing, or exits)."""
     run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
     run_dir.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_LAUNCHER, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_LAUNCHER, str(run_dir), mode], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline() == "ready\n"
         status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
         status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
         record.write_json(run_dir / "status.json", status)
-        out = runs_cli(tmp_path, "stacks", "last")
-        assert out.returncode == 0, out.stderr
-        assert out.stdout == f"stacks: {run_dir}/stacks/2026-01-01_00-00-00\nrank 0: in main\n"
-        assert proc.poll() is None
+        out = runs_cli(tmp_path, "stacks", "last", "--timeout", "0.5" if mode == "silent" else "30")
+        assert (out.returncode, out.stdout if code == 0 else out.stderr) == (code, expected.format(run_dir=run_dir))
+        assert (proc.poll() is None) == (mode != "exit")
     finally:
         proc.kill()
         proc.wait()
@@ -543,3 +556,31 @@ def test_nodes_started_in_different_seconds_are_one_launch(tmp_path):
         ("2026-01-01_00-00-26_two", "2026-01-01_00-00-26_two_node0"),
         ("2026-01-01_00-00-26_two", "2026-01-01_00-00-27_two_node1"),
     ]
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "has this id or prefix (train_multigpu runs lists them)",
+        "(give more of the id)",
+        "id=last: there are no runs under runs (launch one, or point --root elsewhere)",
+        "not a runs command; the commands: list, show, logs, stacks, rerun, resume, compare",
+        "the following arguments are required: id (train_multigpu runs show --help)",
+        "--rank=one: a global rank (0, 1, ...) or all",
+        "no log of that rank in <run dir>; ranks with a log: 0, 1",
+        "no rank logs in <run dir>/logs",
+        "only a running launch on this host can be asked for its stacks",
+        "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)",
+        "the launch ended before its stacks were written",
+        "no new directory under <run dir>/stacks in time",
+    ],
+)
+def test_errors_md_lists_the_runs_messages(phrase):
+    assert phrase in (REPO / "docs" / "errors.md").read_text()
+
+
+def test_logs_of_a_run_without_rank_logs(tmp_path):
+    empty = tmp_path / "runs" / "2026-01-01_00-00-00_x"
+    empty.mkdir(parents=True)
+    out = runs_cli(tmp_path, "logs", "2026", "--rank", "all")
+    assert (out.returncode, out.stderr) == (2, f"train_multigpu: error: id=2026: no rank logs in {empty}/logs\n")

@@ -217,6 +217,16 @@ def _iso_time(text) -> float | None:
 
 
 # -- is the launcher alive? ---------------------------------------------------------------------
+def _zombie(pid: int) -> bool:
+    """Ended, not yet reaped by its parent (state Z or X in /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return True
+    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] in (b"Z", b"X")
+
+
 def _boot_time() -> float | None:
     try:
         with open("/proc/stat") as handle:
@@ -244,7 +254,7 @@ def launcher_alive(status: dict) -> bool | None:
     if isinstance(host, str) and host and host != HOST:
         return None
     ticks = process_start(pid)
-    if ticks is None:
+    if ticks is None or _zombie(pid):
         return False
     recorded = status.get("pid_start")
     if isinstance(recorded, int) and not isinstance(recorded, bool):
