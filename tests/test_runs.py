@@ -468,6 +468,7 @@ def test_half_written_old_and_hand_edited_directories_show_what_can_be_read(tmp_
     for name in items:
         assert cli.main(["runs", "--root", str(runs), "show", name]) == 0, name
         assert cli.main(["runs", "--root", str(runs), "logs", name, "--rank", "all"]) in (0, 2), name
+        assert cli.main(["runs", "--root", str(runs), "logs", name, "--follow"]) in (0, 2), name  # no end to wait for
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -584,3 +585,51 @@ def test_logs_of_a_run_without_rank_logs(tmp_path):
     empty.mkdir(parents=True)
     out = runs_cli(tmp_path, "logs", "2026", "--rank", "all")
     assert (out.returncode, out.stderr) == (2, f"train_multigpu: error: id=2026: no rank logs in {empty}/logs\n")
+
+
+@pytest.mark.parametrize(
+    "reason, code, status",
+    [
+        ("success", 0, "success"),
+        ("rank failed", 7, "failed"),
+        ("torchrun failed", 1, "failed"),
+        ("port 29500 in use", 2, "failed"),
+        ("not started: launcher.nproc_per_node=9: ...", 2, "failed"),
+        ("node lost", 125, "failed"),
+        ("hang", 124, "hang"),
+        ("stopped by SIGINT", 130, "interrupted"),
+        ("stopped by SIGTERM", 143, "interrupted"),
+        ("stopped (sweep.fail_fast)", 143, "interrupted"),
+        ("launcher killed", 137, "lost"),
+        ("", 0, "success"),
+        ("something new", 3, "failed"),
+    ],
+)
+def test_every_recorded_reason_has_its_status(reason, code, status):
+    assert read.status_of({"exit_code": code, "reason": reason}, []) == status
+
+
+def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
+    tmp, _ = launches
+    fail = run_dir_of(tmp, "fail")
+    record.write_json(  # what the runs-again work records for a launch (contracts: composition.json)
+        fail / "composition.json",
+        {"overrides": ["launcher.nproc_per_node=2", "run_name=fail"], "script_args": ["--fail", "1:7"], "cwd": "x"},
+    )
+    out = runs_cli(tmp, "show", fail.name)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "status:   failed (rank failed)" in lines and "exit:     7" in lines
+    assert "failure:  node 0, rank 1: exit code 7" in lines
+    assert f"          log: {fail}/logs/rank1.log" in lines
+    assert "typed:    launcher.nproc_per_node=2 run_name=fail -- --fail 1:7" in lines
+    assert "chosen:   (differences from the defaults of profile=examples)" in lines
+    chosen = lines[
+        lines.index("chosen:   (differences from the defaults of profile=examples)") + 1 : lines.index("command:")
+    ]
+    assert "  launcher.nproc_per_node: auto -> 2" in chosen and '  script_args: [] -> ["--fail", "1:7"]' in chosen
+    assert f"  script: null -> {WORKER}" in chosen and "  run_name: null -> fail" in chosen
+    assert not any(line.startswith("  launcher.topology") for line in chosen)  # the default: not a choice
+    command = lines[lines.index("command:") + 1]
+    assert "torch.distributed.run --nproc_per_node 2" in command and command.endswith("--fail 1:7 --distributed")
+    assert f"  logs: {fail}/logs" in lines and f"  metrics: {fail}/metrics.csv" in lines
