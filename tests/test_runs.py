@@ -250,6 +250,8 @@ def test_logs_of_rank_1_and_of_every_rank(launches):
     assert "rank 0 line 1" in runs_cli(tmp, "logs", fail).stdout  # rank 0 by default
     every = runs_cli(tmp, "logs", fail, "--rank", "all").stdout.splitlines()
     assert "[0:0] rank 0 line 3" in every and "[0:1] rank 1 fails with exit code 7" in every
+    as_json = [json.loads(line) for line in runs_cli(tmp, "logs", fail, "--rank", "1", "--json").stdout.splitlines()]
+    assert {"node": 0, "rank": 1, "line": "rank 1 fails with exit code 7"} in as_json
     missing = runs_cli(tmp, "logs", fail, "--rank", "5")
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith(

@@ -1,13 +1,15 @@
 """``runs logs ID [--rank R|all] [--follow]``: a run's per-rank logs (``<record>/logs/rank<R>.log``).
 
 One rank: its file as it is, bytes unchanged. ``all``: every rank's lines prefixed ``[node:rank]``,
-rank after rank for what is already written, then as they come. ``--follow`` keeps reading until
+rank after rank for what is already written, then as they come. ``--json``: one object per line,
+``{"node", "rank", "line"}``. ``--follow`` keeps reading until
 the launch's record gets its end (status.json's exit code) or its launcher is gone.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -82,11 +84,12 @@ def ended(info: read.RunInfo, dirs: list[Path]) -> bool:
 class _Follower:
     """Reads what the chosen ranks' files gain; prefixes whole lines with [node:rank] when asked."""
 
-    def __init__(self, out: IO[bytes], prefix: bool) -> None:
-        self.out, self.prefix = out, prefix
+    def __init__(self, out: IO[bytes], prefix: bool, as_json: bool = False) -> None:
+        self.out, self.prefix, self.as_json = out, prefix or as_json, as_json
         self.handles: dict[int, IO[bytes]] = {}
         self.partial: dict[int, bytes] = {}
         self.tags: dict[int, bytes] = {}
+        self.nodes: dict[int, int] = {}
 
     def add(self, rank: int, node: int, path: Path) -> None:
         if rank in self.handles:
@@ -96,6 +99,7 @@ class _Follower:
         except OSError:
             return
         self.tags[rank] = f"[{node}:{rank}] ".encode()
+        self.nodes[rank] = node
 
     def copy(self, final: bool = False) -> bool:
         copied = False
@@ -112,7 +116,14 @@ class _Follower:
             if final and rest:
                 lines, rest = [*lines, rest], b""
             self.partial[rank] = rest
-            self.out.write(b"".join(self.tags[rank] + line + b"\n" for line in lines))
+            if self.as_json:
+                node = self.nodes[rank]
+                text = (
+                    json.dumps({"node": node, "rank": rank, "line": line.decode(errors="replace")}) for line in lines
+                )
+                self.out.write("".join(item + "\n" for item in text).encode())
+            else:
+                self.out.write(b"".join(self.tags[rank] + line + b"\n" for line in lines))
         if copied:
             self.out.flush()
         return copied
@@ -144,7 +155,7 @@ def logs(args: argparse.Namespace) -> int:
     if every and not files and not running:
         raise UserError("id", args.id, f"no rank logs in {info.run_dir}/logs")
     out = sys.stdout.buffer
-    follower = _Follower(out, prefix=every)
+    follower = _Follower(out, prefix=every, as_json=args.json)
 
     def discover() -> None:
         for rank, (node, file) in log_files(info, args.root).items():
