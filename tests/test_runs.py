@@ -110,30 +110,12 @@ def launches(tmp_path_factory):
         stderr=subprocess.PIPE,
     )
     wait_for(lambda: (tmp / "int.ready").exists() and (tmp / "lost.ready").exists(), what="the sleeping launches")
-    # while "int" runs: the listing, the live view (from progress.json, then from beat files) and --follow
+    # while "int" runs: the listing, the live view, a stack request and --follow
     int_dir = run_dir_of(tmp, "int")
     seen["running"] = runs_cli(tmp, "--json")
     seen["open_record"] = json.loads((int_dir / "status.json").read_text())
     seen["open_record_start"] = record.process_start(seen["open_record"]["pid"])  # while it runs
-    logs = int_dir / "logs"
-    now = time.time()
-    record.write_json(
-        logs / "progress.json",
-        {
-            "updated": now,
-            "node": 0,
-            "ranks": {
-                "0": {"phase": "running", "last_beat": now, "iteration": 3, "total": 3, "iter_per_s": 2.5},
-                "1": {"phase": "running", "last_beat": now - 90, "iteration": 1, "total": 3, "stalled": True},
-            },
-        },
-    )
-    seen["live"] = runs_cli(tmp, "show", int_dir.name)
-    (logs / "progress.json").unlink()
-    for rank, words in ((0, "3 3"), (1, "")):
-        (logs / f"rank{rank}.beat").write_text(words)
-    os.utime(logs / "rank1.beat", (now - 120, now - 120))
-    seen["beats"] = runs_cli(tmp, "show", "--json", int_dir.name)
+    seen["live"] = runs_cli(tmp, "show", "--json", int_dir.name)
     seen["stacks_unhandled"] = runs_cli(tmp, "stacks", int_dir.name)
     follow = subprocess.Popen(
         [sys.executable, "-m", "launcher", "runs", "logs", int_dir.name, "--rank", "all", "--follow"],
@@ -268,20 +250,66 @@ def test_follow_prints_as_the_run_goes_and_ends_with_it(launches):
     assert "[0:0] rank 0 line 3" in lines and "[0:1] rank 1 line 3" in lines
 
 
-def test_show_while_running_has_each_ranks_progress_and_the_stalled_ones(launches):
+def test_show_while_running_has_a_live_section(launches):
     _, seen = launches
-    live = seen["live"].stdout
     assert seen["live"].returncode == 0, seen["live"].stderr
-    assert "live:     from progress.json" in live
-    assert "  rank 0: iteration 3/3, 2.50 it/s" in live
-    rank1 = next(line for line in live.splitlines() if line.startswith("  rank 1: "))
-    assert rank1.startswith("  rank 1: iteration 1/3, last beat 9") and rank1.endswith("s ago  STALLED")
-    assert "  stalled: rank 1" in live
-    beats = json.loads(seen["beats"].stdout)["live"]
-    assert beats["source"] == "beat files"
-    assert beats["ranks"]["0"]["iteration"] == 3 and beats["ranks"]["0"]["total"] == 3
-    assert beats["ranks"]["0"]["stalled"] is False and beats["ranks"]["1"]["stalled"] is True
-    assert beats["ranks"]["1"]["iteration"] is None  # a bare touch
+    shown = json.loads(seen["live"].stdout)
+    assert shown["status"] == "running" and "live" in shown  # its content: the next test
+
+
+def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A run directory whose launcher is a live process (a sleeping python): an open record."""
+    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
+    (run_dir / "logs").mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
+    status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
+    record.write_json(run_dir / "status.json", status)
+    return proc, run_dir
+
+
+def test_show_while_running_has_each_ranks_progress_and_the_stalled_ones(tmp_path):
+    """The monitor's progress.json (contracts: written every ~2 s by the launcher), then, without it,
+    the ranks' heartbeat files: each rank's iteration, rate, last beat; the stalled ranks."""
+    proc, run_dir = live_launcher(tmp_path)
+    logs = run_dir / "logs"
+    now = time.time()
+    try:
+        record.write_json(
+            logs / "progress.json",
+            {
+                "updated": now,
+                "node": 0,
+                "ranks": {
+                    "0": {"phase": "running", "last_beat": now, "iteration": 3, "total": 3, "iter_per_s": 2.5},
+                    "1": {"phase": "running", "last_beat": now - 90, "iteration": 1, "total": 3, "stalled": True},
+                    "x": "not a rank",
+                },
+                "stragglers": [{"rank": 1, "iteration_s": 4.0, "median_s": 0.4}],
+            },
+        )
+        live = runs_cli(tmp_path, "show", "last")
+        assert live.returncode == 0, live.stderr
+        assert "status:   running" in live.stdout and "live:     from progress.json" in live.stdout
+        assert "  rank 0: iteration 3/3, 2.50 it/s" in live.stdout
+        rank1 = next(line for line in live.stdout.splitlines() if line.startswith("  rank 1: "))
+        assert rank1.startswith("  rank 1: iteration 1/3, last beat 9") and rank1.endswith("s ago  STALLED")
+        assert "  stalled: rank 1" in live.stdout
+        assert "  straggler: rank 1: 4.0 s per iteration (median 0.4 s)" in live.stdout
+        (logs / "progress.json").unlink()
+        for rank, words in ((0, "3 3"), (1, "")):
+            (logs / f"rank{rank}.beat").write_text(words)
+        os.utime(logs / "rank1.beat", (now - 120, now - 120))
+        beats = json.loads(runs_cli(tmp_path, "show", "--json", "last").stdout)["live"]
+        assert beats["source"] == "beat files"
+        assert beats["ranks"]["0"]["iteration"] == 3 and beats["ranks"]["0"]["total"] == 3
+        assert beats["ranks"]["0"]["stalled"] is False and beats["ranks"]["1"]["stalled"] is True
+        assert beats["ranks"]["1"]["iteration"] is None  # a bare touch
+        (logs / "progress.json").write_text('{"ranks": {"0": {"iteration": ')  # half written: the beats
+        assert json.loads(runs_cli(tmp_path, "show", "--json", "last").stdout)["live"]["source"] == "beat files"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_ids_unique_prefix_last_ambiguous_unknown(launches):
