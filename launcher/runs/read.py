@@ -414,7 +414,8 @@ def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
         node = RunInfo(id="", run_dir=str(path))
         _apply_status(node, _read_json(path / STATUS, info.problems))
         statuses.append(node)
-    _apply_config(info, run_dir)
+    # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
+    _apply_config(info, records[0] if records and (records[0] / "config.yaml").exists() else run_dir)
     if not statuses:
         info.status = SUBMITTED
         return
