@@ -20,7 +20,7 @@ import json
 import os
 import re
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
@@ -84,10 +84,11 @@ class RunInfo:
     endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data.pop("start_time")
-        data.pop("endpoint")
-        return data
+        """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
+        return {name: getattr(self, name) for name in _JSON_FIELDS}
+
+
+_JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, endpoint: internal
 
 
 # -- small readers ------------------------------------------------------------------------------
