@@ -450,6 +450,7 @@ def test_half_written_old_and_hand_edited_directories_show_what_can_be_read(tmp_
             "status.json": json.dumps({"started": 5, "exit_code": "seven", "failure": "oops", "duration_s": "x"}),
             "config.yaml": "launcher: {topology: flow_style}\ntask: [1, 2\n",
             "metrics.csv": "iteration,mean_return\n1,abc\n2,\n",
+            "composition.json": json.dumps({"overrides": [1, None], "script_args": "x"}),
         },
         "2026-01-01_00-00-05_old": {  # a record from before pid_start/host, ended
             "status.json": json.dumps(
@@ -652,6 +653,8 @@ def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
     assert "status:   failed (rank failed)" in lines and "exit:     7" in lines
     assert "failure:  node 0, rank 1: exit code 7" in lines
     assert f"          log: {fail}/logs/rank1.log" in lines
+    tail = lines.index(f"          log: {fail}/logs/rank1.log") + 1
+    assert lines[tail : tail + 2] == ["          last 4 line(s) of the log:", "            | rank 1 line 1"]
     assert "typed:    launcher.nproc_per_node=2 run_name=fail -- --fail 1:7" in lines
     assert "chosen:   (differences from the defaults of profile=examples)" in lines
     chosen = lines[

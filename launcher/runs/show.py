@@ -9,10 +9,12 @@ from datetime import datetime
 from pathlib import Path
 
 from ..tables import table
-from . import read, slurm_state
+from . import chosen, live, read, slurm_state
+from .logs import record_dirs
 from .read import RunInfo
 
 UNKNOWN = "?"
+TAIL_LINES = 10  # of the failing rank's log, in runs show
 
 
 # -- cells ----------------------------------------------------------------------------------------
@@ -168,6 +170,17 @@ def command_lines(info: RunInfo) -> list[str]:
     return [line for line in lines if line and not line.startswith(("#", "set -", "export "))]
 
 
+def last_lines(path: Path, count: int) -> list[str]:
+    """The last ``count`` lines of a file ([] when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - 64 * 1024))
+            return handle.read().decode(errors="replace").splitlines()[-count:]
+    except OSError:
+        return []
+
+
 def failure_lines(failure: dict | None) -> list[str]:
     if not failure:
         return []
@@ -184,15 +197,26 @@ def failure_lines(failure: dict | None) -> list[str]:
         lines.append(f"          hint: {failure['hint']}")
     if failure.get("log"):
         lines.append(f"          log: {failure['log']}")
+        tail = last_lines(Path(str(failure["log"])), TAIL_LINES)
+        if tail:
+            lines.append(f"          last {len(tail)} line(s) of the log:")
+            lines += [f"            | {line}" for line in tail]
     return lines
 
 
+def typed_text(composition: dict | None) -> str | None:
+    """What the user typed (composition.json, written by launches that record it), as one line."""
+    if not composition or not isinstance(composition.get("overrides"), list):
+        return None
+    typed = " ".join(map(str, composition["overrides"])) or "-"
+    script_args = composition.get("script_args")
+    if isinstance(script_args, list) and script_args:
+        typed += " -- " + " ".join(map(str, script_args))
+    return typed
+
+
 def show(args: argparse.Namespace) -> int:
-    from . import chosen, live
-
     info = _one(args)
-    from .logs import record_dirs
-
     progress = live.progress(info, record_dirs(info, args.root)) if info.status == read.RUNNING else None
     differences, against = chosen.differences(info)
     places = where(info)
@@ -225,12 +249,8 @@ def show(args: argparse.Namespace) -> int:
     lines += failure_lines(info.failure)
     if progress is not None:
         lines += live.progress_lines(progress)
-    if composition and composition.get("overrides") is not None:
-        typed = " ".join(composition.get("overrides") or []) or "-"
-        lines.append(
-            f"typed:    {typed}"
-            + (f" -- {' '.join(composition['script_args'])}" if composition.get("script_args") else "")
-        )
+    if typed_text(composition) is not None:
+        lines.append(f"typed:    {typed_text(composition)}")
     lines.append(f"chosen:   (differences from {against})")
     lines += [f"  {key}: {old} -> {new}" for key, (old, new) in differences.items()] or ["  (none)"]
     lines.append("command:")
