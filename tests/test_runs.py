@@ -180,6 +180,8 @@ def test_a_sweep_is_one_group_with_its_jobs(launches):
     head = next(i for i, line in enumerate(table) if line.startswith(group + " "))
     assert "sweep, 2 jobs: 2 success" in table[head]
     assert table[head + 1].startswith(f"  {group}/0") and table[head + 2].startswith(f"  {group}/1")
+    whole = runs_cli(tmp, "show", group.split("/", 1)[1]).stdout.splitlines()  # the sweep itself: its table
+    assert [line.split()[0] for line in whole] == ["ID", group, f"{group}/0", f"{group}/1"]
     shown = runs_cli(tmp, "show", group.split("/", 1)[1] + "/1")  # multirun/ may be left out
     assert shown.returncode == 0 and f"run:      {group}/1" in shown.stdout
 

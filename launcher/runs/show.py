@@ -215,7 +215,22 @@ def typed_text(composition: dict | None) -> str | None:
     return typed
 
 
+def _group(args: argparse.Namespace) -> list[RunInfo]:
+    """The members of the sweep (or multi-node launch) whose id ``args.id`` is exactly, if any."""
+    if args.id == read.LAST:
+        return []
+    wanted = {args.id, f"{read.MULTIRUN}/{args.id}"}
+    return [run for run in _all(args.root) if run.group in wanted]
+
+
 def show(args: argparse.Namespace) -> int:
+    members = _group(args)
+    if members and members[0].group_kind == "sweep":  # a sweep: its table (a job: runs show <sweep>/<job>)
+        if args.json:
+            print(json.dumps([member.as_dict() for member in members], indent=2))
+        else:
+            print("\n".join(listing_lines(members)))
+        return 0
     info = _one(args)
     progress = live.progress(info, record_dirs(info, args.root)) if info.status == read.RUNNING else None
     differences, against = chosen.differences(info)
