@@ -26,6 +26,7 @@ LATER_STAGES = (
     "launcher.run",
     "launcher.sweep",
     "launcher.slurm",
+    "launcher.k8s",
     "launcher.record",
     "launcher.session",
     "launcher.cli",

@@ -299,12 +299,12 @@ def _unquoted(value: str) -> str:
 
 
 def _framework(framework: tuple[str, str], given: dict[str, tuple[str, str]], overrides: list[str]) -> list[str]:
-    """``--ml_framework`` against an explicit ``launcher=``: JAX runs on skrl_jax or slurm_jax only."""
+    """``--ml_framework`` against an explicit ``launcher=``: JAX runs on skrl_jax, slurm_jax or k8s_jax only."""
     typed, value = framework
     explicit = given.get("launcher")
     if explicit is None:
         return overrides
-    jax_launchers = ("skrl_jax", "slurm_jax")
+    jax_launchers = ("skrl_jax", "slurm_jax", "k8s_jax")
     if (value == "jax") != (_unquoted(explicit[0]) in jax_launchers):
         raise UserError(
             "launcher",

@@ -1,0 +1,7 @@
+"""Kubernetes (Kubeflow training operators): ``launcher=k8s`` inside a pod, ``submit=k8s`` from a workstation.
+
+- :mod:`.env` -- what the operator tells a pod about its job (PET_*, MASTER_ADDR, ...), PURE;
+- :mod:`.launch` -- ``launcher=k8s`` / ``k8s_jax``: the pod's topology into the config, PURE;
+- :mod:`.manifest` -- the TrainJob / PyTorchJob manifest and the checks the operators make on it, PURE;
+- :mod:`.submit` -- ``submit=k8s``: write the manifest into the run directory, ``kubectl create`` it.
+"""
