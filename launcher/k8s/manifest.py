@@ -371,4 +371,8 @@ def _pytorchjob(k8s: K8sConfig, job: Job, max_restarts: int | None) -> dict:
 def to_yaml(manifest: dict) -> str:
     import yaml  # PyYAML: OmegaConf's own dependency
 
-    return yaml.safe_dump(manifest, sort_keys=False, default_flow_style=False, width=10_000)
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data) -> bool:  # the replicas' shared parts written out in full, no &id001
+            return True
+
+    return yaml.dump(manifest, Dumper=Dumper, sort_keys=False, default_flow_style=False, width=10_000)
