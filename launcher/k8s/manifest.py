@@ -194,8 +194,9 @@ def check_name(kind: K8sKind, name: str, nodes: int, key: str) -> None:
         )
 
 
-def check(k8s: K8sConfig, elastic: bool) -> tuple[SecretRef, ...]:
-    """The ``k8s.*`` keys, before anything is written: what the operators would refuse."""
+def check(k8s: K8sConfig, elastic: str | None) -> tuple[SecretRef, ...]:
+    """The ``k8s.*`` keys, before anything is written: what the operators would refuse. ``elastic``:
+    a typed ``launcher.nnodes=MIN:MAX``."""
     if k8s.image is None or not str(k8s.image).strip():
         raise UserError(
             "k8s.image",
@@ -235,10 +236,10 @@ def check(k8s: K8sConfig, elastic: bool) -> tuple[SecretRef, ...]:
             raise UserError("k8s.runtime_kind", k8s.runtime_kind, f"one of {', '.join(RUNTIME_KINDS)}")
         if not (DNS_SUBDOMAIN.fullmatch(k8s.runtime) and len(k8s.runtime) <= 253):
             raise UserError("k8s.runtime", k8s.runtime, "a runtime's name: lower-case letters, digits, '-', '.'")
-    if elastic:
+    if elastic is not None:
         raise UserError(
             "launcher.nnodes",
-            "MIN:MAX",
+            elastic,
             "an elastic node range is not submitted to Kubernetes: TrainJob's numNodes is one number (Trainer "
             "refuses numNodes with an elastic policy) and train_multigpu writes no elasticPolicy",
             "a fixed count: k8s.nodes=N",

@@ -167,7 +167,14 @@ def check_pods(cfg: TrainConfig, overrides: Sequence[str], name: str, nproc: int
             env=env,
         )
         pod, planned = k8s_launch.settle(pod_config(cfg, overrides), PodTopology.from_env(env), planned)
-        checks.validate(pod, planned)
+        settled = checks.validate(pod, planned)
+        if k8s.cpus_per_node is not None and settled.device == "cpu" and settled.nproc_per_node > cpus:
+            raise UserError(
+                "launcher.nproc_per_node",
+                pod.launcher.nproc_per_node,
+                f"more workers than the {cpus} CPU(s) each pod asks for (k8s.cpus_per_node={k8s.cpus_per_node})",
+                f"use at most {cpus}, or ask for more with k8s.cpus_per_node=",
+            )
 
 
 def refuse_secret_values(vault: secrets.Vault | None, overrides: Sequence[str]) -> None:
@@ -195,8 +202,8 @@ def job_name(cfg: TrainConfig, number: int | None, now: datetime) -> str:
 def build(cfg: TrainConfig, composition: Composition, facts: HostFacts, now: datetime) -> tuple[str, dict]:
     """Check everything and render: (the job's name, the manifest). Writes nothing."""
     k8s = cfg.k8s
-    elastic = ":" in str(cfg.launcher.nnodes) and "launcher.nnodes" in {override_key(o) for o in composition.overrides}
-    refs = manifest.check(k8s, elastic)
+    typed_range = ":" in str(cfg.launcher.nnodes) and "launcher.nnodes" in map(override_key, composition.overrides)
+    refs = manifest.check(k8s, str(cfg.launcher.nnodes) if typed_range else None)
     name = job_name(cfg, composition.sweep_job, now)
     manifest.check_name(k8s.kind, name, k8s.nodes, "k8s.job_name")
     nproc = planned_nproc(cfg)
