@@ -300,10 +300,12 @@ class Session:
         from .k8s import submit
 
         job = lanes.job_info()
+        # as typed: an interpolation (${oc.env:HF_TOKEN}) stays one, to be resolved in the pod
+        typed = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
         return submit.run(
             cfg,
             submit.Composition(
-                overrides=tuple(HydraConfig.get().overrides.task),
+                overrides=tuple(typed),
                 hydra_flags=tuple(self.hydra_flags),
                 script_args=tuple(self.script_args),
                 sweep_job=None if job is None else job.num,
