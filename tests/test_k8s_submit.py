@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 import k8s_models
-from conftest import clean_env, make_facts
+from conftest import ROOT, clean_env, make_facts
 from launcher.config import grammar
 from launcher.config.compose import compose
 from launcher.errors import UserError
@@ -341,3 +341,40 @@ def test_help_mentions_the_k8s_keys(run_cli):
     out = run_cli("--help").stdout
     for key in ("submit=k8s", "k8s.image", "k8s.kind=PyTorchJob", "k8s.secret_env", "launcher=k8s"):
         assert key in out, key
+
+
+ERRORS_MD = [
+    "required: the container image the pods run",
+    "an image reference: no spaces, at most 500 characters",
+    "not a TrainJob name",
+    "too long for 12 node(s): the pod host name",
+    "a namespace name: lower-case letters, digits and '-', at most 63 (RFC 1123)",
+    "not a Kubernetes quantity",
+    "must be more than 0",
+    "a memory-backed /dev/shm counts against it",
+    "an extended resource name, e.g. nvidia.com/gpu or amd.com/gpu",
+    "one of ClusterTrainingRuntime, TrainingRuntime",
+    "a runtime's name",
+    "more workers than the 1 CPU(s) each pod asks for",
+    "an elastic node range is not submitted to Kubernetes",
+    "the pod's PET_NNODES is 2",
+    "the pod's PET_NODE_RANK is 1",
+    "the pod's PET_NPROC_PER_NODE is 4",
+    "NAME:SECRET/KEY, the variable NAME read from key KEY of the Kubernetes Secret SECRET",
+    "is set by the TrainJob operator",
+    "the launch sets this variable for every worker itself",
+    "a secret value cannot travel in a Kubernetes manifest (it would be written into it)",
+    "the container command has 140 arguments, at most 128",
+    "kubectl is not on PATH",
+    "kubectl has no current context",
+    "kubectl create failed in context",
+    "did not answer within 120 s",
+    "only runs inside a pod of a Kubeflow TrainJob or PyTorchJob",
+    "cannot read the operator's environment",
+    "launcher.from_k8s=true takes topology multinode (torchrun) or skrl_jax",
+]
+
+
+def test_errors_md_lists_every_k8s_message():
+    text = (ROOT / "docs" / "errors.md").read_text()
+    assert [phrase for phrase in ERRORS_MD if phrase not in text] == []
