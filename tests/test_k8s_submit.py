@@ -14,6 +14,7 @@ import copy
 import functools
 import os
 import shutil
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -23,7 +24,9 @@ import k8s_models
 from conftest import ROOT, clean_env, make_facts
 from launcher.config import grammar
 from launcher.config.compose import compose
+from launcher.config.schema import K8sConfig, K8sKind
 from launcher.errors import UserError
+from launcher.k8s import manifest as k8s_manifest
 from launcher.k8s import submit
 
 NOW = datetime(2026, 12, 1, 10, 15, 0)
@@ -74,7 +77,7 @@ TOPOLOGIES = {
 @pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
 def test_every_topology_loads_strictly(kind, topology):
     name, manifest = render(f"k8s.kind={kind}", *TOPOLOGIES[topology])
-    job = k8s_models.load(yaml.safe_load(submit.manifest.to_yaml(manifest)))  # what is written, read back
+    job = k8s_models.load(yaml.safe_load(k8s_manifest.to_yaml(manifest)))  # what is written, read back
     assert job.metadata.name == name and manifest["kind"] == kind
     command = container(manifest)["command"]
     jax = topology == "jax"
@@ -231,6 +234,53 @@ def test_bad_jobs_are_refused_before_sending(args, message):
     with pytest.raises(UserError) as err:
         render(*args)
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"image": "my image"}, "k8s.image=my image: an image reference: no spaces, at most 500 characters"),
+        ({"nodes": 0}, "k8s.nodes=0: at least 1"),
+        ({"gpus_per_node": -1}, "k8s.gpus_per_node=-1: 0 or more"),
+        ({"runtime": "Torch"}, "k8s.runtime=Torch: a runtime's name: lower-case letters, digits, '-', '.'"),
+        ({"secret_env": ["1X:s/k"]}, "k8s.secret_env=1X:s/k: '1X' is not a variable name (letters, digits, '_')"),
+        (
+            {"secret_env": ["X:s/a b"]},
+            "k8s.secret_env=X:s/a b: 'a b' is not a key of a Secret (letters, digits, '-', '_', '.')",
+        ),
+        ({"secret_env": ["X:s/k", "X:t/k"]}, "k8s.secret_env=X:t/k: X is given twice"),
+        (
+            {"secret_env": ["RANK:s/k"]},
+            "k8s.secret_env=RANK:s/k: the launch sets this variable for every worker itself",
+        ),
+        (
+            {"secret_env": ["WORLD_SIZE:s/k"], "kind": K8sKind.PyTorchJob},
+            "k8s.secret_env=WORLD_SIZE:s/k: WORLD_SIZE is set by the PyTorchJob operator",
+        ),
+    ],
+)
+def test_bad_k8s_keys_are_refused(change, message):
+    with pytest.raises(UserError) as err:
+        k8s_manifest.check(replace(K8sConfig(image="img"), **change), None)
+    assert str(err.value) == message
+
+
+def test_a_command_longer_than_trainjob_allows_is_refused():
+    with pytest.raises(UserError) as err:
+        render("--", *(f"--arg{i}" for i in range(130)))
+    assert str(err.value) == "k8s=TrainJob: the container command has 134 arguments, at most 128"
+
+
+def test_a_kubectl_that_does_not_answer_is_one_error(tmp_path, monkeypatch):
+    (tmp_path / "kubectl").write_text("#!/bin/sh\nexec /bin/sleep 30\n")
+    (tmp_path / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(submit, "KUBECTL_TIMEOUT_S", 0.3)
+    with pytest.raises(UserError) as err:
+        submit.create(tmp_path / "trainjob.yaml")
+    assert (
+        str(err.value) == f"submit=k8s: kubectl config did not answer within 0.3 s (manifest: {tmp_path}/trainjob.yaml)"
+    )
 
 
 def test_image_is_required():

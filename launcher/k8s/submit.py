@@ -43,6 +43,7 @@ CONFIG_FLAGS = ("--config-dir", "-cd")
 ENTRY = PROG  # the console script the image provides
 TRAINJOB_MASTER_PORT = 29400  # Trainer v2: constants.ContainerTrainerPort
 DRY_RUN = "dry run"
+KUBECTL_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True)
@@ -223,10 +224,10 @@ def manifest_file(cfg: TrainConfig) -> str:
 
 def _kubectl(kubectl: str, args: Sequence[str], path: Path) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([kubectl, *args], capture_output=True, text=True, timeout=120)
+        return subprocess.run([kubectl, *args], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise UserError(
-            "submit", "k8s", f"kubectl {args[0]} did not answer within 120 s", f"manifest: {path}"
+            "submit", "k8s", f"kubectl {args[0]} did not answer within {KUBECTL_TIMEOUT_S} s", f"manifest: {path}"
         ) from None
 
 
