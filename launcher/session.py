@@ -193,6 +193,11 @@ class Session:
         cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
         # launcher=k8s: the same from the Kubeflow operator's variables in this pod
         cfg, facts, pod = k8s_launch.from_environment(cfg, facts)
+        if pod is not None and pod.nnodes > 1 and not cfg.dry_run and not self.checking:
+            from .k8s import startup
+
+            wait = float(cfg.launcher.join_timeout or startup.DEFAULT_WAIT_S)
+            startup.wait_for_node0(pod.master_addr, wait, probe.resolve, probe.ResolveError)
         job = lanes.job_info()
         slot = None
         if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values

@@ -261,3 +261,20 @@ def test_dry_run_inside_a_faked_pod(run_cli):
         "--rdzv_id",
         "k8s-ppo-node-0-0",
     ]
+
+
+def test_a_pod_waits_for_node0_then_gives_up(capsys):
+    """Node 0's name resolves only once its pod exists: a pod waits (join timeout), then probe's own
+    error follows. The clock and the resolver are stand-ins; the waiting logic is the real one."""
+    from launcher.k8s import startup
+
+    now = [0.0]
+
+    def never(name):
+        raise LookupError(name)
+
+    found = startup.wait_for_node0(
+        "ppo-master-0", 10, never, LookupError, lambda s: now.__setitem__(0, now[0] + s), lambda: now[0]
+    )
+    assert found is False and now[0] == 10.0
+    assert capsys.readouterr().out.count("does not resolve yet") == 1

@@ -2,6 +2,7 @@
 
 - :mod:`.env` -- what the operator tells a pod about its job (PET_*, MASTER_ADDR, ...), PURE;
 - :mod:`.launch` -- ``launcher=k8s`` / ``k8s_jax``: the pod's topology into the config, PURE;
+- :mod:`.startup` -- a pod waits until node 0's host name resolves (its pod may start later);
 - :mod:`.manifest` -- the TrainJob / PyTorchJob manifest and the checks the operators make on it, PURE;
 - :mod:`.submit` -- ``submit=k8s``: write the manifest into the run directory, ``kubectl create`` it.
 """
