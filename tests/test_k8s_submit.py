@@ -150,6 +150,14 @@ def test_sweep_points_get_distinct_names():
     assert render("run_name=PPO_Cartpole")[0] == "ppo-cartpole-20261201-101500"
 
 
+def test_one_secret_may_be_written_without_brackets():
+    """The issue's own spelling, k8s.secret_env=NAME:SECRET/KEY, is a one-item list."""
+    _, manifest = render("k8s.secret_env=HF_TOKEN:hf-token/token")
+    assert container(manifest)["env"] == [
+        {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+    ]
+
+
 # -- refused before anything is written or sent ---------------------------------------------------
 
 
