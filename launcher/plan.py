@@ -216,6 +216,10 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
         env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
     if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
         env.setdefault("JAX_PLATFORMS", "cpu")
+    if cfg.launcher.topology is Topology.skrl_jax and facts.env.get("WORLD_SIZE", "1") != "1":
+        # a PyTorchJob pod sets WORLD_SIZE (launcher=k8s_jax): skrl's torch side reads it at import
+        # and would start an NCCL process group in every JAX rank
+        env["WORLD_SIZE"] = "1"
     return env
 
 

@@ -26,6 +26,7 @@ LATER_STAGES = (
     "launcher.run",
     "launcher.sweep",
     "launcher.slurm",
+    "launcher.k8s",
     "launcher.record",
     "launcher.session",
     "launcher.cli",
@@ -83,6 +84,10 @@ def test_imports_point_one_way(module):
     if within(module, ("launcher.config", "launcher.checks", "launcher.rendezvous", "launcher.plan")):
         bad = {m for m in own if within(m, LATER_STAGES)}
         assert not bad, f"config and the pure stages never import later stages: {sorted(bad)}"
+    for backend, other in (("launcher.slurm", "launcher.k8s"), ("launcher.k8s", "launcher.slurm")):
+        if within(module, (backend,)):  # a back end runs the launcher again in its jobs: never run/ itself
+            bad = {m for m in own if within(m, ("launcher.run", other, "launcher.session", "launcher.cli"))}
+            assert not bad, f"a back end imports neither run/, another back end, session nor cli: {sorted(bad)}"
     if within(module, ("launcher.run",)):
         allowed = LEAVES | {"launcher", "launcher.plan"}
         if module == "launcher.run.watchdog":  # closes the run record of a SIGKILLed launcher
