@@ -61,6 +61,7 @@ class _Peer:
     last_seen: float
     node: int | None = None  # known from its hello (node 0's side); 0 on the other nodes' side
     buffer: bytes = b""
+    welcomed: bool = False  # (the other nodes' side) node 0 answered the hello
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,12 @@ class NodeLiveness:
             time=lost.time,
             source=SOURCE,
         )
+
+    def watched(self) -> list[int]:
+        """The nodes this one watches now: node 0, those that said hello; the others, node 0 once it
+        answered."""
+        peers = list(self._peers.values())
+        return sorted(peer.node for peer in peers if peer.node is not None and (self.hub or peer.welcomed))
 
     # -- start and close ------------------------------------------------------------------------
     def start(self) -> None:
@@ -273,6 +280,8 @@ class NodeLiveness:
         elif self.hub:
             if what == "hello" and peer.node is None:
                 self._hello(peer, words[1:])
+        elif what == "welcome":
+            peer.welcomed = True
         elif what == "refused":
             self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
             self._drop(peer)
