@@ -289,6 +289,26 @@ def test_node_0_ending_normally_ends_the_watch_and_a_wrong_node_is_refused():
         )
 
 
+@pytest.mark.timeout(60)
+def test_the_next_launch_of_a_node_waits_for_node_0s_next_launch():
+    """A -m sweep across nodes: node 1's next job starts while node 0's job is still ending. Node 0's
+    ending launch answers ``later`` (node 1 ended there), and node 1 joins node 0's next launch."""
+    port = free_port()
+    hub = channel(0, 2, port)
+    with Node(1, 2, port) as first:
+        assert hub.watched() == [1]
+        first.end()
+    upcoming = channel(1, 2, port)
+    time.sleep(1)
+    assert (upcoming.watched(), hub.watched(), upcoming.err.getvalue()) == ([], [], "")
+    hub.close()
+    hub = channel(0, 2, port)
+    joined(upcoming)
+    assert hub.watched() == [1] and lost_within(upcoming, 0) is None and lost_within(hub, 0) is None
+    upcoming.close()
+    hub.close()
+
+
 def test_node_0_not_reachable_is_said_once_and_the_port_taken_at_start_is_the_preflight_message(monkeypatch):
     port = free_port()
     monkeypatch.setattr(liveness, "UNREACHABLE_NOTICE_S", 0.3)
@@ -394,3 +414,12 @@ def test_node_0_refuses_a_taken_node_port_before_anything_starts(tmp_path):
         given.stderr
         == f"train_multigpu: error: launcher.node_port={port}: port {port} is already in use on this host ({HINT})\n"
     )
+
+
+def test_help_names_the_keys():
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, env=launcher_env(), timeout=60
+    )
+    assert result.returncode == 0
+    assert "launcher.node_timeout (a node whose launcher is silent" in result.stdout
+    assert "launcher.node_port" in result.stdout

@@ -22,8 +22,12 @@ A node's launch that ends for any reason says ``bye`` when it closes; one told i
 0 while alive ends too. A node that cannot reach node 0's port keeps trying (node 0 may start
 later) and says once that it is not watched yet.
 
-The wire: lines of ASCII words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0), ``welcome`` or
-``refused <why>`` (from node 0), ``beat``, ``bye``, ``lost <node> <text>`` (from node 0).
+The wire: lines of ASCII words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0); from node 0
+``welcome``, ``refused <why>`` (a second node with the same node_rank, another nnodes: not watched)
+or ``later`` (that node's launch already ended here: node 0 is still ending this launch while the
+other node started its next, a ``-m`` sweep's next job: it tries again); ``beat``, ``bye``;
+``lost <node> <text>`` (from node 0). A node joins when node 0 answered ``welcome``; a connection
+lost before that is tried again, not a lost node.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..addresses import Endpoint
 from ..errors import UserError
 from ..names import PROG
 from ..plan import NodeWatch
@@ -95,6 +100,8 @@ class NodeLiveness:
         self._selector = selectors.DefaultSelector()
         self._peers: dict[socket.socket, _Peer] = {}
         self._done = False  # (not node 0) node 0 said goodbye or refused this node: stop trying
+        self._ended: set[int] = set()  # (node 0) the nodes that said goodbye
+        self._next_connect = 0.0  # (not node 0) when to try to reach node 0 again
         # close() wakes the thread through this pair (its select returns at once)
         self._wake_r, self._wake_w = socket.socketpair()
         self._selector.register(self._wake_r, selectors.EVENT_READ)
@@ -120,7 +127,7 @@ class NodeLiveness:
         """The nodes this one watches now: node 0, those that said hello; the others, node 0 once it
         answered."""
         peers = list(self._peers.values())
-        return sorted(peer.node for peer in peers if peer.node is not None and (self.hub or peer.welcomed))
+        return sorted(peer.node for peer in peers if self._watches(peer))  # type: ignore[misc]
 
     # -- start and close ------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,28 +184,29 @@ class NodeLiveness:
             self._goodbye()
 
     def _loop(self) -> None:
-        next_beat = next_connect = time.monotonic()
+        next_beat = time.monotonic()
         unreachable_since: float | None = None
         said_unreachable = False
         while not self._stop.is_set():
             now = time.monotonic()
-            if not self.hub and not self._peers and not self._done and now >= next_connect:
+            if not self.hub and not self._peers and not self._done and now >= self._next_connect:
                 error = self._connect()
                 if error is None:
                     unreachable_since = None
                 else:
-                    next_connect = now + RETRY_S
+                    self._next_connect = now + RETRY_S
                     unreachable_since = now if unreachable_since is None else unreachable_since
                     if not said_unreachable and now - unreachable_since >= UNREACHABLE_NOTICE_S:
                         said_unreachable = True
+                        where = Endpoint(self.watch.host, self.watch.port)
                         self._notice(
-                            f"node 0's launcher is not reachable at {self._hub_text()} yet ({error}): this node is "
-                            "not watched until it is; launcher.node_port must be open between the nodes"
+                            f"node 0's launcher is not reachable at {where} yet ({error}): this node is not watched "
+                            "until it is; launcher.node_port must be open between the nodes"
                         )
             now = time.monotonic()
             timeout = max(0.0, next_beat - now)
             if not self.hub and not self._peers and not self._done:
-                timeout = min(timeout, max(0.0, next_connect - now))
+                timeout = min(timeout, max(0.0, self._next_connect - now))
             for key, _ in self._selector.select(timeout):
                 if key.fileobj is self._wake_r:
                     continue
@@ -215,16 +223,12 @@ class NodeLiveness:
             for peer in list(self._peers.values()):
                 if now - peer.last_seen > self.watch.timeout:
                     self._drop(peer)
-                    if peer.node is not None:  # (one that never said hello is not a node)
+                    if self._watches(peer):
                         self._declare(
                             peer.node,
                             f"its launcher sent no beat for {self.watch.timeout:g} s (launcher.node_timeout)",
                             peer.address,
                         )
-
-    def _hub_text(self) -> str:
-        host = self.watch.host
-        return f"[{host}]:{self.watch.port}" if ":" in host else f"{host}:{self.watch.port}"
 
     def _connect(self) -> str | None:
         """One attempt to reach node 0's launcher (not node 0): None when connected, else why not."""
@@ -276,12 +280,17 @@ class NodeLiveness:
             return
         if what == "bye":  # that node's launch ended: no longer watched (node 0's: nobody is)
             self._drop(peer)
-            self._done = not self.hub
+            if self.hub and peer.node is not None:
+                self._ended.add(peer.node)
+            # (a node 0 that ends before it answered this node's hello: a launch this one is not part of)
+            self._done = not self.hub and peer.welcomed
         elif self.hub:
             if what == "hello" and peer.node is None:
                 self._hello(peer, words[1:])
         elif what == "welcome":
             peer.welcomed = True
+        elif what == "later":  # a launch of node 0's that this node's launch is not part of: try again
+            self._drop(peer)
         elif what == "refused":
             self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
             self._drop(peer)
@@ -300,6 +309,12 @@ class NodeLiveness:
             why = f"launcher.node_rank={words[1]}: node 0 expects 1..{nnodes - 1}"
         elif any(other.node == int(words[1]) for other in self._peers.values()):
             why = f"node {words[1]} is connected already: give every node its own launcher.node_rank"
+        elif int(words[1]) in self._ended:
+            # that node's launch ended here already: this is its next one (a -m sweep's next job)
+            # while this launch of node 0's is still ending; it joins node 0's next launch
+            self._send(peer, b"later\n")
+            self._drop(peer)
+            return
         if why is not None:
             self._send(peer, f"refused {why}\n".encode())
             self._drop(peer)
@@ -307,9 +322,14 @@ class NodeLiveness:
         peer.node = int(words[1])
         self._send(peer, b"welcome\n")
 
+    def _watches(self, peer: _Peer) -> bool:
+        """Whether ``peer`` is a node watched: on node 0, one that said hello; on the others, node 0
+        once it answered (until then this node only tries to join: a connection lost then is retried)."""
+        return peer.node is not None and (self.hub or peer.welcomed)
+
     def _closed(self, peer: _Peer) -> None:
         self._drop(peer)
-        if peer.node is not None:
+        if self._watches(peer):
             self._declare(
                 peer.node,
                 "its launcher closed its connection without a goodbye (killed, or its machine went down)",
@@ -339,6 +359,7 @@ class NodeLiveness:
     def _drop(self, peer: _Peer) -> None:
         if self._peers.pop(peer.sock, None) is None:
             return
+        self._next_connect = time.monotonic() + RETRY_S
         try:
             self._selector.unregister(peer.sock)
         except (KeyError, ValueError):
@@ -354,6 +375,9 @@ class NodeLiveness:
             self._listener.close()
             self._listener = None
         for peer in list(self._peers.values()):
+            if not self._watches(peer):
+                self._drop(peer)
+                continue
             try:
                 peer.sock.send(b"bye\n")
                 peer.sock.shutdown(socket.SHUT_WR)

@@ -37,6 +37,11 @@ Sweeps
     starts no more; a second Ctrl+C kills at once. ``sweep.fail_fast`` stops a parallel sweep's
     other jobs with :meth:`Supervisor.halt`: their outcome says so instead of reporting a failure.
 
+Nodes
+    In a multi-node launch this node's launcher keeps a liveness beat with the others' (run/liveness.py,
+    a monitor like the failure detector): another node lost ends the launch here too, as a failure
+    (SIGTERM to torchrun or the JAX ranks), with exit code 125 and reason ``node lost``.
+
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
     the end every descendant, and every process carrying the launch's marker, is killed. A watchdog
