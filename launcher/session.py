@@ -32,6 +32,7 @@ from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
 from .names import PROG
 from .run import supervise
+from .run.liveness import EXIT_NODE_LOST
 from .run.signals import Interrupts
 from .slurm import launch as slurm_launch
 from .sweep import lanes, parallel
@@ -255,8 +256,8 @@ class Session:
         record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
-        elif outcome.exit_code != 0:
-            _rendezvous_hint(cfg, settled, logs)
+        elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST:
+            _rendezvous_hint(cfg, settled, logs)  # (a lost node is no rendezvous failure)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code
 

@@ -103,6 +103,13 @@ class LauncherConfig:
     coordinator_address: str | None = None
     # seconds between the first forwarded signal and SIGKILL of everything left
     grace_period: float = 30.0
+    # Across nodes (docs/multinode.md#nodes-watch-each-other): every node's launcher beats to node 0's
+    # and back; a node silent this long (or gone without a goodbye) ends the launch on every node
+    # (exit 125, "node lost"). null or 0: off. Fixed nnodes only (elastic MIN:MAX lets nodes leave).
+    node_timeout: float | None = 30.0
+    # the port node 0's launcher listens on for the others' beats. null: the rendezvous port + 1
+    # (c10d endpoint, static master_port, JAX coordinator)
+    node_port: int | None = None
     # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
     # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
     # (see launcher/slurm/launch.py, docs/slurm.md).
