@@ -285,7 +285,8 @@ class Session:
 
         return submit.run(
             cfg,
-            HydraConfig.get().overrides.task,
+            # as typed: an ${oc.env:...} reference stays one (read naively, Hydra's list resolves it)
+            OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False),
             self.hydra_flags,
             self.script_args,
             _run_dir,

@@ -217,6 +217,21 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
         assert_nowhere(each, tmp_path, sentinel)
 
 
+def test_slurm_submit_keeps_a_typed_env_reference_unresolved(run_cli, tmp_path, sentinel, fake_sbatch):
+    """``+worker_env.X=${oc.env:X}`` typed by the user stays a reference in the batch script: the value
+    is read on the node, never written (Hydra's override list resolves it when read naively)."""
+    env = {**fake_sbatch, "HF_TOKEN": sentinel}
+    typed = "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}"
+    result = run_cli("submit=slurm", typed, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (script,) = (tmp_path / "runs").rglob("job.sbatch")
+    assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
+    dry = run_cli("submit=slurm", typed, "dry_run=true", env=env)
+    assert dry.returncode == 0 and "${oc.env:HF_TOKEN}" in dry.stdout, dry.stderr
+    for each in (result, dry):
+        assert_nowhere(each, tmp_path, sentinel)
+
+
 def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch):
     first, second = sentinel + "a", sentinel + "b"
     result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
