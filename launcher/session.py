@@ -29,8 +29,10 @@ from .addresses import Endpoint
 from .config import compose, profiles, schema
 from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
+from .k8s import launch as k8s_launch
 from .names import PROG
 from .run import supervise
+from .run.liveness import EXIT_NODE_LOST
 from .run.signals import Interrupts
 from .slurm import launch as slurm_launch
 from .sweep import lanes, parallel
@@ -185,9 +187,18 @@ class Session:
         cfg.script_args += self.script_args
         if cfg.submit is schema.Submit.slurm:
             return self._submit_slurm(cfg)
+        if cfg.submit is schema.Submit.k8s:
+            return self._submit_k8s(cfg)
         facts = probe.gather()
         # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
         cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
+        # launcher=k8s: the same from the Kubeflow operator's variables in this pod
+        cfg, facts, pod = k8s_launch.from_environment(cfg, facts)
+        if pod is not None and pod.nnodes > 1 and not cfg.dry_run and not self.checking:
+            from .k8s import startup
+
+            wait = float(cfg.launcher.join_timeout or startup.DEFAULT_WAIT_S)
+            startup.wait_for_node0(pod.master_addr, wait, probe.resolve, probe.ResolveError)
         job = lanes.job_info()
         slot = None
         if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
@@ -208,6 +219,8 @@ class Session:
                 self.run_dir = str(_run_dir(cfg, create=False))
             if allocation is not None:
                 print(slurm_launch.describe(allocation))
+            if pod is not None:
+                print(k8s_launch.describe(pod))
             # the argv a real launch starts: every rank's script behind the worker wrapper
             plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
             print(
@@ -243,8 +256,8 @@ class Session:
         record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
-        elif outcome.exit_code != 0:
-            _rendezvous_hint(cfg, settled, logs)
+        elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST:
+            _rendezvous_hint(cfg, settled, logs)  # (a lost node is no rendezvous failure)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code
 
@@ -272,7 +285,8 @@ class Session:
 
         return submit.run(
             cfg,
-            HydraConfig.get().overrides.task,
+            # as typed: an ${oc.env:...} reference stays one (read naively, Hydra's list resolves it)
+            OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False),
             self.hydra_flags,
             self.script_args,
             _run_dir,
@@ -284,6 +298,32 @@ class Session:
             check_only=self.checking,
         )
 
+    def _submit_k8s(self, cfg: schema.TrainConfig) -> int:
+        """submit=k8s renders from this composition (``cfg``, already composed and typed here) and
+        the overrides as typed: nothing is composed a second time (launcher/k8s/submit.py)."""
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        from .k8s import submit
+
+        job = lanes.job_info()
+        # as typed: an interpolation (${oc.env:HF_TOKEN}) stays one, to be resolved in the pod
+        typed = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+        return submit.run(
+            cfg,
+            submit.Composition(
+                overrides=tuple(typed),
+                hydra_flags=tuple(self.hydra_flags),
+                script_args=tuple(self.script_args),
+                sweep_job=None if job is None else job.num,
+            ),
+            _run_dir,
+            self.submissions,
+            lambda: OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+            vault=self.vault,
+            check_only=self.checking,
+        )
+
     # -- after the last job --------------------------------------------------------------------
     def finish(self) -> int:
         """Run a parallel sweep's queued jobs, print the summaries; the invocation's exit code."""
@@ -292,8 +332,13 @@ class Session:
                 self.queued, self.results, bool(self.fail_fast), self.interrupts, self.note
             )
         if self.submissions and (len(self.submissions) > 1 or self.results):
-            from .slurm.submit import summary  # a SLURM sweep: its table says what was submitted
+            from .k8s import submit as k8s_submit
+            from .slurm import submit as slurm_submit
 
+            # a SLURM or Kubernetes sweep: its table says what was submitted
+            summary = (
+                k8s_submit.summary if isinstance(self.submissions[0], k8s_submit.Submission) else slurm_submit.summary
+            )
             print(summary(self.submissions), flush=True)
         elif self.results:
             print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)

@@ -26,6 +26,7 @@ LATER_STAGES = (
     "launcher.run",
     "launcher.sweep",
     "launcher.slurm",
+    "launcher.k8s",
     "launcher.record",
     "launcher.session",
     "launcher.runs",
@@ -95,6 +96,10 @@ def test_imports_point_one_way(module):
         assert not bad, f"runs/ reads records with the leaves and record's names: {sorted(bad)}"
         third_party = {m.split(".")[0] for m in imports(MODULES[module])} - set(sys.stdlib_module_names)
         assert third_party <= {"launcher", "__future__"}, f"listing imports no third-party module: {third_party}"
+    for backend, other in (("launcher.slurm", "launcher.k8s"), ("launcher.k8s", "launcher.slurm")):
+        if within(module, (backend,)):  # a back end runs the launcher again in its jobs: never run/ itself
+            bad = {m for m in own if within(m, ("launcher.run", other, "launcher.session", "launcher.cli"))}
+            assert not bad, f"a back end imports neither run/, another back end, session nor cli: {sorted(bad)}"
     if within(module, ("launcher.run",)):
         allowed = LEAVES | {"launcher", "launcher.plan"}
         if module == "launcher.run.watchdog":  # closes the run record of a SIGKILLed launcher

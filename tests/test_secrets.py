@@ -217,6 +217,21 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
         assert_nowhere(each, tmp_path, sentinel)
 
 
+def test_slurm_submit_keeps_a_typed_env_reference_unresolved(run_cli, tmp_path, sentinel, fake_sbatch):
+    """``+worker_env.X=${oc.env:X}`` typed by the user stays a reference in the batch script: the value
+    is read on the node, never written (Hydra's override list resolves it when read naively)."""
+    env = {**fake_sbatch, "HF_TOKEN": sentinel}
+    typed = "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}"
+    result = run_cli("submit=slurm", typed, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (script,) = (tmp_path / "runs").rglob("job.sbatch")
+    assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
+    dry = run_cli("submit=slurm", typed, "dry_run=true", env=env)
+    assert dry.returncode == 0 and "${oc.env:HF_TOKEN}" in dry.stdout, dry.stderr
+    for each in (result, dry):
+        assert_nowhere(each, tmp_path, sentinel)
+
+
 def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch):
     first, second = sentinel + "a", sentinel + "b"
     result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
@@ -263,6 +278,48 @@ def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sba
     assert ok.returncode == 0, ok.stderr
     assert_nowhere(result, tmp_path, sentinel)
     assert_nowhere(ok, tmp_path, sentinel)
+
+
+# -- Kubernetes submission (submit=k8s) ---------------------------------------------------------
+
+# kubectl is stood in for (no cluster exists here); it keeps a copy of what it was given to create.
+FAKE_KUBECTL = """#!/bin/sh
+case "$1" in
+config) echo fake-context ;;
+create) cp "$3" "$(dirname "$3")/kubectl_got.yaml"; echo "trainjob.trainer.kubeflow.org/x" ;;
+esac
+"""
+
+
+def test_k8s_submit(run_cli, tmp_path, sentinel, fake_sbatch):
+    """A value typed here is refused (a manifest would carry it); a Secret reference travels instead,
+    and the submitting machine's own value of the variable is written nowhere."""
+    (Path(fake_sbatch["PATH"].split(os.pathsep)[0]) / "kubectl").write_text(FAKE_KUBECTL)
+    (Path(fake_sbatch["PATH"].split(os.pathsep)[0]) / "kubectl").chmod(0o755)
+    k8s = ("submit=k8s", "k8s.image=img:1")
+    refused = run_cli(*k8s, f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
+    assert one_error_line(refused).startswith(
+        "train_multigpu: error: worker_env.HF_TOKEN=***: a secret value cannot travel in a Kubernetes manifest"
+    )
+    assert not (tmp_path / "runs").exists()
+    env = {**fake_sbatch, "HF_TOKEN": sentinel}
+    made = run_cli(
+        "-m", "seed=1,2", *k8s, "k8s.secret_env=[HF_TOKEN:hf/token]", "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}", env=env
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    manifests = sorted((tmp_path / "runs").rglob("kubectl_got.yaml"))
+    assert len(manifests) == 2
+    for path in manifests:
+        text = path.read_text()
+        assert "secretKeyRef:\n          name: hf\n          key: token" in text
+        # the reference, resolved in the pod from the Secret (a sweep's point writes it escaped: $\\{oc.env\\:...\\})
+        assert "+worker_env.HF_TOKEN=$\\{oc.env\\:HF_TOKEN\\}" in text
+    dry = run_cli(
+        *k8s, "k8s.secret_env=[HF_TOKEN:hf/token]", "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}", "dry_run=true", env=env
+    )
+    assert dry.returncode == 0 and "- +worker_env.HF_TOKEN=${oc.env:HF_TOKEN}\n" in dry.stdout, dry.stderr
+    for each in (refused, made, dry):
+        assert_nowhere(each, tmp_path, sentinel)
 
 
 # -- save_profile -----------------------------------------------------------------------------
