@@ -67,6 +67,8 @@ class Session:
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
+    composition: dict | None = None  # record.composition: what was typed (<run_dir>/composition.json)
+    trainer_dir: str | None = None  # runs resume: the run directory the training script continues in
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -219,7 +221,12 @@ class Session:
         self.run_dir = str(run_dir)
         logs = run_dir / "logs"
         plan = supervise.prepare(
-            lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir), order=self.order), slot),
+            lanes.bind(
+                plan_mod.build(
+                    cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir, self.trainer_dir), order=self.order
+                ),
+                slot,
+            ),
             logs,
         )
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
@@ -228,10 +235,10 @@ class Session:
             print(
                 f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True
             )
-            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot))
+            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot, self._composed(job)))
             return 0
         logs.mkdir(exist_ok=True)
-        started = record.write_start(run_dir, config_yaml, plan)
+        started = record.write_start(run_dir, config_yaml, plan, self._composed(job))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
         try:
@@ -247,6 +254,14 @@ class Session:
             _rendezvous_hint(cfg, settled, logs)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code
+
+    def _composed(self, job: lanes.JobInfo | None) -> dict | None:
+        """This launch's composition.json: a sweep job's is the single run of its point (Hydra's
+        overrides of the job, its swept values chosen), so ``runs rerun`` of a job reruns that job."""
+        if self.composition is None or job is None:
+            return self.composition
+        own = [o for o in job.overrides if not o.startswith("hydra.")]
+        return {**self.composition, "overrides": [record.mask_placeholders(o) for o in own]}
 
     def _save_profile(self, dict_cfg, target: str) -> int:
         from hydra.core.hydra_config import HydraConfig
@@ -346,12 +361,13 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") ->
         ) from None
 
 
-def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
+def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path, trainer_dir: str | None = None) -> str:
     """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
-    of a SLURM job train, checkpoint and resume there); else the launch's own record directory."""
+    of a SLURM job train, checkpoint and resume there); ``runs resume``: the resumed run's (``trainer_dir``);
+    else the launch's own record directory."""
     if cfg.run_dir is not None and not _multirun():
         return str(Path(cfg.run_dir).resolve())
-    return str(record_dir)
+    return trainer_dir or str(record_dir)
 
 
 def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: dict[str, list[str]]) -> list[str]:
