@@ -50,6 +50,11 @@ def _run_once(session: Session, overrides: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["runs"]:  # the run records read back (launcher/runs/): a subcommand, no Hydra
+        from .runs import cli as runs_cli
+
+        return runs_cli.main(argv[1:])
     try:
         return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import time
 from datetime import datetime
 from pathlib import Path
@@ -114,8 +115,22 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: d
     script.chmod(0o755)
     write_json(run_dir / "env.json", secrets.mask_env(plan.env))
     started = time.time()
-    write_json(run_dir / STATUS, {"started": _iso(started), "pid": os.getpid(), "exit_code": None})
+    pid = os.getpid()
+    # pid + its start time (+ host): a reader tells a live launcher from a dead one whose pid was reused
+    opened = {"started": _iso(started), "pid": pid, "pid_start": process_start(pid), "host": socket.gethostname()}
+    write_json(run_dir / STATUS, {**opened, "exit_code": None})
     return started
+
+
+def process_start(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), None when
+    there is no such process (or no /proc). launcher/runs/read.py compares it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read().decode(errors="replace")
+        return int(data[data.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", failure: dict | None = None) -> None:

@@ -1,0 +1,148 @@
+"""``runs logs ID [--rank R|all] [--follow]``: a run's per-rank logs (``<record>/logs/rank<R>.log``).
+
+One rank: its file as it is, bytes unchanged. ``all``: every rank's lines prefixed ``[node:rank]``,
+rank after rank for what is already written, then as they come. ``--follow`` keeps reading until
+the launch's record gets its end (status.json's exit code) or its launcher is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from ..errors import UserError
+from . import read
+
+RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+POLL_S = 0.1
+
+
+def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
+    """global rank → (node rank, log file), over every node of the launch (a multi-node launch's
+    other node directories under the root, a SLURM job's node<R>/ records)."""
+    dirs = [Path(d) for d in info.record_dirs] or [Path(info.run_dir)]
+    if info.group_kind == "nodes":
+        dirs = [Path(e.path) for e in read.scan(root) if e.group == info.group]
+    found: dict[int, tuple[int, Path]] = {}
+    for position, directory in enumerate(dirs):
+        node = _node_of(directory, position)
+        try:
+            names = [p.name for p in (directory / "logs").iterdir()]
+        except OSError:
+            continue
+        for name in names:
+            match = RANK_LOG.match(name)
+            if match:
+                found.setdefault(int(match.group(1)), (node, directory / "logs" / name))
+    return dict(sorted(found.items()))
+
+
+def _node_of(directory: Path, position: int) -> int:
+    match = re.search(r"node(\d+)(-\d+)?$", directory.name)
+    if match:
+        return int(match.group(1))
+    node_rank = read.config_values(_text(directory / "config.yaml"), {"launcher.node_rank"}).get("launcher.node_rank")
+    return int(node_rank) if node_rank and node_rank.isdigit() else position
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def ended(info: read.RunInfo) -> bool:
+    """The launch has ended: every node's record has its end, or its launcher is gone."""
+    for directory in info.record_dirs or [info.run_dir]:
+        status = read._read_json(Path(directory) / read.STATUS, [])
+        if status is None:
+            return False
+        if status.get("exit_code") is None and read.launcher_alive(status) is not False:
+            return False
+    return True
+
+
+class _Follower:
+    """Reads what the chosen ranks' files gain; prefixes whole lines with [node:rank] when asked."""
+
+    def __init__(self, out: IO[bytes], prefix: bool) -> None:
+        self.out, self.prefix = out, prefix
+        self.handles: dict[int, IO[bytes]] = {}
+        self.partial: dict[int, bytes] = {}
+        self.tags: dict[int, bytes] = {}
+
+    def add(self, rank: int, node: int, path: Path) -> None:
+        if rank in self.handles:
+            return
+        try:
+            self.handles[rank] = open(path, "rb")
+        except OSError:
+            return
+        self.tags[rank] = f"[{node}:{rank}] ".encode()
+
+    def copy(self, final: bool = False) -> bool:
+        copied = False
+        for rank, handle in sorted(self.handles.items()):
+            data = handle.read()
+            if not data and not (final and self.partial.get(rank)):
+                continue
+            copied = True
+            if not self.prefix:
+                self.out.write(data)
+                continue
+            data = self.partial.pop(rank, b"") + data
+            *lines, rest = data.split(b"\n")
+            if final and rest:
+                lines, rest = [*lines, rest], b""
+            self.partial[rank] = rest
+            self.out.write(b"".join(self.tags[rank] + line + b"\n" for line in lines))
+        if copied:
+            self.out.flush()
+        return copied
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.close()
+
+
+def logs(args: argparse.Namespace) -> int:
+    path = read.resolve(args.root, args.id)
+    info = next((read.read_entry(e) for e in read.scan(args.root) if e.path == path), None) or read.read(path)
+    every = str(args.rank).lower() == "all"
+    if not every and not str(args.rank).isdigit():
+        raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
+    files = log_files(info, args.root)
+    if not every and int(args.rank) not in files and not (args.follow and not ended(info)):
+        ranks = ", ".join(map(str, files)) or "none"
+        raise UserError("--rank", args.rank, f"no log of that rank in {info.run_dir}; ranks with a log: {ranks}")
+    if every and not files and not (args.follow and not ended(info)):
+        raise UserError("id", args.id, f"no rank logs in {info.run_dir}/logs")
+    out = sys.stdout.buffer
+    follower = _Follower(out, prefix=every)
+
+    def discover() -> None:
+        for rank, (node, file) in log_files(info, args.root).items():
+            if every or rank == int(args.rank):
+                follower.add(rank, node, file)
+
+    discover()
+    try:
+        follower.copy(final=not args.follow)
+        if args.follow:
+            rounds = 0
+            while not ended(info):
+                if not follower.copy():
+                    time.sleep(POLL_S)
+                rounds += 1
+                if rounds % 10 == 0:
+                    discover()
+            discover()
+            follower.copy(final=True)
+    finally:
+        follower.close()
+    return 0

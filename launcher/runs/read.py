@@ -1,0 +1,516 @@
+"""Run directories read back: one directory → one :class:`RunInfo`, a run root → every run.
+
+No Hydra, no YAML parser, and cheap: a listing reads ``status.json``, a few lines of
+``config.yaml`` (OmegaConf writes a plain block layout), the tail of ``metrics.csv`` and, for
+a launch that never wrote its end, ``/proc/<pid>/stat``. Whatever cannot be read is ``None`` (shown
+as ``?``) and named in ``RunInfo.problems``; nothing here raises on a bad directory.
+
+Layout under the run root (docs/runs.md)::
+
+    <root>/<stamp>[_<run_name>]/                 a launch (record.create_run_dir)
+    <root>/<stamp>[_<run_name>]_node<R>/         one node of a multi-node launch on this host
+    <root>/multirun/<stamp>/<job number>/        the jobs of a -m sweep (Hydra's sweep dir)
+    <dir with submit.json>[/restart<N>][/node<R>]/   a submit=slurm job, its restarts and nodes
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import UserError
+from ..record import KILLED_REASON, STATUS, process_start
+
+SUBMIT = "submit.json"  # slurm/submit.py writes it
+MULTIRUN = "multirun"
+RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
+STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
+NODE_SUFFIX = re.compile(r"^(.+)_node(\d+)(-\d+)?$")
+NODE_DIR = re.compile(r"^node(\d+)$")
+RESTART_DIR = re.compile(r"^restart(\d+)$")
+LAST = "last"
+
+# statuses (docs/runs.md); "?" when the record does not say
+RUNNING, SUCCESS, FAILED, HANG, INTERRUPTED, LOST, QUEUED, SUBMITTED, UNKNOWN = (
+    "running",
+    "success",
+    "failed",
+    "hang",
+    "interrupted",
+    "lost",
+    "queued",
+    "submitted",
+    "?",
+)
+
+
+@dataclass
+class RunInfo:
+    """What a run directory says about its launch. Field names are the ``--json`` output's (stable,
+    documented in docs/runs.md); ``None`` means the record does not say."""
+
+    id: str  # the directory's path relative to the run root
+    run_dir: str
+    status: str = UNKNOWN
+    exit_code: int | None = None
+    reason: str | None = None
+    started: str | None = None  # ISO 8601 with the UTC offset, as status.json has it
+    ended: str | None = None
+    duration_s: float | None = None
+    topology: str | None = None
+    nnodes: str | None = None
+    nproc_per_node: str | None = None
+    node_rank: int | None = None
+    task: str | None = None
+    run_name: str | None = None
+    rl_library: str | None = None
+    last_return: float | None = None  # the trainer's last mean_return (metrics.csv)
+    failure: dict | None = None  # {rank, node, exit_code, signal, class, hint, exception, log}
+    group: str | None = None  # the sweep's or the multi-node launch's id
+    group_kind: str | None = None  # "sweep" | "nodes"
+    job: int | None = None  # a sweep job's number
+    pid: int | None = None
+    host: str | None = None
+    slurm: dict | None = None  # {job_id, state, log}
+    record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
+    problems: list[str] = field(default_factory=list)  # what could not be read
+    start_time: float | None = field(default=None, repr=False)  # epoch seconds, for sorting
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data.pop("start_time")
+        return data
+
+
+# -- small readers ------------------------------------------------------------------------------
+def _read_json(path: Path, problems: list[str]) -> dict | None:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        problems.append(f"{path.name}: {err.strerror or err}")
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        problems.append(f"{path.name}: not valid JSON (half written or edited)")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path.name}: not a JSON object")
+        return None
+    return data
+
+
+def _scalar(text: str) -> str | None:
+    """A YAML scalar as OmegaConf writes it: plain, 'single' or "double" quoted; null → None."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            return str(json.loads(text))
+        except ValueError:
+            return text[1:-1]
+    if text in ("null", "~", ""):
+        return None
+    return text.split(" #")[0].strip()
+
+
+_WANTED = {
+    "task",
+    "run_name",
+    "launcher.topology",
+    "launcher.nnodes",
+    "launcher.nproc_per_node",
+    "launcher.node_rank",
+    "rl_library.name",
+    "rl_library.ml_framework",
+}
+
+
+def config_values(text: str, wanted: set[str] = _WANTED) -> dict[str, str | None]:
+    """The wanted top-level and second-level keys of a block-style YAML file, without a YAML parser.
+
+    >>> config_values("launcher:\\n  topology: single_node\\n  nnodes: '1'\\ntask: Pendulum-v1\\n")
+    {'launcher.topology': 'single_node', 'launcher.nnodes': '1', 'task': 'Pendulum-v1'}
+    """
+    found: dict[str, str | None] = {}
+    section = ""
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, sep, value = line.strip().partition(":")
+        if not sep or (value and not value.startswith(" ")):
+            continue
+        if indent == 0:
+            section = key if not value.strip() else ""
+            name = key
+        elif indent == 2 and section:
+            name = f"{section}.{key}"
+        else:
+            continue
+        if name in wanted and value.strip():
+            found[name] = _scalar(value)
+    return found
+
+
+def last_return(path: Path) -> float | None:
+    """The last finite ``mean_return`` of the bundled trainers' metrics.csv."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.readline().decode(errors="replace").strip().split(",")
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - 4096))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    if "mean_return" not in header:
+        return None
+    column = header.index("mean_return")
+    for line in reversed(lines[1:] if size <= 4096 else lines[1:]):
+        cells = line.split(",")
+        if len(cells) != len(header):
+            continue
+        try:
+            value = float(cells[column])
+        except ValueError:
+            continue
+        if value == value and value not in (float("inf"), float("-inf")):
+            return value
+    return None
+
+
+def _stamp_time(name: str) -> float | None:
+    match = STAMP.match(name)
+    if not match:
+        return None
+    try:
+        return datetime.strptime(match.group(0), "%Y-%m-%d_%H-%M-%S").timestamp()
+    except ValueError:
+        return None
+
+
+def _iso_time(text) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+# -- is the launcher alive? ---------------------------------------------------------------------
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+HOST = socket.gethostname()
+
+
+def launcher_alive(status: dict) -> bool | None:
+    """Is the launcher that opened this record still running? None: it ran on another host.
+
+    The pid alone is not enough (pids are reused): the process's start time must be the one the
+    launcher recorded (``pid_start``), or, in records from before ``pid_start``, not later than the
+    record's start."""
+    pid = status.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    host = status.get("host")
+    if isinstance(host, str) and host and host != HOST:
+        return None
+    ticks = process_start(pid)
+    if ticks is None:
+        return False
+    recorded = status.get("pid_start")
+    if isinstance(recorded, int) and not isinstance(recorded, bool):
+        return ticks == recorded
+    started, boot = _iso_time(status.get("started")), _boot_time()
+    if started is None or boot is None:
+        return True  # an old record: the pid is all there is
+    return boot + ticks / os.sysconf("SC_CLK_TCK") <= started + 2.0
+
+
+# -- one record ---------------------------------------------------------------------------------
+def status_of(status: dict | None, problems: list[str]) -> str:
+    """The run's status from its status.json (docs/runs.md, "Statuses")."""
+    if status is None:
+        return UNKNOWN
+    code = status.get("exit_code")
+    if code is None:
+        alive = launcher_alive(status)
+        if alive is None:
+            problems.append(f"launched on {status.get('host')}: cannot check from {HOST} whether it still runs")
+            return UNKNOWN
+        return RUNNING if alive else LOST
+    reason = str(status.get("reason") or "")
+    if reason == "success" or (not reason and code == 0):
+        return SUCCESS
+    if reason == KILLED_REASON:
+        return LOST
+    if reason == "hang":
+        return HANG
+    if reason.startswith("stopped") or reason.startswith("skipped"):
+        return INTERRUPTED
+    return SUCCESS if code == 0 else FAILED
+
+
+def _failure(data) -> dict | None:
+    if not isinstance(data, dict):
+        return None
+    keys = ("rank", "node", "local_rank", "exit_code", "signal", "class", "hint", "exception", "log")
+    return {key: data.get(key) for key in keys}
+
+
+def _ranks_from_command(path: Path) -> str | None:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"--nproc_per_node[ =](\d+)", text)
+    return match.group(1) if match else None
+
+
+def _apply_status(info: RunInfo, status: dict | None) -> None:
+    info.status = status_of(status, info.problems)
+    if status is None:
+        return
+    code = status.get("exit_code")
+    info.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    info.reason = status.get("reason") if isinstance(status.get("reason"), str) else None
+    for key in ("started", "ended"):
+        if isinstance(status.get(key), str):
+            setattr(info, key, status[key])
+    duration = status.get("duration_s")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        info.duration_s = float(duration)
+    elif info.status == RUNNING and _iso_time(info.started) is not None:
+        info.duration_s = round(datetime.now().timestamp() - _iso_time(info.started), 3)
+    info.failure = _failure(status.get("failure"))
+    pid = status.get("pid")
+    info.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+    info.host = status.get("host") if isinstance(status.get("host"), str) else None
+
+
+def _apply_config(info: RunInfo, directory: Path) -> None:
+    try:
+        text = (directory / "config.yaml").read_text(errors="replace")
+    except FileNotFoundError:
+        info.problems.append("config.yaml: missing")
+        return
+    except OSError as err:
+        info.problems.append(f"config.yaml: {err.strerror or err}")
+        return
+    values = config_values(text)
+    info.topology = values.get("launcher.topology")
+    info.nnodes = values.get("launcher.nnodes")
+    info.nproc_per_node = values.get("launcher.nproc_per_node")
+    node_rank = values.get("launcher.node_rank")
+    info.node_rank = int(node_rank) if node_rank is not None and node_rank.isdigit() else None
+    info.task = values.get("task")
+    info.run_name = values.get("run_name")
+    info.rl_library = values.get("rl_library.name")
+    if info.topology is None:
+        info.problems.append("config.yaml: no launcher.topology")
+
+
+def read(run_dir: Path, id_: str | None = None) -> RunInfo:
+    """Everything the record in ``run_dir`` says (never raises)."""
+    run_dir = Path(os.path.abspath(run_dir))
+    info = RunInfo(id=id_ or run_dir.name, run_dir=str(run_dir))
+    try:
+        names = {entry.name for entry in os.scandir(run_dir)}
+    except OSError as err:
+        info.problems.append(f"{run_dir}: {err.strerror or err}")
+        return info
+    if SUBMIT in names:
+        _read_slurm(info, run_dir, names)
+    else:
+        info.record_dirs = [str(run_dir)]
+        _apply_status(info, _read_json(run_dir / STATUS, info.problems) if STATUS in names else None)
+        if STATUS not in names:
+            info.problems.append("status.json: missing (the launch never started, or the directory is not a run's)")
+        _apply_config(info, run_dir)
+    if info.nproc_per_node is not None and not info.nproc_per_node.isdigit():
+        counted = _ranks_from_command(Path(info.record_dirs[0]) / "command.sh") if info.record_dirs else None
+        info.nproc_per_node = counted or info.nproc_per_node
+    if info.task is None and "run_info.json" in names:  # the bundled trainers' resolved arguments
+        trainer = _read_json(run_dir / "run_info.json", [])
+        info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
+    if "metrics.csv" in names:
+        info.last_return = last_return(run_dir / "metrics.csv")
+    info.start_time = _iso_time(info.started) or _stamp_time(run_dir.name)
+    if info.start_time is None:
+        try:
+            info.start_time = run_dir.stat().st_mtime
+        except OSError:
+            info.start_time = 0.0
+    if info.started is None and info.start_time:
+        info.started = datetime.fromtimestamp(info.start_time).astimezone().isoformat(timespec="seconds")
+    return info
+
+
+# the order in which node records decide a multi-node SLURM job's status
+_PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
+
+
+def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
+    """A submit=slurm job: submit.json, then the record of its latest restart, each node's."""
+    submit = _read_json(run_dir / SUBMIT, info.problems) or {}
+    job_id = submit.get("job_id")
+    info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
+    base = run_dir
+    restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
+    if restarts:
+        base = run_dir / restarts[-1][1]
+    try:
+        base_names = {entry.name for entry in os.scandir(base)} if base != run_dir else names
+    except OSError:
+        base_names = set()
+    nodes = sorted((int(m.group(1)), n) for n in base_names if (m := NODE_DIR.match(n)))
+    records = [base / n for _, n in nodes] if nodes else ([base] if STATUS in base_names else [])
+    info.record_dirs = [str(path) for path in records]
+    statuses = []
+    for path in records:
+        node = RunInfo(id="", run_dir=str(path))
+        _apply_status(node, _read_json(path / STATUS, info.problems))
+        statuses.append(node)
+    _apply_config(info, run_dir)
+    if not statuses:
+        info.status = SUBMITTED
+        return
+    first = min(statuses, key=lambda node: _PRIORITY.index(node.status) if node.status in _PRIORITY else 99)
+    _apply_status(info, _read_json(Path(first.run_dir) / STATUS, []))
+    info.problems += [p for p in first.problems if p not in info.problems]
+    if info.exit_code == 0:  # a failed node's code wins over a finished one's 0
+        info.exit_code = next((n.exit_code for n in statuses if n.exit_code), 0)
+
+
+# -- the run root ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """A run directory found under the root, before it is read."""
+
+    id: str
+    path: Path
+    group: str | None = None
+    group_kind: str | None = None
+    job: int | None = None
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _looks_like_run(path: Path, name: str) -> bool:
+    if STAMP.match(name):
+        return True
+    return any((path / item).exists() for item in RECORD_FILES)
+
+
+def scan(root: Path) -> list[Entry]:
+    """Every run directory under ``root`` (not read yet). A missing root has none."""
+    root = Path(os.path.abspath(root))
+    found: list[Entry] = []
+    try:
+        top = sorted((e for e in os.scandir(root) if _is_dir(e)), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in top:
+        path = Path(entry.path)
+        if entry.name == MULTIRUN:
+            found += _scan_multirun(path)
+            continue
+        if not _looks_like_run(path, entry.name):
+            continue
+        node = NODE_SUFFIX.match(entry.name)
+        if node:
+            found.append(Entry(entry.name, path, node.group(1), "nodes"))
+        else:
+            found.append(Entry(entry.name, path))
+    return found
+
+
+def _scan_multirun(multirun: Path) -> list[Entry]:
+    found = []
+    try:
+        sweeps = sorted((e for e in os.scandir(multirun) if _is_dir(e)), key=lambda e: e.name)
+    except OSError:
+        return []
+    for sweep in sweeps:
+        group = f"{MULTIRUN}/{sweep.name}"
+        try:
+            jobs = [e for e in os.scandir(sweep.path) if _is_dir(e)]
+        except OSError:
+            continue
+        for job in sorted(jobs, key=lambda e: (not e.name.isdigit(), int(e.name) if e.name.isdigit() else 0, e.name)):
+            number = int(job.name) if job.name.isdigit() else None
+            found.append(Entry(f"{group}/{job.name}", Path(job.path), group, "sweep", number))
+    return found
+
+
+def read_entry(entry: Entry) -> RunInfo:
+    info = read(entry.path, entry.id)
+    info.group, info.group_kind, info.job = entry.group, entry.group_kind, entry.job
+    return info
+
+
+def read_all(root: Path) -> list[RunInfo]:
+    """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
+    together, in their order, where the group's newest member would be)."""
+    runs = [read_entry(entry) for entry in scan(root)]
+    newest: dict[str, float] = {}
+    for run in runs:
+        key = run.group or run.id
+        newest[key] = max(newest.get(key, 0.0), run.start_time or 0.0)
+    runs.sort(key=lambda r: (r.job if r.job is not None else 0, r.id))
+    runs.sort(key=lambda r: (newest[r.group or r.id], r.group or r.id), reverse=True)
+    return runs
+
+
+# -- ids ------------------------------------------------------------------------------------------
+def _short(id_: str) -> str:
+    return id_[len(MULTIRUN) + 1 :] if id_.startswith(MULTIRUN + "/") else id_
+
+
+def resolve(root: Path, ident: str) -> Path:
+    """The run directory ``ident`` names under ``root``: its id, a unique prefix of it (``multirun/``
+    may be left out of a sweep job's), ``last`` (the newest run), or a run directory's path."""
+    root = Path(root)
+    entries = scan(root)
+    if ident == LAST:
+        if not entries:
+            raise UserError("id", ident, f"there are no runs under {root}", "launch one, or point --root elsewhere")
+        runs = [read_entry(entry) for entry in entries]
+        return Path(max(runs, key=lambda r: (r.start_time or 0.0, r.id)).run_dir)
+    for entry in entries:
+        if ident in (entry.id, _short(entry.id)):
+            return entry.path
+    matches = [e for e in entries if e.id.startswith(ident) or _short(e.id).startswith(ident)] if ident else []
+    if len(matches) == 1:
+        return matches[0].path
+    if matches:
+        shown = ", ".join(e.id for e in matches[:3]) + (", ..." if len(matches) > 3 else "")
+        raise UserError("id", ident, f"matches {len(matches)} runs ({shown})", "give more of the id")
+    path = Path(ident)
+    if ident and path.is_dir() and any((path / item).exists() for item in RECORD_FILES):
+        return path.resolve()
+    raise UserError("id", ident, f"no run under {root} has this id or prefix", "train_multigpu runs lists them")
