@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["runs"]:  # the run records read back (launcher/runs/): a subcommand, no Hydra
         from .runs import cli as runs_cli
 
-        return runs_cli.main(argv[1:])
+        return runs_cli.main(argv[1:], launch=launch_line)  # rerun/resume launch through launch_line
     try:
         return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
@@ -77,7 +77,7 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
     (``rerun_of``/``resumed_from``) and, for a resume, ``trainer_dir`` (the run directory the
     training script continues in)."""
     again = dict(again or {})
-    trainer_dir = again.pop("trainer_dir", None)
+    resume_args = list(again.pop("resume_args", None) or [])
     try:
         save_as, overrides = profiles.split_save(line.overrides)
         # secret values typed here never reach Hydra (nor anything it writes or prints)
@@ -122,7 +122,8 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         vault=vault,
         num_gpus=line.num_gpus,
         composition=composition,
-        trainer_dir=trainer_dir,
+        trainer_dir=again.get("trainer_dir"),
+        resume_args=resume_args,
     )
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with Interrupts() as session.interrupts:

@@ -26,6 +26,8 @@ STATUS = "status.json"
 COMPOSITION = "composition.json"
 # what a composition notes besides what was typed (launcher/runs/again.py)
 RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
+# ... and a resumed run's trainer directory (where its training script continues: TRAIN_MULTIGPU_RUN_DIR)
+NOTES = (RERUN_OF, RESUMED_FROM, "trainer_dir")
 
 
 def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
@@ -84,7 +86,7 @@ def composition(overrides, line, cwd: str, notes: dict | None = None) -> dict:
         "cwd": cwd,
         "version": __version__,
     }
-    data.update({key: value for key, value in (notes or {}).items() if key in (RERUN_OF, RESUMED_FROM) and value})
+    data.update({key: value for key, value in (notes or {}).items() if key in NOTES and value})
     return data
 
 

@@ -69,6 +69,7 @@ class Session:
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
     composition: dict | None = None  # record.composition: what was typed (<run_dir>/composition.json)
     trainer_dir: str | None = None  # runs resume: the run directory the training script continues in
+    resume_args: list[str] = field(default_factory=list)  # runs resume: the script's resume flags, last
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -184,7 +185,7 @@ class Session:
         cfg = self.vault.reveal(_to_object(dict_cfg, self.presets))
         self.fail_fast = cfg.sweep.fail_fast
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
-        cfg.script_args += self.script_args
+        cfg.script_args += self.script_args + self.resume_args
         if cfg.submit is schema.Submit.slurm:
             return self._submit_slurm(cfg)
         facts = probe.gather()
@@ -211,7 +212,7 @@ class Session:
             if allocation is not None:
                 print(slurm_launch.describe(allocation))
             # the argv a real launch starts: every rank's script behind the worker wrapper
-            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
+            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self._order()), supervise.WORKER_WRAPPER)
             print(
                 plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets))
             )
@@ -223,7 +224,7 @@ class Session:
         plan = supervise.prepare(
             lanes.bind(
                 plan_mod.build(
-                    cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir, self.trainer_dir), order=self.order
+                    cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir, self.trainer_dir), order=self._order()
                 ),
                 slot,
             ),
@@ -254,6 +255,10 @@ class Session:
             _rendezvous_hint(cfg, settled, logs)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code
+
+    def _order(self) -> list[str]:
+        """The typed order (grammar.CommandLine.order); ``runs resume``'s flags come last."""
+        return [*self.order, *[plan_mod.ARG_ENTRY] * len(self.resume_args)]
 
     def _composed(self, job: lanes.JobInfo | None) -> dict | None:
         """This launch's composition.json: a sweep job's is the single run of its point (Hydra's
