@@ -317,10 +317,25 @@ class Session:
             print(summary(self.submissions), flush=True)
         elif self.results:
             print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
+            self._sweep_curves()
         if self.interrupted() is not None:
             return 128 + self.interrupted()
         failures = [code for code in self.exit_codes if code != 0]
         return failures[0] if failures else 0
+
+    def _sweep_curves(self) -> None:
+        """One PNG of the jobs' learning curves, labelled by their swept values, in the sweep's
+        directory (launcher/sweep/curves.py); matplotlib is imported only when there is one to draw."""
+        from .sweep import curves
+
+        results = sorted(self.results, key=lambda r: r.num)
+        labels = [
+            " ".join(own) or f"job {r.num}" for r, own in zip(results, lanes.swept([r.overrides for r in results]))
+        ]
+        ran = [(r.run_dir, label) for r, label in zip(results, labels) if r.exit_code is not None and r.run_dir]
+        _, note = curves.sweep_png(ran)
+        if note:
+            print(f"[{PROG}] {note}", flush=True)
 
 
 def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
