@@ -97,8 +97,17 @@ class Console:
                 f"the console shows global rank 0 (on node 0); this node's ranks log to {log_dir}"
                 " (log_all_ranks=true shows them here)"
             )
-        self.tail = logs.ConsoleTail(log_dir, self.stream, self.shown, self.plan.node_rank, self.plan.log_all_ranks)
+        self.tail = logs.ConsoleTail(
+            log_dir, self.stream, self.shown, self.plan.node_rank, self.plan.log_all_ranks, collapse=self._terminal()
+        )
         self.tail.start()
+
+    def _terminal(self) -> bool:
+        """The launcher's stdout is a terminal: progress lines are collapsed (logs.Collapse)."""
+        try:
+            return self.stream.isatty()
+        except (AttributeError, ValueError, OSError):
+            return False
 
     def stop(self) -> None:
         if self.tail is not None:
