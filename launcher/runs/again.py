@@ -182,7 +182,7 @@ def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> lis
             "resume by hand with train.py's --resume/--load_run/--checkpoint",
         )
     folder = Path(roots[-1]) / names[-1]
-    found = sorted(folder.glob(pattern), key=lambda p: (p.stat().st_mtime, p.name))
+    found = sorted(folder.glob(pattern), key=_numbered)  # model_50.pt before model_100.pt
     if not found:
         raise UserError(
             "id",
@@ -193,6 +193,11 @@ def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> lis
     if library == "rsl_rl":
         return ["--resume", "--load_run", names[-1], "--checkpoint", found[-1].name]
     return ["--checkpoint", str(found[-1])]
+
+
+def _numbered(path: Path) -> list:
+    """A file name's natural order (numbers compared as numbers)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path.name)]
 
 
 # -- the composition again, overrides on top ------------------------------------------------------

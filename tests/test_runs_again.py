@@ -1,0 +1,246 @@
+"""``runs rerun`` / ``runs resume`` / ``runs compare``, a sweep's learning-curve PNG and the live
+progress line, with real launches (issue 9, items 5 and 9).
+
+One failed launch of the bundled trainer (rank 0 exits 3 after iteration 2) is shared: it
+is rerun (a new run, same composition, overrides on top), resumed under a pseudo-terminal (the
+trainer continues at iteration 3 in the same directory; the console shows one live progress line
+while the rank log keeps every line) and compared with its rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+from launcher.sweep.curves import curves_in_png
+
+pytestmark = pytest.mark.timeout(240)
+
+FIRST = ("launcher.nproc_per_node=1", "num_envs=4", "max_iterations=3", "run_name=a")
+ITER = re.compile(r"^\[iter +(\d+)/(\d+)\] ", re.M)
+
+
+def launcher(cwd: Path, *args: str, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        cwd=cwd,
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def under_pty(cwd: Path, *args: str, env: dict, timeout: float = 180) -> tuple[int, bytes]:
+    """``python -m launcher ARGS`` with a pseudo-terminal as its stdout and stderr: (exit code, output)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.chdir(cwd)
+            os.execve(sys.executable, [sys.executable, "-m", "launcher", *args], env)
+        finally:
+            os._exit(127)
+    out, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        out += data
+    else:
+        os.kill(pid, 9)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return os.waitstatus_to_exitcode(status), out
+
+
+def composition(run_dir: Path) -> dict:
+    return json.loads((run_dir / "composition.json").read_text())
+
+
+def new_run(root: Path, before: set[str]) -> Path:
+    (created,) = {p.name for p in root.iterdir() if p.is_dir()} - before
+    return root / created
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The failed launch, its rerun, and its resume under a pseudo-terminal."""
+    cwd = tmp_path_factory.mktemp("again")
+    root = cwd / "runs"
+    failed = launcher(cwd, *FIRST, env=clean_env(TRAIN_MULTIGPU_EXAMPLE_CRASH="2:0"))
+    assert failed.returncode != 0, failed.stdout + failed.stderr
+    (first,) = root.iterdir()
+    before = {first.name}
+    rerun = launcher(cwd, "runs", "rerun", first.name, "seed=7", "num_envs=2")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    rerun_dir = new_run(root, before)
+    before.add(rerun_dir.name)
+    code, console = under_pty(cwd, "runs", "resume", first.name, env=clean_env())
+    assert code == 0, console.decode(errors="replace")
+    resumed_dir = new_run(root, before)
+    return {"cwd": cwd, "first": first, "rerun": rerun_dir, "resumed": resumed_dir, "console": console}
+
+
+def _config_lines(run_dir: Path) -> set[str]:
+    return set((run_dir / "config.yaml").read_text().splitlines())
+
+
+def test_rerun_of_a_failed_run_is_a_new_run_with_its_composition_and_the_overrides_on_top(runs):
+    first, again = runs["first"], runs["rerun"]
+    assert again != first
+    # the resolved configs differ exactly in what the rerun typed on top
+    assert _config_lines(first) - _config_lines(again) == {"seed: null", "num_envs: 4"}
+    assert _config_lines(again) - _config_lines(first) == {"seed: 7", "num_envs: 2"}
+    recorded, rerun = composition(first), composition(again)
+    assert recorded["overrides"] == list(FIRST) and "rerun_of" not in recorded
+    assert rerun["overrides"] == ["launcher.nproc_per_node=1", "max_iterations=3", "run_name=a", "seed=7", "num_envs=2"]
+    assert rerun["rerun_of"] == first.name
+    assert json.loads((again / "status.json").read_text())["exit_code"] == 0
+
+
+def test_resume_continues_the_bundled_trainer_from_its_checkpoint_in_the_same_directory(runs):
+    first, resumed = runs["first"], runs["resumed"]
+    log = (resumed / "logs" / "rank0.log").read_text()
+    assert f"resuming from {first / 'checkpoints' / 'iter_000002.ckpt'}" in log
+    assert [int(n) for n, _ in ITER.findall(log)] == [3]  # iterations continue where the failure left them
+    metrics = (first / "metrics.csv").read_text().splitlines()[1:]
+    assert [int(row.split(",")[0]) for row in metrics] == [1, 2, 3]  # one curve, in the same directory
+    note = composition(resumed)
+    assert note["resumed_from"] == first.name and note["trainer_dir"] == str(first)
+    assert "--resume" not in note["script_args"]  # a rerun of the resumed run starts afresh
+    assert json.loads((resumed / "env.json").read_text())["TRAIN_MULTIGPU_RUN_DIR"] == str(first)
+
+
+def test_progress_line_is_rewritten_in_place_on_a_terminal_and_the_rank_log_keeps_every_line(runs):
+    console = runs["console"]
+    live = re.findall(
+        rb"\r\[iter +(\d+)/3\] env_steps/s= *\d+ mean_return= *[\d.n/a-]+ env_steps=\d+ eta=\d+s\x1b\[K", console
+    )
+    assert live == [b"3"], console
+    assert not re.search(rb"\[iter[^\r]*\n", console.replace(b"\x1b[K\r\n", b"")), "a progress line ended a line"
+    # the next line starts on a line of its own
+    assert b"\x1b[K\r\ndone: 3 iterations" in console, console
+    # the first launch, not on a terminal: one line per iteration on the console and in the log
+    log = (runs["first"] / "logs" / "rank0.log").read_text()
+    assert [int(n) for n, _ in ITER.findall(log)] == [1, 2]
+
+
+def test_resume_of_a_run_without_checkpoint_is_one_error(tmp_path):
+    script = tmp_path / "quick.py"
+    script.write_text("print('no checkpoints here')\n")
+    assert launcher(tmp_path, "launcher.nproc_per_node=1", f"script={script}", "run_name=nock").returncode == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    result = launcher(tmp_path, "runs", "resume", "last")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"train_multigpu: error: id=last: has no checkpoint to resume from (none in {run_dir / 'checkpoints'}) "
+        "(rerun it from the start: train_multigpu runs rerun ID)"
+    )
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # nothing started
+
+
+def test_compare_writes_one_png_with_a_curve_per_run_and_a_table(runs):
+    cwd, first, again = runs["cwd"], runs["first"], runs["rerun"]
+    result = launcher(cwd, "runs", "compare", first.name, again.name, "--out", "both.png", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    png = Path(data["png"])
+    assert png == cwd / "both.png"
+    curves = curves_in_png(png)  # the PNG is valid (signature, chunks) and says what it drew
+    assert [c["label"] for c in curves] == [
+        f"{first.name}: num_envs=4",  # the overrides in which the runs differ
+        f"{again.name}: seed=7 num_envs=2",
+    ]
+    # the first run's curve holds its 3 iterations: 2 before the failure, 1 resumed
+    assert [len(c["points"]) for c in curves] == [3, 3]
+    assert [row["iterations"] for row in data["runs"]] == [3, 3]
+    assert [row["status"] for row in data["runs"]] == ["failed", "success"]
+    table = launcher(cwd, "runs", "compare", first.name, again.name, "--out", "t.png")
+    assert table.stdout.splitlines()[0].split() == [
+        "run",
+        "status",
+        "iterations",
+        "env",
+        "steps",
+        "last",
+        "return",
+        "best",
+        "return",
+    ]
+
+
+# a training script that writes the bundled trainers' metrics.csv (3 iterations; the return: the seed)
+CURVE_SCRIPT = """
+import os, sys
+seed = int(next(a for a in sys.argv if a.startswith("--seed=")).split("=")[1])
+with open(os.path.join(os.environ["TRAIN_MULTIGPU_RUN_DIR"], "metrics.csv"), "w") as f:
+    f.write("iteration,env_steps,env_steps_per_s,mean_return\\n")
+    for i in (1, 2, 3):
+        f.write(f"{i},{i * 100},1.0,{seed * 10 + i}\\n")
+"""
+
+
+def test_sweep_writes_one_png_of_its_jobs_curves_labelled_by_the_swept_values(tmp_path):
+    script = tmp_path / "curve.py"
+    script.write_text(CURVE_SCRIPT)
+    result = launcher(tmp_path, "-m", "launcher.nproc_per_node=1", f"script={script}", "seed=1,2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (sweep_dir,) = (tmp_path / "runs" / "multirun").iterdir()
+    png = sweep_dir / "learning_curves.png"
+    assert f"[train_multigpu] learning curves of 2 job(s): {png}" in result.stdout
+    curves = curves_in_png(png)
+    assert [(c["label"], c["points"]) for c in curves] == [
+        ("seed=1", [[100, 11.0], [200, 12.0], [300, 13.0]]),
+        ("seed=2", [[100, 21.0], [200, 22.0], [300, 23.0]]),
+    ]
+    # each job recorded the single run of its point
+    assert composition(sweep_dir / "1")["overrides"] == ["launcher.nproc_per_node=1", f"script={script}", "seed=2"]
+
+
+FAKE_ISAACLAB = """
+import os, sys, pathlib
+root = os.path.abspath("logs/rsl_rl/cartpole")
+print(f"[INFO] Logging experiment in directory: {root}")
+print("Exact experiment name requested from command line: 2025-01-01_10-00-00_demo")
+run = pathlib.Path(root, "2025-01-01_10-00-00_demo")
+run.mkdir(parents=True, exist_ok=True)
+for n in (50, 100):
+    (run / f"model_{n}.pt").write_bytes(b"")
+print("ARGV", sys.argv[1:])
+"""
+
+
+def test_isaaclab_resume_passes_its_own_flags(run_cli, isaaclab, tmp_path):
+    """Isaac Lab is not installed: its train.py is a stand-in that logs (and checkpoints) where the real
+    one does; the resume is checked on the dry run's argv, the command a real launch starts."""
+    (isaaclab / "scripts" / "reinforcement_learning" / "train.py").write_text(FAKE_ISAACLAB)
+    env = clean_env(ISAACLAB_PATH=str(isaaclab))
+    first = run_cli("--num_gpus", "1", "--task=Isaac-Cartpole-v0", "device=cpu", "--headless", env=env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    dry = run_cli("runs", "resume", "last", "--dry_run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    argv = dry.stdout.strip().splitlines()[-1].split()
+    assert argv[-6:] == [
+        "--resume",
+        "--load_run",
+        "2025-01-01_10-00-00_demo",
+        "--checkpoint",
+        "model_100.pt",
+        "--distributed",
+    ]
