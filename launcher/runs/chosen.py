@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .read import RunInfo, _scalar, config_values
+from .read import RunInfo, config_values
 
 COMPOSITION = "composition.json"
 # keys that differ between any two launches, or that the launcher fills in: not a choice
@@ -76,7 +76,7 @@ def differences(info: RunInfo) -> tuple[dict[str, tuple[str, str]], str]:
     if not isinstance(recorded, dict):
         return {}, "nothing: config.yaml is not readable YAML"
     profile = config_values(text, {"profile.name"}).get("profile.name")
-    default, against = _defaults(_scalar(profile) if profile else None)
+    default, against = _defaults(profile)
     flat_default, flat_recorded = _flat(default), _flat(recorded)
     out: dict[str, tuple[str, str]] = {}
     for key in sorted(set(flat_default) | set(flat_recorded)):

@@ -26,7 +26,8 @@ def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
     other node directories under the root, a SLURM job's node<R>/ records)."""
     dirs = [Path(d) for d in info.record_dirs] or [Path(info.run_dir)]
     if info.group_kind == "nodes":
-        dirs = [Path(e.path) for e in read.scan(root) if e.group == info.group]
+        dirs = [Path(r.run_dir) for r in read.read_all(root) if r.group == info.group]
+        dirs.sort(key=lambda d: _node_of(d, 0))
     found: dict[int, tuple[int, Path]] = {}
     for position, directory in enumerate(dirs):
         node = _node_of(directory, position)
@@ -111,11 +112,11 @@ class _Follower:
 
 
 def logs(args: argparse.Namespace) -> int:
-    path = read.resolve(args.root, args.id)
-    info = next((read.read_entry(e) for e in read.scan(args.root) if e.path == path), None) or read.read(path)
     every = str(args.rank).lower() == "all"
     if not every and not str(args.rank).isdigit():
         raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
+    path = read.resolve(args.root, args.id)
+    info = read.find(args.root, path)
     files = log_files(info, args.root)
     if not every and int(args.rank) not in files and not (args.follow and not ended(info)):
         ranks = ", ".join(map(str, files)) or "none"

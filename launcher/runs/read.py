@@ -15,6 +15,7 @@ Layout under the run root (docs/runs.md)::
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -80,10 +81,12 @@ class RunInfo:
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
     problems: list[str] = field(default_factory=list)  # what could not be read
     start_time: float | None = field(default=None, repr=False)  # epoch seconds, for sorting
+    endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
 
     def as_dict(self) -> dict:
         data = asdict(self)
         data.pop("start_time")
+        data.pop("endpoint")
         return data
 
 
@@ -122,43 +125,49 @@ def _scalar(text: str) -> str | None:
     return text.split(" #")[0].strip()
 
 
-_WANTED = {
-    "task",
-    "run_name",
-    "launcher.topology",
-    "launcher.nnodes",
-    "launcher.nproc_per_node",
-    "launcher.node_rank",
-    "rl_library.name",
-    "rl_library.ml_framework",
-}
+_WANTED = frozenset(
+    {
+        "task",
+        "run_name",
+        "launcher.topology",
+        "launcher.nnodes",
+        "launcher.nproc_per_node",
+        "launcher.node_rank",
+        "rl_library.name",
+        "rl_library.ml_framework",
+        "launcher.rdzv_endpoint",
+        "launcher.coordinator_address",
+        "launcher.master_addr",
+        "launcher.master_port",
+    }
+)
 
 
-def config_values(text: str, wanted: set[str] = _WANTED) -> dict[str, str | None]:
-    """The wanted top-level and second-level keys of a block-style YAML file, without a YAML parser.
+def config_values(text: str, wanted: frozenset[str] | set[str] = _WANTED) -> dict[str, str | None]:
+    """The wanted top-level and second-level keys of a block-style YAML file, without a YAML parser
+    (one regular expression over the text: fast enough for a thousand files).
 
     >>> config_values("launcher:\\n  topology: single_node\\n  nnodes: '1'\\ntask: Pendulum-v1\\n")
     {'launcher.topology': 'single_node', 'launcher.nnodes': '1', 'task': 'Pendulum-v1'}
     """
     found: dict[str, str | None] = {}
     section = ""
-    for line in text.splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
+    for match in _pattern(frozenset(wanted)).finditer(text):
+        header, indent, key, value = match.groups()
+        if header is not None:
+            section = header
             continue
-        indent = len(line) - len(line.lstrip(" "))
-        key, sep, value = line.strip().partition(":")
-        if not sep or (value and not value.startswith(" ")):
-            continue
-        if indent == 0:
-            section = key if not value.strip() else ""
-            name = key
-        elif indent == 2 and section:
-            name = f"{section}.{key}"
-        else:
-            continue
-        if name in wanted and value.strip():
+        name = f"{section}.{key}" if indent else key
+        if name in wanted:
             found[name] = _scalar(value)
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(wanted: frozenset[str]) -> re.Pattern:
+    """Block headers (``launcher:``) and the lines of the wanted keys, at indent 0 or 2."""
+    leaves = "|".join(sorted({re.escape(name.rsplit(".", 1)[-1]) for name in wanted}))
+    return re.compile(rf"^(?:([A-Za-z_][\w-]*):[ \t]*(?:#.*)?$|( {{2}})?({leaves}):[ \t]+(\S.*?)[ \t]*$)", re.M)
 
 
 def last_return(path: Path) -> float | None:
@@ -252,6 +261,9 @@ def status_of(status: dict | None, problems: list[str]) -> str:
     if status is None:
         return UNKNOWN
     code = status.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        problems.append(f"status.json: exit_code {code!r} is not a number")
+        return UNKNOWN
     if code is None:
         alive = launcher_alive(status)
         if alive is None:
@@ -325,6 +337,8 @@ def _apply_config(info: RunInfo, directory: Path) -> None:
     info.task = values.get("task")
     info.run_name = values.get("run_name")
     info.rl_library = values.get("rl_library.name")
+    endpoint = [values.get(f"launcher.{key}") for key in ("rdzv_endpoint", "coordinator_address", "master_addr")]
+    info.endpoint = " ".join(str(value) for value in [*endpoint, values.get("launcher.master_port")])
     if info.topology is None:
         info.problems.append("config.yaml: no launcher.topology")
 
@@ -470,20 +484,61 @@ def _scan_multirun(multirun: Path) -> list[Entry]:
 def read_entry(entry: Entry) -> RunInfo:
     info = read(entry.path, entry.id)
     info.group, info.group_kind, info.job = entry.group, entry.group_kind, entry.job
+    if entry.group_kind == "nodes" and info.node_rank is None:
+        info.node_rank = int(NODE_SUFFIX.match(entry.path.name).group(2))
     return info
+
+
+NODE_WINDOW_S = 120.0  # the nodes of one launch start within this many seconds of each other
+
+
+def _node_groups(runs: list[RunInfo]) -> None:
+    """The nodes of one multi-node launch on this host: each node's launcher names its own directory
+    ``<stamp>_<run name>_node<R>`` and the stamps may differ by a second or more. Nodes of one launch
+    share the run name, the rendezvous (endpoint, coordinator or master address) and nnodes, start
+    within NODE_WINDOW_S, and have distinct node ranks. The group's id: node 0's name without _node0."""
+    pending = sorted((r for r in runs if r.group_kind == "nodes"), key=lambda r: (r.start_time or 0.0, r.id))
+    clusters: list[tuple[tuple, float, list[RunInfo]]] = []
+    for run in pending:
+        name = NODE_SUFFIX.match(Path(run.run_dir).name)
+        key = (STAMP.sub("", name.group(1)) if name else run.id, run.endpoint, run.nnodes)
+        for cluster_key, first_start, members in clusters:
+            if (
+                cluster_key == key
+                and abs((run.start_time or 0.0) - first_start) <= NODE_WINDOW_S
+                and run.node_rank not in {m.node_rank for m in members}
+            ):
+                members.append(run)
+                break
+        else:
+            clusters.append((key, run.start_time or 0.0, [run]))
+    for _, _, members in clusters:
+        members.sort(key=lambda r: (r.node_rank if r.node_rank is not None else 1 << 30, r.id))
+        head = NODE_SUFFIX.match(Path(members[0].run_dir).name)
+        group = head.group(1) if head else members[0].id
+        for member in members:
+            member.group = group
 
 
 def read_all(root: Path) -> list[RunInfo]:
     """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
     together, in their order, where the group's newest member would be)."""
     runs = [read_entry(entry) for entry in scan(root)]
+    _node_groups(runs)
     newest: dict[str, float] = {}
     for run in runs:
         key = run.group or run.id
         newest[key] = max(newest.get(key, 0.0), run.start_time or 0.0)
-    runs.sort(key=lambda r: (r.job if r.job is not None else 0, r.id))
+    runs.sort(key=lambda r: (r.job if r.job is not None else 0, r.node_rank or 0, r.id))
     runs.sort(key=lambda r: (newest[r.group or r.id], r.group or r.id), reverse=True)
     return runs
+
+
+def find(root: Path, path: Path) -> RunInfo:
+    """The run in ``path`` as the listing reads it (its sweep or multi-node group known)."""
+    path = Path(os.path.abspath(path))
+    found = next((run for run in read_all(root) if Path(run.run_dir) == path), None)
+    return found if found is not None else read(path)
 
 
 # -- ids ------------------------------------------------------------------------------------------
@@ -493,7 +548,8 @@ def _short(id_: str) -> str:
 
 def resolve(root: Path, ident: str) -> Path:
     """The run directory ``ident`` names under ``root``: its id, a unique prefix of it (``multirun/``
-    may be left out of a sweep job's), ``last`` (the newest run), or a run directory's path."""
+    may be left out of a sweep job's; a prefix of a multi-node launch's nodes names its first node),
+    ``last`` (the newest run; of two in the same second, the later id), or a run directory's path."""
     root = Path(root)
     entries = scan(root)
     if ident == LAST:
@@ -505,7 +561,9 @@ def resolve(root: Path, ident: str) -> Path:
         if ident in (entry.id, _short(entry.id)):
             return entry.path
     matches = [e for e in entries if e.id.startswith(ident) or _short(e.id).startswith(ident)] if ident else []
-    if len(matches) == 1:
+    if len(matches) == 1 or (
+        matches and matches[0].group_kind == "nodes" and all(e.group == matches[0].group for e in matches)
+    ):  # one run; or the nodes of one multi-node launch: its first node's (logs reads every node's)
         return matches[0].path
     if matches:
         shown = ", ".join(e.id for e in matches[:3]) + (", ..." if len(matches) > 3 else "")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -121,7 +120,8 @@ def _all(root: Path) -> list[RunInfo]:
 def listing(args: argparse.Namespace) -> int:
     runs = _all(args.root)
     if args.json:
-        print(json.dumps([info.as_dict() for info in runs], indent=2))
+        # one run per line (the C encoder: json's indent= would take the slow one)
+        print("[\n" + ",\n".join(json.dumps(info.as_dict()) for info in runs) + "\n]" if runs else "[]")
         return 0
     if not runs:
         print(f"no runs under {args.root}" + ("" if args.root.is_dir() else " (no such directory)"))
@@ -131,13 +131,7 @@ def listing(args: argparse.Namespace) -> int:
 
 
 def _one(args: argparse.Namespace) -> RunInfo:
-    path = read.resolve(args.root, args.id)
-    for entry in read.scan(args.root):
-        if entry.path == path:
-            info = read.read_entry(entry)
-            break
-    else:
-        info = read.read(path, os.path.relpath(path, args.root))
+    info = read.find(args.root, read.resolve(args.root, args.id))
     slurm_state.apply([info])
     return info
 
