@@ -244,3 +244,90 @@ def test_isaaclab_resume_passes_its_own_flags(run_cli, isaaclab, tmp_path):
         "model_100.pt",
         "--distributed",
     ]
+
+
+# -- the errors (docs/errors.md, "Runs: rerun, resume, compare"): records written by hand, in-process --
+
+
+def _record(root: Path, name: str, *, config: str = "", composition: dict | None = None, status: dict | None = None):
+    run_dir = root / name
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(config or "launcher:\n  topology: single_node\nprofile:\n  name: examples\n")
+    (run_dir / "status.json").write_text(json.dumps(status or {"started": "2026-01-01T00:00:00+00:00", "exit_code": 1}))
+    if composition is not None:
+        (run_dir / "composition.json").write_text(json.dumps(composition))
+    return run_dir
+
+
+def _composed(cwd: Path, **extra) -> dict:
+    return {"overrides": ["seed=1"], "script_args": [], "order": [], "hydra_flags": [], "cwd": str(cwd), **extra}
+
+
+def _error(capsys, root: Path, *argv: str) -> str:
+    from launcher.runs import cli as runs_cli
+
+    def launch(*_args):  # never reached: every case below stops before the launch
+        raise AssertionError("launched")
+
+    assert runs_cli.main([*argv, "--root", str(root)], launch=launch) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip().removeprefix("train_multigpu: error: ")
+
+
+def test_errors_of_rerun_and_resume(tmp_path, capsys):
+    from launcher import record
+
+    root = tmp_path / "runs"
+    old = _record(root, "2026-01-01_00-00-00_old")
+    assert _error(capsys, root, "rerun", "2026-01-01_00-00-00_old") == (
+        "id=2026-01-01_00-00-00_old: its record has no composition.json (launched by an older train_multigpu, "
+        f"or never started) (its command.sh re-runs the launch: {old / 'command.sh'})"
+    )
+    edited = _record(root, "2026-01-01_00-00-01_edited", composition={"overrides": "seed=1"})
+    assert _error(capsys, root, "rerun", "2026-01-01_00-00-01") == (
+        f"id=2026-01-01_00-00-01: {edited / 'composition.json'} has no overrides/script_args lists (edited?) "
+        "(fix or remove it)"
+    )
+    (root / "2026-01-01_00-00-02_broken").mkdir()
+    (root / "2026-01-01_00-00-02_broken" / "composition.json").write_text("{")
+    assert _error(capsys, root, "rerun", "2026-01-01_00-00-02").startswith(
+        f"id=2026-01-01_00-00-02: {root / '2026-01-01_00-00-02_broken' / 'composition.json'} cannot be read ("
+    )
+    _record(root, "2026-01-01_00-00-03_gone", composition=_composed(tmp_path / "gone"))
+    assert _error(capsys, root, "rerun", "2026-01-01_00-00-03") == (
+        f"cwd={tmp_path / 'gone'}: the recorded working directory no longer exists (recreate it, or launch anew)"
+    )
+    alive = {"started": "2026-01-01T00:00:00+00:00", "exit_code": None, "pid": os.getpid()}
+    alive["pid_start"] = record.process_start(os.getpid())
+    _record(root, "2026-01-01_00-00-04_live", composition=_composed(tmp_path), status=alive)
+    assert _error(capsys, root, "resume", "2026-01-01_00-00-04") == (
+        "id=2026-01-01_00-00-04: is still running; resume continues a run that ended (wait, or stop it first)"
+    )
+    isaac = "launcher:\n  topology: single_node\nrl_library:\n  name: {}\nprofile:\n  name: isaaclab\n"
+    _record(root, "2026-01-01_00-00-05_isaac", config=isaac.format("rsl_rl"), composition=_composed(tmp_path))
+    assert _error(capsys, root, "resume", "2026-01-01_00-00-05") == (
+        "id=2026-01-01_00-00-05: its rank 0 log does not say where Isaac Lab logged the run (no 'Logging "
+        "experiment in directory') (resume by hand with train.py's --resume/--load_run/--checkpoint)"
+    )
+    _record(root, "2026-01-01_00-00-06_sb3", config=isaac.format("sb3"), composition=_composed(tmp_path))
+    assert _error(capsys, root, "resume", "2026-01-01_00-00-06") == (
+        "rl_library=sb3: Isaac Lab resumes rsl_rl, skrl and rl_games runs (rerun it instead)"
+    )
+
+
+def test_errors_of_compare(tmp_path, capsys):
+    root = tmp_path / "runs"
+    _record(root, "2026-01-01_00-00-00_a", composition=_composed(tmp_path))
+    _record(root, "2026-01-01_00-00-01_b", composition=_composed(tmp_path))
+    assert _error(capsys, root, "compare", "2026-01-01_00-00-00", "2026-01-01_00-00-00_a") == (
+        "ID=2026-01-01_00-00-00 2026-01-01_00-00-00_a: names the same run twice (give each run once)"
+    )
+    assert _error(capsys, root, "compare", "2026-01-01_00-00-00", "2026-01-01_00-00-01") == (
+        "ID=2026-01-01_00-00-00 2026-01-01_00-00-01: none of these runs has a learning curve (metrics.csv)"
+    )
+    (root / "2026-01-01_00-00-01_b" / "metrics.csv").write_text("iteration,env_steps,mean_return\n1,10,1.5\n")
+    out = tmp_path / "no" / "such" / "dir.png"
+    assert _error(capsys, root, "compare", "2026-01-01_00-00-00", "2026-01-01_00-00-01", "--out", str(out)) == (
+        f"--out={out}: cannot write it: No such file or directory"
+    )

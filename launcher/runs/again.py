@@ -64,7 +64,30 @@ def configure_resume(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _own_flags(args: argparse.Namespace) -> None:
+    """``--root DIR`` typed among the overrides (before any ``--``) is the runs command's own flag.
+
+    >>> ns = argparse.Namespace(root=Path("runs"), overrides=["seed=1", "--root", "/r", "--", "--root", "x"])
+    >>> _own_flags(ns); ns.root, ns.overrides
+    (PosixPath('/r'), ['seed=1', '--', '--root', 'x'])
+    """
+    words, rest = list(args.overrides), []
+    while words:
+        word = words.pop(0)
+        if word == "--":
+            rest += [word, *words]
+            break
+        if word == "--root" and words:
+            args.root = Path(words.pop(0))
+        elif word.startswith("--root="):
+            args.root = Path(word.split("=", 1)[1])
+        else:
+            rest.append(word)
+    args.overrides = rest
+
+
 def rerun(args: argparse.Namespace) -> int:
+    _own_flags(args)
     run_dir = read.resolve(args.root, args.id)
     composition = recorded(run_dir, args.id)
     line = merged(composition, list(args.overrides))
@@ -72,6 +95,7 @@ def rerun(args: argparse.Namespace) -> int:
 
 
 def resume(args: argparse.Namespace) -> int:
+    _own_flags(args)
     run_dir = read.resolve(args.root, args.id)
     info = read.read(run_dir)
     if info.status == read.RUNNING:
