@@ -209,8 +209,12 @@ def test_sweep_writes_one_png_of_its_jobs_curves_labelled_by_the_swept_values(tm
         ("seed=1", [[100, 11.0], [200, 12.0], [300, 13.0]]),
         ("seed=2", [[100, 21.0], [200, 22.0], [300, 23.0]]),
     ]
-    # each job recorded the single run of its point
+    # each job recorded the single run of its point: its rerun is that single run
     assert composition(sweep_dir / "1")["overrides"] == ["launcher.nproc_per_node=1", f"script={script}", "seed=2"]
+    dry = launcher(tmp_path, "runs", "rerun", f"multirun/{sweep_dir.name}/1", "--dry_run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip().splitlines()[-1].endswith(f"{script} --seed=2 --distributed")
+    assert "sweep summary" not in dry.stdout
 
 
 FAKE_ISAACLAB = """
