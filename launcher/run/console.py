@@ -44,6 +44,8 @@ class Console:
 
     def say(self, text: str) -> None:
         """A line of the launcher's own."""
+        if self.tail is not None:
+            self.tail.break_line()
         with contextlib.suppress(OSError, ValueError):
             self.stream.write(f"[{PROG}] {text}\n".encode())
             self.stream.flush()
@@ -70,6 +72,8 @@ class Console:
         self._write(line)
 
     def _write(self, data: bytes) -> None:
+        if self.tail is not None:
+            self.tail.break_line()
         with contextlib.suppress(OSError, ValueError):
             self.stream.write(data)
             self.stream.flush()

@@ -84,6 +84,13 @@ class ConsoleTail:
             handle.close()
         self._flush()
 
+    def break_line(self) -> None:
+        """Before a line of the launcher's own: end a live progress line (Collapse)."""
+        if self.collapse is not None:
+            data = self.collapse.newline()
+            if data:
+                self._write(0, data)
+
     def _discover(self) -> None:
         try:
             names = [entry.name for entry in self.log_dir.iterdir()]
@@ -171,7 +178,7 @@ class Collapse:
                 if _PROGRESS_HEAD.startswith(data[: len(_PROGRESS_HEAD)]):
                     self.held = data  # may be a progress line: wait for its end
                 else:
-                    out += [self._newline(), data]
+                    out += [self.newline(), data]
                     self.midline = True
                 break
             line, data = data[:cut], data[cut + 1 :]
@@ -179,10 +186,11 @@ class Collapse:
                 out.append(b"\r" + line.rstrip(b"\r") + b"\x1b[K")
                 self.live = True
             else:
-                out += [self._newline(), line + b"\n"]
+                out += [self.newline(), line + b"\n"]
         return b"".join(out)
 
-    def _newline(self) -> bytes:
+    def newline(self) -> bytes:
+        """The newline that ends a live progress line (empty when none is live)."""
         if self.live:
             self.live = False
             return b"\n"
@@ -191,7 +199,7 @@ class Collapse:
     def end(self) -> bytes:
         """What is left: a held partial line, the newline after a live progress line."""
         rest, self.held = self.held, b""
-        return (self._newline() + rest + b"\n") if rest else self._newline()
+        return (self.newline() + rest + b"\n") if rest else self.newline()
 
 
 def pump(stream: IO[bytes], log: IO[bytes], echo: Callable[[bytes], None]) -> threading.Thread:
