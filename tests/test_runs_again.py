@@ -335,3 +335,25 @@ def test_errors_of_compare(tmp_path, capsys):
     assert _error(capsys, root, "compare", "2026-01-01_00-00-00", "2026-01-01_00-00-01", "--out", str(out)) == (
         f"--out={out}: cannot write it: No such file or directory"
     )
+
+
+@pytest.mark.parametrize(
+    "library, files, expected",
+    [
+        ("rsl_rl", ["model_2.pt", "model_10.pt"], ["--resume", "--load_run", "R", "--checkpoint", "model_10.pt"]),
+        (
+            "skrl",
+            ["checkpoints/agent_900.pt", "checkpoints/agent_1200.pt"],
+            ["--checkpoint", "R/checkpoints/agent_1200.pt"],
+        ),
+        ("rl_games", ["nn/last_ep_5.pth", "nn/last_ep_12.pth"], ["--checkpoint", "R/nn/last_ep_12.pth"]),
+    ],
+)
+def test_isaaclab_resume_flags_per_library(tmp_path, library, files, expected):
+    from launcher.runs.again import isaaclab_resume_args
+
+    for name in files:
+        (tmp_path / "R" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "R" / name).write_bytes(b"")
+    log = f"[INFO] Logging experiment in directory: {tmp_path}\nExact experiment name requested from command line: R\n"
+    assert isaaclab_resume_args(library, log, "id") == [a.replace("R/", f"{tmp_path}/R/") for a in expected]

@@ -206,7 +206,9 @@ def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> lis
             "resume by hand with train.py's --resume/--load_run/--checkpoint",
         )
     folder = Path(roots[-1]) / names[-1]
-    found = sorted(folder.glob(pattern), key=_numbered)  # model_50.pt before model_100.pt
+    # rsl_rl picks by name as rsl_rl does (model_50.pt before model_100.pt); the others: the newest file
+    newest = _numbered if library == "rsl_rl" else (lambda p: (p.stat().st_mtime, _numbered(p)))
+    found = sorted(folder.glob(pattern), key=newest)
     if not found:
         raise UserError(
             "id",
