@@ -110,30 +110,12 @@ def launches(tmp_path_factory):
         stderr=subprocess.PIPE,
     )
     wait_for(lambda: (tmp / "int.ready").exists() and (tmp / "lost.ready").exists(), what="the sleeping launches")
-    # while "int" runs: the listing, the live view (from progress.json, then from beat files) and --follow
+    # while "int" runs: the listing, the live view, a stack request and --follow
     int_dir = run_dir_of(tmp, "int")
     seen["running"] = runs_cli(tmp, "--json")
     seen["open_record"] = json.loads((int_dir / "status.json").read_text())
     seen["open_record_start"] = record.process_start(seen["open_record"]["pid"])  # while it runs
-    logs = int_dir / "logs"
-    now = time.time()
-    record.write_json(
-        logs / "progress.json",
-        {
-            "updated": now,
-            "node": 0,
-            "ranks": {
-                "0": {"phase": "running", "last_beat": now, "iteration": 3, "total": 3, "iter_per_s": 2.5},
-                "1": {"phase": "running", "last_beat": now - 90, "iteration": 1, "total": 3, "stalled": True},
-            },
-        },
-    )
-    seen["live"] = runs_cli(tmp, "show", int_dir.name)
-    (logs / "progress.json").unlink()
-    for rank, words in ((0, "3 3"), (1, "")):
-        (logs / f"rank{rank}.beat").write_text(words)
-    os.utime(logs / "rank1.beat", (now - 120, now - 120))
-    seen["beats"] = runs_cli(tmp, "show", "--json", int_dir.name)
+    seen["live"] = runs_cli(tmp, "show", "--json", int_dir.name)
     seen["stacks_unhandled"] = runs_cli(tmp, "stacks", int_dir.name)
     follow = subprocess.Popen(
         [sys.executable, "-m", "launcher", "runs", "logs", int_dir.name, "--rank", "all", "--follow"],
@@ -250,6 +232,8 @@ def test_logs_of_rank_1_and_of_every_rank(launches):
     assert "rank 0 line 1" in runs_cli(tmp, "logs", fail).stdout  # rank 0 by default
     every = runs_cli(tmp, "logs", fail, "--rank", "all").stdout.splitlines()
     assert "[0:0] rank 0 line 3" in every and "[0:1] rank 1 fails with exit code 7" in every
+    as_json = [json.loads(line) for line in runs_cli(tmp, "logs", fail, "--rank", "1", "--json").stdout.splitlines()]
+    assert {"node": 0, "rank": 1, "line": "rank 1 fails with exit code 7"} in as_json
     missing = runs_cli(tmp, "logs", fail, "--rank", "5")
     assert missing.returncode == 2
     assert missing.stderr.strip().endswith(
@@ -266,20 +250,66 @@ def test_follow_prints_as_the_run_goes_and_ends_with_it(launches):
     assert "[0:0] rank 0 line 3" in lines and "[0:1] rank 1 line 3" in lines
 
 
-def test_show_while_running_has_each_ranks_progress_and_the_stalled_ones(launches):
+def test_show_while_running_has_a_live_section(launches):
     _, seen = launches
-    live = seen["live"].stdout
     assert seen["live"].returncode == 0, seen["live"].stderr
-    assert "live:     from progress.json" in live
-    assert "  rank 0: iteration 3/3, 2.50 it/s" in live
-    rank1 = next(line for line in live.splitlines() if line.startswith("  rank 1: "))
-    assert rank1.startswith("  rank 1: iteration 1/3, last beat 9") and rank1.endswith("s ago  STALLED")
-    assert "  stalled: rank 1" in live
-    beats = json.loads(seen["beats"].stdout)["live"]
-    assert beats["source"] == "beat files"
-    assert beats["ranks"]["0"]["iteration"] == 3 and beats["ranks"]["0"]["total"] == 3
-    assert beats["ranks"]["0"]["stalled"] is False and beats["ranks"]["1"]["stalled"] is True
-    assert beats["ranks"]["1"]["iteration"] is None  # a bare touch
+    shown = json.loads(seen["live"].stdout)
+    assert shown["status"] == "running" and "live" in shown  # its content: the next test
+
+
+def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A run directory whose launcher is a live process (a sleeping python): an open record."""
+    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
+    (run_dir / "logs").mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
+    status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
+    record.write_json(run_dir / "status.json", status)
+    return proc, run_dir
+
+
+def test_show_while_running_has_each_ranks_progress_and_the_stalled_ones(tmp_path):
+    """The monitor's progress.json (contracts: written every ~2 s by the launcher), then, without it,
+    the ranks' heartbeat files: each rank's iteration, rate, last beat; the stalled ranks."""
+    proc, run_dir = live_launcher(tmp_path)
+    logs = run_dir / "logs"
+    now = time.time()
+    try:
+        record.write_json(
+            logs / "progress.json",
+            {
+                "updated": now,
+                "node": 0,
+                "ranks": {
+                    "0": {"phase": "running", "last_beat": now, "iteration": 3, "total": 3, "iter_per_s": 2.5},
+                    "1": {"phase": "running", "last_beat": now - 90, "iteration": 1, "total": 3, "stalled": True},
+                    "x": "not a rank",
+                },
+                "stragglers": [{"rank": 1, "iteration_s": 4.0, "median_s": 0.4}],
+            },
+        )
+        live = runs_cli(tmp_path, "show", "last")
+        assert live.returncode == 0, live.stderr
+        assert "status:   running" in live.stdout and "live:     from progress.json" in live.stdout
+        assert "  rank 0: iteration 3/3, 2.50 it/s" in live.stdout
+        rank1 = next(line for line in live.stdout.splitlines() if line.startswith("  rank 1: "))
+        assert rank1.startswith("  rank 1: iteration 1/3, last beat 9") and rank1.endswith("s ago  STALLED")
+        assert "  stalled: rank 1" in live.stdout
+        assert "  straggler: rank 1: 4.0 s per iteration (median 0.4 s)" in live.stdout
+        (logs / "progress.json").unlink()
+        for rank, words in ((0, "3 3"), (1, "")):
+            (logs / f"rank{rank}.beat").write_text(words)
+        os.utime(logs / "rank1.beat", (now - 120, now - 120))
+        beats = json.loads(runs_cli(tmp_path, "show", "--json", "last").stdout)["live"]
+        assert beats["source"] == "beat files"
+        assert beats["ranks"]["0"]["iteration"] == 3 and beats["ranks"]["0"]["total"] == 3
+        assert beats["ranks"]["0"]["stalled"] is False and beats["ranks"]["1"]["stalled"] is True
+        assert beats["ranks"]["1"]["iteration"] is None  # a bare touch
+        (logs / "progress.json").write_text('{"ranks": {"0": {"iteration": ')  # half written: the beats
+        assert json.loads(runs_cli(tmp_path, "show", "--json", "last").stdout)["live"]["source"] == "beat files"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_ids_unique_prefix_last_ambiguous_unknown(launches):
@@ -326,34 +356,47 @@ def test_stacks_needs_a_running_launcher_that_takes_the_request(launches):
 
 FAKE_LAUNCHER = r"""
 import os, signal, sys, time
-run_dir = sys.argv[1]
+run_dir, mode = sys.argv[1], sys.argv[2]
 def on_usr2(signum, frame):
-    stamp = os.path.join(run_dir, "stacks", "2026-01-01_00-00-00")
-    os.makedirs(stamp + ".tmp")
-    with open(os.path.join(stamp + ".tmp", "summary.txt"), "w") as f:
-        f.write("rank 0: in main\n")
-    os.rename(stamp + ".tmp", stamp)
+    if mode == "exit":
+        os._exit(0)
+    if mode == "write":
+        stamp = os.path.join(run_dir, "stacks", "2026-01-01_00-00-00")
+        os.makedirs(stamp + ".tmp")
+        with open(os.path.join(stamp + ".tmp", "summary.txt"), "w") as f:
+            f.write("rank 0: in main\n")
+        os.rename(stamp + ".tmp", stamp)
 signal.signal(signal.SIGUSR2, on_usr2)
 print("ready", flush=True)
 time.sleep(60)
 """
 
 
-def test_stacks_signals_the_launcher_and_waits_for_the_new_directory(tmp_path):
+@pytest.mark.parametrize(
+    "mode, code, expected",
+    [
+        ("write", 0, "stacks: {run_dir}/stacks/2026-01-01_00-00-00\nrank 0: in main\n"),
+        ("silent", 2, "train_multigpu: error: --timeout=0.5: no new directory under {run_dir}/stacks in time\n"),
+        ("exit", 2, "train_multigpu: error: id=last: the launch ended before its stacks were written\n"),
+    ],
+)
+def test_stacks_signals_the_launcher_and_waits_for_the_new_directory(tmp_path, mode, code, expected):
     """The launcher side of the contract, played by a small real process: it handles SIGUSR2 by
-    writing ``stacks/<stamp>/`` through a ``.tmp`` rename, as the launcher's stack dump does."""
+    writing ``stacks/<stamp>/`` through a ``.tmp`` rename, as the launcher's stack dump does (or
+    writes nothing, or exits)."""
     run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
     run_dir.mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", FAKE_LAUNCHER, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_LAUNCHER, str(run_dir), mode], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline() == "ready\n"
         status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
         status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
         record.write_json(run_dir / "status.json", status)
-        out = runs_cli(tmp_path, "stacks", "last")
-        assert out.returncode == 0, out.stderr
-        assert out.stdout == f"stacks: {run_dir}/stacks/2026-01-01_00-00-00\nrank 0: in main\n"
-        assert proc.poll() is None
+        out = runs_cli(tmp_path, "stacks", "last", "--timeout", "0.5" if mode == "silent" else "30")
+        assert (out.returncode, out.stdout if code == 0 else out.stderr) == (code, expected.format(run_dir=run_dir))
+        assert (proc.poll() is None) == (mode != "exit")
     finally:
         proc.kill()
         proc.wait()
@@ -455,6 +498,7 @@ def test_half_written_old_and_hand_edited_directories_show_what_can_be_read(tmp_
     for name in items:
         assert cli.main(["runs", "--root", str(runs), "show", name]) == 0, name
         assert cli.main(["runs", "--root", str(runs), "logs", name, "--rank", "all"]) in (0, 2), name
+        assert cli.main(["runs", "--root", str(runs), "logs", name, "--follow"]) in (0, 2), name  # no end to wait for
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -543,3 +587,79 @@ def test_nodes_started_in_different_seconds_are_one_launch(tmp_path):
         ("2026-01-01_00-00-26_two", "2026-01-01_00-00-26_two_node0"),
         ("2026-01-01_00-00-26_two", "2026-01-01_00-00-27_two_node1"),
     ]
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "has this id or prefix (train_multigpu runs lists them)",
+        "(give more of the id)",
+        "id=last: there are no runs under runs (launch one, or point --root elsewhere)",
+        "not a runs command; the commands: list, show, logs, stacks, rerun, resume, compare",
+        "the following arguments are required: id (train_multigpu runs show --help)",
+        "--rank=one: a global rank (0, 1, ...) or all",
+        "no log of that rank in <run dir>; ranks with a log: 0, 1",
+        "no rank logs in <run dir>/logs",
+        "only a running launch on this host can be asked for its stacks",
+        "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)",
+        "the launch ended before its stacks were written",
+        "no new directory under <run dir>/stacks in time",
+    ],
+)
+def test_errors_md_lists_the_runs_messages(phrase):
+    assert phrase in (REPO / "docs" / "errors.md").read_text()
+
+
+def test_logs_of_a_run_without_rank_logs(tmp_path):
+    empty = tmp_path / "runs" / "2026-01-01_00-00-00_x"
+    empty.mkdir(parents=True)
+    out = runs_cli(tmp_path, "logs", "2026", "--rank", "all")
+    assert (out.returncode, out.stderr) == (2, f"train_multigpu: error: id=2026: no rank logs in {empty}/logs\n")
+
+
+@pytest.mark.parametrize(
+    "reason, code, status",
+    [
+        ("success", 0, "success"),
+        ("rank failed", 7, "failed"),
+        ("torchrun failed", 1, "failed"),
+        ("port 29500 in use", 2, "failed"),
+        ("not started: launcher.nproc_per_node=9: ...", 2, "failed"),
+        ("node lost", 125, "failed"),
+        ("hang", 124, "hang"),
+        ("stopped by SIGINT", 130, "interrupted"),
+        ("stopped by SIGTERM", 143, "interrupted"),
+        ("stopped (sweep.fail_fast)", 143, "interrupted"),
+        ("launcher killed", 137, "lost"),
+        ("", 0, "success"),
+        ("something new", 3, "failed"),
+    ],
+)
+def test_every_recorded_reason_has_its_status(reason, code, status):
+    assert read.status_of({"exit_code": code, "reason": reason}, []) == status
+
+
+def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
+    tmp, _ = launches
+    fail = run_dir_of(tmp, "fail")
+    record.write_json(  # what the runs-again work records for a launch (contracts: composition.json)
+        fail / "composition.json",
+        {"overrides": ["launcher.nproc_per_node=2", "run_name=fail"], "script_args": ["--fail", "1:7"], "cwd": "x"},
+    )
+    out = runs_cli(tmp, "show", fail.name)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "status:   failed (rank failed)" in lines and "exit:     7" in lines
+    assert "failure:  node 0, rank 1: exit code 7" in lines
+    assert f"          log: {fail}/logs/rank1.log" in lines
+    assert "typed:    launcher.nproc_per_node=2 run_name=fail -- --fail 1:7" in lines
+    assert "chosen:   (differences from the defaults of profile=examples)" in lines
+    chosen = lines[
+        lines.index("chosen:   (differences from the defaults of profile=examples)") + 1 : lines.index("command:")
+    ]
+    assert "  launcher.nproc_per_node: auto -> 2" in chosen and '  script_args: [] -> ["--fail", "1:7"]' in chosen
+    assert f"  script: null -> {WORKER}" in chosen and "  run_name: null -> fail" in chosen
+    assert not any(line.startswith("  launcher.topology") for line in chosen)  # the default: not a choice
+    command = lines[lines.index("command:") + 1]
+    assert "torch.distributed.run --nproc_per_node 2" in command and command.endswith("--fail 1:7 --distributed")
+    assert f"  logs: {fail}/logs" in lines and f"  metrics: {fail}/metrics.csv" in lines

@@ -80,11 +80,11 @@ def _from_beats(log_dir: Path, now: float) -> dict:
     return {"source": "beat files", "updated": now, "ranks": ranks, "stragglers": []}
 
 
-def progress(info: read.RunInfo) -> dict | None:
-    """Every rank's progress over the launch's nodes (None: nothing to read)."""
+def progress(info: read.RunInfo, dirs: list[Path] | None = None) -> dict | None:
+    """Every rank's progress over the launch's nodes (``dirs``: their records; None: nothing to read)."""
     merged: dict | None = None
     now = time.time()
-    for directory in info.record_dirs or [info.run_dir]:
+    for directory in dirs or info.record_dirs or [info.run_dir]:
         log_dir = Path(directory) / "logs"
         data = read._read_json(log_dir / PROGRESS, [])
         part = _from_progress(data) if data is not None else _from_beats(log_dir, now)

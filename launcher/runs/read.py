@@ -20,7 +20,7 @@ import json
 import os
 import re
 import socket
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
@@ -84,28 +84,35 @@ class RunInfo:
     endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data.pop("start_time")
-        data.pop("endpoint")
-        return data
+        """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
+        return {name: getattr(self, name) for name in _JSON_FIELDS}
+
+
+_JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, endpoint: internal
 
 
 # -- small readers ------------------------------------------------------------------------------
-def _read_json(path: Path, problems: list[str]) -> dict | None:
+def _read_bytes(path: str | Path) -> bytes:
+    with open(path, "rb") as handle:  # binary: no text layer (a listing reads thousands of files)
+        return handle.read()
+
+
+def _read_json(path: str | Path, problems: list[str]) -> dict | None:
+    name = os.path.basename(path)
     try:
-        text = path.read_text(errors="replace")
+        text = _read_bytes(path).decode(errors="replace")
     except FileNotFoundError:
         return None
     except OSError as err:
-        problems.append(f"{path.name}: {err.strerror or err}")
+        problems.append(f"{name}: {err.strerror or err}")
         return None
     try:
         data = json.loads(text)
     except ValueError:
-        problems.append(f"{path.name}: not valid JSON (half written or edited)")
+        problems.append(f"{name}: not valid JSON (half written or edited)")
         return None
     if not isinstance(data, dict):
-        problems.append(f"{path.name}: not a JSON object")
+        problems.append(f"{name}: not a JSON object")
         return None
     return data
 
@@ -170,7 +177,7 @@ def _pattern(wanted: frozenset[str]) -> re.Pattern:
     return re.compile(rf"^(?:([A-Za-z_][\w-]*):[ \t]*(?:#.*)?$|( {{2}})?({leaves}):[ \t]+(\S.*?)[ \t]*$)", re.M)
 
 
-def last_return(path: Path) -> float | None:
+def last_return(path: str | Path) -> float | None:
     """The last finite ``mean_return`` of the bundled trainers' metrics.csv."""
     try:
         with open(path, "rb") as handle:
@@ -184,7 +191,7 @@ def last_return(path: Path) -> float | None:
     if "mean_return" not in header:
         return None
     column = header.index("mean_return")
-    for line in reversed(lines[1:] if size <= 4096 else lines[1:]):
+    for line in reversed(lines[1:]):  # the header, or a line cut by the seek
         cells = line.split(",")
         if len(cells) != len(header):
             continue
@@ -217,6 +224,16 @@ def _iso_time(text) -> float | None:
 
 
 # -- is the launcher alive? ---------------------------------------------------------------------
+def _zombie(pid: int) -> bool:
+    """Ended, not yet reaped by its parent (state Z or X in /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return True
+    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] in (b"Z", b"X")
+
+
 def _boot_time() -> float | None:
     try:
         with open("/proc/stat") as handle:
@@ -244,7 +261,7 @@ def launcher_alive(status: dict) -> bool | None:
     if isinstance(host, str) and host and host != HOST:
         return None
     ticks = process_start(pid)
-    if ticks is None:
+    if ticks is None or _zombie(pid):
         return False
     recorded = status.get("pid_start")
     if isinstance(recorded, int) and not isinstance(recorded, bool):
@@ -289,9 +306,9 @@ def _failure(data) -> dict | None:
     return {key: data.get(key) for key in keys}
 
 
-def _ranks_from_command(path: Path) -> str | None:
+def _ranks_from_command(path: str) -> str | None:
     try:
-        text = path.read_text(errors="replace")
+        text = _read_bytes(path).decode(errors="replace")
     except OSError:
         return None
     match = re.search(r"--nproc_per_node[ =](\d+)", text)
@@ -319,9 +336,9 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
     info.host = status.get("host") if isinstance(status.get("host"), str) else None
 
 
-def _apply_config(info: RunInfo, directory: Path) -> None:
+def _apply_config(info: RunInfo, directory: str | Path) -> None:
     try:
-        text = (directory / "config.yaml").read_text(errors="replace")
+        text = _read_bytes(os.path.join(directory, "config.yaml")).decode(errors="replace")
     except FileNotFoundError:
         info.problems.append("config.yaml: missing")
         return
@@ -345,33 +362,33 @@ def _apply_config(info: RunInfo, directory: Path) -> None:
 
 def read(run_dir: Path, id_: str | None = None) -> RunInfo:
     """Everything the record in ``run_dir`` says (never raises)."""
-    run_dir = Path(os.path.abspath(run_dir))
-    info = RunInfo(id=id_ or run_dir.name, run_dir=str(run_dir))
+    path = os.path.abspath(run_dir)  # strings, not Path objects: a listing reads a thousand of these
+    info = RunInfo(id=id_ or os.path.basename(path), run_dir=path)
     try:
-        names = {entry.name for entry in os.scandir(run_dir)}
+        names = set(os.listdir(path))
     except OSError as err:
-        info.problems.append(f"{run_dir}: {err.strerror or err}")
+        info.problems.append(f"{path}: {err.strerror or err}")
         return info
     if SUBMIT in names:
-        _read_slurm(info, run_dir, names)
+        _read_slurm(info, Path(path), names)
     else:
-        info.record_dirs = [str(run_dir)]
-        _apply_status(info, _read_json(run_dir / STATUS, info.problems) if STATUS in names else None)
+        info.record_dirs = [path]
+        _apply_status(info, _read_json(os.path.join(path, STATUS), info.problems) if STATUS in names else None)
         if STATUS not in names:
             info.problems.append("status.json: missing (the launch never started, or the directory is not a run's)")
-        _apply_config(info, run_dir)
+        _apply_config(info, path)
     if info.nproc_per_node is not None and not info.nproc_per_node.isdigit():
-        counted = _ranks_from_command(Path(info.record_dirs[0]) / "command.sh") if info.record_dirs else None
+        counted = _ranks_from_command(os.path.join(info.record_dirs[0], "command.sh")) if info.record_dirs else None
         info.nproc_per_node = counted or info.nproc_per_node
     if info.task is None and "run_info.json" in names:  # the bundled trainers' resolved arguments
-        trainer = _read_json(run_dir / "run_info.json", [])
+        trainer = _read_json(os.path.join(path, "run_info.json"), [])
         info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
     if "metrics.csv" in names:
-        info.last_return = last_return(run_dir / "metrics.csv")
-    info.start_time = _iso_time(info.started) or _stamp_time(run_dir.name)
+        info.last_return = last_return(os.path.join(path, "metrics.csv"))
+    info.start_time = _iso_time(info.started) or _stamp_time(os.path.basename(path))
     if info.start_time is None:
         try:
-            info.start_time = run_dir.stat().st_mtime
+            info.start_time = os.stat(path).st_mtime
         except OSError:
             info.start_time = 0.0
     if info.started is None and info.start_time:
@@ -404,7 +421,8 @@ def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
         node = RunInfo(id="", run_dir=str(path))
         _apply_status(node, _read_json(path / STATUS, info.problems))
         statuses.append(node)
-    _apply_config(info, run_dir)
+    # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
+    _apply_config(info, records[0] if records and (records[0] / "config.yaml").exists() else run_dir)
     if not statuses:
         info.status = SUBMITTED
         return

@@ -191,7 +191,9 @@ def show(args: argparse.Namespace) -> int:
     from . import chosen, live
 
     info = _one(args)
-    progress = live.progress(info) if info.status == read.RUNNING else None
+    from .logs import record_dirs
+
+    progress = live.progress(info, record_dirs(info, args.root)) if info.status == read.RUNNING else None
     differences, against = chosen.differences(info)
     places = where(info)
     composition = chosen.composition(Path(info.run_dir))

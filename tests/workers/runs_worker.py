@@ -4,9 +4,9 @@ Prints ``rank R line N`` lines, beats (TRAIN_MULTIGPU_HEARTBEAT_FILE, when the l
 writes ``metrics.csv`` like the bundled trainers (rank 0, in TRAIN_MULTIGPU_RUN_DIR).
 
 --lines N        print N lines, one per iteration (default 3)
---fail R:CODE    rank R exits with CODE after its lines; the other ranks sleep until stopped
+--fail R:CODE    rank R exits with CODE once every rank printed its lines; the others sleep until stopped
 --sleep          after the lines, sleep until stopped (SIGINT/SIGTERM end it with 128+N)
---ready FILE     touch FILE (rank 0) once the lines are printed
+--ready FILE     touch FILE (rank 0) once every rank printed its lines
 """
 
 import argparse
@@ -35,10 +35,19 @@ def main() -> int:
         if beat:
             with open(beat, "w") as f:
                 f.write(f"{i} {args.lines}")
+    world = int(os.environ.get("WORLD_SIZE", os.environ.get("JAX_WORLD_SIZE", "1")))
+    if run_dir:  # this rank has printed its lines: <run_dir>/printed<R>
+        open(os.path.join(run_dir, f"printed{rank}"), "w").close()
+    failing, code = (int(x) for x in args.fail.split(":")) if args.fail else (None, 0)
+    if run_dir and (rank == failing or (rank == 0 and args.ready)):
+        deadline = time.monotonic() + 60  # fail, or say ready, once every rank's lines are in its log
+        while time.monotonic() < deadline:
+            if all(os.path.exists(os.path.join(run_dir, f"printed{r}")) for r in range(world)):
+                break
+            time.sleep(0.02)
     if rank == 0 and args.ready:
         open(args.ready, "w").close()
     if args.fail:
-        failing, code = (int(x) for x in args.fail.split(":"))
         if rank == failing:
             print(f"rank {rank} fails with exit code {code}", file=sys.stderr, flush=True)
             return code
