@@ -262,10 +262,10 @@ def iterate(t: Training) -> None:
     stop = StopRequest()
     tracker = EpisodeTracker(t.num_envs)
     window: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
+    progress = out.Progress()  # the per-iteration line; rewritten in place on a terminal
     timesteps = t.max_iterations * rollouts
     steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
-    progress = out.Progress()  # the per-iteration line; rewritten in place on a terminal
     for iteration in range(t.start_iteration + 1, t.max_iterations + 1):
         t.iteration = iteration
         t0 = time.perf_counter()
