@@ -357,3 +357,35 @@ def test_isaaclab_resume_flags_per_library(tmp_path, library, files, expected):
         (tmp_path / "R" / name).write_bytes(b"")
     log = f"[INFO] Logging experiment in directory: {tmp_path}\nExact experiment name requested from command line: R\n"
     assert isaaclab_resume_args(library, log, "id") == [a.replace("R/", f"{tmp_path}/R/") for a in expected]
+
+
+def test_bare_trainer_progress_is_one_live_line_on_a_terminal_and_every_line_elsewhere():
+    """The bundled trainer run by hand (no launcher): its own stdout decides (trainer_outputs.Progress)."""
+    import importlib.util
+    import io
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location(
+        "trainer_outputs", ROOT / "examples" / "trainers" / "trainer_outputs.py"
+    )
+    outputs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(outputs)
+    master, slave = pty.openpty()
+    with open(slave, "w", closefd=True) as terminal:
+        progress = outputs.Progress(terminal)
+        progress.show("[iter    1/2] a")
+        progress.show("[iter    2/2] b")
+        progress.end()
+    try:
+        assert (
+            os.read(master, 4096) == b"\r[iter    1/2] a\x1b[K\r[iter    2/2] b\x1b[K\r\n"
+        )  # the pty writes \n as \r\n
+    finally:
+        os.close(master)
+    piped = io.StringIO()
+    progress = outputs.Progress(piped)
+    progress.show("[iter    1/2] a")
+    progress.show("[iter    2/2] b")
+    progress.end()
+    assert piped.getvalue() == "[iter    1/2] a\n[iter    2/2] b\n"
