@@ -69,6 +69,9 @@ class Session:
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
+    composition: dict | None = None  # record.composition: what was typed (<run_dir>/composition.json)
+    trainer_dir: str | None = None  # runs resume: the run directory the training script continues in
+    resume_args: list[str] = field(default_factory=list)  # runs resume: the script's resume flags, last
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -184,7 +187,7 @@ class Session:
         cfg = self.vault.reveal(_to_object(dict_cfg, self.presets))
         self.fail_fast = cfg.sweep.fail_fast
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
-        cfg.script_args += self.script_args
+        cfg.script_args += self.script_args + self.resume_args
         if cfg.submit is schema.Submit.slurm:
             return self._submit_slurm(cfg)
         if cfg.submit is schema.Submit.k8s:
@@ -222,7 +225,7 @@ class Session:
             if pod is not None:
                 print(k8s_launch.describe(pod))
             # the argv a real launch starts: every rank's script behind the worker wrapper
-            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
+            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self._order()), supervise.WORKER_WRAPPER)
             print(
                 plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets))
             )
@@ -232,7 +235,12 @@ class Session:
         self.run_dir = str(run_dir)
         logs = run_dir / "logs"
         plan = supervise.prepare(
-            lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir), order=self.order), slot),
+            lanes.bind(
+                plan_mod.build(
+                    cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir, self.trainer_dir), order=self._order()
+                ),
+                slot,
+            ),
             logs,
         )
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
@@ -241,10 +249,10 @@ class Session:
             print(
                 f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True
             )
-            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot))
+            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot, self._composed(job)))
             return 0
         logs.mkdir(exist_ok=True)
-        started = record.write_start(run_dir, config_yaml, plan)
+        started = record.write_start(run_dir, config_yaml, plan, self._composed(job))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
         try:
@@ -260,6 +268,18 @@ class Session:
             _rendezvous_hint(cfg, settled, logs)  # (a lost node is no rendezvous failure)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code
+
+    def _order(self) -> list[str]:
+        """The typed order (grammar.CommandLine.order); ``runs resume``'s flags come last."""
+        return [*self.order, *[plan_mod.ARG_ENTRY] * len(self.resume_args)]
+
+    def _composed(self, job: lanes.JobInfo | None) -> dict | None:
+        """This launch's composition.json: a sweep job's is the single run of its point (Hydra's
+        overrides of the job, its swept values chosen), so ``runs rerun`` of a job reruns that job."""
+        if self.composition is None or job is None:
+            return self.composition
+        own = [o for o in job.overrides if not o.startswith("hydra.")]
+        return {**self.composition, "overrides": [record.mask_placeholders(o) for o in own]}
 
     def _save_profile(self, dict_cfg, target: str) -> int:
         from hydra.core.hydra_config import HydraConfig
@@ -342,10 +362,25 @@ class Session:
             print(summary(self.submissions), flush=True)
         elif self.results:
             print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
+            self._sweep_curves()
         if self.interrupted() is not None:
             return 128 + self.interrupted()
         failures = [code for code in self.exit_codes if code != 0]
         return failures[0] if failures else 0
+
+    def _sweep_curves(self) -> None:
+        """One PNG of the jobs' learning curves, labelled by their swept values, in the sweep's
+        directory (launcher/sweep/curves.py); matplotlib is imported only when there is one to draw."""
+        from .sweep import curves
+
+        results = sorted(self.results, key=lambda r: r.num)
+        labels = [
+            " ".join(own) or f"job {r.num}" for r, own in zip(results, lanes.swept([r.overrides for r in results]))
+        ]
+        ran = [(r.run_dir, label) for r, label in zip(results, labels) if r.exit_code is not None and r.run_dir]
+        _, note = curves.sweep_png(ran)
+        if note:
+            print(f"[{PROG}] {note}", flush=True)
 
 
 def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
@@ -391,12 +426,13 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") ->
         ) from None
 
 
-def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
+def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path, trainer_dir: str | None = None) -> str:
     """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
-    of a SLURM job train, checkpoint and resume there); else the launch's own record directory."""
+    of a SLURM job train, checkpoint and resume there); ``runs resume``: the resumed run's (``trainer_dir``);
+    else the launch's own record directory."""
     if cfg.run_dir is not None and not _multirun():
         return str(Path(cfg.run_dir).resolve())
-    return str(record_dir)
+    return trainer_dir or str(record_dir)
 
 
 def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: dict[str, list[str]]) -> list[str]:

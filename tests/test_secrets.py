@@ -115,6 +115,31 @@ def test_hydra_outputs_show_the_masked_form(run_cli, tmp_path, sentinel):
         assert_nowhere(each, tmp_path, sentinel)
 
 
+def test_rerun_takes_the_secret_from_the_environment_and_writes_it_nowhere(run_cli, tmp_path, worker, sentinel):
+    """composition.json (what ``runs rerun`` launches again) masks the value like every other file;
+    the rerun takes it from the variable of the same name, or stops with one line naming it."""
+    import json
+
+    args = ("launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}", "run_name=sec")
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "composition.json").read_text())["overrides"][2] == "+worker_env.HF_TOKEN=***"
+    missing = run_cli("runs", "rerun", "last")
+    assert one_error_line(missing) == (
+        "train_multigpu: error: worker_env.HF_TOKEN=***: the record keeps no secret values: set them in the "
+        "environment before the rerun (export HF_TOKEN=..., or give +KEY=VALUE on the rerun's line)"
+    )
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # nothing started
+    again = sentinel + "again"
+    rerun = run_cli("runs", "rerun", "last", env=clean_env(HF_TOKEN=again))
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"SECRET_SHA HF_TOKEN - {sha(again)}" in rerun.stdout  # not the mask: the value reached the worker
+    for result in (first, missing, rerun):
+        files = assert_nowhere(result, tmp_path, sentinel, again)
+    assert sum(p.name == "composition.json" for p in files) == 2
+
+
 # -- sweeps -----------------------------------------------------------------------------------
 
 

@@ -95,10 +95,11 @@ def split_root(argv: list[str]) -> tuple[list[str], str | None]:
     return rest, root
 
 
-def main(argv: list[str]) -> int:
-    """``argv``: what follows ``runs``. One-line errors, exit code 2."""
+def main(argv: list[str], launch=None) -> int:
+    """``argv``: what follows ``runs``. One-line errors, exit code 2. ``launch``: launcher/cli.py's
+    ``launch_line``, the path ``rerun``/``resume`` launch through (nothing imports cli)."""
     try:
-        return _main(argv)
+        return _main(argv, launch)
     except UserError as err:
         print(f"{PROG}: error: {one_line(str(err))}", file=sys.stderr)
         return EXIT_USAGE
@@ -108,7 +109,7 @@ def main(argv: list[str]) -> int:
         return 128 + 2
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], launch=None) -> int:
     argv, run_root = split_root(argv)
     command = _command(argv)
     if command is None:
@@ -118,6 +119,7 @@ def _main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     args.root = Path(args.root or run_root or DEFAULT_ROOT)
     if getattr(args, "run", None) is not None:
+        args.launch = launch
         return args.run(args)
     from . import live, logs, show
 
