@@ -20,6 +20,8 @@ Import rules (tests/test_layout.py checks them):
 - ``slurm/``, ``ray_submit/`` and ``sweep/`` may use the stages before them; ``session`` may use
   everything; nothing imports ``cli``. ``ray_submit/job.py`` is the entry of a Ray job on the cluster
   and, like ``cli``, hands the launch to a ``session``.
+- ``runs/`` (``train_multigpu runs``) is reached only from ``cli``; reading and listing records
+  use the standard library, the leaves and ``record``'s names (no Hydra).
 """
 
 __version__ = "0.1.0"

@@ -230,6 +230,8 @@ def test_default_training_succeeds(ray_cluster, launched):
     run_dir = next((tmp_path / "runs").iterdir())
     assert json.loads((run_dir / "ray_job.json").read_text())["job_id"] == job_id
     assert json.loads((run_dir / "status.json").read_text())["exit_code"] == 0
+    # what was typed, for `train_multigpu runs rerun` (which submits it again)
+    assert "submit=ray" in json.loads((run_dir / "composition.json").read_text())["overrides"]
 
 
 def test_failing_rank_fails_the_job_with_its_code(ray_cluster, launched):

@@ -103,10 +103,12 @@ class Submitter:
         check_only: bool = False,
         follow_now: bool = True,
         order: Sequence[str] = (),
+        composed: dict | None = None,
     ) -> int:
         """Submit one job for ``cfg`` (``check_only``: check, write and submit nothing). ``make_run_dir(cfg,
         create)`` gives the run directory. With ``ray.follow`` and ``follow_now`` (not a sweep): wait for
-        the job and return the launch's exit code."""
+        the job and return the launch's exit code. ``composed``: the run's composition.json (what was
+        typed, record.composition), so ``train_multigpu runs rerun`` submits it again."""
         from .. import checks, probe
 
         overrides = tuple(overrides)
@@ -130,6 +132,8 @@ class Submitter:
             run_dir = str(make_run_dir(one, True))
             job = spec_mod.build(cfg, run_dir, order)
             (Path(run_dir) / "config.yaml").write_text(resolved_yaml)
+            if composed is not None:
+                record.write_json(Path(run_dir) / record.COMPOSITION, composed)
             try:
                 job_id = client.submit_job(**job.submit_kwargs())
             except Exception as err:  # nothing was submitted: leave no directory behind

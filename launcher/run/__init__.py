@@ -10,6 +10,7 @@
 - ``logs``: per-rank log files; ``failure``: exit records and the failure summary.
 - ``worker``: the rank wrapper, a separate program (standard library only).
 - ``watchdog``: a separate process that kills what a SIGKILLed launcher left behind.
+- ``liveness``: the nodes' launchers watch each other (a monitor); a lost node ends the launch.
 
 A hang watchdog (a stalled rank detected by its silence) would be one more component here, started
 and stopped by ``supervise`` like ``detect`` and ``console``. A change to "how ranks are killed"
