@@ -28,3 +28,13 @@ def override_key(override: str) -> str:
     ('worker_env.HF_TOKEN', 'seed', 'profile')
     """
     return override.lstrip("+~").split("=", 1)[0]
+
+# PyTorch's NCCL flight recorder, set for CUDA torchrun launches unless the user set them (names as
+# torch 2.13 reads them: ProcessGroupNCCL.hpp, FlightRecorder.hpp; each knob with its newer alias)
+FR_BUFFER_VARS = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE")
+FR_DUMP_ON_TIMEOUT_VAR = "TORCH_NCCL_DUMP_ON_TIMEOUT"
+FR_TEMP_FILE_VARS = ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE")  # dump: <value><rank>
+FR_PIPE_FILE_VAR = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"  # each rank reads <value><rank>.pipe: a write dumps
+FR_DIR = "nccl"  # <run_dir>/nccl/: trace_rank_<R> dumps, pipe_rank_<R>.pipe
+FR_TRACE_PREFIX = "trace_rank_"
+FR_PIPE_PREFIX = "pipe_rank_"

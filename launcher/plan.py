@@ -12,6 +12,7 @@ JAX_WORLD_SIZE, JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +22,21 @@ from typing import TYPE_CHECKING
 from . import rendezvous
 from .checks import Settled
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
-from .names import BACKEND_VAR, LAUNCH_ID_VAR, LOG_DIR_VAR, NODE_RANK_VAR, RANK_LOGS_VAR, RUN_DIR_VAR
+from .names import (
+    BACKEND_VAR,
+    FR_BUFFER_VARS,
+    FR_DIR,
+    FR_DUMP_ON_TIMEOUT_VAR,
+    FR_PIPE_FILE_VAR,
+    FR_PIPE_PREFIX,
+    FR_TEMP_FILE_VARS,
+    FR_TRACE_PREFIX,
+    LAUNCH_ID_VAR,
+    LOG_DIR_VAR,
+    NODE_RANK_VAR,
+    RANK_LOGS_VAR,
+    RUN_DIR_VAR,
+)
 
 if TYPE_CHECKING:
     from .probe import HostFacts
@@ -77,6 +92,7 @@ LAUNCH_VARS = (
 )
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
+FR_BUFFER_SIZE = "2000"  # torch's own default since 2.5 (earlier: 0, the recorder off)
 
 
 @dataclass(frozen=True)
@@ -116,6 +132,9 @@ class LaunchPlan:
     notes: tuple[str, ...] = ()
     # set by wrapped(): the worker wrapper in front of every rank's script (launcher/run/worker.py)
     wrapper: str | None = None
+    # the NCCL flight recorder's file variables supervised() points into <run_dir>/nccl/ (CUDA torchrun
+    # launches, those the user did not set; see flight_recorder_env)
+    nccl_dump_vars: tuple[str, ...] = ()
 
 
 def _flag_value(value: object) -> str:
@@ -216,7 +235,41 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
         env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
     if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
         env.setdefault("JAX_PLATFORMS", "cpu")
+    if _flight_recorder(cfg, settled):
+        env.update(flight_recorder_env({**facts.env, **env}))
     return env
+
+
+def _flight_recorder(cfg: TrainConfig, settled: Settled) -> bool:
+    """PyTorch's NCCL flight recorder applies: a torchrun launch on CUDA (NCCL)."""
+    return settled.device == "cuda" and cfg.launcher.topology is not Topology.skrl_jax
+
+
+def flight_recorder_env(given: Mapping[str, str]) -> dict[str, str]:
+    """The flight recorder's switches (ring buffer, dump on a collective timeout) that ``given`` (the
+    launcher's environment and worker_env/profile.env) does not set under any of their names.
+
+    >>> flight_recorder_env({})
+    {'TORCH_NCCL_TRACE_BUFFER_SIZE': '2000', 'TORCH_NCCL_DUMP_ON_TIMEOUT': '1'}
+    >>> flight_recorder_env({"TORCH_FR_BUFFER_SIZE": "0"})
+    {'TORCH_NCCL_DUMP_ON_TIMEOUT': '1'}
+    """
+    env = {}
+    if not any(name in given for name in FR_BUFFER_VARS):
+        env[FR_BUFFER_VARS[0]] = FR_BUFFER_SIZE
+    if FR_DUMP_ON_TIMEOUT_VAR not in given:
+        env[FR_DUMP_ON_TIMEOUT_VAR] = "1"
+    return env
+
+
+def flight_recorder_files(given: Mapping[str, str]) -> tuple[str, ...]:
+    """The flight recorder's file variables (dump file, dump-on-demand pipe) that ``given`` does not set.
+
+    >>> flight_recorder_files({"TORCH_FR_DUMP_TEMP_FILE": "/scratch/fr_"})
+    ('TORCH_NCCL_DEBUG_INFO_PIPE_FILE',)
+    """
+    names = () if any(name in given for name in FR_TEMP_FILE_VARS) else (FR_TEMP_FILE_VARS[0],)
+    return names + (() if FR_PIPE_FILE_VAR in given else (FR_PIPE_FILE_VAR,))
 
 
 def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[str]) -> ProcessSpec:
@@ -286,7 +339,9 @@ def build(
     else:
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
+    dump_vars = flight_recorder_files({**facts.env, **env}) if _flight_recorder(cfg, settled) else ()
     return LaunchPlan(
+        nccl_dump_vars=dump_vars,
         notes=_notes(cfg, settled, env),
         topology=cfg.launcher.topology,
         profile=cfg.profile.name,
@@ -361,6 +416,9 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
             LAUNCH_ID_VAR: launch_id,
         }
     )
+    dumps = os.path.join(os.path.dirname(os.path.normpath(log_dir)), FR_DIR)  # <run_dir>/nccl
+    prefixes = {FR_PIPE_FILE_VAR: FR_PIPE_PREFIX}
+    env.update({name: os.path.join(dumps, prefixes.get(name, FR_TRACE_PREFIX)) for name in plan.nccl_dump_vars})
     return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
 
 
@@ -377,7 +435,9 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     if plan.wrapper is not None:
         lines.append(
             f"# a real launch adds, for its run directory: {RUN_DIR_VAR}, {LOG_DIR_VAR}, {RANK_LOGS_VAR}, "
-            f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR} (<run dir>/env.json keeps them)"
+            f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR}"
+            + "".join(f", {name}=<run dir>/{FR_DIR}/..." for name in plan.nccl_dump_vars)
+            + " (<run dir>/env.json keeps them)"
         )
     lines.append(f"# {len(plan.processes)} command(s):")
     if plan.wrapper is not None:

@@ -55,6 +55,7 @@ from typing import IO
 
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
+from . import causes, flight_recorder, oom
 from . import failure as failure_mod
 from .console import Console
 from .detect import FailureDetector, Monitor
@@ -77,10 +78,15 @@ class Outcome:
     summary: str = ""  # the failure summary as printed
     port_in_use: int | None = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
+    context: causes.Context | None = None  # what run/causes.py needs to name the cause (summarised)
+    diagnosis: causes.Diagnosis | None = None
 
     def failure_record(self) -> dict | None:
         """What status.json keeps of the failure (None after a success or a signal)."""
-        return None if self.failure is None else {**self.failure.as_dict(), "summary": self.summary}
+        if self.failure is None:
+            return None
+        cause = self.diagnosis.record() if self.diagnosis is not None else {}
+        return {**self.failure.as_dict(), **cause, "summary": self.summary}
 
 
 def prepare(plan: LaunchPlan, log_dir: Path) -> LaunchPlan:
@@ -113,8 +119,12 @@ class Supervisor:
         self.stopping = False
         self.stop_signal: int | None = None  # what stop() sent (processes started later get it too)
         self.halted: str | None = None  # why the sweep stopped this launch (halt)
+        self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/causes.py)
+        self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
 
     def start(self) -> None:
+        self.oom_before = oom.read()
+        flight_recorder.prepare(self.plan.env)
         self.group.start(self.console.echo_agent, self._pending_signal)
         self.console.start(self.log_dir)
 
@@ -177,6 +187,11 @@ class Supervisor:
             if self.failure is None and self.signal_received is None and self.halted is None:
                 self.failure = self._check(codes)
                 if self.failure is not None:
+                    self.statuses_at_failure = tuple(
+                        (spec.global_rank, spec.local_rank, code)
+                        for spec, code in zip(self.plan.processes, codes)
+                        if spec.global_rank is not None and code is not None
+                    )
                     self._on_failure()
             if all(code is not None for code in codes):
                 break
@@ -200,7 +215,8 @@ class Supervisor:
                 return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
-            return Outcome(self.failure.exit_code, reason, self.failure)
+            context = causes.Context(self.log_dir, self.detector.torchrun, self.statuses_at_failure, self.oom_before)
+            return Outcome(self.failure.exit_code, reason, self.failure, context=context)
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
             return Outcome(128 + self.signal_received, f"stopped by {name}")
@@ -246,9 +262,17 @@ def run(
 
 
 def summarised(outcome: Outcome) -> Outcome:
-    """The outcome with its failure summary, printed on stderr."""
+    """The outcome with its failure's cause (run/causes.py: the rank that only lost a peer gives way
+    to the one that failed, whose exit code the launch takes) and summary, printed on stderr."""
     if outcome.failure is not None:
-        text = failure_mod.summary(outcome.failure)
+        lines: list[str] = []
+        if outcome.context is not None:
+            diagnosis = causes.diagnose(outcome.failure, outcome.context)
+            outcome = replace(
+                outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
+            )
+            lines = diagnosis.lines()
+        text = failure_mod.summary(outcome.failure, cause=lines)
         outcome = replace(outcome, summary=text)
         try:
             print(f"[{PROG}] " + text, file=sys.stderr, flush=True)

@@ -13,8 +13,11 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
   the launcher's failure summary, and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
   carries the traceback.
+- A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) prints every thread's Python stack to the
+  rank's stderr first (``faulthandler``): the failure summary names the innermost frame.
 """
 
+import faulthandler
 import json
 import os
 import signal
@@ -101,6 +104,7 @@ def main(argv: list) -> None:
     log_dir = os.environ.get(LOG_DIR_VAR)
     if log_dir and os.environ.get(RANK_LOGS_VAR, "1") == "1":
         _redirect(log_dir, ranks["rank"])
+    faulthandler.enable(all_threads=True)  # writes to fd 2: the rank's log
     script = argv[0]
     sys.argv = list(argv)
     # the script's directory, not this package's, comes first on the path (as `python script.py`)
