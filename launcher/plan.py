@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING
 from . import rendezvous
 from .checks import Settled
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
-from .names import BACKEND_VAR, LAUNCH_ID_VAR, LOG_DIR_VAR, NODE_RANK_VAR, RANK_LOGS_VAR, RUN_DIR_VAR
+from .names import (
+    BACKEND_VAR,
+    HEARTBEAT_VAR,
+    LAUNCH_ID_VAR,
+    LOG_DIR_VAR,
+    NODE_RANK_VAR,
+    RANK_LOGS_VAR,
+    RUN_DIR_VAR,
+)
 
 if TYPE_CHECKING:
     from .probe import HostFacts
@@ -71,6 +79,7 @@ LAUNCH_VARS = (
     RANK_LOGS_VAR,
     NODE_RANK_VAR,
     LAUNCH_ID_VAR,
+    HEARTBEAT_VAR,
     "CUDA_VISIBLE_DEVICES",
     *JAX_RANK_VARS,
     *TORCHRUN_WORKER_VARS,
@@ -116,6 +125,10 @@ class LaunchPlan:
     notes: tuple[str, ...] = ()
     # set by wrapped(): the worker wrapper in front of every rank's script (launcher/run/worker.py)
     wrapper: str | None = None
+    # the hang watchdog (launcher/run/progress.py): seconds without progress, and before a rank's
+    # first sign of life; None: off
+    hang_timeout: float | None = None
+    startup_timeout: float | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -300,6 +313,8 @@ def build(
         processes=processes,
         grace_period=cfg.launcher.grace_period,
         log_all_ranks=cfg.log_all_ranks,
+        hang_timeout=cfg.launcher.hang_timeout,
+        startup_timeout=cfg.launcher.startup_timeout,
     )
 
 
