@@ -5,7 +5,8 @@
 --mode jax       the same with a JAX cross-process sum (psum) over gloo CPU collectives
 --mode silent    beats every 0.2 s for --seconds, prints nothing at all, exits 0
 --mode mute      prints nothing, never beats, sleeps forever (stuck in start-up)
---mode ticking   prints a line every 0.3 s for --seconds, never beats, exits 0
+--mode mixed     rank 0 beats every 0.2 s and prints nothing; rank 1 prints every 0.2 s and never
+                 beats; both for --seconds, then exit 0
 
 Every rank writes ``<--pid_dir>/rank<R>.pid`` first. Unknown arguments (--distributed) are ignored.
 """
@@ -40,19 +41,16 @@ def stuck_forever() -> None:
 
 if args.mode == "mute":
     stuck_forever()
-if args.mode == "silent":
+if args.mode in ("silent", "mixed"):
     end = time.monotonic() + args.seconds
     iteration = 0
     while time.monotonic() < end:
         iteration += 1
-        beat(iteration, 0)
+        if args.mode == "mixed" and rank == 1:
+            print(f"rank {rank} tick {iteration}", flush=True)
+        else:
+            beat(iteration, 0)
         time.sleep(0.2)
-    sys.exit(0)
-if args.mode == "ticking":
-    end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
-        print(f"rank {rank} tick", flush=True)
-        time.sleep(0.3)
     sys.exit(0)
 
 TOTAL = 1000
