@@ -28,14 +28,14 @@ def line_of(code: str) -> int:
 SLEEP = line_of("time.sleep(1000)")
 
 
-def launch(tmp: Path, *overrides: str, jax: bool, args: tuple = ()) -> tuple[subprocess.Popen, Path]:
+def launch(tmp: Path, *overrides: str, jax: bool, args: tuple = (), nproc: int = 2) -> tuple[subprocess.Popen, Path]:
     pid_dir = tmp / "pids"
     pid_dir.mkdir(exist_ok=True)
     topology = ["launcher=skrl_jax"] if jax else []
     proc = start(
         tmp,
         *topology,
-        "launcher.nproc_per_node=2",
+        f"launcher.nproc_per_node={nproc}",
         f"script={WORKER}",
         *overrides,
         script_args=("--pid_dir", str(pid_dir), *args),
@@ -109,11 +109,14 @@ def test_a_rank_stuck_before_the_collective_ends_the_launch_with_every_stack(tmp
 
 @pytest.mark.timeout(60)
 def test_a_rank_that_beats_but_prints_nothing_and_one_that_prints_but_never_beats_are_not_flagged(tmp_path):
+    """Rank 2 prints once, then nothing and never beats (as the non-zero ranks of a script that logs on
+    rank 0 only): judged with its node, where the others show progress, it is not stalled either."""
     proc, pids = launch(
         tmp_path,
         "launcher.hang_timeout=1.5",
         "launcher.startup_timeout=1.5",
         jax=True,
+        nproc=3,
         args=("--mode", "mixed", "--seconds", "4"),
     )
     code, out, err = finish(proc)
@@ -124,6 +127,7 @@ def test_a_rank_that_beats_but_prints_nothing_and_one_that_prints_but_never_beat
     progress = json.loads((run / "logs" / "progress.json").read_text())
     assert progress["ranks"]["0"]["iteration"] > 10 and progress["ranks"]["0"]["iter_per_s"] > 1
     assert progress["ranks"]["1"]["last_beat"] is None and progress["ranks"]["1"]["last_output"] is not None
+    assert progress["ranks"]["2"]["last_output"] < progress["updated"] - 2.5  # silent for the last 3 s
     assert not any(r["stalled"] for r in progress["ranks"].values())
     assert not (run / "stacks").exists()
 

@@ -61,6 +61,8 @@ class RankProgress:
     iter_per_s: float | None = None
     stalled: bool = False
     ended: bool = False  # its process is gone: not watched any more
+    quiet_s: float = 0.0  # seconds without progress, as last judged
+    limit_key: str = "hang_timeout"  # the key it was judged by
     _rate_from: tuple[float, int] | None = None
 
     @property
@@ -161,18 +163,27 @@ class ProgressMonitor:
                     progress.last_output = info.st_mtime
 
     def _stalled(self, now: float) -> list[RankProgress]:
+        """A rank that beats is judged alone: ``hang_timeout`` since its last beat or output. A rank
+        that has not beaten is judged with its node, since many scripts print on rank 0 only: it
+        has stalled when no rank of this node has shown a sign of life (or started) for
+        ``hang_timeout``, or for ``startup_timeout`` while a rank of the node is still starting."""
+        watched = [p for p in self.ranks.values() if not p.ended]
+        if not self.plan.rank_logs and not self.jax_ranks:
+            watched = [p for p in watched if p.last_beat is not None]  # no rank logs: watched from the first beat
+        if not watched:
+            return []
+        node_quiet = now - max(p.last_sign() for p in watched)
+        starting = any(p.phase == "startup" for p in watched)
+        node_key = "startup_timeout" if starting else "hang_timeout"
         found = []
-        for progress in self.ranks.values():
-            if progress.ended:
-                continue
-            if progress.phase == "startup":
-                if not self.plan.rank_logs and not self.jax_ranks:
-                    continue  # no rank logs: a rank is watched from its first beat
-                limit = self.startup_timeout
-                since = progress.first_seen
+        for progress in watched:
+            if progress.last_beat is not None:
+                key, quiet = "hang_timeout", now - progress.last_sign()
             else:
-                limit, since = self.hang_timeout, progress.last_sign()
-            progress.stalled = limit is not None and now - since > limit
+                key, quiet = node_key, node_quiet
+            limit = getattr(self, key)
+            progress.stalled = limit is not None and quiet > limit
+            progress.quiet_s, progress.limit_key = quiet, key
             if progress.stalled:
                 found.append(progress)
         return found
@@ -223,19 +234,18 @@ class ProgressMonitor:
         return None
 
     # -- a hang ----------------------------------------------------------------------------
-    def _headline(self, stalled: list[RankProgress], now: float) -> str:
+    def _headline(self, stalled: list[RankProgress]) -> str:
         names = ", ".join(str(p.rank) for p in sorted(stalled, key=lambda p: p.rank))
         plural = "s" if len(stalled) > 1 else ""
+        first = max(stalled, key=lambda p: p.quiet_s)
+        key = f"launcher.{first.limit_key}={getattr(self, first.limit_key):g}"
         if all(p.phase == "startup" for p in stalled):
             return (
                 f"HANG on node {self.plan.node_rank}: rank{plural} {names} showed no sign of life (no heartbeat, no "
-                f"output) {now - min(p.first_seen for p in stalled):.0f} s after starting "
-                f"(launcher.startup_timeout={self.startup_timeout:g})"
+                f"output) {first.quiet_s:.0f} s after starting ({key})"
             )
-        return (
-            f"HANG on node {self.plan.node_rank}: no progress from rank{plural} {names} for "
-            f"{now - min(p.last_sign() for p in stalled):.0f} s (launcher.hang_timeout={self.hang_timeout:g})"
-        )
+        quiet = f"{first.quiet_s:.0f} s"
+        return f"HANG on node {self.plan.node_rank}: no progress from rank{plural} {names} for {quiet} ({key})"
 
     def _progress_lines(self, now: float) -> list[str]:
         lines = []
@@ -253,14 +263,14 @@ class ProgressMonitor:
         return lines
 
     def _hang(self, stalled: list[RankProgress], now: float) -> Failure:
-        headline = self._headline(stalled, now)
+        headline = self._headline(stalled)
         self.say(headline.replace("HANG on", "hang on", 1) + ": taking every rank's stack (py-spy)")
         pids = self.rank_pids()
         with self._lock:
             self.stacks_dir, self.summary = stacks.capture(
                 self.run_dir, pids, self.plan.node_rank, True, headline, tuple(self._progress_lines(now))
             )
-        first = min(stalled, key=lambda p: p.last_sign())
+        first = max(stalled, key=lambda p: p.quiet_s)
         env = procs.environ(pids[first.rank]) if first.rank in pids else {}
         local = env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", ""))
         return Failure(

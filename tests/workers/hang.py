@@ -6,7 +6,7 @@
 --mode silent    beats every 0.2 s for --seconds, prints nothing at all, exits 0
 --mode mute      prints nothing, never beats, sleeps forever (stuck in start-up)
 --mode mixed     rank 0 beats every 0.2 s and prints nothing; rank 1 prints every 0.2 s and never
-                 beats; both for --seconds, then exit 0
+                 beats; rank 2 (if any) prints one line and then nothing; for --seconds, then exit 0
 
 Every rank writes ``<--pid_dir>/rank<R>.pid`` first. Unknown arguments (--distributed) are ignored.
 """
@@ -48,6 +48,9 @@ if args.mode in ("silent", "mixed"):
         iteration += 1
         if args.mode == "mixed" and rank == 1:
             print(f"rank {rank} tick {iteration}", flush=True)
+        elif args.mode == "mixed" and rank == 2:
+            if iteration == 1:
+                print(f"rank {rank} started, then says nothing", flush=True)
         else:
             beat(iteration, 0)
         time.sleep(0.2)
