@@ -20,6 +20,7 @@ Each node's launcher watches only its own ranks. With torchrun's own output hand
 (``--tee``/``--redirects``/``--log_dir``) the rank logs do not exist: only heartbeats count, and a
 rank is watched from its first beat on.
 
+With both keys null the watchdog is off: no file is looked at and no progress.json is written.
 Every ~2 s the monitor writes ``logs/progress.json`` (per rank: phase, last beat, last output,
 iteration, total, iterations per second, stalled). :meth:`ProgressMonitor.request_stacks` (SIGUSR2
 to the launcher) takes every rank's stack into ``stacks/<stamp>/`` on a thread, without stopping
@@ -120,6 +121,8 @@ class ProgressMonitor:
         self.plan, self.log_dir, self.rank_pids, self.say = plan, log_dir, rank_pids, say
         self.run_dir = log_dir.parent
         self.hang_timeout, self.startup_timeout = plan.hang_timeout, plan.startup_timeout
+        # both keys null: the watchdog is off (no file is looked at, no progress.json); stacks on demand stay
+        self.active = self.hang_timeout is not None or self.startup_timeout is not None
         self.ranks: dict[int, RankProgress] = {}
         self.started = time.time()
         self.jax_ranks = {spec.global_rank: i for i, spec in enumerate(plan.processes) if spec.global_rank is not None}
@@ -214,7 +217,7 @@ class ProgressMonitor:
             thread.start()
             self._threads.append(thread)
         mono = time.monotonic()
-        if mono < self.next_poll:
+        if not self.active or mono < self.next_poll:
             return None
         self.next_poll = mono + POLL_S
         now = time.time()
@@ -304,4 +307,5 @@ class ProgressMonitor:
         """Wait for a capture on demand that is still being written; leave a last progress.json."""
         for thread in self._threads:
             thread.join(timeout=stacks.DUMP_TIMEOUT_S + 5)
-        self.write(time.time())
+        if self.active:
+            self.write(time.time())
