@@ -309,6 +309,9 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     if launcher.monitor_interval is not None:
         _seconds("monitor_interval", launcher.monitor_interval, 0, MAX_MONITOR_INTERVAL_S, low_allowed=False)
     _seconds("grace_period", launcher.grace_period, 0, MAX_GRACE_PERIOD_S)
+    for name in ("hang_timeout", "startup_timeout"):
+        if getattr(launcher, name) is not None:
+            _seconds(name, getattr(launcher, name), 0, MAX_TIMEOUT_S, "null turns it off", low_allowed=False)
     if launcher.join_timeout is not None:
         _seconds(
             "join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join"

@@ -31,6 +31,7 @@ from .names import (
     FR_PIPE_PREFIX,
     FR_TEMP_FILE_VARS,
     FR_TRACE_PREFIX,
+    HEARTBEAT_VAR,
     LAUNCH_ID_VAR,
     LOG_DIR_VAR,
     NODE_RANK_VAR,
@@ -86,6 +87,7 @@ LAUNCH_VARS = (
     RANK_LOGS_VAR,
     NODE_RANK_VAR,
     LAUNCH_ID_VAR,
+    HEARTBEAT_VAR,
     "CUDA_VISIBLE_DEVICES",
     *JAX_RANK_VARS,
     *TORCHRUN_WORKER_VARS,
@@ -135,6 +137,10 @@ class LaunchPlan:
     # the NCCL flight recorder's file variables supervised() points into <run_dir>/nccl/ (CUDA torchrun
     # launches, those the user did not set; see flight_recorder_env)
     nccl_dump_vars: tuple[str, ...] = ()
+    # the hang watchdog (launcher/run/progress.py): seconds without progress, and before a rank's
+    # first sign of life; None: off
+    hang_timeout: float | None = None
+    startup_timeout: float | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -355,6 +361,8 @@ def build(
         processes=processes,
         grace_period=cfg.launcher.grace_period,
         log_all_ranks=cfg.log_all_ranks,
+        hang_timeout=cfg.launcher.hang_timeout,
+        startup_timeout=cfg.launcher.startup_timeout,
     )
 
 

@@ -28,6 +28,7 @@ from trainer_ppo import pop_stats
 
 CHECKPOINT_FORMAT = 1
 RETURN_WINDOW = 10  # finished episodes per worker averaged into "mean_return"
+HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"  # exported to every rank by train_multigpu
 
 
 class StopRequest:
@@ -43,6 +44,18 @@ class StopRequest:
     def _handle(self, signum, _frame) -> None:
         if not self.signum:
             self.signum = signum
+
+
+def beat(iteration: int, total: int) -> None:
+    """A heartbeat for train_multigpu's hang watchdog (docs/hangs.md): the iteration and the total in
+    the file the launcher names; nothing when run without it."""
+    path = os.environ.get(HEARTBEAT_VAR)
+    if path:
+        try:
+            with open(path, "w") as handle:
+                handle.write(f"{iteration} {total}")
+        except OSError:
+            pass
 
 
 def parse_crash(spec: str) -> tuple[int, int] | None:
@@ -265,6 +278,7 @@ def iterate(t: Training) -> None:
     timesteps = t.max_iterations * rollouts
     steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
+    beat(t.start_iteration, t.max_iterations)  # start-up is over
     for iteration in range(t.start_iteration + 1, t.max_iterations + 1):
         t.iteration = iteration
         t0 = time.perf_counter()
@@ -345,6 +359,7 @@ def iterate(t: Training) -> None:
                 flush=True,
             )
             os._exit(3)
+        beat(iteration, t.max_iterations)
         if t.stopped_by:
             break
     t.train_s = time.perf_counter() - t_start

@@ -103,6 +103,12 @@ class LauncherConfig:
     coordinator_address: str | None = None
     # seconds between the first forwarded signal and SIGKILL of everything left
     grace_period: float = 30.0
+    # the hang watchdog (docs/hangs.md): a rank that shows no progress (a heartbeat, or new output in
+    # its log) for this many seconds ends the launch with every rank's stack saved, exit code 124;
+    # null: off
+    hang_timeout: float | None = 900.0
+    # the same before a rank's first sign of life (imports, environment creation, JIT); null: no limit
+    startup_timeout: float | None = 1800.0
     # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
     # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
     # (see launcher/slurm/launch.py, docs/slurm.md).

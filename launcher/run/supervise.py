@@ -61,7 +61,8 @@ from .console import Console
 from .detect import FailureDetector, Monitor
 from .failure import Failure
 from .group import ProcessGroup
-from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, Interrupts, handlers
+from .progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
+from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
@@ -111,7 +112,8 @@ class Supervisor:
             agent_quiet=lambda: self.stopping or self.failure is not None,
         )
         self.detector = FailureDetector(plan, log_dir)
-        self.monitors: list[Monitor] = [self.detector]  # a hang watchdog would join here
+        self.progress = ProgressMonitor(plan, log_dir, self.group.rank_pids, self.console.say)  # run/progress.py
+        self.monitors: list[Monitor] = [self.detector, self.progress]
         self.log_dir = log_dir
         self.signal_received: int | None = None
         self.failure: Failure | None = None
@@ -156,6 +158,10 @@ class Supervisor:
         """USR1 to every process of the launch, torch workers included (torchrun does not forward it)."""
         self.group.relay(signum)
 
+    def on_stacks(self, _signum: int, _frame: object) -> None:
+        """SIGUSR2: every rank's stack into <run_dir>/stacks/<stamp>/, the launch goes on."""
+        self.progress.request_stacks()
+
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
             self.kill_at = 0.0  # second Ctrl+C: now (done by the wait loop)
@@ -166,7 +172,8 @@ class Supervisor:
 
     def _on_failure(self) -> None:
         kill_after = min(self.plan.grace_period, FAILURE_KILL_S)
-        if self.detector.torchrun:  # torchrun stops its workers itself (and reports); it gets the same short time
+        hang = self.failure is not None and self.failure.source == HANG_SOURCE  # torchrun knows nothing of it
+        if self.detector.torchrun and not hang:  # torchrun stops its workers itself (and reports); same short time
             self.stopping = True
             self.kill_at = time.monotonic() + kill_after
         else:
@@ -213,6 +220,8 @@ class Supervisor:
             port = self.detector.port_in_use(self.failure)
             if port is not None:
                 return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
+        if self.failure is not None and self.failure.source == HANG_SOURCE:
+            return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
             context = causes.Context(self.log_dir, self.detector.torchrun, self.statuses_at_failure, self.oom_before)
@@ -225,6 +234,7 @@ class Supervisor:
         return Outcome(0, "success")
 
     def close(self) -> None:
+        self.progress.close()
         self.group.close()
         self.console.flush_held()  # a traceback torchrun left unfinished
         self.console.stop()
@@ -242,6 +252,8 @@ def run(
     supervisor = Supervisor(plan, log_dir, console)
     installed = {} if interrupts is not None else {sig: supervisor.on_signal for sig in FORWARDED_SIGNALS}
     installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
+    if interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
+        installed.update({sig: supervisor.on_stacks for sig in STACK_SIGNALS})
     with handlers(installed):
         if interrupts is not None:
             interrupts.attach(supervisor)
@@ -266,13 +278,13 @@ def summarised(outcome: Outcome) -> Outcome:
     to the one that failed, whose exit code the launch takes) and summary, printed on stderr."""
     if outcome.failure is not None:
         lines: list[str] = []
-        if outcome.context is not None:
+        if outcome.context is not None and not outcome.summary:
             diagnosis = causes.diagnose(outcome.failure, outcome.context)
             outcome = replace(
                 outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
             )
             lines = diagnosis.lines()
-        text = failure_mod.summary(outcome.failure, cause=lines)
+        text = outcome.summary or failure_mod.summary(outcome.failure, cause=lines)
         outcome = replace(outcome, summary=text)
         try:
             print(f"[{PROG}] " + text, file=sys.stderr, flush=True)

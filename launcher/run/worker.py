@@ -9,6 +9,8 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
 - With ``TRAIN_MULTIGPU_LOG_DIR`` set (and ``TRAIN_MULTIGPU_RANK_LOGS`` not ``0``), stdout and stderr
   (file descriptors 1 and 2, so child processes too) go to ``<dir>/rank<R>.log``; the supervisor
   shows the console from these files.
+- With a log dir, ``TRAIN_MULTIGPU_HEARTBEAT_FILE=<dir>/rank<R>.beat`` is exported to the script:
+  writing (or touching) it is a heartbeat the launcher's hang watchdog sees (run/beats.py).
 - A non-zero exit leaves ``<dir>/rank<R>.exit.json`` (rank, exit code, exception, traceback) for
   the launcher's failure summary, and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
@@ -28,6 +30,7 @@ import traceback
 LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
 RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
+HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 PR_SET_PDEATHSIG = 1
 
 
@@ -105,6 +108,8 @@ def main(argv: list) -> None:
     if log_dir and os.environ.get(RANK_LOGS_VAR, "1") == "1":
         _redirect(log_dir, ranks["rank"])
     faulthandler.enable(all_threads=True)  # writes to fd 2: the rank's log
+    if log_dir:
+        os.environ[HEARTBEAT_VAR] = os.path.join(log_dir, f"rank{ranks['rank']}.beat")
     script = argv[0]
     sys.argv = list(argv)
     # the script's directory, not this package's, comes first on the path (as `python script.py`)
