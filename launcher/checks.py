@@ -73,6 +73,9 @@ def _key(name: str) -> str:
 MAX_GRACE_PERIOD_S = 86400  # a day
 MAX_MONITOR_INTERVAL_S = 3600
 MAX_TIMEOUT_S = 604800  # a week: join_timeout and the timeouts in rdzv_conf
+# launcher.straggler_factor: slower than the median by more than this (1 would name half the ranks)
+MIN_STRAGGLER_FACTOR = 1.0
+MAX_STRAGGLER_FACTOR = 1000.0
 
 
 def _seconds(
@@ -312,6 +315,14 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     for name in ("hang_timeout", "startup_timeout"):
         if getattr(launcher, name) is not None:
             _seconds(name, getattr(launcher, name), 0, MAX_TIMEOUT_S, "null turns it off", low_allowed=False)
+    factor = launcher.straggler_factor
+    if factor is not None and not (math.isfinite(factor) and MIN_STRAGGLER_FACTOR < factor <= MAX_STRAGGLER_FACTOR):
+        raise UserError(
+            _key("straggler_factor"),
+            factor,
+            f"a finite number > {MIN_STRAGGLER_FACTOR:g} and <= {MAX_STRAGGLER_FACTOR:g}",
+            "times the other ranks' median iteration time; null turns straggler detection off",
+        )
     if launcher.join_timeout is not None:
         _seconds(
             "join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join"

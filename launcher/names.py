@@ -31,6 +31,7 @@ def override_key(override: str) -> str:
     """
     return override.lstrip("+~").split("=", 1)[0]
 
+
 # PyTorch's NCCL flight recorder, set for CUDA torchrun launches unless the user set them (names as
 # torch 2.13 reads them: ProcessGroupNCCL.hpp, FlightRecorder.hpp; each knob with its newer alias)
 FR_BUFFER_VARS = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE")

@@ -141,6 +141,8 @@ class LaunchPlan:
     # first sign of life; None: off
     hang_timeout: float | None = None
     startup_timeout: float | None = None
+    # a rank this many times slower than the others' median is named (run/stragglers.py); None: off
+    straggler_factor: float | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -363,6 +365,7 @@ def build(
         log_all_ranks=cfg.log_all_ranks,
         hang_timeout=cfg.launcher.hang_timeout,
         startup_timeout=cfg.launcher.startup_timeout,
+        straggler_factor=cfg.launcher.straggler_factor,
     )
 
 

@@ -109,6 +109,9 @@ class LauncherConfig:
     hang_timeout: float | None = 900.0
     # the same before a rank's first sign of life (imports, environment creation, JIT); null: no limit
     startup_timeout: float | None = 1800.0
+    # stragglers (docs/troubleshooting.md): a rank whose iterations (from its heartbeats) take more than
+    # this many times the other ranks' median is named once on the console and in the run record; null: off
+    straggler_factor: float | None = 2.0
     # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
     # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
     # (see launcher/slurm/launch.py, docs/slurm.md).

@@ -63,6 +63,7 @@ from .failure import Failure
 from .group import ProcessGroup
 from .progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
 from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
+from .stragglers import StragglerMonitor
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
@@ -80,6 +81,7 @@ class Outcome:
     port_in_use: int | None = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
     context: causes.Context | None = None  # what run/causes.py needs to name the cause (summarised)
+    stragglers: tuple[dict, ...] = ()  # run/stragglers.py: the ranks named slow (status.json keeps them)
     diagnosis: causes.Diagnosis | None = None
 
     def failure_record(self) -> dict | None:
@@ -113,7 +115,8 @@ class Supervisor:
         )
         self.detector = FailureDetector(plan, log_dir)
         self.progress = ProgressMonitor(plan, log_dir, self.group.rank_pids, self.console.say)  # run/progress.py
-        self.monitors: list[Monitor] = [self.detector, self.progress]
+        self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
+        self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         self.log_dir = log_dir
         self.signal_received: int | None = None
         self.failure: Failure | None = None
@@ -211,7 +214,7 @@ class Supervisor:
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
         self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
-        return self._outcome()
+        return replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
 
     def _outcome(self) -> Outcome:
         if self.failure is not None and (self.failure.rank is None or not self.detector.torchrun):
