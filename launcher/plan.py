@@ -270,6 +270,13 @@ def flight_recorder_env(given: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def flight_recorder_paths(names: Sequence[str], run_dir: str) -> dict[str, str]:
+    """Where the flight recorder's file variables ``names`` point: dumps ``<run_dir>/nccl/trace_rank_<R>``,
+    pipes ``<run_dir>/nccl/pipe_rank_<R>.pipe`` (torch appends the rank, and ``.pipe``)."""
+    prefixes = {FR_PIPE_FILE_VAR: FR_PIPE_PREFIX}
+    return {name: os.path.join(run_dir, FR_DIR, prefixes.get(name, FR_TRACE_PREFIX)) for name in names}
+
+
 def flight_recorder_files(given: Mapping[str, str]) -> tuple[str, ...]:
     """The flight recorder's file variables (dump file, dump-on-demand pipe) that ``given`` does not set.
 
@@ -427,9 +434,7 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
             LAUNCH_ID_VAR: launch_id,
         }
     )
-    dumps = os.path.join(os.path.dirname(os.path.normpath(log_dir)), FR_DIR)  # <run_dir>/nccl
-    prefixes = {FR_PIPE_FILE_VAR: FR_PIPE_PREFIX}
-    env.update({name: os.path.join(dumps, prefixes.get(name, FR_TRACE_PREFIX)) for name in plan.nccl_dump_vars})
+    env.update(flight_recorder_paths(plan.nccl_dump_vars, os.path.dirname(os.path.normpath(log_dir))))
     return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
 
 
@@ -447,7 +452,7 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
         lines.append(
             f"# a real launch adds, for its run directory: {RUN_DIR_VAR}, {LOG_DIR_VAR}, {RANK_LOGS_VAR}, "
             f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR}"
-            + "".join(f", {name}=<run dir>/{FR_DIR}/..." for name in plan.nccl_dump_vars)
+            + "".join(f", {k}={v}" for k, v in flight_recorder_paths(plan.nccl_dump_vars, "<run dir>").items())
             + " (<run dir>/env.json keeps them)"
         )
     lines.append(f"# {len(plan.processes)} command(s):")

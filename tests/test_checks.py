@@ -128,6 +128,17 @@ def error_of(argv: list[str], **facts) -> str:
             "launcher.startup_timeout=inf: finite seconds > 0 and <= 604800 (null turns it off)",
         ),
         (["launcher.monitor_interval=-inf"], "launcher.monitor_interval=-inf: finite seconds > 0 and <= 3600"),
+        # issue 12 item 6: the straggler factor (null turns it off)
+        (
+            ["launcher.straggler_factor=1"],
+            "launcher.straggler_factor=1.0: a finite number > 1 and <= 1000 (times the other ranks' median "
+            "iteration time; null turns straggler detection off)",
+        ),
+        (
+            ["launcher.straggler_factor=nan"],
+            "launcher.straggler_factor=nan: a finite number > 1 and <= 1000 (times the other ranks' median "
+            "iteration time; null turns straggler detection off)",
+        ),
         (
             ["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.join_timeout=99999999999"],
             "launcher.join_timeout=99999999999: finite seconds in 1..604800 (how long a node waits for the other nodes to join)",  # noqa: E501

@@ -110,6 +110,7 @@ SIGNAL_FIX = {
     "SIGILL": "an illegal instruction: a binary built for another CPU or GPU architecture",
 }
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+GONE = "gone without an exit record"
 OOM_FIX = (
     "the node ran out of host memory: lower num_envs (or what each rank keeps in memory), run fewer ranks "
     "per node, or ask the scheduler for more memory (SLURM --mem); `dmesg | grep -i oom` names the victim"
@@ -135,6 +136,10 @@ class Context:
     torchrun: bool
     statuses: tuple[tuple[int, int, int], ...] = ()
     oom_before: oom.Counters | None = None
+    # torchrun: the global ranks of this node still running when the failure was seen (None: unknown),
+    # and the workers per node (local rank = rank % nproc, as torchrun assigns them)
+    live_at_failure: frozenset[int] | None = None
+    nproc: int = 1
 
 
 @dataclass(frozen=True)
@@ -216,10 +221,9 @@ def _faulthandler_frame(text: str) -> str:
     return f"{Path(path).name}:{line} in {function}"
 
 
-def _classify(case: _Case, ctx: Context, oom_after: oom.Counters) -> None:
+def _classify(case: _Case, evidence: oom.Evidence) -> None:
     failure = case.failure
     if failure.signal == "SIGKILL":
-        evidence = oom.judge(ctx.oom_before, oom_after)
         if evidence.verdict == "none_counted":
             case.cls, case.hint = "SIGKILL", SIGKILL_FIX
             case.detail = f"killed by a SIGKILL the launcher did not send; {evidence.detail}"
@@ -227,6 +231,8 @@ def _classify(case: _Case, ctx: Context, oom_after: oom.Counters) -> None:
             case.cls, case.hint = "oom-killed", OOM_FIX
             word = "confirmed" if evidence.verdict == "confirmed" else "likely"
             case.detail = f"{word}: the kernel's OOM killer sent the SIGKILL ({evidence.detail})"
+            if failure.source == GONE:
+                case.detail += "; it ended without an exit record before the others failed (torchrun did not report)"
         return
     for text in (case.exception_text, case.text):
         for cls, pattern, hint in CLASSES:
@@ -278,11 +284,45 @@ def _torchrun_failures(log_dir: Path, node: int) -> list[Failure]:
     return found
 
 
-def _candidates(failure: Failure, ctx: Context) -> list[Failure]:
+def _gone(failure: Failure, ctx: Context, recorded: set[int | None]) -> list[Failure]:
+    """torchrun's ranks of this node (those with a log) that had ended without an exit record when the
+    failure was seen: killed by a signal (torchrun's report, when it got to write one, says which)."""
+    if ctx.live_at_failure is None:
+        return []
+    found = []
+    try:
+        names = sorted(entry.name for entry in ctx.log_dir.iterdir())
+    except OSError:
+        return []
+    for name in names:
+        match = logs.RANK_LOG.match(name)
+        if not match:
+            continue
+        rank = int(match.group(1))
+        if rank in ctx.live_at_failure or rank in recorded:
+            continue
+        found.append(
+            Failure(
+                node=failure.node,
+                rank=rank,
+                local_rank=rank % max(1, ctx.nproc),
+                exit_code=exit_code_of(-9),
+                signal="SIGKILL",
+                source=GONE,
+                log=str(logs.rank_log(ctx.log_dir, rank)),
+            )
+        )
+    return found
+
+
+def _candidates(failure: Failure, ctx: Context, evidence: oom.Evidence) -> list[Failure]:
     found = [failure]
-    found += read_exit_records(ctx.log_dir)
+    records = read_exit_records(ctx.log_dir)
+    found += records
     if ctx.torchrun:
         found += _torchrun_failures(ctx.log_dir, failure.node)
+        if evidence.verdict in ("confirmed", "likely"):  # a rank gone without a word, and an OOM kill counted
+            found += _gone(failure, ctx, {record.rank for record in records} | {failure.rank})
     for rank, local, status in ctx.statuses:
         if status:
             found.append(
@@ -314,8 +354,9 @@ def _dumps(log_dir: Path) -> str:
 def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = None) -> Diagnosis:
     """The cause of a failed launch, its class and fix, and the followers."""
     after = oom_after if oom_after is not None else oom.read()
+    evidence = oom.judge(ctx.oom_before, after)
     cases = []
-    for candidate in _candidates(failure, ctx):
+    for candidate in _candidates(failure, ctx, evidence):
         case = _Case(
             candidate,
             text=_log_text(candidate, ctx.log_dir) if candidate.rank is not None or ctx.torchrun else "",
@@ -323,7 +364,7 @@ def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = No
         )
         if candidate.rank is None:
             case.text = "\n".join(logs.last_lines(ctx.log_dir / logs.TORCHRUN_LOG, TEXT_LINES))
-        _classify(case, ctx, after)
+        _classify(case, evidence)
         cases.append(case)
     causes = [case for case in cases if case.cls != "follower" and case.failure.signal not in STOP_SIGNALS]
     cause = causes[0] if causes else cases[0]

@@ -126,6 +126,7 @@ class Supervisor:
         self.halted: str | None = None  # why the sweep stopped this launch (halt)
         self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/causes.py)
         self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
+        self.live_at_failure: frozenset[int] | None = None  # torchrun's ranks still running then
 
     def start(self) -> None:
         self.oom_before = oom.read()
@@ -202,6 +203,8 @@ class Supervisor:
                         for spec, code in zip(self.plan.processes, codes)
                         if spec.global_rank is not None and code is not None
                     )
+                    if self.detector.torchrun and self.plan.rank_logs:
+                        self.live_at_failure = frozenset(self.group.rank_pids())
                     self._on_failure()
             if all(code is not None for code in codes):
                 break
@@ -227,7 +230,14 @@ class Supervisor:
             return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
-            context = causes.Context(self.log_dir, self.detector.torchrun, self.statuses_at_failure, self.oom_before)
+            context = causes.Context(
+                self.log_dir,
+                self.detector.torchrun,
+                self.statuses_at_failure,
+                self.oom_before,
+                self.live_at_failure,
+                self.plan.nproc_per_node,
+            )
             return Outcome(self.failure.exit_code, reason, self.failure, context=context)
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
