@@ -95,8 +95,8 @@ FOLLOWER = re.compile(
 )
 FOLLOWER_FIX = "this rank lost a peer; the cause is the peer's failure"
 FOLLOWER_ALONE_FIX = (
-    "this rank lost a peer and no rank here failed first: the cause is on another node (its run directory's "
-    "status.json and failure summary), or a network link went down"
+    "this rank lost a peer and no rank here failed with an error first: a peer here ended early (read the "
+    "other ranks' logs), the cause is on another node (its run directory's status.json), or a link went down"
 )
 
 SIGNAL_FIX = {
@@ -370,6 +370,10 @@ def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = No
     cause = causes[0] if causes else cases[0]
     if cause.cls == "follower":
         cause.hint = FOLLOWER_ALONE_FIX
+        known = {case.failure.rank for case in cases}
+        gone = [str(f.rank) for f in _gone(failure, ctx, known | {r.rank for r in read_exit_records(ctx.log_dir)})]
+        if gone:
+            cause.detail += f"; rank(s) {', '.join(gone)} of this node had ended before, without an exit record"
     followers = tuple(
         (case.failure.rank, case.detail)
         for case in cases
