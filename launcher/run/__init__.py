@@ -8,6 +8,9 @@
   hold on the stop signals (``Interrupts``).
 - ``procs``: finding and killing processes through /proc and prctl (standard library only).
 - ``logs``: per-rank log files; ``failure``: exit records and the failure summary.
+- ``causes``: why a rank died (class, fix, followers); ``oom``: the kernel's OOM-kill counters;
+  ``flight_recorder``: PyTorch's NCCL flight recorder (dump directory, dumps on demand);
+  ``stragglers``: ranks much slower than the others, named from their heartbeats.
 - ``worker``: the rank wrapper, a separate program (standard library only).
 - ``watchdog``: a separate process that kills what a SIGKILLed launcher left behind.
 

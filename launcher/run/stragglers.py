@@ -8,7 +8,8 @@ them divided by the iterations between them; it is measured once those span at l
 iteration time is more than ``launcher.straggler_factor`` (default 2) times the median of the
 **other** ranks' is a straggler (the median of the others: with two ranks, the median of both could
 never be exceeded twice over). It is named once on the console and recorded in
-``logs/progress.json`` (``stragglers``) and in ``status.json``; the launch goes on.
+``logs/progress.json`` (``stragglers``; that file exists while the hang watchdog runs, run/progress.py)
+and in ``status.json``; the launch goes on.
 
 Each node's launcher sees its own ranks only; ranks that never beat with an iteration number are
 not measured. ``launcher.straggler_factor=null`` turns it off (no file is looked at).
@@ -131,8 +132,8 @@ class StragglerMonitor:
                 f"the other ranks' median {median:.3g} s ({seconds / median:.1f}x; "
                 f"launcher.straggler_factor={self.factor:g})"
             )
-        if new:
-            self._write()
+        if new and (self.plan.hang_timeout is not None or self.plan.startup_timeout is not None):
+            self._write()  # progress.json exists only while the progress monitor runs (run/progress.py)
         return None
 
     def _write(self) -> None:

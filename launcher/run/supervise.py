@@ -22,7 +22,9 @@ Fail fast
     The first rank that exits non-zero (seen through its exit record, its exit status or torchrun's
     report) ends the launch: the other ranks get SIGTERM (torchrun sends it itself, every
     ``--monitor_interval``, 0.1 s by default) and, ``FAILURE_KILL_S`` later, everything left gets
-    SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary.
+    SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary with
+    its cause (run/causes.py: the class, a one-line fix, the ranks that only followed it; OOM
+    counters read at the start, run/oom.py). Stragglers (run/stragglers.py) are named, never stopped.
 
 SIGUSR1
     SLURM's time-limit / preemption warning (docs/slurm.md) is not a stop: every process starts
