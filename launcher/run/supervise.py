@@ -24,6 +24,12 @@ Fail fast
     ``--monitor_interval``, 0.1 s by default) and, ``FAILURE_KILL_S`` later, everything left gets
     SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary.
 
+Hangs
+    A rank that shows no progress (heartbeat or output) for ``launcher.hang_timeout`` seconds, or
+    none at all for ``launcher.startup_timeout`` after it started, ends the launch as a failure with
+    every rank's stack saved: exit code 124, reason ``hang`` (run/progress.py, docs/hangs.md).
+    SIGUSR2 takes every rank's stack without stopping anything.
+
 SIGUSR1
     SLURM's time-limit / preemption warning (docs/slurm.md) is not a stop: every process starts
     with USR1 ignored (an ignored disposition survives exec, so a worker that does not handle it is
