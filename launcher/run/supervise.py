@@ -1,6 +1,6 @@
 """Runs a launch plan and supervises it, from start to outcome. The work is done by components:
 the process group (run/group.py: start, signal, kill, reap), the monitors that detect failures
-(run/detect.py; a hang watchdog would be one more), and the console view (run/console.py).
+(run/detect.py, and the hang watchdog run/progress.py), and the console view (run/console.py).
 This module decides when to stop and how the launch ends.
 
 Processes
