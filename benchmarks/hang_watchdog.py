@@ -10,7 +10,9 @@
    --iterations) with the watchdog on (the defaults) and off (``launcher.hang_timeout=null
    launcher.startup_timeout=null``: no file is looked at), in alternating pairs; env-steps/s is the
    median of the per-iteration figure in the trainer's metrics.csv (first 5 iterations dropped).
-   Also the trainer's heartbeat itself (one open/write per iteration), timed in-process.
+   Also, timed in-process (load-proof): the trainer's heartbeat (one pwrite per iteration), a
+   truncating rewrite (open "w", what a naive script does) for comparison, and the launcher's
+   once-a-second look at 8 ranks' files (launcher/run/progress.py) with its progress.json.
 
 Prints medians and the ratio on/off. The machine's load is printed first: on a shared 2-core
 machine the pairs' spread is the noise.
@@ -88,6 +90,54 @@ def beat_cost_s(count: int = 20000) -> float:
         return (time.perf_counter() - start) / count
 
 
+def truncating_beat_s(count: int = 2000) -> float:
+    with tempfile.TemporaryDirectory(dir=REPO) as tmp:  # the disk the runs go to, not a tmpfs
+        path = Path(tmp) / "rank0.beat"
+        start = time.perf_counter()
+        for i in range(count):
+            with open(path, "w") as handle:
+                handle.write(f"{i} {count}")
+        return (time.perf_counter() - start) / count
+
+
+def monitor_poll_s(ranks: int = 8, count: int = 2000) -> float:
+    """One look of the progress monitor (and its progress.json every other time), as the launcher does it."""
+    from launcher.config.schema import Topology
+    from launcher.plan import LaunchPlan, ProcessSpec
+    from launcher.run import progress
+
+    with tempfile.TemporaryDirectory(dir=REPO) as tmp:
+        log_dir = Path(tmp) / "logs"
+        log_dir.mkdir()
+        for rank in range(ranks):
+            (log_dir / f"rank{rank}.log").write_text("started\n")
+            (log_dir / f"rank{rank}.beat").write_text(f"3 {count}")
+        plan = LaunchPlan(
+            topology=Topology.single_node,
+            profile="examples",
+            device="cpu",
+            backend="gloo",
+            nproc_per_node=ranks,
+            nnodes="1",
+            node_rank=0,
+            script="train.py",
+            env={},
+            processes=(ProcessSpec("torchrun", ("torchrun",)),),
+            grace_period=30.0,
+            log_all_ranks=False,
+            rank_logs=True,
+            hang_timeout=900.0,
+            startup_timeout=1800.0,
+        )
+        monitor = progress.ProgressMonitor(plan, log_dir, dict, lambda _text: None)
+        start = time.perf_counter()
+        for i in range(count):
+            monitor.next_poll = 0.0
+            monitor.next_write = 0.0 if i % 2 else float("inf")
+            assert monitor.check([None]) is None
+        return (time.perf_counter() - start) / count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -115,12 +165,15 @@ def main() -> None:
         f"ratio on/off {statistics.median(on) / statistics.median(off):.3f} "
         f"(pairs: {', '.join(f'{r:.3f}' for r in ratios)})"
     )
-    per_beat = beat_cost_s()
+    per_beat, truncating = beat_cost_s(), truncating_beat_s()
     iteration_s = 2 * 8 * 64 / statistics.median(on)  # env steps per iteration (2 workers x 8 envs x 64) / rate
     print(
-        f"the trainer's heartbeat: {per_beat * 1e6:.1f} us per iteration, {per_beat / iteration_s:.2e} of an "
-        f"iteration ({iteration_s * 1000:.0f} ms)"
+        f"the trainer's heartbeat: {per_beat * 1e6:.1f} us per iteration = {per_beat / iteration_s:.1e} of an "
+        f"iteration ({iteration_s * 1000:.0f} ms); a truncating rewrite would take {truncating * 1e6:.0f} us "
+        f"({truncating / per_beat:.0f}x)"
     )
+    poll = monitor_poll_s()
+    print(f"the launcher's look at 8 ranks' files (+ progress.json every 2nd): {poll * 1e6:.0f} us once a second")
 
 
 if __name__ == "__main__":

@@ -204,3 +204,18 @@ def test_py_spy_without_ptrace_permission_says_why(tmp_path):
         f"py-spy cannot attach to pid {target.pid}: permission denied (ptrace); run as root"
     )
     assert "kernel.yama.ptrace_scope=0" in found[3].error
+
+
+def test_the_rank_wrapper_finds_the_launcher_above_torchrun():
+    """Under Yama's ptrace_scope=1 the wrapper names the launcher as the rank's allowed tracer (its py-spy
+    is the launcher's child): the first ancestor without this launch's marker. Here: this test process
+    (no marker) -> an agent with the marker (as torchrun) -> the rank."""
+    rank = "from launcher.run import worker; print(worker.launcher_pid())"
+    agent = f"import subprocess, sys; sys.exit(subprocess.call([sys.executable, '-c', {rank!r}]))"
+    env = {**os.environ, "TRAIN_MULTIGPU_LAUNCH_ID": "abc", "PYTHONPATH": str(REPO)}
+    found = subprocess.run([sys.executable, "-c", agent], env=env, capture_output=True, text=True, check=True)
+    assert int(found.stdout) == os.getpid()
+    # without the marker (a rank started by the launcher itself, as JAX ranks are): its parent
+    env.pop("TRAIN_MULTIGPU_LAUNCH_ID")
+    found = subprocess.run([sys.executable, "-c", agent], env=env, capture_output=True, text=True, check=True)
+    assert int(found.stdout) != os.getpid()

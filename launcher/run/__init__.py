@@ -13,10 +13,11 @@
   ``stragglers``: ranks much slower than the others, named from their heartbeats.
 - ``worker``: the rank wrapper, a separate program (standard library only).
 - ``watchdog``: a separate process that kills what a SIGKILLed launcher left behind.
+- ``progress``: the hang watchdog, a monitor like ``detect``'s: every rank's progress (``beats``:
+  heartbeat files, and rank-log output), ``logs/progress.json``, a stalled rank ends the launch;
+  ``stacks``: every rank's Python stack (py-spy) into ``<run_dir>/stacks/``, on a hang or SIGUSR2.
 
-A hang watchdog (a stalled rank detected by its silence) would be one more component here, started
-and stopped by ``supervise`` like ``detect`` and ``console``. A change to "how ranks are killed"
-belongs in ``group.py`` (and ``procs.py``).
+A change to "how ranks are killed" belongs in ``group.py`` (and ``procs.py``).
 
 Imports the package's leaves and ``plan``'s data types; never ``config/``, ``sweep/``, ``slurm/``.
 """

@@ -3,9 +3,10 @@
 The worker wrapper (run/worker.py) exports ``TRAIN_MULTIGPU_HEARTBEAT_FILE=<log_dir>/rank<R>.beat``
 to every rank. A beat is a write to that file: its mtime is the time of the last beat, its content
 the iteration number as decimal text, optionally followed by a space and the total (``"37 150"``),
-or nothing (a bare touch). The bundled trainers beat once per iteration; a user script can too::
+or nothing (a bare touch), trailing spaces allowed (a fixed-width record rewritten in place). The
+bundled trainers beat once per iteration; a user script can too (docs/hangs.md)::
 
-    open(os.environ["TRAIN_MULTIGPU_HEARTBEAT_FILE"], "w").write(f"{it} {total}")
+    pathlib.Path(os.environ["TRAIN_MULTIGPU_HEARTBEAT_FILE"]).touch()
 
 Readers (the progress monitor, the straggler monitor) call :func:`read_beat`, one ``stat`` and one
 small read, never failing on a half-written or missing file.
@@ -35,8 +36,8 @@ def beat_file(log_dir: Path | str, rank: int) -> Path:
 def parse(text: str) -> tuple[int | None, int | None]:
     """(iteration, total) from a beat file's content.
 
-    >>> parse("37 150"), parse("37\\n"), parse(""), parse("x 3"), parse("4 y")
-    ((37, 150), (37, None), (None, None), (None, None), (4, None))
+    >>> parse("37 150"), parse("37\\n"), parse(""), parse("x 3"), parse("4 y"), parse("9 150     ")
+    ((37, 150), (37, None), (None, None), (None, None), (4, None), (9, 150))
     """
     words = text.split()
     iteration = int(words[0]) if words and words[0].isdigit() else None

@@ -1,6 +1,6 @@
 """Runs a launch plan and supervises it, from start to outcome. The work is done by components:
 the process group (run/group.py: start, signal, kill, reap), the monitors that detect failures
-(run/detect.py; a hang watchdog would be one more), and the console view (run/console.py).
+(run/detect.py, and the hang watchdog run/progress.py), and the console view (run/console.py).
 This module decides when to stop and how the launch ends.
 
 Processes
@@ -25,6 +25,12 @@ Fail fast
     SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary with
     its cause (run/causes.py: the class, a one-line fix, the ranks that only followed it; OOM
     counters read at the start, run/oom.py). Stragglers (run/stragglers.py) are named, never stopped.
+
+Hangs
+    A rank that shows no progress (heartbeat or output) for ``launcher.hang_timeout`` seconds, or
+    none at all for ``launcher.startup_timeout`` after it started, ends the launch as a failure with
+    every rank's stack saved: exit code 124, reason ``hang`` (run/progress.py, docs/hangs.md).
+    SIGUSR2 takes every rank's stack without stopping anything.
 
 SIGUSR1
     SLURM's time-limit / preemption warning (docs/slurm.md) is not a stop: every process starts
