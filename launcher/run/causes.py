@@ -257,11 +257,11 @@ def _classify(case: _Case, evidence: oom.Evidence) -> None:
         return
     if failure.exception:
         case.cls = "exception"
-        case.hint = "an uncaught exception in the training script: its traceback is below"
+        case.hint = "an uncaught exception in the training script: its traceback shows where"
         case.detail = failure.exception if len(failure.exception) <= 160 else failure.exception[:157] + "..."
         return
     case.cls = "exit-code"
-    case.hint = f"the script exited with {failure.exit_code}: its last lines below say why"
+    case.hint = f"the script exited with {failure.exit_code} by itself: its last log lines say why"
 
 
 def _torchrun_failures(log_dir: Path, node: int) -> list[Failure]:
