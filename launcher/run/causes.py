@@ -201,15 +201,22 @@ def _log_text(failure: Failure, log_dir: Path) -> str:
     return "\n".join(logs.last_lines(path, TEXT_LINES)) if path is not None else ""
 
 
-def _first_line(pattern: re.Pattern[str], text: str) -> str:
-    """The line of ``text`` where ``pattern`` matched, shortened."""
+_SOURCE_PATH = re.compile(r"\[(?:[^\]\s]*/)([^/\]\s]+:\d+)\]")  # [/__w/pytorch/.../pair.cc:553] -> [.../pair.cc:553]
+
+
+def _first_line(pattern: re.Pattern[str], text: str, limit: int = 160) -> str:
+    """The line of ``text`` where ``pattern`` matched, shortened.
+
+    >>> _first_line(FOLLOWER, "x\\nRuntimeError: [/__w/pytorch/third_party/gloo/pair.cc:553] Connection closed by peer")
+    'RuntimeError: [.../pair.cc:553] Connection closed by peer'
+    """
     match = pattern.search(text)
     if not match:
         return ""
     start = text.rfind("\n", 0, match.start()) + 1
     end = text.find("\n", match.end())
-    line = text[start : end if end != -1 else len(text)].strip()
-    return line if len(line) <= 160 else line[:157] + "..."
+    line = _SOURCE_PATH.sub(r"[.../\1]", text[start : end if end != -1 else len(text)].strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _faulthandler_frame(text: str) -> str:
@@ -232,7 +239,7 @@ def _classify(case: _Case, evidence: oom.Evidence) -> None:
             word = "confirmed" if evidence.verdict == "confirmed" else "likely"
             case.detail = f"{word}: the kernel's OOM killer sent the SIGKILL ({evidence.detail})"
             if failure.source == GONE:
-                case.detail += "; it ended without an exit record before the others failed (torchrun did not report)"
+                case.detail += "; it had ended, without an exit record, when the failure was seen"
         return
     for text in (case.exception_text, case.text):
         for cls, pattern, hint in CLASSES:
@@ -243,7 +250,7 @@ def _classify(case: _Case, evidence: oom.Evidence) -> None:
     for text in (case.exception_text, case.text):
         line = _first_line(FOLLOWER, text)
         if line:
-            case.cls, case.hint, case.detail = "follower", FOLLOWER_FIX, line
+            case.cls, case.hint, case.detail = "follower", FOLLOWER_FIX, line[:100] + ("..." if len(line) > 100 else "")
             return
     if failure.signal is not None:
         case.cls = failure.signal
