@@ -83,6 +83,9 @@ def test_dumps_on_demand_write_to_every_open_pipe_and_never_block(tmp_path):
     try:
         assert flight_recorder.trigger_dumps(env) == [stem + "0.pipe"]
         assert os.read(reader, 128) != b""  # what makes the rank dump
+        (line,) = flight_recorder.request_dumps(env, tmp_path)  # the hang path's call
+        assert line.startswith(f"NCCL flight recorder: dumps requested from 1 rank(s) into {tmp_path / 'nccl'} (")
+        assert os.read(reader, 128) != b""
     finally:
         os.close(reader)
 

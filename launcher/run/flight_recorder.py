@@ -66,6 +66,20 @@ def trigger_dumps(env: Mapping[str, str]) -> list[str]:
     return written
 
 
+def request_dumps(env: Mapping[str, str], run_dir: Path) -> list[str]:
+    """For the hang path, before the ranks are stopped: :func:`trigger_dumps`, and the summary's lines
+    saying where the dumps go and how to read them ([] when no rank opened a pipe: nothing to say).
+    Each rank's ProcessGroupNCCL reads its pipe about once a second: give it that long before stopping it."""
+    pipes = trigger_dumps(env)
+    if not pipes:
+        return []
+    directory = dump_dir(run_dir)
+    return [
+        f"NCCL flight recorder: dumps requested from {len(pipes)} rank(s) into {directory} "
+        f"(read with: {READ_WITH} {directory})"
+    ]
+
+
 def dump_files(run_dir: Path) -> list[Path]:
     """The dumps in ``<run_dir>/nccl`` (pipes left out)."""
     try:
