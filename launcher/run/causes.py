@@ -110,6 +110,8 @@ SIGNAL_FIX = {
     "SIGILL": "an illegal instruction: a binary built for another CPU or GPU architecture",
 }
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+# the failures a rank's own end shows (run/detect.py); a hang or a lost node has its own summary
+DIAGNOSED_SOURCES = ("exit record", "torchrun report", "exit status")
 GONE = "gone without an exit record"
 OOM_FIX = (
     "the node ran out of host memory: lower num_envs (or what each rank keeps in memory), run fewer ranks "

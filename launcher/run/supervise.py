@@ -299,7 +299,7 @@ def summarised(outcome: Outcome) -> Outcome:
     to the one that failed, whose exit code the launch takes) and summary, printed on stderr."""
     if outcome.failure is not None:
         lines: list[str] = []
-        if outcome.context is not None and not outcome.summary:
+        if outcome.context is not None and outcome.failure.source in causes.DIAGNOSED_SOURCES:
             diagnosis = causes.diagnose(outcome.failure, outcome.context)
             outcome = replace(
                 outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
