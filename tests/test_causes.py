@@ -231,3 +231,47 @@ def test_the_memory_cgroup_is_found_from_proc(tmp_path):
 def test_errors_md_lists_the_straggler_factor_message():
     text = (REPO / "docs" / "errors.md").read_text()
     assert "`launcher.straggler_factor=1.0: a finite number > 1 and <= 1000 (times the other ranks' median" in text
+
+
+TORCHRUN_REPORT = """\
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+/pkg/launcher/run/worker.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-12-01_01:05:29
+  host      : box
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 4223)
+  error_file: /tmp/torchelastic_x/error.json
+  traceback : RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:20173
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_01:05:28
+  host      : box
+  rank      : 1 (local_rank: 1)
+  exitcode  : -11 (pid: 4222)
+  error_file: <N/A>
+  traceback : Signal 11 (SIGSEGV) received by PID 4222
+============================================================
+"""
+
+
+def test_a_follower_that_recorded_first_gives_way_to_the_rank_in_torchruns_report(tmp_path):
+    """The detector takes exit records first: rank 0's lost-peer error can be the first one seen."""
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    (log_dir / "torchrun.log").write_text(TORCHRUN_REPORT)
+    error = "RuntimeError: [/__w/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer"
+    (log_dir / "rank0.exit.json").write_text(json.dumps({"rank": 0, "exit_code": 1, "exception": error, "time": 1.0}))
+    (log_dir / "rank1.log").write_text(
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent "
+        'call first):\n  File "/x/sim.py", line 7 in step\n  File "/x/train.py", line 3 in <module>\n'
+    )
+    detected = Failure(node=0, rank=0, local_rank=0, exit_code=1, exception=error, source="exit record", time=1.0)
+    found = causes.diagnose(detected, causes.Context(log_dir, torchrun=True), oom.Counters())
+    assert (found.failure.rank, found.failure.exit_code, found.cls) == (1, 139, "SIGSEGV")
+    assert found.detail == "Fatal Python error: Segmentation fault; last Python frame sim.py:7 in step"
+    assert found.followers == ((0, "RuntimeError: [.../pair.cc:553] Connection closed by peer"),)
