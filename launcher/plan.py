@@ -19,7 +19,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from . import rendezvous
-from .checks import Settled
+from .addresses import Endpoint
+from .checks import NODE_PORT_DEFAULT, Settled
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
 from .names import (
     BACKEND_VAR,
@@ -104,6 +105,20 @@ class ProcessSpec:
 
 
 @dataclass(frozen=True)
+class NodeWatch:
+    """How this node's launcher and the other nodes' watch each other (launcher/run/liveness.py):
+    node 0's launcher listens on ``port``, every other node's connects to ``host:port``; a node
+    silent for ``timeout`` s, or gone without a goodbye, is lost."""
+
+    node_rank: int
+    nnodes: int
+    host: str
+    port: int
+    timeout: float
+    port_value: str  # launcher.node_port as the user gave it, or how it was chosen (for messages)
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     topology: Topology
     profile: str
@@ -129,6 +144,8 @@ class LaunchPlan:
     # first sign of life; None: off
     hang_timeout: float | None = None
     startup_timeout: float | None = None
+    # the launchers of a multi-node launch watch each other (None: they do not)
+    nodes: NodeWatch | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -229,6 +246,10 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
         env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
     if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
         env.setdefault("JAX_PLATFORMS", "cpu")
+    if cfg.launcher.topology is Topology.skrl_jax and facts.env.get("WORLD_SIZE", "1") != "1":
+        # a PyTorchJob pod sets WORLD_SIZE (launcher=k8s_jax): skrl's torch side reads it at import
+        # and would start an NCCL process group in every JAX rank
+        env["WORLD_SIZE"] = "1"
     return env
 
 
@@ -299,8 +320,10 @@ def build(
     else:
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
+    nodes = _node_watch(cfg, settled)
     return LaunchPlan(
         notes=_notes(cfg, settled, env),
+        nodes=nodes,
         topology=cfg.launcher.topology,
         profile=cfg.profile.name,
         device=settled.device,
@@ -315,6 +338,40 @@ def build(
         log_all_ranks=cfg.log_all_ranks,
         hang_timeout=cfg.launcher.hang_timeout,
         startup_timeout=cfg.launcher.startup_timeout,
+    )
+
+
+def _node_watch(cfg: TrainConfig, settled: Settled) -> NodeWatch | None:
+    hub = settled.node_hub
+    if hub is None or not cfg.launcher.node_timeout:
+        return None
+    given = cfg.launcher.node_port
+    return NodeWatch(
+        node_rank=cfg.launcher.node_rank,
+        nnodes=settled.max_nodes,
+        host=hub.host,
+        port=hub.port,
+        timeout=float(cfg.launcher.node_timeout),
+        port_value=str(given) if given is not None else f"{hub.port} ({NODE_PORT_DEFAULT})",
+    )
+
+
+def _node_watch_notes(nodes: NodeWatch | None) -> tuple[str, ...]:
+    """The dry run's line on the launchers' liveness channel (a real launch opens it).
+
+    >>> _node_watch_notes(NodeWatch(1, 2, "10.0.0.1", 29401, 30.0, "29401 (the rendezvous port + 1)"))
+    ("nodes watch each other: this launcher connects to node 0's at 10.0.0.1:29401 (launcher.node_port=29401 (the rendezvous port + 1)); a node silent for 30 s (launcher.node_timeout) or gone without a goodbye ends the launch on every node, exit code 125",)
+    """  # noqa: E501
+    if nodes is None:
+        return ()
+    if nodes.node_rank == 0:
+        how = f"this launcher (node 0) listens on port {nodes.port} for the other nodes' launchers"
+    else:
+        how = f"this launcher connects to node 0's at {Endpoint(nodes.host, nodes.port)}"
+    return (
+        f"nodes watch each other: {how} (launcher.node_port={nodes.port_value}); a node silent for "
+        f"{nodes.timeout:g} s (launcher.node_timeout) or gone without a goodbye ends the launch on every node, "
+        "exit code 125",
     )
 
 
@@ -385,7 +442,7 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     lines = [
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
-        *(f"# {note}" for note in (*plan.notes, *notes)),
+        *(f"# {note}" for note in (*plan.notes, *_node_watch_notes(plan.nodes), *notes)),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
