@@ -18,6 +18,8 @@ Import rules (tests/test_layout.py checks them):
   package beyond the standard library (the watchdog: ``run/procs.py``).
 - ``slurm/`` and ``sweep/`` may use the stages before them; ``session`` may use everything;
   nothing imports ``cli``.
+- ``runs/`` (``train_multigpu runs``) is reached only from ``cli``; reading and listing records
+  use the standard library, the leaves and ``record``'s names (no Hydra).
 """
 
 __version__ = "0.1.0"

@@ -62,6 +62,9 @@ class Settled:
     endpoint_here: bool | None = None
     # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
     facing: Facing | None = None
+    # node liveness (run/liveness.py): node 0's launcher listens at this port, the others connect to
+    # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
+    node_hub: Endpoint | None = None
 
 
 def _key(name: str) -> str:
@@ -76,6 +79,9 @@ MAX_TIMEOUT_S = 604800  # a week: join_timeout and the timeouts in rdzv_conf
 # launcher.straggler_factor: slower than the median by more than this (1 would name half the ranks)
 MIN_STRAGGLER_FACTOR = 1.0
 MAX_STRAGGLER_FACTOR = 1000.0
+# launcher.node_timeout: below a second a busy launcher's beat would be late; null or 0 turns it off
+MIN_NODE_TIMEOUT_S, MAX_NODE_TIMEOUT_S = 1, 3600
+NODE_PORT_DEFAULT = "the rendezvous port + 1"
 
 
 def _seconds(
@@ -344,6 +350,10 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
             "this node's address or host name as the other nodes reach it (no port)",
         )
 
+    _node_timeout(launcher)
+    if launcher.node_port is not None:
+        check_port(launcher.node_port, _key("node_port"))
+
     rdzv = coordinator = None
     if launcher.rdzv_endpoint is not None:
         rdzv = parse_endpoint(launcher.rdzv_endpoint, _key("rdzv_endpoint"), default_port=C10D_DEFAULT_PORT)
@@ -389,7 +399,69 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
         rdzv_backend=backend,
         rdzv_conf=tuple(user_conf.items()),
         local_addr=launcher.local_addr,
+        node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes),
     )
+
+
+def _node_timeout(launcher: LauncherConfig) -> None:
+    value = launcher.node_timeout
+    if value is None or value == 0:
+        return
+    if not (math.isfinite(value) and MIN_NODE_TIMEOUT_S <= value <= MAX_NODE_TIMEOUT_S):
+        raise UserError(
+            _key("node_timeout"),
+            value,
+            f"null or 0 (off), or finite seconds in {MIN_NODE_TIMEOUT_S}..{MAX_NODE_TIMEOUT_S}",
+            "how long a node's launcher may stay silent before the other nodes stop the launch",
+        )
+
+
+def node_hub(
+    launcher: LauncherConfig,
+    backend: str | None,
+    rdzv: Endpoint | None,
+    coordinator: Endpoint | None,
+    min_nodes: int,
+    max_nodes: int,
+) -> Endpoint | None:
+    """Where the nodes' launchers meet to watch each other (run/liveness.py): node 0's host, as in
+    the rendezvous endpoint, the static master or the JAX coordinator, and ``launcher.node_port``
+    (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX``, whose
+    nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not node 0).
+
+    >>> from launcher.config.schema import LauncherConfig
+    >>> node_hub(LauncherConfig(nnodes="2"), "c10d", Endpoint("10.0.0.1", 29400), None, 2, 2)
+    Endpoint(host='10.0.0.1', port=29401)
+    >>> node_hub(LauncherConfig(nnodes="2", master_addr="h"), "static", None, None, 2, 2)
+    Endpoint(host='h', port=29501)
+    >>> node_hub(LauncherConfig(nnodes="1:2"), "c10d", Endpoint("h", 29400), None, 1, 2) is None
+    True
+    >>> node_hub(LauncherConfig(nnodes="2", node_port=29400), "c10d", Endpoint("h", 29400), None, 2, 2)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.node_port=29400: the rendezvous uses port 29400 (launcher.rdzv_endpoint) (give the nodes' liveness channel another port, or leave launcher.node_port unset: the rendezvous port + 1)
+    """  # noqa: E501
+    if max_nodes < 2 or min_nodes != max_nodes or not launcher.node_timeout:
+        return None
+    if coordinator is not None:
+        base, key = coordinator, "coordinator_address"
+    elif rdzv is not None and backend == "c10d":
+        base, key = rdzv, "rdzv_endpoint"
+    elif launcher.master_addr is not None and backend in ("c10d", "static"):
+        base, key = Endpoint(launcher.master_addr, launcher.master_port or MASTER_DEFAULT_PORT), "master_port"
+    else:
+        return None
+    port = launcher.node_port
+    if port is None:
+        port = base.port + 1 if base.port < 65535 else base.port - 1
+    elif port == base.port:
+        raise UserError(
+            _key("node_port"),
+            port,
+            f"the rendezvous uses port {port} ({_key(key)})",
+            f"give the nodes' liveness channel another port, or leave launcher.node_port unset: {NODE_PORT_DEFAULT}",
+        )
+    return Endpoint(base.host, port)
 
 
 def _rendezvous_keys(launcher: LauncherConfig, backend: str | None, user_conf: dict[str, str]) -> None:

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import errors, secrets
+from . import errors, record, secrets
 from .config import compose, grammar, profiles
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
@@ -50,6 +50,11 @@ def _run_once(session: Session, overrides: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["runs"]:  # the run records read back (launcher/runs/): a subcommand, no Hydra
+        from .runs import cli as runs_cli
+
+        return runs_cli.main(argv[1:], launch=launch_line)  # rerun/resume launch through launch_line
     try:
         return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
@@ -60,6 +65,20 @@ def _start(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         line = grammar.parse(argv)
+    except UserError as err:
+        error(str(err))
+        return EXIT_USAGE
+    return launch_line(line, argv)
+
+
+def launch_line(line: grammar.CommandLine, command: list[str], again: dict | None = None) -> int:
+    """Launch a parsed command line: the path every launch takes, ``runs rerun``/``runs resume``
+    (launcher/runs/again.py) included. ``again``: what the record notes besides the composition
+    (``rerun_of``/``resumed_from``) and, for a resume, ``trainer_dir`` (the run directory the
+    training script continues in)."""
+    again = dict(again or {})
+    resume_args = list(again.pop("resume_args", None) or [])
+    try:
         save_as, overrides = profiles.split_save(line.overrides)
         # secret values typed here never reach Hydra (nor anything it writes or prints)
         overrides, vault = secrets.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
@@ -89,6 +108,8 @@ def _start(argv: list[str] | None = None) -> int:
     except UserError as err:
         error(str(err))
         return EXIT_USAGE
+    # what the user typed, secret values masked: <run_dir>/composition.json (runs rerun reads it)
+    composition = record.composition(overrides, line, os.getcwd(), again)
     overrides = compose.with_default_profile(overrides, os.environ)
     user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
     session = Session(
@@ -96,10 +117,13 @@ def _start(argv: list[str] | None = None) -> int:
         order=line.order,
         full_error=user_full_error,
         save_as=save_as,
-        command=argv,
+        command=command,
         hydra_flags=line.hydra_flags,
         vault=vault,
         num_gpus=line.num_gpus,
+        composition=composition,
+        trainer_dir=again.get("trainer_dir"),
+        resume_args=resume_args,
     )
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
         with Interrupts() as session.interrupts:

@@ -20,7 +20,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from . import rendezvous
-from .checks import Settled
+from .addresses import Endpoint
+from .checks import NODE_PORT_DEFAULT, Settled
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
 from .names import (
     BACKEND_VAR,
@@ -113,6 +114,20 @@ class ProcessSpec:
 
 
 @dataclass(frozen=True)
+class NodeWatch:
+    """How this node's launcher and the other nodes' watch each other (launcher/run/liveness.py):
+    node 0's launcher listens on ``port``, every other node's connects to ``host:port``; a node
+    silent for ``timeout`` s, or gone without a goodbye, is lost."""
+
+    node_rank: int
+    nnodes: int
+    host: str
+    port: int
+    timeout: float
+    port_value: str  # launcher.node_port as the user gave it, or how it was chosen (for messages)
+
+
+@dataclass(frozen=True)
 class LaunchPlan:
     topology: Topology
     profile: str
@@ -143,6 +158,8 @@ class LaunchPlan:
     startup_timeout: float | None = None
     # a rank this many times slower than the others' median is named (run/stragglers.py); None: off
     straggler_factor: float | None = None
+    # the launchers of a multi-node launch watch each other (None: they do not)
+    nodes: NodeWatch | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -245,6 +262,10 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
         env.setdefault("JAX_PLATFORMS", "cpu")
     if _flight_recorder(cfg, settled):
         env.update(flight_recorder_env({**facts.env, **env}))
+    if cfg.launcher.topology is Topology.skrl_jax and facts.env.get("WORLD_SIZE", "1") != "1":
+        # a PyTorchJob pod sets WORLD_SIZE (launcher=k8s_jax): skrl's torch side reads it at import
+        # and would start an NCCL process group in every JAX rank
+        env["WORLD_SIZE"] = "1"
     return env
 
 
@@ -355,9 +376,11 @@ def build(
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
     dump_vars = flight_recorder_files({**facts.env, **env}) if _flight_recorder(cfg, settled) else ()
+    nodes = _node_watch(cfg, settled)
     return LaunchPlan(
         nccl_dump_vars=dump_vars,
         notes=_notes(cfg, settled, env),
+        nodes=nodes,
         topology=cfg.launcher.topology,
         profile=cfg.profile.name,
         device=settled.device,
@@ -373,6 +396,40 @@ def build(
         hang_timeout=cfg.launcher.hang_timeout,
         startup_timeout=cfg.launcher.startup_timeout,
         straggler_factor=cfg.launcher.straggler_factor,
+    )
+
+
+def _node_watch(cfg: TrainConfig, settled: Settled) -> NodeWatch | None:
+    hub = settled.node_hub
+    if hub is None or not cfg.launcher.node_timeout:
+        return None
+    given = cfg.launcher.node_port
+    return NodeWatch(
+        node_rank=cfg.launcher.node_rank,
+        nnodes=settled.max_nodes,
+        host=hub.host,
+        port=hub.port,
+        timeout=float(cfg.launcher.node_timeout),
+        port_value=str(given) if given is not None else f"{hub.port} ({NODE_PORT_DEFAULT})",
+    )
+
+
+def _node_watch_notes(nodes: NodeWatch | None) -> tuple[str, ...]:
+    """The dry run's line on the launchers' liveness channel (a real launch opens it).
+
+    >>> _node_watch_notes(NodeWatch(1, 2, "10.0.0.1", 29401, 30.0, "29401 (the rendezvous port + 1)"))
+    ("nodes watch each other: this launcher connects to node 0's at 10.0.0.1:29401 (launcher.node_port=29401 (the rendezvous port + 1)); a node silent for 30 s (launcher.node_timeout) or gone without a goodbye ends the launch on every node, exit code 125",)
+    """  # noqa: E501
+    if nodes is None:
+        return ()
+    if nodes.node_rank == 0:
+        how = f"this launcher (node 0) listens on port {nodes.port} for the other nodes' launchers"
+    else:
+        how = f"this launcher connects to node 0's at {Endpoint(nodes.host, nodes.port)}"
+    return (
+        f"nodes watch each other: {how} (launcher.node_port={nodes.port_value}); a node silent for "
+        f"{nodes.timeout:g} s (launcher.node_timeout) or gone without a goodbye ends the launch on every node, "
+        "exit code 125",
     )
 
 
@@ -444,7 +501,7 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     lines = [
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
-        *(f"# {note}" for note in (*plan.notes, *notes)),
+        *(f"# {note}" for note in (*plan.notes, *_node_watch_notes(plan.nodes), *notes)),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]

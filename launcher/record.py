@@ -4,6 +4,8 @@
 <run_dir>/command.sh     the exact command(s), re-runnable
 <run_dir>/env.json       the environment variables the launcher added (secret values masked)
 <run_dir>/status.json    start and end time, exit code, reason, the failure (if any)
+<run_dir>/composition.json  what the user typed, secret values masked: enough to launch it again
+                         (``runs rerun``, ``runs resume``: launcher/runs/again.py)
 <run_dir>/logs/          rank<R>.log per rank, torchrun.log, rank<R>.exit.json per failed rank
 """
 
@@ -11,14 +13,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import time
 from datetime import datetime
 from pathlib import Path
 
-from . import secrets
+from . import __version__, secrets
 from .plan import LaunchPlan
 
 STATUS = "status.json"
+COMPOSITION = "composition.json"
+# what a composition notes besides what was typed (launcher/runs/again.py)
+RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
+# ... and a resumed run's trainer directory (where its training script continues: TRAIN_MULTIGPU_RUN_DIR)
+NOTES = (RERUN_OF, RESUMED_FROM, "trainer_dir")
 
 
 def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
@@ -55,15 +64,75 @@ def command_script(plan: LaunchPlan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan) -> float:
+def composition(overrides, line, cwd: str, notes: dict | None = None) -> dict:
+    """``composition.json``: the Hydra overrides in the order typed (Isaac Lab's flags as the
+    overrides they became; secret values masked, ``***``), the training script's arguments, the typed
+    order of what reaches the script (grammar.CommandLine.order), Hydra's flags, ``--num_gpus`` as
+    typed, the working directory and the launcher's version; ``notes``: ``rerun_of``/``resumed_from``.
+
+    >>> from types import SimpleNamespace as NS
+    >>> line = NS(script_args=["--headless"], order=["task", ""], hydra_flags=[], num_gpus=None)
+    >>> c = composition(["task=X", "+worker_env.HF_TOKEN=***1,***2"], line, "/w", {"rerun_of": "r1"})
+    >>> c["overrides"], c["script_args"], c["rerun_of"]
+    (['task=X', '+worker_env.HF_TOKEN=***'], ['--headless'], 'r1')
+    """
+    hydra_flags = [flag for flag in line.hydra_flags if flag not in ("-m", "--multirun")]
+    data = {
+        "overrides": [mask_placeholders(override) for override in overrides],
+        "script_args": list(line.script_args),
+        "order": list(line.order),
+        "hydra_flags": hydra_flags,
+        "num_gpus": line.num_gpus,
+        "cwd": cwd,
+        "version": __version__,
+    }
+    data.update({key: value for key, value in (notes or {}).items() if key in NOTES and value})
+    return data
+
+
+def mask_placeholders(override: str) -> str:
+    """A secret override as recorded: its value ``***`` (``secrets.hide``'s placeholders, or a value
+    that was never hidden, all read as the one mask).
+
+    >>> mask_placeholders("+worker_env.HF_TOKEN=***2"), mask_placeholders("seed=1")
+    ('+worker_env.HF_TOKEN=***', 'seed=1')
+    >>> mask_placeholders("+worker_env.HF_TOKEN=${oc.env:T}")  # a reference holds no secret value
+    '+worker_env.HF_TOKEN=${oc.env:T}'
+    """
+    if re.fullmatch(r"[^=]*=\$\{[^${}]*\}", override):
+        return override
+    masked = secrets.mask_override(override)
+    key, eq, value = masked.partition("=")
+    if eq and value.startswith(secrets.MASK):
+        return f"{key}={secrets.MASK}"
+    return masked
+
+
+def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None) -> float:
     (run_dir / "config.yaml").write_text(resolved_yaml)
+    if composed is not None:
+        write_json(run_dir / COMPOSITION, composed)
     script = run_dir / "command.sh"
     script.write_text(command_script(plan))
     script.chmod(0o755)
     write_json(run_dir / "env.json", secrets.mask_env(plan.env))
     started = time.time()
-    write_json(run_dir / STATUS, {"started": _iso(started), "pid": os.getpid(), "exit_code": None})
+    pid = os.getpid()
+    # pid + its start time (+ host): a reader tells a live launcher from a dead one whose pid was reused
+    opened = {"started": _iso(started), "pid": pid, "pid_start": process_start(pid), "host": socket.gethostname()}
+    write_json(run_dir / STATUS, {**opened, "exit_code": None})
     return started
+
+
+def process_start(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (field 22 of /proc/<pid>/stat), None when
+    there is no such process (or no /proc). launcher/runs/read.py compares it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read().decode(errors="replace")
+        return int(data[data.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def write_end(

@@ -29,8 +29,10 @@ from .addresses import Endpoint
 from .config import compose, profiles, schema
 from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
+from .k8s import launch as k8s_launch
 from .names import PROG
 from .run import supervise
+from .run.liveness import EXIT_NODE_LOST
 from .run.signals import Interrupts
 from .slurm import launch as slurm_launch
 from .sweep import lanes, parallel
@@ -67,6 +69,9 @@ class Session:
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
+    composition: dict | None = None  # record.composition: what was typed (<run_dir>/composition.json)
+    trainer_dir: str | None = None  # runs resume: the run directory the training script continues in
+    resume_args: list[str] = field(default_factory=list)  # runs resume: the script's resume flags, last
 
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
@@ -182,12 +187,21 @@ class Session:
         cfg = self.vault.reveal(_to_object(dict_cfg, self.presets))
         self.fail_fast = cfg.sweep.fail_fast
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
-        cfg.script_args += self.script_args
+        cfg.script_args += self.script_args + self.resume_args
         if cfg.submit is schema.Submit.slurm:
             return self._submit_slurm(cfg)
+        if cfg.submit is schema.Submit.k8s:
+            return self._submit_k8s(cfg)
         facts = probe.gather()
         # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
         cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
+        # launcher=k8s: the same from the Kubeflow operator's variables in this pod
+        cfg, facts, pod = k8s_launch.from_environment(cfg, facts)
+        if pod is not None and pod.nnodes > 1 and not cfg.dry_run and not self.checking:
+            from .k8s import startup
+
+            wait = float(cfg.launcher.join_timeout or startup.DEFAULT_WAIT_S)
+            startup.wait_for_node0(pod.master_addr, wait, probe.resolve, probe.ResolveError)
         job = lanes.job_info()
         slot = None
         if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
@@ -208,8 +222,10 @@ class Session:
                 self.run_dir = str(_run_dir(cfg, create=False))
             if allocation is not None:
                 print(slurm_launch.describe(allocation))
+            if pod is not None:
+                print(k8s_launch.describe(pod))
             # the argv a real launch starts: every rank's script behind the worker wrapper
-            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self.order), supervise.WORKER_WRAPPER)
+            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self._order()), supervise.WORKER_WRAPPER)
             print(
                 plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets))
             )
@@ -219,7 +235,12 @@ class Session:
         self.run_dir = str(run_dir)
         logs = run_dir / "logs"
         plan = supervise.prepare(
-            lanes.bind(plan_mod.build(cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir), order=self.order), slot),
+            lanes.bind(
+                plan_mod.build(
+                    cfg, settled, facts, run_dir=_trainer_dir(cfg, run_dir, self.trainer_dir), order=self._order()
+                ),
+                slot,
+            ),
             logs,
         )
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
@@ -228,10 +249,10 @@ class Session:
             print(
                 f"[{PROG}] job {job.num} queued on lane {slot.index} ({devices}); run directory: {run_dir}", flush=True
             )
-            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot))
+            self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot, self._composed(job)))
             return 0
         logs.mkdir(exist_ok=True)
-        started = record.write_start(run_dir, config_yaml, plan)
+        started = record.write_start(run_dir, config_yaml, plan, self._composed(job))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
         try:
@@ -245,10 +266,22 @@ class Session:
         )
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
-        elif outcome.exit_code != 0:
-            _rendezvous_hint(cfg, settled, logs)
+        elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST:
+            _rendezvous_hint(cfg, settled, logs)  # (a lost node is no rendezvous failure)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return outcome.exit_code
+
+    def _order(self) -> list[str]:
+        """The typed order (grammar.CommandLine.order); ``runs resume``'s flags come last."""
+        return [*self.order, *[plan_mod.ARG_ENTRY] * len(self.resume_args)]
+
+    def _composed(self, job: lanes.JobInfo | None) -> dict | None:
+        """This launch's composition.json: a sweep job's is the single run of its point (Hydra's
+        overrides of the job, its swept values chosen), so ``runs rerun`` of a job reruns that job."""
+        if self.composition is None or job is None:
+            return self.composition
+        own = [o for o in job.overrides if not o.startswith("hydra.")]
+        return {**self.composition, "overrides": [record.mask_placeholders(o) for o in own]}
 
     def _save_profile(self, dict_cfg, target: str) -> int:
         from hydra.core.hydra_config import HydraConfig
@@ -274,7 +307,8 @@ class Session:
 
         return submit.run(
             cfg,
-            HydraConfig.get().overrides.task,
+            # as typed: an ${oc.env:...} reference stays one (read naively, Hydra's list resolves it)
+            OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False),
             self.hydra_flags,
             self.script_args,
             _run_dir,
@@ -286,6 +320,32 @@ class Session:
             check_only=self.checking,
         )
 
+    def _submit_k8s(self, cfg: schema.TrainConfig) -> int:
+        """submit=k8s renders from this composition (``cfg``, already composed and typed here) and
+        the overrides as typed: nothing is composed a second time (launcher/k8s/submit.py)."""
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        from .k8s import submit
+
+        job = lanes.job_info()
+        # as typed: an interpolation (${oc.env:HF_TOKEN}) stays one, to be resolved in the pod
+        typed = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+        return submit.run(
+            cfg,
+            submit.Composition(
+                overrides=tuple(typed),
+                hydra_flags=tuple(self.hydra_flags),
+                script_args=tuple(self.script_args),
+                sweep_job=None if job is None else job.num,
+            ),
+            _run_dir,
+            self.submissions,
+            lambda: OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+            vault=self.vault,
+            check_only=self.checking,
+        )
+
     # -- after the last job --------------------------------------------------------------------
     def finish(self) -> int:
         """Run a parallel sweep's queued jobs, print the summaries; the invocation's exit code."""
@@ -294,15 +354,35 @@ class Session:
                 self.queued, self.results, bool(self.fail_fast), self.interrupts, self.note
             )
         if self.submissions and (len(self.submissions) > 1 or self.results):
-            from .slurm.submit import summary  # a SLURM sweep: its table says what was submitted
+            from .k8s import submit as k8s_submit
+            from .slurm import submit as slurm_submit
 
+            # a SLURM or Kubernetes sweep: its table says what was submitted
+            summary = (
+                k8s_submit.summary if isinstance(self.submissions[0], k8s_submit.Submission) else slurm_submit.summary
+            )
             print(summary(self.submissions), flush=True)
         elif self.results:
             print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
+            self._sweep_curves()
         if self.interrupted() is not None:
             return 128 + self.interrupted()
         failures = [code for code in self.exit_codes if code != 0]
         return failures[0] if failures else 0
+
+    def _sweep_curves(self) -> None:
+        """One PNG of the jobs' learning curves, labelled by their swept values, in the sweep's
+        directory (launcher/sweep/curves.py); matplotlib is imported only when there is one to draw."""
+        from .sweep import curves
+
+        results = sorted(self.results, key=lambda r: r.num)
+        labels = [
+            " ".join(own) or f"job {r.num}" for r, own in zip(results, lanes.swept([r.overrides for r in results]))
+        ]
+        ran = [(r.run_dir, label) for r, label in zip(results, labels) if r.exit_code is not None and r.run_dir]
+        _, note = curves.sweep_png(ran)
+        if note:
+            print(f"[{PROG}] {note}", flush=True)
 
 
 def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
@@ -348,12 +428,13 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") ->
         ) from None
 
 
-def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path) -> str:
+def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path, trainer_dir: str | None = None) -> str:
     """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
-    of a SLURM job train, checkpoint and resume there); else the launch's own record directory."""
+    of a SLURM job train, checkpoint and resume there); ``runs resume``: the resumed run's (``trainer_dir``);
+    else the launch's own record directory."""
     if cfg.run_dir is not None and not _multirun():
         return str(Path(cfg.run_dir).resolve())
-    return str(record_dir)
+    return trainer_dir or str(record_dir)
 
 
 def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: dict[str, list[str]]) -> list[str]:

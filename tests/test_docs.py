@@ -25,7 +25,7 @@ def test_relative_links_resolve(page):
 # What the product ships, written down here independently of conf/ (a conf file that disappears, or
 # one that appears, changes the product: it must change this list and the docs too).
 SHIPPED = {
-    "launcher": ["multinode", "single_node", "skrl_jax", "slurm", "slurm_jax"],
+    "launcher": ["k8s", "k8s_jax", "multinode", "single_node", "skrl_jax", "slurm", "slurm_jax"],
     "rl_library": ["rl_games", "rsl_rl", "sb3", "skrl"],
     "presets": ["debug", "newton_mjwarp"],
     "profile": ["examples", "isaaclab"],

@@ -150,34 +150,42 @@ def test_startup_timeout_applies_before_the_first_sign_of_life(tmp_path):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("sweep", [False, True], ids=["single", "sweep"])
-def test_sigusr2_writes_every_stack_and_the_launch_goes_on(tmp_path, sweep):
-    """A single run, and a -m sweep (which holds the signals for its whole length)."""
-    extra = ["-m", "seed=5"] if sweep else []
-    proc, pids = launch(tmp_path, *extra, jax=True, args=("--mode", "silent", "--seconds", "4"))
-    wait_for_files(pids, 2, "rank*.pid")
+@pytest.mark.parametrize("mode", ["single", "sweep", "parallel"])
+def test_sigusr2_writes_every_stack_and_the_launch_goes_on(tmp_path, mode):
+    """A single run, a -m sweep (which holds the signals for its whole length) and a parallel sweep
+    (two jobs at once, each writes its own ranks' stacks into its own run directory)."""
+    extra = {"single": [], "sweep": ["-m", "seed=5"], "parallel": ["-m", "seed=5,6", "sweep.parallel=2"]}[mode]
+    nproc = 1 if mode == "parallel" else 2
+    proc, pids = launch(tmp_path, *extra, jax=True, nproc=nproc, args=("--mode", "silent", "--seconds", "4"))
     runs = tmp_path / "runs"
-    job = next((runs / "multirun").iterdir()) / "0" if sweep else run_dir(tmp_path)
-    pid = json.loads((job / "status.json").read_text())["pid"]
-    assert pid == proc.pid
-    os.kill(pid, signal.SIGUSR2)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (job / "stacks").is_dir():
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (runs / "multirun" if mode != "single" else runs).is_dir():
         time.sleep(0.05)
-    while time.monotonic() < deadline and not any(not p.name.endswith(".tmp") for p in (job / "stacks").iterdir()):
-        time.sleep(0.05)
-    capture = one_capture(job, "")
-    assert not capture.name.endswith("_hang") and capture.parent == job / "stacks"
-    assert len(capture.name) == len("2026-12-01_00-51-04")
-    assert sorted(p.name for p in capture.iterdir()) == ["rank0.txt", "rank1.txt", "summary.txt"]
-    assert "hang.py" in (capture / "rank1.txt").read_text()
+    if mode == "single":
+        jobs = [run_dir(tmp_path)]
+    else:
+        jobs = [next((runs / "multirun").iterdir()) / str(num) for num in range(len(extra[1].split(",")))]
+    wait_for_files(pids, nproc * len(jobs), "rank*.pid", timeout=30)  # every rank of every job runs hang.py
+    for job in jobs:
+        assert json.loads((job / "status.json").read_text())["pid"] == proc.pid
+    os.kill(proc.pid, signal.SIGUSR2)
+    for job in jobs:
+        while time.monotonic() < deadline and not any(not p.name.endswith(".tmp") for p in (job / "stacks").glob("*")):
+            time.sleep(0.05)
     assert alive(pids) != []  # taken while the ranks run
+    captures = [one_capture(job, "") for job in jobs]
     code, out, err = finish(proc)
     assert code == 0, out + err  # the launch went on to its normal end
-    assert f"stacks of every rank of node 0: {capture}" in out
-    summary = (capture / "summary.txt").read_text()
-    assert summary.startswith("stacks on demand (SIGUSR2)\nrank 0 waits in time.sleep (hang.py:")
-    assert "rank 1 in time.sleep (hang.py:" in summary
+    for job, capture in zip(jobs, captures):
+        assert not capture.name.endswith("_hang") and capture.parent == job / "stacks"
+        assert len(capture.name) == len("2026-12-01_00-51-04")
+        ranks = [f"rank{r}.txt" for r in range(nproc)]
+        assert sorted(p.name for p in capture.iterdir()) == [*ranks, "summary.txt"]
+        assert "hang.py" in (capture / ranks[-1]).read_text()
+        assert f"stacks of every rank of node 0: {capture}" in out
+        summary = (capture / "summary.txt").read_text()
+        assert summary.startswith("stacks on demand (SIGUSR2)\nrank 0 waits in time.sleep (hang.py:")
+        assert nproc == 1 or "rank 1 in time.sleep (hang.py:" in summary
 
 
 def test_no_py_spy_says_what_to_install():

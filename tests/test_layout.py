@@ -26,10 +26,15 @@ LATER_STAGES = (
     "launcher.run",
     "launcher.sweep",
     "launcher.slurm",
+    "launcher.k8s",
     "launcher.record",
     "launcher.session",
+    "launcher.runs",
     "launcher.cli",
 )
+# launcher/runs/ (train_multigpu runs): reading a listing never composes a config; only these
+# modules of it may reach Hydra (``runs show``'s defaults, ``rerun``/``resume``/``compare``)
+RUNS_COMPOSING = {"launcher.runs.chosen", "launcher.runs.again", "launcher.runs.curves"}
 
 
 def module_name(path: Path) -> str:
@@ -83,6 +88,18 @@ def test_imports_point_one_way(module):
     if within(module, ("launcher.config", "launcher.checks", "launcher.rendezvous", "launcher.plan")):
         bad = {m for m in own if within(m, LATER_STAGES)}
         assert not bad, f"config and the pure stages never import later stages: {sorted(bad)}"
+    if not within(module, ("launcher.runs", "launcher.cli")):
+        assert not {m for m in own if within(m, ("launcher.runs",))}, "only cli dispatches to runs/"
+    if within(module, ("launcher.runs",)) and module not in RUNS_COMPOSING:
+        allowed = LEAVES | {"launcher", "launcher.record", "launcher.runs"}
+        bad = {m for m in own if not within(m, ("launcher.runs",)) and m not in allowed}
+        assert not bad, f"runs/ reads records with the leaves and record's names: {sorted(bad)}"
+        third_party = {m.split(".")[0] for m in imports(MODULES[module])} - set(sys.stdlib_module_names)
+        assert third_party <= {"launcher", "__future__"}, f"listing imports no third-party module: {third_party}"
+    for backend, other in (("launcher.slurm", "launcher.k8s"), ("launcher.k8s", "launcher.slurm")):
+        if within(module, (backend,)):  # a back end runs the launcher again in its jobs: never run/ itself
+            bad = {m for m in own if within(m, ("launcher.run", other, "launcher.session", "launcher.cli"))}
+            assert not bad, f"a back end imports neither run/, another back end, session nor cli: {sorted(bad)}"
     if within(module, ("launcher.run",)):
         allowed = LEAVES | {"launcher", "launcher.plan"}
         if module == "launcher.run.watchdog":  # closes the run record of a SIGKILLed launcher

@@ -115,6 +115,31 @@ def test_hydra_outputs_show_the_masked_form(run_cli, tmp_path, sentinel):
         assert_nowhere(each, tmp_path, sentinel)
 
 
+def test_rerun_takes_the_secret_from_the_environment_and_writes_it_nowhere(run_cli, tmp_path, worker, sentinel):
+    """composition.json (what ``runs rerun`` launches again) masks the value like every other file;
+    the rerun takes it from the variable of the same name, or stops with one line naming it."""
+    import json
+
+    args = ("launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}", "run_name=sec")
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "composition.json").read_text())["overrides"][2] == "+worker_env.HF_TOKEN=***"
+    missing = run_cli("runs", "rerun", "last")
+    assert one_error_line(missing) == (
+        "train_multigpu: error: worker_env.HF_TOKEN=***: the record keeps no secret values: set them in the "
+        "environment before the rerun (export HF_TOKEN=..., or give +KEY=VALUE on the rerun's line)"
+    )
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # nothing started
+    again = sentinel + "again"
+    rerun = run_cli("runs", "rerun", "last", env=clean_env(HF_TOKEN=again))
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert f"SECRET_SHA HF_TOKEN - {sha(again)}" in rerun.stdout  # not the mask: the value reached the worker
+    for result in (first, missing, rerun):
+        files = assert_nowhere(result, tmp_path, sentinel, again)
+    assert sum(p.name == "composition.json" for p in files) == 2
+
+
 # -- sweeps -----------------------------------------------------------------------------------
 
 
@@ -217,6 +242,21 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
         assert_nowhere(each, tmp_path, sentinel)
 
 
+def test_slurm_submit_keeps_a_typed_env_reference_unresolved(run_cli, tmp_path, sentinel, fake_sbatch):
+    """``+worker_env.X=${oc.env:X}`` typed by the user stays a reference in the batch script: the value
+    is read on the node, never written (Hydra's override list resolves it when read naively)."""
+    env = {**fake_sbatch, "HF_TOKEN": sentinel}
+    typed = "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}"
+    result = run_cli("submit=slurm", typed, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (script,) = (tmp_path / "runs").rglob("job.sbatch")
+    assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
+    dry = run_cli("submit=slurm", typed, "dry_run=true", env=env)
+    assert dry.returncode == 0 and "${oc.env:HF_TOKEN}" in dry.stdout, dry.stderr
+    for each in (result, dry):
+        assert_nowhere(each, tmp_path, sentinel)
+
+
 def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch):
     first, second = sentinel + "a", sentinel + "b"
     result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
@@ -263,6 +303,48 @@ def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sba
     assert ok.returncode == 0, ok.stderr
     assert_nowhere(result, tmp_path, sentinel)
     assert_nowhere(ok, tmp_path, sentinel)
+
+
+# -- Kubernetes submission (submit=k8s) ---------------------------------------------------------
+
+# kubectl is stood in for (no cluster exists here); it keeps a copy of what it was given to create.
+FAKE_KUBECTL = """#!/bin/sh
+case "$1" in
+config) echo fake-context ;;
+create) cp "$3" "$(dirname "$3")/kubectl_got.yaml"; echo "trainjob.trainer.kubeflow.org/x" ;;
+esac
+"""
+
+
+def test_k8s_submit(run_cli, tmp_path, sentinel, fake_sbatch):
+    """A value typed here is refused (a manifest would carry it); a Secret reference travels instead,
+    and the submitting machine's own value of the variable is written nowhere."""
+    (Path(fake_sbatch["PATH"].split(os.pathsep)[0]) / "kubectl").write_text(FAKE_KUBECTL)
+    (Path(fake_sbatch["PATH"].split(os.pathsep)[0]) / "kubectl").chmod(0o755)
+    k8s = ("submit=k8s", "k8s.image=img:1")
+    refused = run_cli(*k8s, f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
+    assert one_error_line(refused).startswith(
+        "train_multigpu: error: worker_env.HF_TOKEN=***: a secret value cannot travel in a Kubernetes manifest"
+    )
+    assert not (tmp_path / "runs").exists()
+    env = {**fake_sbatch, "HF_TOKEN": sentinel}
+    made = run_cli(
+        "-m", "seed=1,2", *k8s, "k8s.secret_env=[HF_TOKEN:hf/token]", "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}", env=env
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    manifests = sorted((tmp_path / "runs").rglob("kubectl_got.yaml"))
+    assert len(manifests) == 2
+    for path in manifests:
+        text = path.read_text()
+        assert "secretKeyRef:\n          name: hf\n          key: token" in text
+        # the reference, resolved in the pod from the Secret (a sweep's point writes it escaped: $\\{oc.env\\:...\\})
+        assert "+worker_env.HF_TOKEN=$\\{oc.env\\:HF_TOKEN\\}" in text
+    dry = run_cli(
+        *k8s, "k8s.secret_env=[HF_TOKEN:hf/token]", "+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}", "dry_run=true", env=env
+    )
+    assert dry.returncode == 0 and "- +worker_env.HF_TOKEN=${oc.env:HF_TOKEN}\n" in dry.stdout, dry.stderr
+    for each in (refused, made, dry):
+        assert_nowhere(each, tmp_path, sentinel)
 
 
 # -- save_profile -----------------------------------------------------------------------------

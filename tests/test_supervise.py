@@ -160,7 +160,8 @@ def test_the_watchdog_records_the_end_of_a_killed_launcher(tmp_path, jax):
     record = status(tmp_path)
     assert record["exit_code"] == 137 and record["reason"] == "launcher killed", record
     assert record["pid"] == proc.pid and record["failure"] is None and record["duration_s"] > 0
-    assert set(record) == {"started", "ended", "duration_s", "pid", "exit_code", "reason", "failure"}
+    keys = {"started", "ended", "duration_s", "pid", "pid_start", "host", "exit_code", "reason", "failure"}
+    assert set(record) == keys  # pid_start, host: the open record's, kept (launcher/runs/read.py)
     assert survivors(pids, settle=5.0) == []
 
 

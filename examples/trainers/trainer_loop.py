@@ -284,6 +284,7 @@ def iterate(t: Training) -> None:
     stop = StopRequest()
     tracker = EpisodeTracker(t.num_envs)
     window: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
+    progress = out.Progress()  # the per-iteration line; rewritten in place on a terminal
     timesteps = t.max_iterations * rollouts
     steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
@@ -355,11 +356,11 @@ def iterate(t: Training) -> None:
                 sync_s,
                 checkpoint_s,
             )
-            ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
-            say(
-                topo,
-                f"[iter {iteration:4d}/{t.max_iterations}] env_steps/s={steps_per_iteration / dt:8.0f} "
-                f"mean_return={ret} env_steps={t.env_steps}",
+            eta_s = (time.perf_counter() - t_start) / (iteration - t.start_iteration) * (t.max_iterations - iteration)
+            progress.show(
+                out.progress_line(
+                    iteration, t.max_iterations, steps_per_iteration / dt, mean_return, t.env_steps, eta_s
+                )
             )
         if crash and crash == (iteration, topo.rank) and not topo.restarted:
             print(
@@ -371,6 +372,7 @@ def iterate(t: Training) -> None:
         beat(iteration, t.max_iterations)
         if t.stopped_by:
             break
+    progress.end()
     t.train_s = time.perf_counter() - t_start
 
 

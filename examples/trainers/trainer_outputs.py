@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -180,3 +181,46 @@ def append_metrics(
             f"{iteration},{env_steps},{steps_per_s:.1f},{mean_return:.3f},{seconds:.4f},{update_seconds:.4f},"
             f"{rollout_seconds:.4f},{sync_seconds:.4f},{checkpoint_seconds:.4f}\n"
         )
+
+
+def progress_line(
+    iteration: int, total: int, steps_per_s: float, mean_return: float, env_steps: int, eta_s: float
+) -> str:
+    """The per-iteration line (rank 0).
+
+    >>> progress_line(3, 150, 5099.4, 27.73, 1536, 75.2)
+    '[iter    3/150] env_steps/s=    5099 mean_return=   27.7 env_steps=1536 eta=1m15s'
+    """
+    ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
+    eta = f"{int(eta_s) // 60}m{int(eta_s) % 60:02d}s" if eta_s >= 60 else f"{eta_s:.0f}s"
+    rate = f"env_steps/s={steps_per_s:8.0f}"
+    return f"[iter {iteration:4d}/{total}] {rate} mean_return={ret} env_steps={env_steps} eta={eta}"
+
+
+class Progress:
+    """Shows the per-iteration line: on a terminal one live line rewritten in place (``\\r``), else
+    (a log file, a pipe: what the launcher's rank logs are) every line. Under the launcher the console
+    collapses the lines instead (launcher/run/logs.py), so the rank log keeps every iteration."""
+
+    def __init__(self, stream=None) -> None:
+        self.stream = stream or sys.stdout
+        try:
+            self.live = self.stream.isatty()
+        except (AttributeError, ValueError):
+            self.live = False
+        self.pending = False
+
+    def show(self, line: str) -> None:
+        if self.live:
+            self.stream.write("\r" + line + "\x1b[K")
+            self.pending = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        """Finish the live line (what is printed next starts on a line of its own)."""
+        if self.pending:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.pending = False

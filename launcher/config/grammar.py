@@ -253,7 +253,26 @@ def parse(argv: list[str]) -> CommandLine:
     if multinode_flags and not any(o.startswith("launcher=") for o in line.overrides):
         # Isaac Lab's grammar has no topology: multi-node flags select it
         line.overrides.insert(0, "launcher=multinode")
+    line.overrides = [_one_item_list(o) for o in line.overrides]
     return line
+
+
+# list keys that also take one item written bare: k8s.secret_env=HF_TOKEN:hf-token/token
+BARE_ITEM_LISTS = ("k8s.secret_env",)
+
+
+def _one_item_list(override: str) -> str:
+    """``k8s.secret_env=A:s/k`` is ``k8s.secret_env=[A:s/k]``; a list, null or a comma sweep stays.
+
+    >>> _one_item_list("k8s.secret_env=HF_TOKEN:hf/token"), _one_item_list("k8s.secret_env=[A:b/c,D:e/f]")
+    ('k8s.secret_env=[HF_TOKEN:hf/token]', 'k8s.secret_env=[A:b/c,D:e/f]')
+    """
+    key, eq, value = override.partition("=")
+    if not eq or key.lstrip("+") not in BARE_ITEM_LISTS:
+        return override
+    if not value or value.startswith("[") or value == "null" or "," in value:
+        return override
+    return f"{key}=[{value}]"
 
 
 def preset_names(value: str) -> list[str]:
@@ -299,12 +318,12 @@ def _unquoted(value: str) -> str:
 
 
 def _framework(framework: tuple[str, str], given: dict[str, tuple[str, str]], overrides: list[str]) -> list[str]:
-    """``--ml_framework`` against an explicit ``launcher=``: JAX runs on skrl_jax or slurm_jax only."""
+    """``--ml_framework`` against an explicit ``launcher=``: JAX runs on skrl_jax, slurm_jax or k8s_jax only."""
     typed, value = framework
     explicit = given.get("launcher")
     if explicit is None:
         return overrides
-    jax_launchers = ("skrl_jax", "slurm_jax")
+    jax_launchers = ("skrl_jax", "slurm_jax", "k8s_jax")
     if (value == "jax") != (_unquoted(explicit[0]) in jax_launchers):
         raise UserError(
             "launcher",

@@ -112,10 +112,21 @@ class LauncherConfig:
     # stragglers (docs/troubleshooting.md): a rank whose iterations (from its heartbeats) take more than
     # this many times the other ranks' median is named once on the console and in the run record; null: off
     straggler_factor: float | None = 2.0
+    # Across nodes (docs/multinode.md#nodes-watch-each-other): every node's launcher beats to node 0's
+    # and back; a node silent this long (or gone without a goodbye) ends the launch on every node
+    # (exit 125, "node lost"). null or 0: off. Fixed nnodes only (elastic MIN:MAX lets nodes leave).
+    node_timeout: float | None = 30.0
+    # the port node 0's launcher listens on for the others' beats. null: the rendezvous port + 1
+    # (c10d endpoint, static master_port, JAX coordinator)
+    node_port: int | None = None
     # Inside a SLURM allocation (launcher=slurm / slurm_jax): nnodes, node_rank, the rendezvous or
     # JAX coordinator endpoint, rdzv_id and nproc_per_node come from SLURM's environment unless set
     # (see launcher/slurm/launch.py, docs/slurm.md).
     from_slurm: bool = False
+    # Inside a pod of a Kubeflow TrainJob / PyTorchJob (launcher=k8s / k8s_jax): nnodes, node_rank,
+    # the rendezvous or JAX coordinator endpoint and nproc_per_node come from the variables the
+    # operator sets (PET_*, MASTER_ADDR, ...) unless set (see launcher/k8s/launch.py, docs/kubernetes.md).
+    from_k8s: bool = False
     # multi-node launches only: every node runs on this host, so a loopback rendezvous, master or
     # coordinator address (127.0.0.1, localhost, ::1) is meant; without it such an address is an error
     local_nodes: bool = False
@@ -153,10 +164,12 @@ class ProfileConfig:
 
 
 class Submit(Enum):
-    """Run here (none), or write a batch script and submit it to SLURM (slurm)."""
+    """Run here (none), write a batch script and submit it to SLURM (slurm), or write a Kubeflow
+    TrainJob / PyTorchJob manifest and create it on Kubernetes (k8s)."""
 
     none = "none"
     slurm = "slurm"
+    k8s = "k8s"
 
 
 @dataclass
@@ -181,6 +194,36 @@ class SlurmConfig:
     # escape hatch: more #SBATCH options by long name (+slurm.extra.constraint=a100,
     # +slurm.extra.exclusive=true); names are checked against sbatch's options
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class K8sKind(Enum):
+    """The Kubeflow job kind ``submit=k8s`` writes: Trainer v2's TrainJob, or the training operator's PyTorchJob."""
+
+    TrainJob = "TrainJob"
+    PyTorchJob = "PyTorchJob"
+
+
+@dataclass
+class K8sConfig:
+    """What ``submit=k8s`` asks Kubernetes for (rendered by launcher/k8s/manifest.py, docs/kubernetes.md)."""
+
+    kind: K8sKind = K8sKind.TrainJob
+    # TrainJob: the training runtime it references, and that runtime's kind
+    runtime: str = "torch-distributed"
+    runtime_kind: str = "ClusterTrainingRuntime"  # or TrainingRuntime (namespaced)
+    image: str | None = None  # required: the image holding train_multigpu, the training script and its libraries
+    namespace: str | None = None  # null: the namespace of kubectl's current context
+    job_name: str | None = None  # default: run_name (else train-multigpu) and the time, made a valid name
+    nodes: int = 1  # pods, one launcher each
+    gpus_per_node: int = 0
+    gpu_resource: str = "nvidia.com/gpu"
+    cpus_per_node: str | None = None  # a quantity: 8, 7500m
+    memory_per_node: str | None = None  # a quantity: 64Gi
+    # /dev/shm: a memory-backed emptyDir of this size (a quantity); null: bounded by the pod's memory only
+    shm_size: str | None = None
+    # NAME:SECRET/KEY entries: the container's variable NAME read from key KEY of the Kubernetes
+    # Secret SECRET (a secretKeyRef); values are never written into the manifest
+    secret_env: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -225,6 +268,8 @@ class TrainConfig:
     # submit=slurm: write <run dir>/job.sbatch and sbatch it instead of running here
     submit: Submit = Submit.none
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # submit=k8s: write <run dir>/<kind>.yaml and create it with kubectl instead of running here
+    k8s: K8sConfig = field(default_factory=K8sConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
 

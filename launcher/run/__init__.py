@@ -13,6 +13,7 @@
   ``stragglers``: ranks much slower than the others, named from their heartbeats.
 - ``worker``: the rank wrapper, a separate program (standard library only).
 - ``watchdog``: a separate process that kills what a SIGKILLed launcher left behind.
+- ``liveness``: the nodes' launchers watch each other (a monitor); a lost node ends the launch.
 - ``progress``: the hang watchdog, a monitor like ``detect``'s: every rank's progress (``beats``:
   heartbeat files, and rank-log output), ``logs/progress.json``, a stalled rank ends the launch;
   ``stacks``: every rank's Python stack (py-spy) into ``<run_dir>/stacks/``, on a hang or SIGUSR2.

@@ -44,6 +44,8 @@ class Console:
 
     def say(self, text: str) -> None:
         """A line of the launcher's own."""
+        if self.tail is not None:
+            self.tail.break_line()
         with contextlib.suppress(OSError, ValueError):
             self.stream.write(f"[{PROG}] {text}\n".encode())
             self.stream.flush()
@@ -70,6 +72,8 @@ class Console:
         self._write(line)
 
     def _write(self, data: bytes) -> None:
+        if self.tail is not None:
+            self.tail.break_line()
         with contextlib.suppress(OSError, ValueError):
             self.stream.write(data)
             self.stream.flush()
@@ -97,8 +101,17 @@ class Console:
                 f"the console shows global rank 0 (on node 0); this node's ranks log to {log_dir}"
                 " (log_all_ranks=true shows them here)"
             )
-        self.tail = logs.ConsoleTail(log_dir, self.stream, self.shown, self.plan.node_rank, self.plan.log_all_ranks)
+        self.tail = logs.ConsoleTail(
+            log_dir, self.stream, self.shown, self.plan.node_rank, self.plan.log_all_ranks, collapse=self._terminal()
+        )
         self.tail.start()
+
+    def _terminal(self) -> bool:
+        """The launcher's stdout is a terminal: progress lines are collapsed (logs.Collapse)."""
+        try:
+            return self.stream.isatty()
+        except (AttributeError, ValueError, OSError):
+            return False
 
     def stop(self) -> None:
         if self.tail is not None:

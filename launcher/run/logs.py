@@ -7,6 +7,10 @@ child processes land there too). torchrun's own agent output goes to ``logs/torc
 The console is a view of those files: :class:`ConsoleTail` follows the shown ranks' files and
 copies what they gain to the launcher's stdout, bytes as they come for a single shown rank
 (progress bars keep working), whole lines prefixed ``[node:rank]`` when all ranks are shown.
+
+When the launcher's stdout is a terminal, the bundled trainers' per-iteration lines
+(``[iter N/M] ...``, :data:`PROGRESS`) are collapsed into one live line, rewritten in place; the rank
+logs, and a console that is not a terminal, keep every line.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from typing import IO
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 TORCHRUN_LOG = "torchrun.log"
 POLL_S = 0.02
+# a progress line: the bundled trainers' per-iteration line (examples/trainers/trainer_outputs.py)
+PROGRESS = re.compile(rb"^\[iter +\d+/\d+\] ")
+_PROGRESS_HEAD = b"[iter "
 
 
 def rank_log(log_dir: Path, rank: int) -> Path:
@@ -43,10 +50,18 @@ class ConsoleTail:
     """Follows the shown ranks' log files on a thread and copies them to ``console``."""
 
     def __init__(
-        self, log_dir: Path, console: IO[bytes], shown: Callable[[int], bool], node_rank: int, prefix: bool
+        self,
+        log_dir: Path,
+        console: IO[bytes],
+        shown: Callable[[int], bool],
+        node_rank: int,
+        prefix: bool,
+        collapse: bool = False,
     ) -> None:
+        """``collapse``: the console is a terminal: progress lines are rewritten in place."""
         self.log_dir, self.console, self.shown = log_dir, console, shown
         self.node_rank, self.prefix = node_rank, prefix
+        self.collapse = Collapse() if collapse and not prefix else None
         self._files: dict[int, IO[bytes]] = {}
         self._partial: dict[int, bytes] = {}
         self._stop = threading.Event()
@@ -63,9 +78,18 @@ class ConsoleTail:
         for rank, rest in self._partial.items():
             if rest:
                 self._write(rank, rest + b"\n")
+        if self.collapse is not None:
+            self._write(0, self.collapse.end())
         for handle in self._files.values():
             handle.close()
         self._flush()
+
+    def break_line(self) -> None:
+        """Before a line of the launcher's own: end a live progress line (Collapse)."""
+        if self.collapse is not None:
+            data = self.collapse.newline()
+            if data:
+                self._write(0, data)
 
     def _discover(self) -> None:
         try:
@@ -100,7 +124,7 @@ class ConsoleTail:
                 continue
             copied = True
             if not self.prefix:
-                self._write(rank, data)
+                self._write(rank, data if self.collapse is None else self.collapse.feed(data))
                 continue
             data = self._partial.pop(rank, b"") + data
             *lines, rest = data.split(b"\n")
@@ -122,6 +146,60 @@ class ConsoleTail:
                 self._stop.wait(POLL_S)
         self._discover()
         self._copy()
+
+
+class Collapse:
+    r"""One shown rank's output for a terminal: each progress line replaces the one before it
+    (``\r``, then erase to the end of the line); any other output starts on a line of its own.
+    Everything else passes through as it comes (a partial line that may become a progress line is
+    held until its end).
+
+    >>> c = Collapse()
+    >>> c.feed(b"start\n[iter    1/2] a\n[iter    2/2] b\n[it") + c.feed(b"er x\ndone\n") + c.end()
+    b'start\n\r[iter    1/2] a\x1b[K\r[iter    2/2] b\x1b[K\n[iter x\ndone\n'
+    """
+
+    def __init__(self) -> None:
+        self.held = b""
+        self.live = False  # a progress line is on the screen, the cursor at its end
+        self.midline = False  # a partial line went out as it came: the rest of it passes too
+
+    def feed(self, data: bytes) -> bytes:
+        out = []
+        data, self.held = self.held + data, b""
+        while data:
+            cut = data.find(b"\n")
+            if self.midline:
+                piece, data = (data, b"") if cut < 0 else (data[: cut + 1], data[cut + 1 :])
+                out.append(piece)
+                self.midline = cut < 0
+                continue
+            if cut < 0:
+                if _PROGRESS_HEAD.startswith(data[: len(_PROGRESS_HEAD)]):
+                    self.held = data  # may be a progress line: wait for its end
+                else:
+                    out += [self.newline(), data]
+                    self.midline = True
+                break
+            line, data = data[:cut], data[cut + 1 :]
+            if PROGRESS.match(line):
+                out.append(b"\r" + line.rstrip(b"\r") + b"\x1b[K")
+                self.live = True
+            else:
+                out += [self.newline(), line + b"\n"]
+        return b"".join(out)
+
+    def newline(self) -> bytes:
+        """The newline that ends a live progress line (empty when none is live)."""
+        if self.live:
+            self.live = False
+            return b"\n"
+        return b""
+
+    def end(self) -> bytes:
+        """What is left: a held partial line, the newline after a live progress line."""
+        rest, self.held = self.held, b""
+        return (self.newline() + rest + b"\n") if rest else self.newline()
 
 
 def pump(stream: IO[bytes], log: IO[bytes], echo: Callable[[bytes], None]) -> threading.Thread:

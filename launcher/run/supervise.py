@@ -45,6 +45,11 @@ Sweeps
     starts no more; a second Ctrl+C kills at once. ``sweep.fail_fast`` stops a parallel sweep's
     other jobs with :meth:`Supervisor.halt`: their outcome says so instead of reporting a failure.
 
+Nodes
+    In a multi-node launch this node's launcher keeps a liveness beat with the others' (run/liveness.py,
+    a monitor like the failure detector): another node lost ends the launch here too, as a failure
+    (SIGTERM to torchrun or the JAX ranks), with exit code 125 and reason ``node lost``.
+
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
     the end every descendant, and every process carrying the launch's marker, is killed. A watchdog
@@ -63,7 +68,7 @@ from typing import IO
 
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
-from . import causes, flight_recorder, oom
+from . import causes, flight_recorder, liveness, oom
 from . import failure as failure_mod
 from .console import Console
 from .detect import FailureDetector, Monitor
@@ -125,6 +130,11 @@ class Supervisor:
         self.progress = ProgressMonitor(plan, log_dir, self.group.rank_pids, self.console.say)  # run/progress.py
         self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
         self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
+        # multi-node: this node's launcher and the others' watch each other (run/liveness.py)
+        self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
+        if self.liveness is not None:
+            self.monitors.append(self.liveness)
+        self.found_by: Monitor | None = None  # the monitor that found the failure
         self.log_dir = log_dir
         self.signal_received: int | None = None
         self.failure: Failure | None = None
@@ -139,6 +149,8 @@ class Supervisor:
     def start(self) -> None:
         self.oom_before = oom.read()
         flight_recorder.prepare(self.plan.env)
+        if self.liveness is not None:  # node 0 binds its port before anything starts
+            self.liveness.start()
         self.group.start(self.console.echo_agent, self._pending_signal)
         self.console.start(self.log_dir)
 
@@ -184,8 +196,8 @@ class Supervisor:
 
     def _on_failure(self) -> None:
         kill_after = min(self.plan.grace_period, FAILURE_KILL_S)
-        hang = self.failure is not None and self.failure.source == HANG_SOURCE  # torchrun knows nothing of it
-        if self.detector.torchrun and not hang:  # torchrun stops its workers itself (and reports); same short time
+        if self.detector.torchrun and self.found_by is self.detector:
+            # a rank failed: torchrun stops its workers itself (and reports); it gets the same short time
             self.stopping = True
             self.kill_at = time.monotonic() + kill_after
         else:
@@ -196,6 +208,7 @@ class Supervisor:
         for monitor in self.monitors:
             found = monitor.check(codes)
             if found is not None:
+                self.found_by = monitor
                 return found
         return None
 
@@ -211,7 +224,7 @@ class Supervisor:
                         for spec, code in zip(self.plan.processes, codes)
                         if spec.global_rank is not None and code is not None
                     )
-                    if self.detector.torchrun and self.plan.rank_logs:
+                    if self.found_by is self.detector and self.detector.torchrun and self.plan.rank_logs:
                         self.live_at_failure = frozenset(self.group.rank_pids())
                     self._on_failure()
             if all(code is not None for code in codes):
@@ -228,14 +241,16 @@ class Supervisor:
         return replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
 
     def _outcome(self) -> Outcome:
+        if self.failure is not None and self.failure.source == liveness.SOURCE:
+            return Outcome(liveness.EXIT_NODE_LOST, liveness.REASON, self.failure)
+        if self.failure is not None and self.failure.source == HANG_SOURCE:
+            return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
         if self.failure is not None and (self.failure.rank is None or not self.detector.torchrun):
             if self.detector.torchrun:  # torchrun has exited: its last lines are on their way to the log
                 self.group.join_pumps()
             port = self.detector.port_in_use(self.failure)
             if port is not None:
                 return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
-        if self.failure is not None and self.failure.source == HANG_SOURCE:
-            return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
             context = causes.Context(
@@ -256,6 +271,8 @@ class Supervisor:
 
     def close(self) -> None:
         self.progress.close()
+        if self.liveness is not None:  # the launch ended: goodbye to the other nodes
+            self.liveness.close()
         self.group.close()
         self.console.flush_held()  # a traceback torchrun left unfinished
         self.console.stop()
@@ -305,7 +322,10 @@ def summarised(outcome: Outcome) -> Outcome:
                 outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
             )
             lines = diagnosis.lines()
-        text = outcome.summary or failure_mod.summary(outcome.failure, cause=lines)
+        if outcome.failure.source == liveness.SOURCE:
+            text = outcome.summary or liveness.summary(outcome.failure)
+        else:
+            text = outcome.summary or failure_mod.summary(outcome.failure, cause=lines)
         outcome = replace(outcome, summary=text)
         try:
             print(f"[{PROG}] " + text, file=sys.stderr, flush=True)

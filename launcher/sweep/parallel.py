@@ -36,6 +36,7 @@ class Queued:
     run_dir: Path
     config_yaml: str
     slot: Slot
+    composition: dict | None = None  # <run_dir>/composition.json (record.composition)
 
 
 def run_queued(
@@ -58,7 +59,7 @@ def run_queued(
     def on_start(index: int) -> None:
         job = queued[index]
         (job.run_dir / "logs").mkdir(parents=True, exist_ok=True)
-        starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan)
+        starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan, job.composition)
         by_num[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
 

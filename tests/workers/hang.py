@@ -8,7 +8,7 @@
 --mode mixed     rank 0 beats every 0.2 s and prints nothing; rank 1 prints every 0.2 s and never
                  beats; rank 2 (if any) prints one line and then nothing; for --seconds, then exit 0
 
-Every rank writes ``<--pid_dir>/rank<R>.pid`` first. Unknown arguments (--distributed) are ignored.
+Every rank writes ``<--pid_dir>/rank<R>-<pid>.pid`` first. Unknown arguments (--distributed) are ignored.
 """
 
 import argparse
@@ -24,7 +24,7 @@ parser.add_argument("--at", type=int, default=3)
 parser.add_argument("--seconds", type=float, default=6.0)
 args, _unknown = parser.parse_known_args()
 rank = int(os.environ.get("RANK", os.environ.get("JAX_RANK", "0")))
-with open(os.path.join(args.pid_dir, f"rank{rank}.pid"), "w") as handle:
+with open(os.path.join(args.pid_dir, f"rank{rank}-{os.getpid()}.pid"), "w") as handle:
     handle.write(str(os.getpid()))
 BEAT = os.environ.get("TRAIN_MULTIGPU_HEARTBEAT_FILE")
 

@@ -1,0 +1,8 @@
+"""Kubernetes (Kubeflow training operators): ``launcher=k8s`` inside a pod, ``submit=k8s`` from a workstation.
+
+- :mod:`.env` -- what the operator tells a pod about its job (PET_*, MASTER_ADDR, ...), PURE;
+- :mod:`.launch` -- ``launcher=k8s`` / ``k8s_jax``: the pod's topology into the config, PURE;
+- :mod:`.startup` -- a pod waits until node 0's host name resolves (its pod may start later);
+- :mod:`.manifest` -- the TrainJob / PyTorchJob manifest and the checks the operators make on it, PURE;
+- :mod:`.submit` -- ``submit=k8s``: write the manifest into the run directory, ``kubectl create`` it.
+"""

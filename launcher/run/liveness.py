@@ -1,0 +1,428 @@
+"""Nodes watch each other: the launchers of a multi-node launch keep a liveness beat with node 0's,
+and a node whose launcher stops beating ends the launch on every node (docs/multinode.md).
+
+Why a channel of the launcher's own, not torchrun's c10d store: the launcher never imports torch,
+the static rendezvous and the JAX path have no such store, and a TCP connection says more than a
+key in a store: a launcher that dies (SIGKILL, a crash) closes its connection at once (the kernel
+sends FIN or RST), so the others know immediately, not after a timeout. Only silence (a machine
+that lost power, a link down, a frozen host: nothing reaches anyone) needs the timeout.
+
+Shape: a star. Node 0's launcher listens on ``launcher.node_port`` (default: the rendezvous port +
+1) on every interface; every other node's launcher connects to node 0's host (the rendezvous
+endpoint's, the static master's or the JAX coordinator's) and says hello; both ends then send a
+beat every second (a quarter of the timeout when that is shorter). Each end judges the other:
+
+- no data for ``node_timeout`` s → that node is lost ("sent no beat for N s");
+- the connection closed or reset without a ``bye`` → lost at once ("closed its connection without
+  a goodbye");
+- ``bye`` → that node's launch ended (success, its own failure, a signal): no longer watched.
+
+Node 0 tells the others which node it lost (``lost N ...``), so every node names the same node.
+A node's launch that ends for any reason says ``bye`` when it closes; one told it was lost by node
+0 while alive ends too. A node that cannot reach node 0's port keeps trying (node 0 may start
+later) and says once that it is not watched yet.
+
+The wire: lines of ASCII words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0); from node 0
+``welcome``, ``refused <why>`` (a second node with the same node_rank, another nnodes: not watched)
+or ``later`` (that node's launch already ended here: node 0 is still ending this launch while the
+other node started its next, a ``-m`` sweep's next job: it tries again); ``beat``, ``bye``;
+``lost <node> <text>`` (from node 0). A node joins when node 0 answered ``welcome``; a connection
+lost before that is tried again, not a lost node.
+"""
+
+from __future__ import annotations
+
+import errno
+import selectors
+import socket
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..addresses import Endpoint
+from ..errors import UserError
+from ..names import PROG
+from ..plan import NodeWatch
+from .failure import Failure
+
+EXIT_NODE_LOST = 125
+REASON = "node lost"
+SOURCE = "node liveness"  # Failure.source of a lost node
+GREETING = f"{PROG}-nodes-1"  # the protocol's name and version, in the hello
+BEAT_EVERY_S = 1.0
+CONNECT_TIMEOUT_S = 2.0
+RETRY_S = 0.5
+GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close after our bye
+UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
+MAX_LINE = 1024
+
+
+@dataclass
+class _Peer:
+    sock: socket.socket
+    address: str
+    last_seen: float
+    node: int | None = None  # known from its hello (node 0's side); 0 on the other nodes' side
+    buffer: bytes = b""
+    welcomed: bool = False  # (the other nodes' side) node 0 answered the hello
+
+
+@dataclass(frozen=True)
+class Lost:
+    node: int
+    text: str  # "node 1 (10.0.0.2) lost: its launcher sent no beat for 30 s (launcher.node_timeout)"
+    time: float
+
+
+def _display(address: str) -> str:
+    return address[7:] if address.startswith("::ffff:") else address
+
+
+class NodeLiveness:
+    """The liveness channel of this node's launcher, and the monitor (detect.Monitor) that ends the
+    launch when another node is lost. ``start`` before the launch's processes start (node 0 binds
+    its port: a port taken since the preflight check is the same user error), ``close`` after they
+    ended (says goodbye)."""
+
+    def __init__(self, watch: NodeWatch, err: object = None) -> None:
+        self.watch = watch
+        self.hub = watch.node_rank == 0
+        self.interval = min(BEAT_EVERY_S, watch.timeout / 4)
+        self.err = err if err is not None else sys.stderr
+        self._lock = threading.Lock()
+        self._lost: Lost | None = None
+        self._notices: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener: socket.socket | None = None
+        self._selector = selectors.DefaultSelector()
+        self._peers: dict[socket.socket, _Peer] = {}
+        self._done = False  # (not node 0) node 0 said goodbye or refused this node: stop trying
+        self._ended: set[int] = set()  # (node 0) the nodes that said goodbye
+        self._next_connect = 0.0  # (not node 0) when to try to reach node 0 again
+        # close() wakes the thread through this pair (its select returns at once)
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
+
+    # -- the monitor ----------------------------------------------------------------------------
+    def check(self, codes: Sequence[int | None]) -> Failure | None:
+        for line in self._take_notices():
+            self._print(line)
+        lost = self._lost
+        if lost is None:
+            return None
+        return Failure(
+            node=lost.node,
+            rank=None,
+            local_rank=None,
+            exit_code=EXIT_NODE_LOST,
+            exception=lost.text,
+            time=lost.time,
+            source=SOURCE,
+        )
+
+    def watched(self) -> list[int]:
+        """The nodes this one watches now: node 0, those that said hello; the others, node 0 once it
+        answered."""
+        peers = list(self._peers.values())
+        return sorted(peer.node for peer in peers if self._watches(peer))  # type: ignore[misc]
+
+    # -- start and close ------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.hub:
+            self._listener = self._listen()
+            self._selector.register(self._listener, selectors.EVENT_READ)
+        self._thread = threading.Thread(target=self._run, name="node liveness", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Say goodbye to every node still connected and stop."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not None:
+            self._thread.join(CONNECT_TIMEOUT_S + GOODBYE_WAIT_S + 1)
+        else:
+            self._goodbye()
+        self._wake_w.close()
+        for line in self._take_notices():
+            self._print(line)
+
+    def _listen(self) -> socket.socket:
+        port = self.watch.port
+        attempts = [socket.AF_INET6, socket.AF_INET] if socket.has_dualstack_ipv6() else [socket.AF_INET]
+        for family in attempts:
+            try:
+                if family == socket.AF_INET6:
+                    return socket.create_server(("", port), family=family, dualstack_ipv6=True)
+                return socket.create_server(("", port), family=family)
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    raise UserError(
+                        "launcher.node_port",
+                        self.watch.port_value,
+                        f"port {port} is already in use on this host",
+                        "choose a free port, or stop what holds it; ss -ltnp names it",
+                    ) from None
+                if family == attempts[-1]:
+                    raise
+        raise AssertionError("unreachable")
+
+    # -- the thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as err:  # noqa: BLE001 (the launch goes on unwatched; say so)
+            self._notice(f"nodes are no longer watched: the liveness channel failed ({err!r})")
+        finally:
+            self._goodbye()
+
+    def _loop(self) -> None:
+        next_beat = time.monotonic()
+        unreachable_since: float | None = None
+        said_unreachable = False
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if not self.hub and not self._peers and not self._done and now >= self._next_connect:
+                error = self._connect()
+                if error is None:
+                    unreachable_since = None
+                else:
+                    self._next_connect = now + RETRY_S
+                    unreachable_since = now if unreachable_since is None else unreachable_since
+                    if not said_unreachable and now - unreachable_since >= UNREACHABLE_NOTICE_S:
+                        said_unreachable = True
+                        where = Endpoint(self.watch.host, self.watch.port)
+                        self._notice(
+                            f"node 0's launcher is not reachable at {where} yet ({error}): this node is not watched "
+                            "until it is; launcher.node_port must be open between the nodes"
+                        )
+            now = time.monotonic()
+            timeout = max(0.0, next_beat - now)
+            if not self.hub and not self._peers and not self._done:
+                timeout = min(timeout, max(0.0, self._next_connect - now))
+            for key, _ in self._selector.select(timeout):
+                if key.fileobj is self._wake_r:
+                    continue
+                if key.fileobj is self._listener:
+                    self._accept()
+                else:
+                    self._read(self._peers.get(key.fileobj))  # type: ignore[arg-type]
+            now = time.monotonic()
+            if now >= next_beat:
+                for peer in list(self._peers.values()):
+                    if peer.node is not None:
+                        self._send(peer, b"beat\n")
+                next_beat = now + self.interval
+            for peer in list(self._peers.values()):
+                if now - peer.last_seen > self.watch.timeout:
+                    self._drop(peer)
+                    if self._watches(peer):
+                        self._declare(
+                            peer.node,
+                            f"its launcher sent no beat for {self.watch.timeout:g} s (launcher.node_timeout)",
+                            peer.address,
+                        )
+
+    def _connect(self) -> str | None:
+        """One attempt to reach node 0's launcher (not node 0): None when connected, else why not."""
+        try:
+            sock = socket.create_connection((self.watch.host, self.watch.port), timeout=CONNECT_TIMEOUT_S)
+        except OSError as err:
+            return err.strerror or str(err)
+        sock.setblocking(False)
+        peer = _Peer(sock, self.watch.host, time.monotonic(), node=0)
+        self._peers[sock] = peer
+        self._selector.register(sock, selectors.EVENT_READ)
+        self._send(peer, f"hello {GREETING} {self.watch.node_rank} {self.watch.nnodes}\n".encode())
+        return None
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        try:
+            sock, address = self._listener.accept()
+        except OSError:
+            return
+        sock.setblocking(False)
+        self._peers[sock] = _Peer(sock, _display(address[0]), time.monotonic())
+        self._selector.register(sock, selectors.EVENT_READ)
+
+    def _read(self, peer: _Peer | None) -> None:
+        """Take what ``peer`` sent."""
+        if peer is None:
+            return
+        try:
+            data = peer.sock.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._closed(peer)
+            return
+        peer.last_seen = time.monotonic()
+        peer.buffer += data
+        while b"\n" in peer.buffer and peer.sock in self._peers:
+            line, peer.buffer = peer.buffer.split(b"\n", 1)
+            self._handle(peer, line.decode("ascii", errors="replace").split(" "))
+        if len(peer.buffer) > MAX_LINE:  # not this protocol
+            self._drop(peer)
+
+    def _handle(self, peer: _Peer, words: list[str]) -> None:
+        what = words[0]
+        if what == "beat":
+            return
+        if what == "bye":  # that node's launch ended: no longer watched (node 0's: nobody is)
+            self._drop(peer)
+            if self.hub and peer.node is not None:
+                self._ended.add(peer.node)
+            # (a node 0 that ends before it answered this node's hello: a launch this one is not part of)
+            self._done = not self.hub and peer.welcomed
+        elif self.hub:
+            if what == "hello" and peer.node is None:
+                self._hello(peer, words[1:])
+        elif what == "welcome":
+            peer.welcomed = True
+        elif what == "later":  # a launch of node 0's that this node's launch is not part of: try again
+            self._drop(peer)
+        elif what == "refused":
+            self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
+            self._drop(peer)
+            self._done = True
+        elif what == "lost" and len(words) > 2 and words[1].isdigit():
+            self._declare(int(words[1]), " ".join(words[2:]) + " (seen by node 0)", None)
+
+    def _hello(self, peer: _Peer, words: list[str]) -> None:
+        nnodes = self.watch.nnodes
+        why = None
+        if len(words) != 3 or words[0] != GREETING or not words[1].isdigit() or not words[2].isdigit():
+            why = f"not a {GREETING} hello"
+        elif int(words[2]) != nnodes:
+            why = f"launcher.nnodes={words[2]} there, {nnodes} on node 0"
+        elif not 1 <= int(words[1]) < nnodes:
+            why = f"launcher.node_rank={words[1]}: node 0 expects 1..{nnodes - 1}"
+        elif any(other.node == int(words[1]) for other in self._peers.values()):
+            why = f"node {words[1]} is connected already: give every node its own launcher.node_rank"
+        elif int(words[1]) in self._ended:
+            # that node's launch ended here already: this is its next one (a -m sweep's next job)
+            # while this launch of node 0's is still ending; it joins node 0's next launch
+            self._send(peer, b"later\n")
+            self._drop(peer)
+            return
+        if why is not None:
+            self._send(peer, f"refused {why}\n".encode())
+            self._drop(peer)
+            return
+        peer.node = int(words[1])
+        self._send(peer, b"welcome\n")
+
+    def _watches(self, peer: _Peer) -> bool:
+        """Whether ``peer`` is a node watched: on node 0, one that said hello; on the others, node 0
+        once it answered (until then this node only tries to join: a connection lost then is retried)."""
+        return peer.node is not None and (self.hub or peer.welcomed)
+
+    def _closed(self, peer: _Peer) -> None:
+        self._drop(peer)
+        if self._watches(peer):
+            self._declare(
+                peer.node,
+                "its launcher closed its connection without a goodbye (killed, or its machine went down)",
+                peer.address,
+            )
+
+    def _declare(self, node: int, why: str, address: str | None) -> None:
+        with self._lock:
+            if self._lost is not None:
+                return
+            text = why if address is None else f"node {node} ({address}) lost: {why}"
+            self._lost = Lost(node, text, time.time())
+        self._done = True  # the launch ends: no new connection to node 0
+        if self.hub:  # every other node stops too, naming the same node
+            for peer in list(self._peers.values()):
+                if peer.node is not None:
+                    self._send(peer, f"lost {node} {text}\n".encode())
+
+    def _send(self, peer: _Peer, data: bytes) -> None:
+        try:
+            peer.sock.send(data)
+        except BlockingIOError:  # its buffer is full: it does not read; its silence will tell
+            pass
+        except OSError:
+            self._closed(peer)
+
+    def _drop(self, peer: _Peer) -> None:
+        if self._peers.pop(peer.sock, None) is None:
+            return
+        self._next_connect = time.monotonic() + RETRY_S
+        try:
+            self._selector.unregister(peer.sock)
+        except (KeyError, ValueError):
+            pass
+        peer.sock.close()
+
+    def _goodbye(self) -> None:
+        """``bye`` to every node still connected, then wait (briefly) for each to close its end, so
+        that no ``bye`` is lost to a reset (closing a socket with unread data sends RST)."""
+        self._selector.unregister(self._wake_r)
+        if self._listener is not None:
+            self._selector.unregister(self._listener)
+            self._listener.close()
+            self._listener = None
+        for peer in list(self._peers.values()):
+            if not self._watches(peer):
+                self._drop(peer)
+                continue
+            try:
+                peer.sock.send(b"bye\n")
+                peer.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                self._drop(peer)
+        deadline = time.monotonic() + GOODBYE_WAIT_S
+        while self._peers and time.monotonic() < deadline:
+            for key, _ in self._selector.select(max(0.0, deadline - time.monotonic())):
+                peer = self._peers.get(key.fileobj)  # type: ignore[arg-type]
+                if peer is None:
+                    continue
+                try:
+                    data = peer.sock.recv(4096)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    self._drop(peer)
+        for peer in list(self._peers.values()):
+            self._drop(peer)
+        self._wake_r.close()
+        self._selector.close()
+
+    # -- the launcher's own lines -----------------------------------------------------------------
+    def _notice(self, line: str) -> None:
+        with self._lock:
+            self._notices.append(line)
+
+    def _take_notices(self) -> list[str]:
+        with self._lock:
+            lines, self._notices = self._notices, []
+        return lines
+
+    def _print(self, line: str) -> None:
+        try:
+            print(f"[{PROG}] {line}", file=self.err, flush=True)  # type: ignore[call-overload]
+        except (OSError, ValueError):  # the terminal is gone
+            pass
+
+
+def summary(failure: Failure) -> str:
+    """The failure summary of a launch that stopped because another node was lost."""
+    return (
+        f"FAILED: {failure.exception}\n"
+        f"  this node's launch was stopped: exit code {EXIT_NODE_LOST} ({REASON}); docs/multinode.md says what "
+        "to check (the node's machine, its network, its launcher's output)"
+    )

@@ -1,0 +1,313 @@
+"""``runs rerun ID [overrides...]`` and ``runs resume ID [overrides...]``: launch a recorded
+composition again, through the launcher's own path (``launcher/cli.py``'s ``launch_line``, handed in
+as ``args.launch``: nothing imports cli), never by running ``command.sh``.
+
+The record is ``<run_dir>/composition.json`` (record.composition): the overrides as typed (secret
+values masked), the script's arguments, their typed order, Hydra's flags, the working directory.
+
+- **rerun**: the composition, the new overrides on top (Hydra's rule: the later value of a key wins),
+  in the recorded working directory; a new run directory whose composition notes ``rerun_of``. A sweep
+  job reruns as the single run of its point; a node directory of a multi-node launch reruns that node.
+- **resume**: the same composition again with the training script pointed at the run's last
+  checkpoint in the same trainer directory (the bundled trainers: ``--resume`` with
+  ``TRAIN_MULTIGPU_RUN_DIR`` = that directory, the mechanism a requeued SLURM job uses; Isaac Lab:
+  ``--resume --load_run``/``--checkpoint`` from its log directory). The new record notes
+  ``resumed_from`` and ``trainer_dir``.
+
+A secret value the record masked is read from the environment variable of the same name; missing:
+one error naming every one (nothing starts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import secrets
+from ..errors import UserError
+from ..names import RUN_DIR_VAR, override_key
+from ..record import COMPOSITION, RERUN_OF, RESUMED_FROM
+from . import read
+
+TRAINER_DIR = "trainer_dir"  # composition.json of a resumed run: where its training script writes
+RESUME_ARGS = "resume_args"  # what launch_line's ``again`` carries for the session (not recorded)
+CHECKPOINTS = "checkpoints"  # the bundled trainers' checkpoints/iter_NNNNNN.ckpt
+_BUNDLED_CKPT = re.compile(r"^iter_\d{6,}\.ckpt$")
+# Isaac Lab's train.py prints where it logs ("[INFO] Logging experiment in directory: <root>") and
+# the run folder ("Exact experiment name requested from command line: <name>")
+_ISAACLAB_ROOT = re.compile(r"Logging experiment in directory: (\S.*?)\s*$", re.M)
+_ISAACLAB_NAME = re.compile(r"Exact experiment name requested from command line:? (\S.*?)\s*$", re.M)
+# per RL library: the checkpoints inside Isaac Lab's run folder
+_ISAACLAB_CKPTS = {"rsl_rl": "model_*.pt", "skrl": "checkpoints/*.pt", "rl_games": "nn/*.pth"}
+
+
+def configure_rerun(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``runs rerun`` (cli.py calls this; the command is :func:`rerun`)."""
+    parser.add_argument("id", help="the run to launch again (a unique prefix of its id, or last)")
+    parser.add_argument(
+        "overrides",
+        nargs=argparse.REMAINDER,
+        help="overrides on top of the recorded ones (the later value of a key wins); -- ARGS: more script arguments",
+    )
+
+
+def configure_resume(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``runs resume`` (the command is :func:`resume`)."""
+    parser.add_argument("id", help="the run to continue from its last checkpoint (a unique prefix, or last)")
+    parser.add_argument(
+        "overrides", nargs=argparse.REMAINDER, help="overrides on top of the recorded ones (e.g. max_iterations=20)"
+    )
+
+
+def _own_flags(args: argparse.Namespace) -> None:
+    """``--root DIR`` typed among the overrides (before any ``--``) is the runs command's own flag.
+
+    >>> ns = argparse.Namespace(root=Path("runs"), overrides=["seed=1", "--root", "/r", "--", "--root", "x"])
+    >>> _own_flags(ns); ns.root, ns.overrides
+    (PosixPath('/r'), ['seed=1', '--', '--root', 'x'])
+    """
+    words, rest = list(args.overrides), []
+    while words:
+        word = words.pop(0)
+        if word == "--":
+            rest += [word, *words]
+            break
+        if word == "--root" and words:
+            args.root = Path(words.pop(0))
+        elif word.startswith("--root="):
+            args.root = Path(word.split("=", 1)[1])
+        else:
+            rest.append(word)
+    args.overrides = rest
+
+
+def rerun(args: argparse.Namespace) -> int:
+    _own_flags(args)
+    run_dir = read.resolve(args.root, args.id)
+    composition = recorded(run_dir, args.id)
+    line = merged(composition, list(args.overrides))
+    return _launch(args, line, composition, {RERUN_OF: run_id(args.root, run_dir)})
+
+
+def resume(args: argparse.Namespace) -> int:
+    _own_flags(args)
+    run_dir = read.resolve(args.root, args.id)
+    info = read.read(run_dir)
+    if info.status == read.RUNNING:
+        raise UserError("id", args.id, "is still running; resume continues a run that ended", "wait, or stop it first")
+    composition = recorded(run_dir, args.id)
+    trainer_dir = trainer_dir_of(run_dir, composition)
+    profile, library = _profile_and_library(run_dir)
+    if profile == "isaaclab":
+        extra = isaaclab_resume_args(library, _rank0_log(run_dir), args.id)
+    else:
+        extra = ["--resume"]
+        if profile in (None, "examples") and latest_checkpoint(Path(trainer_dir)) is None:
+            raise UserError(
+                "id",
+                args.id,
+                f"has no checkpoint to resume from (none in {Path(trainer_dir) / CHECKPOINTS})",
+                "rerun it from the start: train_multigpu runs rerun ID",
+            )
+    line = merged(composition, list(args.overrides))
+    notes = {RESUMED_FROM: run_id(args.root, run_dir), TRAINER_DIR: trainer_dir, RESUME_ARGS: extra}
+    return _launch(args, line, composition, notes)
+
+
+# -- the record -----------------------------------------------------------------------------------
+def recorded(run_dir: Path, ident: str) -> dict:
+    """composition.json, checked enough to launch from."""
+    path = run_dir / COMPOSITION
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(
+            "id",
+            ident,
+            f"its record has no {COMPOSITION} (launched by an older train_multigpu, or never started)",
+            f"its command.sh re-runs the launch: {run_dir / 'command.sh'}",
+        ) from None
+    except (OSError, ValueError) as err:
+        raise UserError("id", ident, f"{path} cannot be read ({err})", "its command.sh re-runs the launch") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("overrides", "script_args")):
+        raise UserError("id", ident, f"{path} has no overrides/script_args lists (edited?)", "fix or remove it")
+    return data
+
+
+def run_id(root: Path, run_dir: Path) -> str:
+    """The id ``runs`` lists for ``run_dir`` (its path under the root), else its absolute path."""
+    try:
+        return str(Path(run_dir).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(Path(run_dir).resolve())
+
+
+def trainer_dir_of(run_dir: Path, composition: dict) -> str:
+    """Where the run's training script wrote (TRAIN_MULTIGPU_RUN_DIR): a resumed run's trainer_dir,
+    else what env.json says, else the run directory itself."""
+    if isinstance(composition.get(TRAINER_DIR), str):
+        return composition[TRAINER_DIR]
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        value = json.loads((run_dir / "env.json").read_text()).get(RUN_DIR_VAR)
+        if isinstance(value, str) and value:
+            return value
+    return str(run_dir)
+
+
+def latest_checkpoint(trainer_dir: Path) -> Path | None:
+    """The bundled trainers' newest ``checkpoints/iter_NNNNNN.ckpt``."""
+    with contextlib.suppress(OSError):
+        found = sorted(p for p in (trainer_dir / CHECKPOINTS).iterdir() if _BUNDLED_CKPT.match(p.name))
+        return found[-1] if found else None
+    return None
+
+
+def _profile_and_library(run_dir: Path) -> tuple[str | None, str | None]:
+    try:
+        text = (run_dir / "config.yaml").read_text(errors="replace")
+    except OSError:
+        return None, None
+    values = read.config_values(text, {"profile.name", "rl_library.name"})
+    return values.get("profile.name"), values.get("rl_library.name")
+
+
+def _rank0_log(run_dir: Path) -> str:
+    with contextlib.suppress(OSError):
+        return (run_dir / "logs" / "rank0.log").read_text(errors="replace")
+    return ""
+
+
+def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> list[str]:
+    """Isaac Lab's train.py resumes through its own flags: rsl_rl ``--resume --load_run <run folder>``
+    (its newest ``model_*.pt``), skrl and rl_games ``--checkpoint <newest checkpoint file>``. The run
+    folder is the one its rank 0 log names.
+
+    >>> log = "[INFO] Logging experiment in directory: /nonexistent/logs/rsl_rl/cartpole\\n"
+    >>> log += "Exact experiment name requested from command line: 2025-01-01_10-00-00_a\\n"
+    >>> isaaclab_resume_args("rsl_rl", log, "r")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: id=r: has no checkpoint to resume from (no model_*.pt in /nonexistent/logs/rsl_rl/cartpole/2025-01-01_10-00-00_a) (rerun it from the start: train_multigpu runs rerun ID)
+    """  # noqa: E501
+    roots, names = _ISAACLAB_ROOT.findall(rank0_log), _ISAACLAB_NAME.findall(rank0_log)
+    pattern = _ISAACLAB_CKPTS.get(library or "")
+    if pattern is None:
+        raise UserError("rl_library", library, "Isaac Lab resumes rsl_rl, skrl and rl_games runs", "rerun it instead")
+    if not roots or not names:
+        raise UserError(
+            "id",
+            ident,
+            "its rank 0 log does not say where Isaac Lab logged the run (no 'Logging experiment in directory')",
+            "resume by hand with train.py's --resume/--load_run/--checkpoint",
+        )
+    folder = Path(roots[-1]) / names[-1]
+    # rsl_rl picks by name as rsl_rl does (model_50.pt before model_100.pt); the others: the newest file
+    newest = _numbered if library == "rsl_rl" else (lambda p: (p.stat().st_mtime, _numbered(p)))
+    found = sorted(folder.glob(pattern), key=newest)
+    if not found:
+        raise UserError(
+            "id",
+            ident,
+            f"has no checkpoint to resume from (no {pattern} in {folder})",
+            "rerun it from the start: train_multigpu runs rerun ID",
+        )
+    if library == "rsl_rl":
+        return ["--resume", "--load_run", names[-1], "--checkpoint", found[-1].name]
+    return ["--checkpoint", str(found[-1])]
+
+
+def _numbered(path: Path) -> list:
+    """A file name's natural order (numbers compared as numbers)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path.name)]
+
+
+# -- the composition again, overrides on top ------------------------------------------------------
+def merged(composition: dict, typed: list[str]):
+    """The recorded command line with ``typed`` on top: a key typed again replaces the recorded
+    override of it (where it stood in the order of what reaches the script), a new key is added last;
+    ``-- ARGS`` adds script arguments; secret values come from the environment."""
+    from ..config import grammar
+
+    new = grammar.parse(typed)
+    new_keys = {override_key(o) for o in new.overrides}
+    plus = {override_key(o) for o in composition["overrides"] if o.startswith("+") and not o.startswith("++")}
+    line = grammar.CommandLine()
+    line.hydra_flags = [*composition.get("hydra_flags", []), *new.hydra_flags]
+    line.overrides = [o for o in composition["overrides"] if override_key(o) not in new_keys] + [
+        f"+{o}" if override_key(o) in plus and not o.startswith(("+", "~")) else o for o in new.overrides
+    ]
+    line.overrides = with_secrets(line.overrides)
+    line.script_args = [*composition["script_args"], *new.script_args]
+    order = list(composition.get("order") or [])
+    if any(o.startswith(grammar.PRESETS_KEY + ":") for o in new.order):
+        order = [o for o in order if not o.startswith(grammar.PRESETS_KEY + ":")]
+    order += [o for o in new.order if o != grammar.ARG and o not in order]
+    line.order = _reordered(order, len(composition["script_args"]), len(new.script_args))
+    nproc_typed = "launcher.nproc_per_node" in new_keys
+    line.num_gpus = new.num_gpus if (new.num_gpus is not None or nproc_typed) else composition.get("num_gpus")
+    return line
+
+
+def _reordered(order: list[str], recorded_args: int, new_args: int) -> list[str]:
+    """The typed order with exactly one ARG entry per script argument: the recorded ones where they
+    were, the new ones last.
+
+    >>> _reordered(["task", "", "seed", ""], 1, 1)
+    ['task', '', 'seed', '']
+    """
+    from ..config import grammar
+
+    out, seen = [], 0
+    for entry in order:
+        if entry == grammar.ARG:
+            if seen >= recorded_args:
+                continue
+            seen += 1
+        out.append(entry)
+    return out + [grammar.ARG] * (recorded_args - seen + new_args)
+
+
+def with_secrets(overrides: list[str]) -> list[str]:
+    """A masked secret override (``+worker_env.HF_TOKEN=***``) with its value from the environment
+    variable of the same name; one error naming every one that is not set."""
+    from ..config import grammar
+
+    out, missing = [], []
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if eq and value == secrets.MASK and secrets.is_secret(override_key(override).rsplit(".", 1)[-1]):
+            name = override_key(override).rsplit(".", 1)[-1]
+            if name in os.environ:
+                override = f"{key}={grammar.quote(os.environ[name])}"
+            else:
+                missing.append((override_key(override), name))
+        out.append(override)
+    if missing:
+        raise UserError(
+            ", ".join(key for key, _ in missing),
+            secrets.MASK,
+            "the record keeps no secret values: set them in the environment before the rerun",
+            "export " + " ".join(f"{name}=..." for _, name in missing) + ", or give +KEY=VALUE on the rerun's line",
+        )
+    return out
+
+
+def _launch(args: argparse.Namespace, line, composition: dict, notes: dict) -> int:
+    launch: Callable | None = getattr(args, "launch", None)
+    if launch is None:
+        raise UserError("runs", args.command, "needs the launcher (train_multigpu runs ...)")
+    cwd = composition.get("cwd")
+    command = ["runs", args.command, args.id, *args.overrides]
+    if not isinstance(cwd, str) or not os.path.isdir(cwd):
+        raise UserError("cwd", cwd, "the recorded working directory no longer exists", "recreate it, or launch anew")
+    saved = os.getcwd()
+    os.chdir(cwd)  # relative paths of the record (run_root, scripts) mean what they meant then
+    try:
+        return launch(line, command, notes)
+    finally:
+        os.chdir(saved)

@@ -1,0 +1,94 @@
+"""What the user chose: the recorded config's differences from the defaults, and the composition
+the ``runs-again`` work records (``composition.json``: the overrides as typed).
+
+The defaults are composed in-process (Hydra, only for ``runs show``) with the recorded profile, as
+a launch with no overrides under that profile would compose them; when that profile cannot be
+found any more, against the schema's defaults. The recorded config.yaml is what the launcher
+resolved (secret values masked), so the differences are exactly what the launch ran with.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .read import RunInfo, config_values
+
+COMPOSITION = "composition.json"
+# keys that differ between any two launches, or that the launcher fills in: not a choice
+_NOT_CHOSEN = ("run_dir",)
+
+
+def composition(run_dir: Path) -> dict | None:
+    """composition.json (runs-again's), or None when missing or unreadable."""
+    try:
+        data = json.loads((run_dir / COMPOSITION).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _flat(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        out: dict[str, object] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: value}
+
+
+def _defaults(profile: str | None) -> tuple[dict, str]:
+    """The default composition as a plain dict (as config.yaml would hold it), and what it is."""
+    import os
+
+    from omegaconf import OmegaConf
+
+    from ..config import compose, schema
+    from ..errors import UserError
+
+    if profile:
+        try:
+            cfg = compose.compose([f"profile={profile}"])
+            return OmegaConf.to_container(OmegaConf.structured(cfg), enum_to_str=True), (
+                f"the defaults of profile={profile}"
+            )
+        except (UserError, Exception):  # noqa: BLE001 - a profile that no longer composes: the schema's
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+    schema.register()
+    plain = OmegaConf.to_container(OmegaConf.structured(schema.TrainConfig), enum_to_str=True)
+    return plain, "the schema's defaults" + (f" (profile={profile} does not compose here)" if profile else "")
+
+
+def differences(info: RunInfo) -> tuple[dict[str, tuple[str, str]], str]:
+    """``{key: (default, recorded)}`` for every key whose recorded value is not the default."""
+    path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / "config.yaml"
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}, "nothing: config.yaml is missing"
+    try:
+        import yaml
+
+        recorded = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - hand-edited or half written
+        recorded = None
+    if not isinstance(recorded, dict):
+        return {}, "nothing: config.yaml is not readable YAML"
+    profile = config_values(text, {"profile.name"}).get("profile.name")
+    default, against = _defaults(profile)
+    flat_default, flat_recorded = _flat(default), _flat(recorded)
+    out: dict[str, tuple[str, str]] = {}
+    for key in sorted(set(flat_default) | set(flat_recorded)):
+        if key in _NOT_CHOSEN:
+            continue
+        old, new = flat_default.get(key, "(unset)"), flat_recorded.get(key, "(unset)")
+        if old != new:
+            out[key] = (_text(old), _text(new))
+    return out, against
+
+
+def _text(value) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)

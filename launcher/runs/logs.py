@@ -1,0 +1,183 @@
+"""``runs logs ID [--rank R|all] [--follow]``: a run's per-rank logs (``<record>/logs/rank<R>.log``).
+
+One rank: its file as it is, bytes unchanged. ``all``: every rank's lines prefixed ``[node:rank]``,
+rank after rank for what is already written, then as they come. ``--json``: one object per line,
+``{"node", "rank", "line"}``. ``--follow`` keeps reading until
+the launch's record gets its end (status.json's exit code) or its launcher is gone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from ..errors import UserError
+from . import read, slurm_state
+
+RANK_LOG = re.compile(r"^rank(\d+)\.log$")
+POLL_S = 0.1
+
+
+def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
+    """global rank → (node rank, log file), over every node of the launch (a multi-node launch's
+    other node directories under the root, a SLURM job's node<R>/ records)."""
+    dirs = record_dirs(info, root)
+    found: dict[int, tuple[int, Path]] = {}
+    for position, directory in enumerate(dirs):
+        node = _node_of(directory, position)
+        try:
+            names = [p.name for p in (directory / "logs").iterdir()]
+        except OSError:
+            continue
+        for name in names:
+            match = RANK_LOG.match(name)
+            if match:
+                found.setdefault(int(match.group(1)), (node, directory / "logs" / name))
+    return dict(sorted(found.items()))
+
+
+def record_dirs(info: read.RunInfo, root: Path) -> list[Path]:
+    """The launch's records: every node's of a multi-node launch on this host, a SLURM job's."""
+    if info.group_kind == "nodes":
+        dirs = [Path(r.run_dir) for r in read.read_all(root) if r.group == info.group]
+        return sorted(dirs, key=lambda d: _node_of(d, 0))
+    return [Path(d) for d in info.record_dirs] or [Path(info.run_dir)]
+
+
+def _node_of(directory: Path, position: int) -> int:
+    match = re.search(r"node(\d+)(-\d+)?$", directory.name)
+    if match:
+        return int(match.group(1))
+    node_rank = read.config_values(_text(directory / "config.yaml"), {"launcher.node_rank"}).get("launcher.node_rank")
+    return int(node_rank) if node_rank and node_rank.isdigit() else position
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def ended(info: read.RunInfo, dirs: list[Path]) -> bool:
+    """The launch has ended: every node's record has its end, or its launcher is gone. A record not
+    written yet is waited for only when SLURM says the job is queued or running."""
+    waiting = info.slurm is not None and info.status in (read.QUEUED, read.RUNNING, read.SUBMITTED)
+    if not dirs or not info.record_dirs:
+        return not waiting
+    for directory in dirs:
+        status = read._read_json(Path(directory) / read.STATUS, [])
+        if status is None:
+            if waiting:
+                return False
+            continue
+        if status.get("exit_code") is None and read.launcher_alive(status) is not False:
+            return False
+    return True
+
+
+class _Follower:
+    """Reads what the chosen ranks' files gain; prefixes whole lines with [node:rank] when asked."""
+
+    def __init__(self, out: IO[bytes], prefix: bool, as_json: bool = False) -> None:
+        self.out, self.prefix, self.as_json = out, prefix or as_json, as_json
+        self.handles: dict[int, IO[bytes]] = {}
+        self.partial: dict[int, bytes] = {}
+        self.tags: dict[int, bytes] = {}
+        self.nodes: dict[int, int] = {}
+
+    def add(self, rank: int, node: int, path: Path) -> None:
+        if rank in self.handles:
+            return
+        try:
+            self.handles[rank] = open(path, "rb")
+        except OSError:
+            return
+        self.tags[rank] = f"[{node}:{rank}] ".encode()
+        self.nodes[rank] = node
+
+    def copy(self, final: bool = False) -> bool:
+        copied = False
+        for rank, handle in sorted(self.handles.items()):
+            data = handle.read()
+            if not data and not (final and self.partial.get(rank)):
+                continue
+            copied = True
+            if not self.prefix:
+                self.out.write(data)
+                continue
+            data = self.partial.pop(rank, b"") + data
+            *lines, rest = data.split(b"\n")
+            if final and rest:
+                lines, rest = [*lines, rest], b""
+            self.partial[rank] = rest
+            if self.as_json:
+                node = self.nodes[rank]
+                text = (
+                    json.dumps({"node": node, "rank": rank, "line": line.decode(errors="replace")}) for line in lines
+                )
+                self.out.write("".join(item + "\n" for item in text).encode())
+            else:
+                self.out.write(b"".join(self.tags[rank] + line + b"\n" for line in lines))
+        if copied:
+            self.out.flush()
+        return copied
+
+    def close(self) -> None:
+        for handle in self.handles.values():
+            handle.close()
+
+
+def _refreshed(info: read.RunInfo) -> read.RunInfo:
+    fresh = read.read(Path(info.run_dir), info.id)
+    fresh.group, fresh.group_kind, fresh.job = info.group, info.group_kind, info.job
+    slurm_state.apply([fresh])
+    return fresh
+
+
+def logs(args: argparse.Namespace) -> int:
+    every = str(args.rank).lower() == "all"
+    if not every and not str(args.rank).isdigit():
+        raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
+    path = read.resolve(args.root, args.id)
+    info = read.find(args.root, path)
+    slurm_state.apply([info])
+    files = log_files(info, args.root)
+    running = args.follow and not ended(info, record_dirs(info, args.root))
+    if not every and int(args.rank) not in files and not running:
+        ranks = ", ".join(map(str, files)) or "none"
+        raise UserError("--rank", args.rank, f"no log of that rank in {info.run_dir}; ranks with a log: {ranks}")
+    if every and not files and not running:
+        raise UserError("id", args.id, f"no rank logs in {info.run_dir}/logs")
+    out = sys.stdout.buffer
+    follower = _Follower(out, prefix=every, as_json=args.json)
+
+    def discover() -> None:
+        for rank, (node, file) in log_files(info, args.root).items():
+            if every or rank == int(args.rank):
+                follower.add(rank, node, file)
+
+    discover()
+    try:
+        follower.copy(final=not args.follow)
+        if args.follow:
+            rounds, dirs = 0, record_dirs(info, args.root)
+            while not ended(info, dirs):
+                if not follower.copy():
+                    time.sleep(POLL_S)
+                rounds += 1
+                if rounds % 10 == 0:  # new ranks, new nodes, a SLURM job's record appearing
+                    if info.slurm is not None:
+                        info = _refreshed(info)
+                    dirs = record_dirs(info, args.root)
+                    discover()
+            discover()
+            follower.copy(final=True)
+    finally:
+        follower.close()
+    return 0

@@ -1,0 +1,592 @@
+"""Run directories read back: one directory → one :class:`RunInfo`, a run root → every run.
+
+No Hydra, no YAML parser, and cheap: a listing reads ``status.json``, a few lines of
+``config.yaml`` (OmegaConf writes a plain block layout), the tail of ``metrics.csv`` and, for
+a launch that never wrote its end, ``/proc/<pid>/stat``. Whatever cannot be read is ``None`` (shown
+as ``?``) and named in ``RunInfo.problems``; nothing here raises on a bad directory.
+
+Layout under the run root (docs/runs.md)::
+
+    <root>/<stamp>[_<run_name>]/                 a launch (record.create_run_dir)
+    <root>/<stamp>[_<run_name>]_node<R>/         one node of a multi-node launch on this host
+    <root>/multirun/<stamp>/<job number>/        the jobs of a -m sweep (Hydra's sweep dir)
+    <dir with submit.json>[/restart<N>][/node<R>]/   a submit=slurm job, its restarts and nodes
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import socket
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from pathlib import Path
+
+from ..errors import UserError
+from ..record import KILLED_REASON, STATUS, process_start
+
+SUBMIT = "submit.json"  # slurm/submit.py writes it
+MULTIRUN = "multirun"
+RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
+STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
+NODE_SUFFIX = re.compile(r"^(.+)_node(\d+)(-\d+)?$")
+NODE_DIR = re.compile(r"^node(\d+)$")
+RESTART_DIR = re.compile(r"^restart(\d+)$")
+LAST = "last"
+
+# statuses (docs/runs.md); "?" when the record does not say
+RUNNING, SUCCESS, FAILED, HANG, INTERRUPTED, LOST, QUEUED, SUBMITTED, UNKNOWN = (
+    "running",
+    "success",
+    "failed",
+    "hang",
+    "interrupted",
+    "lost",
+    "queued",
+    "submitted",
+    "?",
+)
+
+
+@dataclass
+class RunInfo:
+    """What a run directory says about its launch. Field names are the ``--json`` output's (stable,
+    documented in docs/runs.md); ``None`` means the record does not say."""
+
+    id: str  # the directory's path relative to the run root
+    run_dir: str
+    status: str = UNKNOWN
+    exit_code: int | None = None
+    reason: str | None = None
+    started: str | None = None  # ISO 8601 with the UTC offset, as status.json has it
+    ended: str | None = None
+    duration_s: float | None = None
+    topology: str | None = None
+    nnodes: str | None = None
+    nproc_per_node: str | None = None
+    node_rank: int | None = None
+    task: str | None = None
+    run_name: str | None = None
+    rl_library: str | None = None
+    last_return: float | None = None  # the trainer's last mean_return (metrics.csv)
+    failure: dict | None = None  # {rank, node, exit_code, signal, class, hint, exception, log}
+    group: str | None = None  # the sweep's or the multi-node launch's id
+    group_kind: str | None = None  # "sweep" | "nodes"
+    job: int | None = None  # a sweep job's number
+    pid: int | None = None
+    host: str | None = None
+    slurm: dict | None = None  # {job_id, state, log}
+    record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
+    problems: list[str] = field(default_factory=list)  # what could not be read
+    start_time: float | None = field(default=None, repr=False)  # epoch seconds, for sorting
+    endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
+
+    def as_dict(self) -> dict:
+        """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
+        return {name: getattr(self, name) for name in _JSON_FIELDS}
+
+
+_JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, endpoint: internal
+
+
+# -- small readers ------------------------------------------------------------------------------
+def _read_bytes(path: str | Path) -> bytes:
+    with open(path, "rb") as handle:  # binary: no text layer (a listing reads thousands of files)
+        return handle.read()
+
+
+def _read_json(path: str | Path, problems: list[str]) -> dict | None:
+    name = os.path.basename(path)
+    try:
+        text = _read_bytes(path).decode(errors="replace")
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        problems.append(f"{name}: {err.strerror or err}")
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        problems.append(f"{name}: not valid JSON (half written or edited)")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{name}: not a JSON object")
+        return None
+    return data
+
+
+def _scalar(text: str) -> str | None:
+    """A YAML scalar as OmegaConf writes it: plain, 'single' or "double" quoted; null → None."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            return str(json.loads(text))
+        except ValueError:
+            return text[1:-1]
+    if text in ("null", "~", ""):
+        return None
+    return text.split(" #")[0].strip()
+
+
+_WANTED = frozenset(
+    {
+        "task",
+        "run_name",
+        "launcher.topology",
+        "launcher.nnodes",
+        "launcher.nproc_per_node",
+        "launcher.node_rank",
+        "rl_library.name",
+        "rl_library.ml_framework",
+        "launcher.rdzv_endpoint",
+        "launcher.coordinator_address",
+        "launcher.master_addr",
+        "launcher.master_port",
+    }
+)
+
+
+def config_values(text: str, wanted: frozenset[str] | set[str] = _WANTED) -> dict[str, str | None]:
+    """The wanted top-level and second-level keys of a block-style YAML file, without a YAML parser
+    (one regular expression over the text: fast enough for a thousand files).
+
+    >>> config_values("launcher:\\n  topology: single_node\\n  nnodes: '1'\\ntask: Pendulum-v1\\n")
+    {'launcher.topology': 'single_node', 'launcher.nnodes': '1', 'task': 'Pendulum-v1'}
+    """
+    found: dict[str, str | None] = {}
+    section = ""
+    for match in _pattern(frozenset(wanted)).finditer(text):
+        header, indent, key, value = match.groups()
+        if header is not None:
+            section = header
+            continue
+        name = f"{section}.{key}" if indent else key
+        if name in wanted:
+            found[name] = _scalar(value)
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(wanted: frozenset[str]) -> re.Pattern:
+    """Block headers (``launcher:``) and the lines of the wanted keys, at indent 0 or 2."""
+    leaves = "|".join(sorted({re.escape(name.rsplit(".", 1)[-1]) for name in wanted}))
+    return re.compile(rf"^(?:([A-Za-z_][\w-]*):[ \t]*(?:#.*)?$|( {{2}})?({leaves}):[ \t]+(\S.*?)[ \t]*$)", re.M)
+
+
+def last_return(path: str | Path) -> float | None:
+    """The last finite ``mean_return`` of the bundled trainers' metrics.csv."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.readline().decode(errors="replace").strip().split(",")
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - 4096))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    if "mean_return" not in header:
+        return None
+    column = header.index("mean_return")
+    for line in reversed(lines[1:]):  # the header, or a line cut by the seek
+        cells = line.split(",")
+        if len(cells) != len(header):
+            continue
+        try:
+            value = float(cells[column])
+        except ValueError:
+            continue
+        if value == value and value not in (float("inf"), float("-inf")):
+            return value
+    return None
+
+
+def _stamp_time(name: str) -> float | None:
+    match = STAMP.match(name)
+    if not match:
+        return None
+    try:
+        return datetime.strptime(match.group(0), "%Y-%m-%d_%H-%M-%S").timestamp()
+    except ValueError:
+        return None
+
+
+def _iso_time(text) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+# -- is the launcher alive? ---------------------------------------------------------------------
+def _zombie(pid: int) -> bool:
+    """Ended, not yet reaped by its parent (state Z or X in /proc/<pid>/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return True
+    return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] in (b"Z", b"X")
+
+
+def _boot_time() -> float | None:
+    try:
+        with open("/proc/stat") as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+HOST = socket.gethostname()
+
+
+def launcher_alive(status: dict) -> bool | None:
+    """Is the launcher that opened this record still running? None: it ran on another host.
+
+    The pid alone is not enough (pids are reused): the process's start time must be the one the
+    launcher recorded (``pid_start``), or, in records from before ``pid_start``, not later than the
+    record's start."""
+    pid = status.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    host = status.get("host")
+    if isinstance(host, str) and host and host != HOST:
+        return None
+    ticks = process_start(pid)
+    if ticks is None or _zombie(pid):
+        return False
+    recorded = status.get("pid_start")
+    if isinstance(recorded, int) and not isinstance(recorded, bool):
+        return ticks == recorded
+    started, boot = _iso_time(status.get("started")), _boot_time()
+    if started is None or boot is None:
+        return True  # an old record: the pid is all there is
+    return boot + ticks / os.sysconf("SC_CLK_TCK") <= started + 2.0
+
+
+# -- one record ---------------------------------------------------------------------------------
+def status_of(status: dict | None, problems: list[str]) -> str:
+    """The run's status from its status.json (docs/runs.md, "Statuses")."""
+    if status is None:
+        return UNKNOWN
+    code = status.get("exit_code")
+    if code is not None and (not isinstance(code, int) or isinstance(code, bool)):
+        problems.append(f"status.json: exit_code {code!r} is not a number")
+        return UNKNOWN
+    if code is None:
+        alive = launcher_alive(status)
+        if alive is None:
+            problems.append(f"launched on {status.get('host')}: cannot check from {HOST} whether it still runs")
+            return UNKNOWN
+        return RUNNING if alive else LOST
+    reason = str(status.get("reason") or "")
+    if reason == "success" or (not reason and code == 0):
+        return SUCCESS
+    if reason == KILLED_REASON:
+        return LOST
+    if reason == "hang":
+        return HANG
+    if reason.startswith("stopped") or reason.startswith("skipped"):
+        return INTERRUPTED
+    return SUCCESS if code == 0 else FAILED
+
+
+def _failure(data) -> dict | None:
+    if not isinstance(data, dict):
+        return None
+    keys = ("rank", "node", "local_rank", "exit_code", "signal", "class", "hint", "exception", "log")
+    return {key: data.get(key) for key in keys}
+
+
+def _ranks_from_command(path: str) -> str | None:
+    try:
+        text = _read_bytes(path).decode(errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"--nproc_per_node[ =](\d+)", text)
+    return match.group(1) if match else None
+
+
+def _apply_status(info: RunInfo, status: dict | None) -> None:
+    info.status = status_of(status, info.problems)
+    if status is None:
+        return
+    code = status.get("exit_code")
+    info.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    info.reason = status.get("reason") if isinstance(status.get("reason"), str) else None
+    for key in ("started", "ended"):
+        if isinstance(status.get(key), str):
+            setattr(info, key, status[key])
+    duration = status.get("duration_s")
+    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        info.duration_s = float(duration)
+    elif info.status == RUNNING and _iso_time(info.started) is not None:
+        info.duration_s = round(datetime.now().timestamp() - _iso_time(info.started), 3)
+    info.failure = _failure(status.get("failure"))
+    pid = status.get("pid")
+    info.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+    info.host = status.get("host") if isinstance(status.get("host"), str) else None
+
+
+def _apply_config(info: RunInfo, directory: str | Path) -> None:
+    try:
+        text = _read_bytes(os.path.join(directory, "config.yaml")).decode(errors="replace")
+    except FileNotFoundError:
+        info.problems.append("config.yaml: missing")
+        return
+    except OSError as err:
+        info.problems.append(f"config.yaml: {err.strerror or err}")
+        return
+    values = config_values(text)
+    info.topology = values.get("launcher.topology")
+    info.nnodes = values.get("launcher.nnodes")
+    info.nproc_per_node = values.get("launcher.nproc_per_node")
+    node_rank = values.get("launcher.node_rank")
+    info.node_rank = int(node_rank) if node_rank is not None and node_rank.isdigit() else None
+    info.task = values.get("task")
+    info.run_name = values.get("run_name")
+    info.rl_library = values.get("rl_library.name")
+    endpoint = [values.get(f"launcher.{key}") for key in ("rdzv_endpoint", "coordinator_address", "master_addr")]
+    info.endpoint = " ".join(str(value) for value in [*endpoint, values.get("launcher.master_port")])
+    if info.topology is None:
+        info.problems.append("config.yaml: no launcher.topology")
+
+
+def read(run_dir: Path, id_: str | None = None) -> RunInfo:
+    """Everything the record in ``run_dir`` says (never raises)."""
+    path = os.path.abspath(run_dir)  # strings, not Path objects: a listing reads a thousand of these
+    info = RunInfo(id=id_ or os.path.basename(path), run_dir=path)
+    try:
+        names = set(os.listdir(path))
+    except OSError as err:
+        info.problems.append(f"{path}: {err.strerror or err}")
+        return info
+    if SUBMIT in names:
+        _read_slurm(info, Path(path), names)
+    else:
+        info.record_dirs = [path]
+        _apply_status(info, _read_json(os.path.join(path, STATUS), info.problems) if STATUS in names else None)
+        if STATUS not in names:
+            info.problems.append("status.json: missing (the launch never started, or the directory is not a run's)")
+        _apply_config(info, path)
+    if info.nproc_per_node is not None and not info.nproc_per_node.isdigit():
+        counted = _ranks_from_command(os.path.join(info.record_dirs[0], "command.sh")) if info.record_dirs else None
+        info.nproc_per_node = counted or info.nproc_per_node
+    if info.task is None and "run_info.json" in names:  # the bundled trainers' resolved arguments
+        trainer = _read_json(os.path.join(path, "run_info.json"), [])
+        info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
+    if "metrics.csv" in names:
+        info.last_return = last_return(os.path.join(path, "metrics.csv"))
+    info.start_time = _iso_time(info.started) or _stamp_time(os.path.basename(path))
+    if info.start_time is None:
+        try:
+            info.start_time = os.stat(path).st_mtime
+        except OSError:
+            info.start_time = 0.0
+    if info.started is None and info.start_time:
+        info.started = datetime.fromtimestamp(info.start_time).astimezone().isoformat(timespec="seconds")
+    return info
+
+
+# the order in which node records decide a multi-node SLURM job's status
+_PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
+
+
+def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
+    """A submit=slurm job: submit.json, then the record of its latest restart, each node's."""
+    submit = _read_json(run_dir / SUBMIT, info.problems) or {}
+    job_id = submit.get("job_id")
+    info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
+    base = run_dir
+    restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
+    if restarts:
+        base = run_dir / restarts[-1][1]
+    try:
+        base_names = {entry.name for entry in os.scandir(base)} if base != run_dir else names
+    except OSError:
+        base_names = set()
+    nodes = sorted((int(m.group(1)), n) for n in base_names if (m := NODE_DIR.match(n)))
+    records = [base / n for _, n in nodes] if nodes else ([base] if STATUS in base_names else [])
+    info.record_dirs = [str(path) for path in records]
+    statuses = []
+    for path in records:
+        node = RunInfo(id="", run_dir=str(path))
+        _apply_status(node, _read_json(path / STATUS, info.problems))
+        statuses.append(node)
+    # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
+    _apply_config(info, records[0] if records and (records[0] / "config.yaml").exists() else run_dir)
+    if not statuses:
+        info.status = SUBMITTED
+        return
+    first = min(statuses, key=lambda node: _PRIORITY.index(node.status) if node.status in _PRIORITY else 99)
+    _apply_status(info, _read_json(Path(first.run_dir) / STATUS, []))
+    info.problems += [p for p in first.problems if p not in info.problems]
+    if info.exit_code == 0:  # a failed node's code wins over a finished one's 0
+        info.exit_code = next((n.exit_code for n in statuses if n.exit_code), 0)
+
+
+# -- the run root ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """A run directory found under the root, before it is read."""
+
+    id: str
+    path: Path
+    group: str | None = None
+    group_kind: str | None = None
+    job: int | None = None
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _looks_like_run(path: Path, name: str) -> bool:
+    if STAMP.match(name):
+        return True
+    return any((path / item).exists() for item in RECORD_FILES)
+
+
+def scan(root: Path) -> list[Entry]:
+    """Every run directory under ``root`` (not read yet). A missing root has none."""
+    root = Path(os.path.abspath(root))
+    found: list[Entry] = []
+    try:
+        top = sorted((e for e in os.scandir(root) if _is_dir(e)), key=lambda e: e.name)
+    except OSError:
+        return []
+    for entry in top:
+        path = Path(entry.path)
+        if entry.name == MULTIRUN:
+            found += _scan_multirun(path)
+            continue
+        if not _looks_like_run(path, entry.name):
+            continue
+        node = NODE_SUFFIX.match(entry.name)
+        if node:
+            found.append(Entry(entry.name, path, node.group(1), "nodes"))
+        else:
+            found.append(Entry(entry.name, path))
+    return found
+
+
+def _scan_multirun(multirun: Path) -> list[Entry]:
+    found = []
+    try:
+        sweeps = sorted((e for e in os.scandir(multirun) if _is_dir(e)), key=lambda e: e.name)
+    except OSError:
+        return []
+    for sweep in sweeps:
+        group = f"{MULTIRUN}/{sweep.name}"
+        try:
+            jobs = [e for e in os.scandir(sweep.path) if _is_dir(e)]
+        except OSError:
+            continue
+        for job in sorted(jobs, key=lambda e: (not e.name.isdigit(), int(e.name) if e.name.isdigit() else 0, e.name)):
+            number = int(job.name) if job.name.isdigit() else None
+            found.append(Entry(f"{group}/{job.name}", Path(job.path), group, "sweep", number))
+    return found
+
+
+def read_entry(entry: Entry) -> RunInfo:
+    info = read(entry.path, entry.id)
+    info.group, info.group_kind, info.job = entry.group, entry.group_kind, entry.job
+    if entry.group_kind == "nodes" and info.node_rank is None:
+        info.node_rank = int(NODE_SUFFIX.match(entry.path.name).group(2))
+    return info
+
+
+NODE_WINDOW_S = 120.0  # the nodes of one launch start within this many seconds of each other
+
+
+def _node_groups(runs: list[RunInfo]) -> None:
+    """The nodes of one multi-node launch on this host: each node's launcher names its own directory
+    ``<stamp>_<run name>_node<R>`` and the stamps may differ by a second or more. Nodes of one launch
+    share the run name, the rendezvous (endpoint, coordinator or master address) and nnodes, start
+    within NODE_WINDOW_S, and have distinct node ranks. The group's id: node 0's name without _node0."""
+    pending = sorted((r for r in runs if r.group_kind == "nodes"), key=lambda r: (r.start_time or 0.0, r.id))
+    clusters: list[tuple[tuple, float, list[RunInfo]]] = []
+    for run in pending:
+        name = NODE_SUFFIX.match(Path(run.run_dir).name)
+        key = (STAMP.sub("", name.group(1)) if name else run.id, run.endpoint, run.nnodes)
+        for cluster_key, first_start, members in clusters:
+            if (
+                cluster_key == key
+                and abs((run.start_time or 0.0) - first_start) <= NODE_WINDOW_S
+                and run.node_rank not in {m.node_rank for m in members}
+            ):
+                members.append(run)
+                break
+        else:
+            clusters.append((key, run.start_time or 0.0, [run]))
+    for _, _, members in clusters:
+        members.sort(key=lambda r: (r.node_rank if r.node_rank is not None else 1 << 30, r.id))
+        head = NODE_SUFFIX.match(Path(members[0].run_dir).name)
+        group = head.group(1) if head else members[0].id
+        for member in members:
+            member.group = group
+
+
+def read_all(root: Path) -> list[RunInfo]:
+    """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
+    together, in their order, where the group's newest member would be)."""
+    runs = [read_entry(entry) for entry in scan(root)]
+    _node_groups(runs)
+    newest: dict[str, float] = {}
+    for run in runs:
+        key = run.group or run.id
+        newest[key] = max(newest.get(key, 0.0), run.start_time or 0.0)
+    runs.sort(key=lambda r: (r.job if r.job is not None else 0, r.node_rank or 0, r.id))
+    runs.sort(key=lambda r: (newest[r.group or r.id], r.group or r.id), reverse=True)
+    return runs
+
+
+def find(root: Path, path: Path) -> RunInfo:
+    """The run in ``path`` as the listing reads it (its sweep or multi-node group known)."""
+    path = Path(os.path.abspath(path))
+    found = next((run for run in read_all(root) if Path(run.run_dir) == path), None)
+    return found if found is not None else read(path)
+
+
+# -- ids ------------------------------------------------------------------------------------------
+def _short(id_: str) -> str:
+    return id_[len(MULTIRUN) + 1 :] if id_.startswith(MULTIRUN + "/") else id_
+
+
+def resolve(root: Path, ident: str) -> Path:
+    """The run directory ``ident`` names under ``root``: its id, a unique prefix of it (``multirun/``
+    may be left out of a sweep job's; a prefix of a multi-node launch's nodes names its first node),
+    ``last`` (the newest run; of two in the same second, the later id), or a run directory's path."""
+    root = Path(root)
+    entries = scan(root)
+    if ident == LAST:
+        if not entries:
+            raise UserError("id", ident, f"there are no runs under {root}", "launch one, or point --root elsewhere")
+        runs = [read_entry(entry) for entry in entries]
+        return Path(max(runs, key=lambda r: (r.start_time or 0.0, r.id)).run_dir)
+    for entry in entries:
+        if ident in (entry.id, _short(entry.id)):
+            return entry.path
+    matches = [e for e in entries if e.id.startswith(ident) or _short(e.id).startswith(ident)] if ident else []
+    if len(matches) == 1 or (
+        matches and matches[0].group_kind == "nodes" and all(e.group == matches[0].group for e in matches)
+    ):  # one run; or the nodes of one multi-node launch: its first node's (logs reads every node's)
+        return matches[0].path
+    if matches:
+        shown = ", ".join(e.id for e in matches[:3]) + (", ..." if len(matches) > 3 else "")
+        raise UserError("id", ident, f"matches {len(matches)} runs ({shown})", "give more of the id")
+    path = Path(ident)
+    if ident and path.is_dir() and any((path / item).exists() for item in RECORD_FILES):
+        return path.resolve()
+    raise UserError("id", ident, f"no run under {root} has this id or prefix", "train_multigpu runs lists them")

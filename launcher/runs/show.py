@@ -1,0 +1,278 @@
+"""``runs`` (the table of runs) and ``runs show ID`` (one run in full). Text for people, ``--json``
+for scripts (fields: docs/runs.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from pathlib import Path
+
+from ..tables import table
+from . import chosen, live, read, slurm_state
+from .logs import record_dirs
+from .read import RunInfo
+
+UNKNOWN = "?"
+TAIL_LINES = 10  # of the failing rank's log, in runs show
+
+
+# -- cells ----------------------------------------------------------------------------------------
+def duration_text(seconds: float | None) -> str:
+    """
+    >>> duration_text(4.25), duration_text(63), duration_text(7500), duration_text(None)
+    ('4.2s', '1m03s', '2h05m', '?')
+    """
+    if seconds is None:
+        return UNKNOWN
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+def started_text(info: RunInfo) -> str:
+    if info.start_time is None or info.started is None:
+        return UNKNOWN
+    return datetime.fromtimestamp(info.start_time).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def shape_text(info: RunInfo) -> str:
+    """``single_node 1x2``: the topology, nodes x ranks per node."""
+    return f"{info.topology or UNKNOWN} {info.nnodes or UNKNOWN}x{info.nproc_per_node or UNKNOWN}"
+
+
+def status_text(info: RunInfo) -> str:
+    state = (info.slurm or {}).get("state")
+    return info.status + (f" [slurm {state}]" if state else "")
+
+
+def exit_text(info: RunInfo) -> str:
+    if info.exit_code is not None:
+        return str(info.exit_code)
+    return "-" if info.status in (read.RUNNING, read.QUEUED, read.SUBMITTED) else UNKNOWN
+
+
+def return_text(info: RunInfo) -> str:
+    return "-" if info.last_return is None else f"{info.last_return:.1f}"
+
+
+HEADER = ("ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN")
+
+
+def row(info: RunInfo, indent: str = "") -> tuple[str, ...]:
+    return (
+        indent + info.id,
+        started_text(info),
+        duration_text(info.duration_s),
+        status_text(info),
+        shape_text(info),
+        info.task or "-",
+        exit_text(info),
+        return_text(info),
+    )
+
+
+def group_row(members: list[RunInfo]) -> tuple[str, ...]:
+    """A sweep's or a multi-node launch's own line: how its members ended."""
+    first = members[0]
+    counts: dict[str, int] = {}
+    for member in members:
+        counts[member.status] = counts.get(member.status, 0) + 1
+    kind = "sweep" if first.group_kind == "sweep" else "nodes"
+    what = f"{kind}, {len(members)} {'job' if kind == 'sweep' else 'node'}{'s' if len(members) != 1 else ''}: "
+    starts = [m.start_time for m in members if m.start_time is not None]
+    head = RunInfo(id=first.group or "", run_dir="", started=first.started, start_time=min(starts) if starts else None)
+    return (
+        head.id,
+        started_text(head),
+        "",
+        what + ", ".join(f"{n} {status}" for status, n in counts.items()),
+        "",
+        "",
+        "",
+        "",
+    )
+
+
+def listing_lines(runs: list[RunInfo]) -> list[str]:
+    rows: list[tuple[str, ...]] = [HEADER]
+    index = 0
+    while index < len(runs):
+        info = runs[index]
+        if info.group is None:
+            rows.append(row(info))
+            index += 1
+            continue
+        members = [r for r in runs[index:] if r.group == info.group]
+        rows.append(group_row(members))
+        rows += [row(member, "  ") for member in members]
+        index += len(members)
+    return table(rows)
+
+
+# -- commands -------------------------------------------------------------------------------------
+def _all(root: Path) -> list[RunInfo]:
+    runs = read.read_all(root)
+    slurm_state.apply(runs)
+    return runs
+
+
+def listing(args: argparse.Namespace) -> int:
+    runs = _all(args.root)
+    if args.json:
+        # one run per line (the C encoder: json's indent= would take the slow one)
+        print("[\n" + ",\n".join(json.dumps(info.as_dict()) for info in runs) + "\n]" if runs else "[]")
+        return 0
+    if not runs:
+        print(f"no runs under {args.root}" + ("" if args.root.is_dir() else " (no such directory)"))
+        return 0
+    print("\n".join(listing_lines(runs)))
+    return 0
+
+
+def _one(args: argparse.Namespace) -> RunInfo:
+    info = read.find(args.root, read.resolve(args.root, args.id))
+    slurm_state.apply([info])
+    return info
+
+
+def where(info: RunInfo) -> dict[str, str | None]:
+    """Where a run's outputs are (None: not there)."""
+    run_dir = Path(info.run_dir)
+    found: dict[str, str | None] = {}
+    logs = [Path(d) / "logs" for d in info.record_dirs] or [run_dir / "logs"]
+    found["logs"] = ", ".join(str(p) for p in logs if p.is_dir()) or None
+    checkpoints = run_dir / "checkpoints"
+    latest = sorted(checkpoints.glob("*.ckpt")) if checkpoints.is_dir() else []
+    found["checkpoints"] = str(latest[-1]) if latest else (str(checkpoints) if checkpoints.is_dir() else None)
+    for key, name in (
+        ("tensorboard", "tensorboard"),
+        ("learning_curve", "learning_curve.png"),
+        ("metrics", "metrics.csv"),
+        ("evaluation", "evaluation.json"),
+        ("stacks", "stacks"),
+    ):
+        found[key] = str(run_dir / name) if (run_dir / name).exists() else None
+    if info.slurm and info.slurm.get("log"):
+        found["slurm_log"] = str(info.slurm["log"])
+    return found
+
+
+def command_lines(info: RunInfo) -> list[str]:
+    """command.sh without its header and its exports: the launch's command(s)."""
+    path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / "command.sh"
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line for line in lines if line and not line.startswith(("#", "set -", "export "))]
+
+
+def last_lines(path: Path, count: int) -> list[str]:
+    """The last ``count`` lines of a file ([] when it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - 64 * 1024))
+            return handle.read().decode(errors="replace").splitlines()[-count:]
+    except OSError:
+        return []
+
+
+def failure_lines(failure: dict | None) -> list[str]:
+    if not failure:
+        return []
+    who = "torchrun" if failure.get("rank") is None else f"rank {failure.get('rank')}"
+    code = failure.get("exit_code")
+    how = f"exit code {code if code is not None else UNKNOWN}" + (
+        f" ({failure['signal']})" if failure.get("signal") else ""
+    )
+    kind = f" [{failure['class']}]" if failure.get("class") else ""
+    lines = [f"failure:  node {failure.get('node', UNKNOWN)}, {who}: {how}{kind}"]
+    if failure.get("exception"):
+        lines.append(f"          error: {failure['exception']}")
+    if failure.get("hint"):
+        lines.append(f"          hint: {failure['hint']}")
+    if failure.get("log"):
+        lines.append(f"          log: {failure['log']}")
+        tail = last_lines(Path(str(failure["log"])), TAIL_LINES)
+        if tail:
+            lines.append(f"          last {len(tail)} line(s) of the log:")
+            lines += [f"            | {line}" for line in tail]
+    return lines
+
+
+def typed_text(composition: dict | None) -> str | None:
+    """What the user typed (composition.json, written by launches that record it), as one line."""
+    if not composition or not isinstance(composition.get("overrides"), list):
+        return None
+    typed = " ".join(map(str, composition["overrides"])) or "-"
+    script_args = composition.get("script_args")
+    if isinstance(script_args, list) and script_args:
+        typed += " -- " + " ".join(map(str, script_args))
+    return typed
+
+
+def _group(args: argparse.Namespace) -> list[RunInfo]:
+    """The members of the sweep (or multi-node launch) whose id ``args.id`` is exactly, if any."""
+    if args.id == read.LAST:
+        return []
+    wanted = {args.id, f"{read.MULTIRUN}/{args.id}"}
+    return [run for run in _all(args.root) if run.group in wanted]
+
+
+def show(args: argparse.Namespace) -> int:
+    members = _group(args)
+    if members and members[0].group_kind == "sweep":  # a sweep: its table (a job: runs show <sweep>/<job>)
+        if args.json:
+            print(json.dumps([member.as_dict() for member in members], indent=2))
+        else:
+            print("\n".join(listing_lines(members)))
+        return 0
+    info = _one(args)
+    progress = live.progress(info, record_dirs(info, args.root)) if info.status == read.RUNNING else None
+    differences, against = chosen.differences(info)
+    places = where(info)
+    composition = chosen.composition(Path(info.run_dir))
+    if args.json:
+        data = info.as_dict()
+        data.update(
+            chosen=differences,
+            chosen_against=against,
+            composition=composition,
+            command=command_lines(info),
+            where=places,
+            live=progress,
+        )
+        print(json.dumps(data, indent=2))
+        return 0
+    lines = [
+        f"run:      {info.id}",
+        f"dir:      {info.run_dir}",
+        f"status:   {status_text(info)}" + (f" ({info.reason})" if info.reason and info.reason != info.status else ""),
+        f"exit:     {exit_text(info)}",
+        f"started:  {started_text(info)}   duration: {duration_text(info.duration_s)}",
+        f"launch:   {shape_text(info)} (nodes x ranks per node), task {info.task or '-'}, "
+        f"rl_library {info.rl_library or UNKNOWN}",
+    ]
+    if info.last_return is not None:
+        lines.append(f"return:   {info.last_return:.1f} (the trainer's last mean_return)")
+    if info.slurm:
+        lines.append(f"slurm:    job {info.slurm.get('job_id') or UNKNOWN}, state {info.slurm.get('state') or UNKNOWN}")
+    lines += failure_lines(info.failure)
+    if progress is not None:
+        lines += live.progress_lines(progress)
+    if typed_text(composition) is not None:
+        lines.append(f"typed:    {typed_text(composition)}")
+    lines.append(f"chosen:   (differences from {against})")
+    lines += [f"  {key}: {old} -> {new}" for key, (old, new) in differences.items()] or ["  (none)"]
+    lines.append("command:")
+    lines += [f"  {line}" for line in command_lines(info)] or ["  ?"]
+    lines.append("where:")
+    lines += [f"  {key}: {value}" for key, value in places.items() if value]
+    for problem in info.problems:
+        lines.append(f"note:     {problem}")
+    print("\n".join(lines))
+    return 0

@@ -1,0 +1,134 @@
+"""Learning curves side by side: one PNG overlaying several runs' curves (a sweep's jobs, written next
+to its summary; ``train_multigpu runs compare``: launcher/runs/curves.py).
+
+The curve is the bundled trainers' ``metrics.csv`` (rank 0 writes one row per iteration: env_steps,
+mean_return, ...): the cheapest faithful source, the same numbers the TensorBoard events hold.
+matplotlib (Agg) is imported only when a PNG is written: the launcher's start-up budget is unchanged.
+The PNG carries what it draws as JSON in its ``Description`` text chunk (labels and points per
+curve), so a reader or a test can check the data without looking at pixels.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+METRICS = "metrics.csv"
+PNG = "learning_curves.png"
+DESCRIPTION = "Description"  # the PNG text chunk that holds the curves' data (curves_in_png)
+
+
+@dataclass
+class Curve:
+    label: str
+    points: list[tuple[int, float]] = field(default_factory=list)  # (env_steps, mean_return), finite only
+    iterations: int = 0  # rows read, with or without a finished episode
+
+
+def read_curve(path: Path, label: str) -> Curve | None:
+    """The (env_steps, mean_return) rows of a metrics.csv; None: no such file or no such columns.
+    A half-written last row is skipped.
+
+    >>> import tempfile; folder = Path(tempfile.mkdtemp()); csv = folder / "metrics.csv"
+    >>> _ = csv.write_text("iteration,env_steps,mean_return\\n1,512,nan\\n2,1024,20.5\\n3,15")
+    >>> c = read_curve(csv, "a"); (c.points, c.iterations)
+    ([(1024, 20.5)], 2)
+    """
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    header = lines[0].split(",") if lines else []
+    if "env_steps" not in header or "mean_return" not in header:
+        return None
+    steps_at, return_at = header.index("env_steps"), header.index("mean_return")
+    curve = Curve(label)
+    for line in lines[1:]:
+        cells = line.split(",")
+        if len(cells) != len(header):
+            continue
+        try:
+            steps, value = int(cells[steps_at]), float(cells[return_at])
+        except ValueError:
+            continue
+        curve.iterations += 1
+        if math.isfinite(value):
+            curve.points.append((steps, value))
+    return curve
+
+
+def write_png(path: Path, curves: Sequence[Curve], title: str) -> Path:
+    """One figure, one line per curve (labelled), written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    for curve in curves:
+        ax.plot([s for s, _ in curve.points], [r for _, r in curve.points], marker=".", linewidth=1, label=curve.label)
+    ax.set_xlabel("environment steps (all workers)")
+    ax.set_ylabel("mean episode return")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if curves:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    described = [{"label": c.label, "points": [list(p) for p in c.points]} for c in curves]
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, format="png", metadata={DESCRIPTION: json.dumps({"curves": described})})
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def curves_in_png(path: Path) -> list[dict]:
+    """What :func:`write_png` drew, read back from the PNG's text chunk (``[]``: none there)."""
+    import struct
+    import zlib
+
+    data = path.read_bytes()
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        raise ValueError(f"{path} is not a PNG")
+    at = 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at : at + 8])
+        body = data[at + 8 : at + 8 + length]
+        key = body.split(b"\0", 1)[0].decode("latin-1")
+        if key == DESCRIPTION and kind in (b"tEXt", b"zTXt", b"iTXt"):
+            text = body.split(b"\0", 1)[1]
+            if kind == b"zTXt":
+                text = zlib.decompress(text[1:])
+            elif kind == b"iTXt":  # compression flag, method, language\0, translated keyword\0, text
+                flag, rest = text[0], text[2:]
+                text = rest.split(b"\0", 2)[2]
+                text = zlib.decompress(text) if flag else text
+            return json.loads(text.decode("utf-8" if kind == b"iTXt" else "latin-1"))["curves"]
+        at += 12 + length
+    return []
+
+
+def sweep_png(jobs: Sequence[tuple[str, str]]) -> tuple[Path | None, str]:
+    """A sweep's PNG: ``jobs`` are (run directory, label: the job's swept values); written into the
+    sweep's directory (the jobs' common parent) when at least one job has a curve. Returns the path
+    (None: nothing drawn) and a note for the console."""
+    dirs = [Path(run_dir) for run_dir, _ in jobs if run_dir]
+    if not dirs:
+        return None, ""
+    curves = [c for run_dir, label in jobs if run_dir and (c := read_curve(Path(run_dir) / METRICS, label))]
+    if not curves:
+        return None, ""
+    sweep_dir = Path(os.path.commonpath([str(d) for d in dirs]))
+    if len(dirs) > 1 and sweep_dir in dirs:  # never inside one job's directory
+        sweep_dir = sweep_dir.parent
+    try:
+        path = write_png(sweep_dir / PNG, curves, f"{sweep_dir.name}: {len(curves)} job(s)")
+    except ImportError:
+        return None, "learning curves not drawn: matplotlib is not installed"
+    except OSError as err:
+        return None, f"learning curves not drawn: {err.strerror or err}"
+    return path, f"learning curves of {len(curves)} job(s): {path}"

@@ -1,0 +1,670 @@
+"""``train_multigpu runs``: real launches (tests/workers/runs_worker.py, under torchrun and as JAX
+ranks) read back — each status with its exit code, logs, ids, ``--json``, ``--follow``, live status,
+``stacks`` — and directories that are half written, old or hand-edited.
+
+The launches are shared (one module fixture starts them side by side); only the checks of one
+launch's live state run while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from launcher import cli, record
+from launcher.runs import read
+from supervise_util import env as launch_env
+
+REPO = Path(__file__).resolve().parents[1]
+WORKER = str(REPO / "tests" / "workers" / "runs_worker.py")
+JAX = ("launcher=skrl_jax",)
+
+
+def launch(tmp: Path, name: str, *overrides: str, args: tuple = ()) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "launcher", "device=cpu", f"run_root={tmp / 'runs'}", f"script={WORKER}"]
+    argv += ["launcher.nproc_per_node=2", *overrides] + ([f"run_name={name}"] if name else [])
+    argv += ["--", *args] if args else []
+    return subprocess.Popen(argv, cwd=tmp, env=launch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def runs_cli(tmp: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``train_multigpu runs ARGS`` for real (a separate process), in ``tmp``."""
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "runs", *args],
+        cwd=tmp,
+        env=launch_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def wait_for(predicate, timeout: float = 60.0, what: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def run_dir_of(tmp: Path, name: str) -> Path:
+    return wait_for(lambda: next(iter((tmp / "runs").glob(f"*_{name}")), None), what=f"run dir *_{name}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    try:
+        proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise AssertionError("the launch did not end") from None
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def launches(tmp_path_factory):
+    """Five real launches under one run root: ``ok`` (JAX ranks, success), ``fail`` (torchrun, rank 1
+    exits 7), ``int`` (stopped by SIGINT; followed, and looked at while it runs), ``lost`` (its
+    launcher SIGKILLed), and a two-job ``-m`` sweep."""
+    tmp = tmp_path_factory.mktemp("runs")
+    seen: dict = {}
+    procs = {
+        "ok": launch(tmp, "ok", *JAX),
+        "fail": launch(tmp, "fail", args=("--fail", "1:7")),
+        "int": launch(tmp, "int", *JAX, args=("--sleep", "--ready", str(tmp / "int.ready"))),
+        "lost": launch(tmp, "lost", *JAX, args=("--sleep", "--ready", str(tmp / "lost.ready"))),
+    }
+    port = free_port()
+    for node in (0, 1):  # a two-node launch on this host: two launchers, *_node0 and *_node1
+        procs[f"node{node}"] = launch(
+            tmp,
+            "two",
+            *JAX,
+            "launcher.nnodes=2",
+            f"launcher.node_rank={node}",
+            f"launcher.coordinator_address=127.0.0.1:{port}",
+            "launcher.local_nodes=true",
+        )
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "-m", "device=cpu", f"run_root={tmp / 'runs'}", f"script={WORKER}"]
+        + ["launcher=skrl_jax", "launcher.nproc_per_node=2", "seed=1,2"],
+        cwd=tmp,
+        env=launch_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    wait_for(lambda: (tmp / "int.ready").exists() and (tmp / "lost.ready").exists(), what="the sleeping launches")
+    # while "int" runs: the listing, the live view, a stack request and --follow
+    int_dir = run_dir_of(tmp, "int")
+    seen["running"] = runs_cli(tmp, "--json")
+    seen["open_record"] = json.loads((int_dir / "status.json").read_text())
+    seen["open_record_start"] = record.process_start(seen["open_record"]["pid"])  # while it runs
+    seen["live"] = runs_cli(tmp, "show", "--json", int_dir.name)
+    seen["stacks_unhandled"] = runs_cli(tmp, "stacks", int_dir.name)
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "runs", "logs", int_dir.name, "--rank", "all", "--follow"],
+        cwd=tmp,
+        env=launch_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.5)  # following: the run has not ended
+    seen["follow_running"] = follow.poll()
+    procs["int"].send_signal(signal.SIGINT)
+    procs["lost"].send_signal(signal.SIGKILL)
+    seen["follow"] = follow.communicate(timeout=60)[0], follow.returncode
+    seen["lost_at_once"] = runs_cli(tmp, "--json")  # before or after the watchdog closed the record
+    seen["codes"] = {name: finish(proc) for name, proc in procs.items()}
+    seen["sweep_code"] = finish(sweep)
+    lost_status = run_dir_of(tmp, "lost") / "status.json"
+    wait_for(lambda: json.loads(lost_status.read_text()).get("exit_code") is not None, 30, "the watchdog's end")
+    return tmp, seen
+
+
+def by_name(items: list[dict]) -> dict[str, dict]:
+    return {(item["run_name"] or item["id"]): item for item in items}
+
+
+def test_each_launch_is_listed_with_its_status_and_exit_code(launches):
+    tmp, seen = launches
+    assert seen["codes"] == {"ok": 0, "fail": 7, "int": 130, "lost": -signal.SIGKILL, "node0": 0, "node1": 0}
+    out = runs_cli(tmp, "--json")
+    assert out.returncode == 0, out.stderr
+    runs = by_name(json.loads(out.stdout))
+    got = {name: (runs[name]["status"], runs[name]["exit_code"]) for name in ("ok", "fail", "int", "lost")}
+    assert got == {"ok": ("success", 0), "fail": ("failed", 7), "int": ("interrupted", 130), "lost": ("lost", 137)}
+    fail = runs["fail"]
+    assert (fail["topology"], fail["nnodes"], fail["nproc_per_node"]) == ("single_node", "1", "2")
+    assert (fail["failure"]["rank"], fail["failure"]["exit_code"]) == (1, 7)
+    assert runs["ok"]["topology"] == "skrl_jax" and runs["ok"]["last_return"] == 30.0
+    assert runs["ok"]["duration_s"] > 0 and runs["ok"]["started"]
+    table = runs_cli(tmp).stdout.splitlines()
+    assert table[0].split() == ["ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN"]
+    row = next(line for line in table if line.split()[0].endswith("_fail")).split()
+    assert row[4:6] == ["failed", "single_node"] and row[6] == "1x2" and row[8] == "7"
+
+
+def test_a_running_launch_is_running_and_a_killed_one_lost(launches):
+    _, seen = launches
+    running = by_name(json.loads(seen["running"].stdout))
+    assert running["int"]["status"] == running["lost"]["status"] == "running"
+    assert running["int"]["exit_code"] is None and running["int"]["pid"] > 0
+    assert by_name(json.loads(seen["lost_at_once"].stdout))["lost"]["status"] == "lost"
+
+
+def test_a_sweep_is_one_group_with_its_jobs(launches):
+    tmp, seen = launches
+    assert seen["sweep_code"] == 0
+    jobs = [r for r in json.loads(runs_cli(tmp, "--json").stdout) if r["group_kind"] == "sweep"]
+    assert [(r["job"], r["status"]) for r in jobs] == [(0, "success"), (1, "success")]
+    group = jobs[0]["group"]
+    assert group.startswith("multirun/") and all(r["id"] == f"{group}/{r['job']}" for r in jobs)
+    table = runs_cli(tmp).stdout.splitlines()
+    head = next(i for i, line in enumerate(table) if line.startswith(group + " "))
+    assert "sweep, 2 jobs: 2 success" in table[head]
+    assert table[head + 1].startswith(f"  {group}/0") and table[head + 2].startswith(f"  {group}/1")
+    whole = runs_cli(tmp, "show", group.split("/", 1)[1]).stdout.splitlines()  # the sweep itself: its table
+    assert [line.split()[0] for line in whole] == ["ID", group, f"{group}/0", f"{group}/1"]
+    shown = runs_cli(tmp, "show", group.split("/", 1)[1] + "/1")  # multirun/ may be left out
+    assert shown.returncode == 0 and f"run:      {group}/1" in shown.stdout
+
+
+def test_the_nodes_of_a_multinode_launch_are_one_group(launches):
+    tmp, _ = launches
+    nodes = [r for r in json.loads(runs_cli(tmp, "--json").stdout) if r["group_kind"] == "nodes"]
+    assert [(r["id"][-6:], r["node_rank"], r["status"], r["nnodes"]) for r in nodes] == [
+        ("_node0", 0, "success", "2"),
+        ("_node1", 1, "success", "2"),
+    ]
+    group = nodes[0]["group"]
+    assert group.endswith("_two") and nodes[1]["group"] == group
+    table = runs_cli(tmp).stdout
+    assert f"\n{group} " in table and "nodes, 2 nodes: 2 success" in table
+    every = runs_cli(tmp, "logs", group, "--rank", "all").stdout.splitlines()  # the group's id: every node's logs
+    assert [line for line in every if line.endswith("line 3")] == [
+        "[0:0] rank 0 line 3",
+        "[0:1] rank 1 line 3",
+        "[1:2] rank 2 line 3",
+        "[1:3] rank 3 line 3",
+    ]
+
+
+def test_json_round_trip(launches):
+    tmp, _ = launches
+    items = json.loads(runs_cli(tmp, "--json").stdout)
+    documented = {"id", "status", "exit_code", "run_dir", "started", "duration_s", "topology", "nnodes"}
+    documented |= {"nproc_per_node", "task", "failure", "last_return", "group", "problems"}
+    for item in items:
+        assert documented <= set(item)
+        assert read.RunInfo(**item).as_dict() == item
+        assert Path(item["run_dir"]).is_absolute()
+    one = json.loads(runs_cli(tmp, "show", "--json", "last").stdout)
+    assert one["run_dir"] == str(read.resolve(tmp / "runs", "last")) and "command" in one and "chosen" in one
+
+
+def test_logs_of_rank_1_and_of_every_rank(launches):
+    tmp, _ = launches
+    fail = run_dir_of(tmp, "fail").name
+    out = runs_cli(tmp, "logs", fail, "--rank", "1")
+    assert out.returncode == 0, out.stderr
+    assert [line for line in out.stdout.splitlines() if line.startswith("rank 1")] == [
+        "rank 1 line 1",
+        "rank 1 line 2",
+        "rank 1 line 3",
+        "rank 1 fails with exit code 7",
+    ]
+    assert "rank 0" not in out.stdout
+    assert "rank 0 line 1" in runs_cli(tmp, "logs", fail).stdout  # rank 0 by default
+    every = runs_cli(tmp, "logs", fail, "--rank", "all").stdout.splitlines()
+    assert "[0:0] rank 0 line 3" in every and "[0:1] rank 1 fails with exit code 7" in every
+    as_json = [json.loads(line) for line in runs_cli(tmp, "logs", fail, "--rank", "1", "--json").stdout.splitlines()]
+    assert {"node": 0, "rank": 1, "line": "rank 1 fails with exit code 7"} in as_json
+    missing = runs_cli(tmp, "logs", fail, "--rank", "5")
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith(
+        "--rank=5: no log of that rank in " + str(run_dir_of(tmp, "fail")) + "; ranks with a log: 0, 1"
+    )
+
+
+def test_follow_prints_as_the_run_goes_and_ends_with_it(launches):
+    _, seen = launches
+    out, code = seen["follow"]
+    assert seen["follow_running"] is None  # it was still following while the launch ran
+    assert code == 0
+    lines = out.splitlines()
+    assert "[0:0] rank 0 line 3" in lines and "[0:1] rank 1 line 3" in lines
+
+
+def test_show_while_running_has_a_live_section(launches):
+    _, seen = launches
+    assert seen["live"].returncode == 0, seen["live"].stderr
+    shown = json.loads(seen["live"].stdout)
+    assert shown["status"] == "running" and "live" in shown  # its content: the next test
+
+
+def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """A run directory whose launcher is a live process (a sleeping python): an open record."""
+    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
+    (run_dir / "logs").mkdir(parents=True)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
+    status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
+    record.write_json(run_dir / "status.json", status)
+    return proc, run_dir
+
+
+def test_show_while_running_has_each_ranks_progress_and_the_stalled_ones(tmp_path):
+    """The monitor's progress.json (contracts: written every ~2 s by the launcher), then, without it,
+    the ranks' heartbeat files: each rank's iteration, rate, last beat; the stalled ranks."""
+    proc, run_dir = live_launcher(tmp_path)
+    logs = run_dir / "logs"
+    now = time.time()
+    try:
+        record.write_json(
+            logs / "progress.json",
+            {
+                "updated": now,
+                "node": 0,
+                "ranks": {
+                    "0": {"phase": "running", "last_beat": now, "iteration": 3, "total": 3, "iter_per_s": 2.5},
+                    "1": {"phase": "running", "last_beat": now - 90, "iteration": 1, "total": 3, "stalled": True},
+                    "x": "not a rank",
+                },
+                "stragglers": [{"rank": 1, "iteration_s": 4.0, "median_s": 0.4}],
+            },
+        )
+        live = runs_cli(tmp_path, "show", "last")
+        assert live.returncode == 0, live.stderr
+        assert "status:   running" in live.stdout and "live:     from progress.json" in live.stdout
+        assert "  rank 0: iteration 3/3, 2.50 it/s" in live.stdout
+        rank1 = next(line for line in live.stdout.splitlines() if line.startswith("  rank 1: "))
+        assert rank1.startswith("  rank 1: iteration 1/3, last beat 9") and rank1.endswith("s ago  STALLED")
+        assert "  stalled: rank 1" in live.stdout
+        assert "  straggler: rank 1: 4.0 s per iteration (median 0.4 s)" in live.stdout
+        (logs / "progress.json").unlink()
+        for rank, words in ((0, "3 3"), (1, "")):
+            (logs / f"rank{rank}.beat").write_text(words)
+        os.utime(logs / "rank1.beat", (now - 120, now - 120))
+        beats = json.loads(runs_cli(tmp_path, "show", "--json", "last").stdout)["live"]
+        assert beats["source"] == "beat files"
+        assert beats["ranks"]["0"]["iteration"] == 3 and beats["ranks"]["0"]["total"] == 3
+        assert beats["ranks"]["0"]["stalled"] is False and beats["ranks"]["1"]["stalled"] is True
+        assert beats["ranks"]["1"]["iteration"] is None  # a bare touch
+        (logs / "progress.json").write_text('{"ranks": {"0": {"iteration": ')  # half written: the beats
+        assert json.loads(runs_cli(tmp_path, "show", "--json", "last").stdout)["live"]["source"] == "beat files"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_ids_unique_prefix_last_ambiguous_unknown(launches):
+    tmp, _ = launches
+    ok = run_dir_of(tmp, "ok")
+    assert read.resolve(tmp / "runs", ok.name) == ok
+    assert read.resolve(tmp / "runs", ok.name[:-1]) == ok  # "..._o" is a prefix of one id only
+    every = read.read_all(tmp / "runs")
+    last = next(r for r in every if Path(r.run_dir) == read.resolve(tmp / "runs", "last"))
+    assert all(r.start_time <= last.start_time for r in every)  # the same second: the later id (job 1, name-1)
+    ambiguous = runs_cli(tmp, "show", ok.name[:4])
+    assert ambiguous.returncode == 2 and len(ambiguous.stderr.splitlines()) == 1
+    assert f"id={ok.name[:4]}: matches" in ambiguous.stderr and "give more of the id" in ambiguous.stderr
+    unknown = runs_cli(tmp, "show", "nope")
+    assert unknown.returncode == 2
+    assert unknown.stderr == (
+        "train_multigpu: error: id=nope: no run under runs has this id or prefix (train_multigpu runs lists them)\n"
+    )
+
+
+def test_run_root_key_and_root_flag(launches, tmp_path):
+    tmp, _ = launches
+    by_flag = runs_cli(tmp_path, "--root", str(tmp / "runs"), "--json")
+    by_key = runs_cli(tmp_path, f"run_root={tmp / 'runs'}", "--json")
+    assert json.loads(by_flag.stdout) == json.loads(by_key.stdout) != []
+    empty = runs_cli(tmp_path)
+    assert empty.returncode == 0 and empty.stdout.startswith("no runs under runs")
+
+
+def test_stacks_needs_a_running_launcher_that_takes_the_request(launches):
+    tmp, seen = launches
+    refused = seen["stacks_unhandled"]
+    if refused.returncode == 0:  # the launcher handles SIGUSR2 (the diagnosis work): stacks were written
+        assert "stacks: " in refused.stdout
+    else:
+        assert refused.returncode == 2 and "does not take stack requests (SIGUSR2 not handled" in refused.stderr
+    assert seen["codes"]["int"] == 130  # the launch was not hurt by the request: SIGINT ended it
+    ended = runs_cli(tmp, "stacks", run_dir_of(tmp, "ok").name)
+    assert ended.returncode == 2
+    assert ended.stderr.strip().endswith(
+        "is not running here (success): only a running launch on this host can be asked for its stacks"
+    )
+
+
+FAKE_LAUNCHER = r"""
+import os, signal, sys, time
+run_dir, mode = sys.argv[1], sys.argv[2]
+def on_usr2(signum, frame):
+    if mode == "exit":
+        os._exit(0)
+    if mode == "write":
+        stamp = os.path.join(run_dir, "stacks", "2026-01-01_00-00-00")
+        os.makedirs(stamp + ".tmp")
+        with open(os.path.join(stamp + ".tmp", "summary.txt"), "w") as f:
+            f.write("rank 0: in main\n")
+        os.rename(stamp + ".tmp", stamp)
+signal.signal(signal.SIGUSR2, on_usr2)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize(
+    "mode, code, expected",
+    [
+        ("write", 0, "stacks: {run_dir}/stacks/2026-01-01_00-00-00\nrank 0: in main\n"),
+        ("silent", 2, "train_multigpu: error: --timeout=0.5: no new directory under {run_dir}/stacks in time\n"),
+        ("exit", 2, "train_multigpu: error: id=last: the launch ended before its stacks were written\n"),
+    ],
+)
+def test_stacks_signals_the_launcher_and_waits_for_the_new_directory(tmp_path, mode, code, expected):
+    """The launcher side of the contract, played by a small real process: it handles SIGUSR2 by
+    writing ``stacks/<stamp>/`` through a ``.tmp`` rename, as the launcher's stack dump does (or
+    writes nothing, or exits)."""
+    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
+    run_dir.mkdir(parents=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_LAUNCHER, str(run_dir), mode], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
+        status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
+        record.write_json(run_dir / "status.json", status)
+        out = runs_cli(tmp_path, "stacks", "last", "--timeout", "0.5" if mode == "silent" else "30")
+        assert (out.returncode, out.stdout if code == 0 else out.stderr) == (code, expected.format(run_dir=run_dir))
+        assert (proc.poll() is None) == (mode != "exit")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_dead_or_reused_launcher_pid_is_lost_never_running(tmp_path):
+    """An open record (no end) whose launcher is gone: the pid is dead, or it now belongs to another
+    process (its start time differs from pid_start) — lost. Only the recorded process is running."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me = os.getpid()
+    started = "2026-01-01T00:00:00+00:00"
+    cases = {
+        "dead": {"pid": dead.pid, "pid_start": 1},
+        "reused": {"pid": me, "pid_start": record.process_start(me) + 1},
+        "other_host": {"pid": me, "pid_start": record.process_start(me), "host": "elsewhere"},
+        "alive": {"pid": me, "pid_start": record.process_start(me)},
+        # before pid_start: the process must not be younger than the record
+        "old_record_alive": {"pid": me, "started": datetime.now().astimezone().isoformat()},
+        "old_record_reused": {"pid": me, "started": "2000-01-01T00:00:00+00:00"},
+    }
+    for name, fields in cases.items():
+        directory = tmp_path / f"2026-01-01_00-00-00_{name}"
+        directory.mkdir()
+        record.write_json(directory / "status.json", {"started": started, "exit_code": None, **fields})
+    statuses = {info.id.split("_", 2)[2]: info.status for info in read.read_all(tmp_path)}
+    assert statuses == {
+        "dead": "lost",
+        "reused": "lost",
+        "other_host": "?",
+        "alive": "running",
+        "old_record_alive": "running",
+        "old_record_reused": "lost",
+    }
+
+
+def test_the_open_record_holds_the_launchers_pid_start_time_and_host(launches):
+    _, seen = launches
+    opened = seen["open_record"]
+    assert opened["exit_code"] is None and opened["host"] == read.HOST
+    assert opened["pid_start"] == seen["open_record_start"] is not None
+
+
+def test_half_written_old_and_hand_edited_directories_show_what_can_be_read(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    cases = {
+        "2026-01-01_00-00-01_empty": {},
+        "2026-01-01_00-00-02_truncated": {"status.json": '{"started": "2026-01-01T00:00:02+00:00", "pi'},
+        "2026-01-01_00-00-03_list": {"status.json": "[1, 2]", "config.yaml": "- not a mapping\n"},
+        "2026-01-01_00-00-04_edited": {
+            "status.json": json.dumps({"started": 5, "exit_code": "seven", "failure": "oops", "duration_s": "x"}),
+            "config.yaml": "launcher: {topology: flow_style}\ntask: [1, 2\n",
+            "metrics.csv": "iteration,mean_return\n1,abc\n2,\n",
+            "composition.json": json.dumps({"overrides": [1, None], "script_args": "x"}),
+        },
+        "2026-01-01_00-00-05_old": {  # a record from before pid_start/host, ended
+            "status.json": json.dumps(
+                {"started": "2026-01-01T00:00:05+00:00", "exit_code": 1, "reason": "rank failed"}
+            ),
+            "config.yaml": "launcher:\n  topology: multinode\n  nnodes: '2'\n  nproc_per_node: gpu\n"
+            "task: Isaac-Cartpole-v0\n",
+            "logs/rank0.log": "",
+        },
+        "2026-01-01_00-00-06_binary": {"status.json": b"\xff\xfe\x00", "config.yaml": b"\x00\xff"},
+        "not-a-run": {"notes.txt": "hello"},
+        "multirun/2026-01-01_00-00-07/0": {},
+    }
+    for name, files in cases.items():
+        directory = runs / name
+        directory.mkdir(parents=True)
+        for file, content in files.items():
+            (directory / file).parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                (directory / file).write_bytes(content)
+            else:
+                (directory / file).write_text(content)
+    (runs / "stray-file.txt").write_text("x")
+    assert cli.main(["runs", "--root", str(runs), "--json"]) == 0
+    items = {item["id"]: item for item in json.loads(capsys.readouterr().out)}
+    assert sorted(items) == sorted(n for n in cases if n != "not-a-run")
+    edited = items["2026-01-01_00-00-04_edited"]
+    assert (edited["status"], edited["exit_code"], edited["failure"], edited["last_return"]) == ("?", None, None, None)
+    assert (
+        items["2026-01-01_00-00-02_truncated"]["problems"][0] == "status.json: not valid JSON (half written or edited)"
+    )
+    old = items["2026-01-01_00-00-05_old"]
+    assert (old["status"], old["exit_code"], old["topology"], old["nnodes"], old["task"]) == (
+        "failed",
+        1,
+        "multinode",
+        "2",
+        "Isaac-Cartpole-v0",
+    )
+    assert items["2026-01-01_00-00-01_empty"]["status"] == "?"
+    assert cli.main(["runs", "--root", str(runs)]) == 0
+    table = capsys.readouterr().out
+    assert "Traceback" not in table
+    row = next(line for line in table.splitlines() if "_edited" in line).split()
+    assert row[4] == "?" and row[-2] == "?"
+    for name in items:
+        assert cli.main(["runs", "--root", str(runs), "show", name]) == 0, name
+        assert cli.main(["runs", "--root", str(runs), "logs", name, "--rank", "all"]) in (0, 2), name
+        assert cli.main(["runs", "--root", str(runs), "logs", name, "--follow"]) in (0, 2), name  # no end to wait for
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_mistake_is_one_line_exit_2(tmp_path):
+    for args, message in (
+        (["bogus"], "runs=bogus: not a runs command; the commands: list, show, logs, stacks, rerun, resume, compare"),
+        (
+            ["show"],
+            "train_multigpu runs show: the following arguments are required: id (train_multigpu runs show --help)",
+        ),
+        (["logs", "x", "--rank", "one"], "--rank=one: a global rank (0, 1, ...) or all"),
+        (["show", "last"], "id=last: there are no runs under runs (launch one, or point --root elsewhere)"),
+    ):
+        out = runs_cli(tmp_path, *args)
+        assert (out.returncode, out.stdout, out.stderr) == (2, "", f"train_multigpu: error: {message}\n"), args
+
+
+def test_help_mentions_runs_and_listing_never_imports_hydra(tmp_path):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, env=launch_env(), timeout=60
+    ).stdout
+    assert "train_multigpu runs [list|show|logs|stacks|rerun|resume|compare]" in help_text
+    probe = (
+        "import sys; from launcher import cli; code = cli.main(['runs', '--json']); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf', 'yaml', 'torch', 'jax'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=launch_env())
+    assert out.stdout.strip().endswith("[]"), out
+
+
+def test_slurm_submitted_runs_show_the_schedulers_state(slurm_cluster, tmp_path):
+    """On the real one-host cluster: a job that ran (its record plus COMPLETED), and one held in the
+    queue (no record yet: SLURM's PENDING says queued; cancelled, it is interrupted)."""
+    from slurm_cluster import wait_job
+
+    common = ["submit=slurm", "slurm.time=5", "device=cpu", f"run_root={tmp_path / 'runs'}", f"script={WORKER}"]
+    env = {**launch_env(), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    jobs = {}
+    for name, extra in (
+        ("ran", ["slurm.cpus_per_task=2", "launcher.nproc_per_node=2", *JAX]),
+        ("held", ["slurm.cpus_per_task=1", "launcher.nproc_per_node=1", "+slurm.extra.begin=now+3600"]),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "launcher", *common, *extra, f"run_name={name}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        jobs[name] = out.stdout.split("submitted SLURM job ", 1)[1].split()[0]
+    try:
+        assert wait_job(jobs["ran"], timeout=120)["JobState"] == "COMPLETED"
+        runs = by_name(json.loads(runs_cli(tmp_path, "--json").stdout))
+        assert (runs["ran"]["status"], runs["ran"]["exit_code"], runs["ran"]["slurm"]["state"]) == (
+            "success",
+            0,
+            "COMPLETED",
+        )
+        assert runs["ran"]["slurm"]["job_id"] == jobs["ran"] and runs["ran"]["last_return"] == 30.0
+        assert (runs["held"]["status"], runs["held"]["slurm"]["state"]) == ("queued", "PENDING")
+        assert "queued [slurm PENDING]" in runs_cli(tmp_path).stdout
+    finally:
+        subprocess.run(["scancel", jobs["held"]], timeout=30)
+    assert wait_job(jobs["held"], timeout=60)["JobState"] == "CANCELLED"
+    assert by_name(json.loads(runs_cli(tmp_path, "--json").stdout))["held"]["status"] == "interrupted"
+
+
+def test_nodes_started_in_different_seconds_are_one_launch(tmp_path):
+    """Each node's launcher stamps its own directory: one launch's nodes may differ by a second. The
+    same run name, rendezvous and nnodes, close in time, distinct node ranks: one group."""
+    config = "launcher:\n  topology: multinode\n  nnodes: '2'\n  node_rank: {rank}\n  rdzv_endpoint: 10.0.0.1:29400\n"
+    for name, rank, started in (
+        ("2026-01-01_00-00-26_two_node0", 0, "00:00:26"),
+        ("2026-01-01_00-00-27_two_node1", 1, "00:00:27"),
+        ("2026-01-01_00-30-00_two_node0", 0, "00:30:00"),  # a later launch of the same name
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(config.format(rank=rank))
+        status = {"started": f"2026-01-01T{started}+00:00", "exit_code": 0, "reason": "success"}
+        record.write_json(tmp_path / name / "status.json", status)
+    groups = [(r.group, r.id) for r in read.read_all(tmp_path)]
+    assert groups == [
+        ("2026-01-01_00-30-00_two", "2026-01-01_00-30-00_two_node0"),
+        ("2026-01-01_00-00-26_two", "2026-01-01_00-00-26_two_node0"),
+        ("2026-01-01_00-00-26_two", "2026-01-01_00-00-27_two_node1"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "phrase",
+    [
+        "has this id or prefix (train_multigpu runs lists them)",
+        "(give more of the id)",
+        "id=last: there are no runs under runs (launch one, or point --root elsewhere)",
+        "not a runs command; the commands: list, show, logs, stacks, rerun, resume, compare",
+        "the following arguments are required: id (train_multigpu runs show --help)",
+        "--rank=one: a global rank (0, 1, ...) or all",
+        "no log of that rank in <run dir>; ranks with a log: 0, 1",
+        "no rank logs in <run dir>/logs",
+        "only a running launch on this host can be asked for its stacks",
+        "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)",
+        "the launch ended before its stacks were written",
+        "no new directory under <run dir>/stacks in time",
+    ],
+)
+def test_errors_md_lists_the_runs_messages(phrase):
+    assert phrase in (REPO / "docs" / "errors.md").read_text()
+
+
+def test_logs_of_a_run_without_rank_logs(tmp_path):
+    empty = tmp_path / "runs" / "2026-01-01_00-00-00_x"
+    empty.mkdir(parents=True)
+    out = runs_cli(tmp_path, "logs", "2026", "--rank", "all")
+    assert (out.returncode, out.stderr) == (2, f"train_multigpu: error: id=2026: no rank logs in {empty}/logs\n")
+
+
+@pytest.mark.parametrize(
+    "reason, code, status",
+    [
+        ("success", 0, "success"),
+        ("rank failed", 7, "failed"),
+        ("torchrun failed", 1, "failed"),
+        ("port 29500 in use", 2, "failed"),
+        ("not started: launcher.nproc_per_node=9: ...", 2, "failed"),
+        ("node lost", 125, "failed"),
+        ("hang", 124, "hang"),
+        ("stopped by SIGINT", 130, "interrupted"),
+        ("stopped by SIGTERM", 143, "interrupted"),
+        ("stopped (sweep.fail_fast)", 143, "interrupted"),
+        ("launcher killed", 137, "lost"),
+        ("", 0, "success"),
+        ("something new", 3, "failed"),
+    ],
+)
+def test_every_recorded_reason_has_its_status(reason, code, status):
+    assert read.status_of({"exit_code": code, "reason": reason}, []) == status
+
+
+def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
+    tmp, _ = launches
+    fail = run_dir_of(tmp, "fail")
+    record.write_json(  # what the runs-again work records for a launch (contracts: composition.json)
+        fail / "composition.json",
+        {"overrides": ["launcher.nproc_per_node=2", "run_name=fail"], "script_args": ["--fail", "1:7"], "cwd": "x"},
+    )
+    out = runs_cli(tmp, "show", fail.name)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "status:   failed (rank failed)" in lines and "exit:     7" in lines
+    assert "failure:  node 0, rank 1: exit code 7" in lines
+    assert f"          log: {fail}/logs/rank1.log" in lines
+    tail = lines.index(f"          log: {fail}/logs/rank1.log") + 1
+    assert lines[tail : tail + 2] == ["          last 4 line(s) of the log:", "            | rank 1 line 1"]
+    assert "typed:    launcher.nproc_per_node=2 run_name=fail -- --fail 1:7" in lines
+    assert "chosen:   (differences from the defaults of profile=examples)" in lines
+    chosen = lines[
+        lines.index("chosen:   (differences from the defaults of profile=examples)") + 1 : lines.index("command:")
+    ]
+    assert "  launcher.nproc_per_node: auto -> 2" in chosen and '  script_args: [] -> ["--fail", "1:7"]' in chosen
+    assert f"  script: null -> {WORKER}" in chosen and "  run_name: null -> fail" in chosen
+    assert not any(line.startswith("  launcher.topology") for line in chosen)  # the default: not a choice
+    command = lines[lines.index("command:") + 1]
+    assert "torch.distributed.run --nproc_per_node 2" in command and command.endswith("--fail 1:7 --distributed")
+    assert f"  logs: {fail}/logs" in lines and f"  metrics: {fail}/metrics.csv" in lines
