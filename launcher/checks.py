@@ -76,6 +76,9 @@ def _key(name: str) -> str:
 MAX_GRACE_PERIOD_S = 86400  # a day
 MAX_MONITOR_INTERVAL_S = 3600
 MAX_TIMEOUT_S = 604800  # a week: join_timeout and the timeouts in rdzv_conf
+# launcher.straggler_factor: slower than the median by more than this (1 would name half the ranks)
+MIN_STRAGGLER_FACTOR = 1.0
+MAX_STRAGGLER_FACTOR = 1000.0
 # launcher.node_timeout: below a second a busy launcher's beat would be late; null or 0 turns it off
 MIN_NODE_TIMEOUT_S, MAX_NODE_TIMEOUT_S = 1, 3600
 NODE_PORT_DEFAULT = "the rendezvous port + 1"
@@ -315,6 +318,17 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     if launcher.monitor_interval is not None:
         _seconds("monitor_interval", launcher.monitor_interval, 0, MAX_MONITOR_INTERVAL_S, low_allowed=False)
     _seconds("grace_period", launcher.grace_period, 0, MAX_GRACE_PERIOD_S)
+    for name in ("hang_timeout", "startup_timeout"):
+        if getattr(launcher, name) is not None:
+            _seconds(name, getattr(launcher, name), 0, MAX_TIMEOUT_S, "null turns it off", low_allowed=False)
+    factor = launcher.straggler_factor
+    if factor is not None and not (math.isfinite(factor) and MIN_STRAGGLER_FACTOR < factor <= MAX_STRAGGLER_FACTOR):
+        raise UserError(
+            _key("straggler_factor"),
+            factor,
+            f"a finite number > {MIN_STRAGGLER_FACTOR:g} and <= {MAX_STRAGGLER_FACTOR:g}",
+            "times the other ranks' median iteration time; null turns straggler detection off",
+        )
     if launcher.join_timeout is not None:
         _seconds(
             "join_timeout", launcher.join_timeout, 1, MAX_TIMEOUT_S, "how long a node waits for the other nodes to join"

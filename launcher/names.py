@@ -17,6 +17,8 @@ BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"  # nccl or gloo
 LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
 RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
+# exported by the rank wrapper to each rank: <log_dir>/rank<R>.beat, written by the rank to show progress
+HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 # the launch's marker: every process started for a launch carries it (run/procs.py finds them by it)
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 
@@ -28,3 +30,14 @@ def override_key(override: str) -> str:
     ('worker_env.HF_TOKEN', 'seed', 'profile')
     """
     return override.lstrip("+~").split("=", 1)[0]
+
+
+# PyTorch's NCCL flight recorder, set for CUDA torchrun launches unless the user set them (names as
+# torch 2.13 reads them: ProcessGroupNCCL.hpp, FlightRecorder.hpp; each knob with its newer alias)
+FR_BUFFER_VARS = ("TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_BUFFER_SIZE")
+FR_DUMP_ON_TIMEOUT_VAR = "TORCH_NCCL_DUMP_ON_TIMEOUT"
+FR_TEMP_FILE_VARS = ("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "TORCH_FR_DUMP_TEMP_FILE")  # dump: <value><rank>
+FR_PIPE_FILE_VAR = "TORCH_NCCL_DEBUG_INFO_PIPE_FILE"  # each rank reads <value><rank>.pipe: a write dumps
+FR_DIR = "nccl"  # <run_dir>/nccl/: trace_rank_<R> dumps, pipe_rank_<R>.pipe
+FR_TRACE_PREFIX = "trace_rank_"
+FR_PIPE_PREFIX = "pipe_rank_"

@@ -12,6 +12,7 @@ JAX_WORLD_SIZE, JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,22 @@ from . import rendezvous
 from .addresses import Endpoint
 from .checks import NODE_PORT_DEFAULT, Settled
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
-from .names import BACKEND_VAR, LAUNCH_ID_VAR, LOG_DIR_VAR, NODE_RANK_VAR, RANK_LOGS_VAR, RUN_DIR_VAR
+from .names import (
+    BACKEND_VAR,
+    FR_BUFFER_VARS,
+    FR_DIR,
+    FR_DUMP_ON_TIMEOUT_VAR,
+    FR_PIPE_FILE_VAR,
+    FR_PIPE_PREFIX,
+    FR_TEMP_FILE_VARS,
+    FR_TRACE_PREFIX,
+    HEARTBEAT_VAR,
+    LAUNCH_ID_VAR,
+    LOG_DIR_VAR,
+    NODE_RANK_VAR,
+    RANK_LOGS_VAR,
+    RUN_DIR_VAR,
+)
 
 if TYPE_CHECKING:
     from .probe import HostFacts
@@ -72,12 +88,14 @@ LAUNCH_VARS = (
     RANK_LOGS_VAR,
     NODE_RANK_VAR,
     LAUNCH_ID_VAR,
+    HEARTBEAT_VAR,
     "CUDA_VISIBLE_DEVICES",
     *JAX_RANK_VARS,
     *TORCHRUN_WORKER_VARS,
 )
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
+FR_BUFFER_SIZE = "2000"  # torch's own default since 2.5 (earlier: 0, the recorder off)
 
 
 @dataclass(frozen=True)
@@ -131,6 +149,15 @@ class LaunchPlan:
     notes: tuple[str, ...] = ()
     # set by wrapped(): the worker wrapper in front of every rank's script (launcher/run/worker.py)
     wrapper: str | None = None
+    # the NCCL flight recorder's file variables supervised() points into <run_dir>/nccl/ (CUDA torchrun
+    # launches, those the user did not set; see flight_recorder_env)
+    nccl_dump_vars: tuple[str, ...] = ()
+    # the hang watchdog (launcher/run/progress.py): seconds without progress, and before a rank's
+    # first sign of life; None: off
+    hang_timeout: float | None = None
+    startup_timeout: float | None = None
+    # a rank this many times slower than the others' median is named (run/stragglers.py); None: off
+    straggler_factor: float | None = None
     # the launchers of a multi-node launch watch each other (None: they do not)
     nodes: NodeWatch | None = None
 
@@ -233,11 +260,52 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
         env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
     if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
         env.setdefault("JAX_PLATFORMS", "cpu")
+    if _flight_recorder(cfg, settled):
+        env.update(flight_recorder_env({**facts.env, **env}))
     if cfg.launcher.topology is Topology.skrl_jax and facts.env.get("WORLD_SIZE", "1") != "1":
         # a PyTorchJob pod sets WORLD_SIZE (launcher=k8s_jax): skrl's torch side reads it at import
         # and would start an NCCL process group in every JAX rank
         env["WORLD_SIZE"] = "1"
     return env
+
+
+def _flight_recorder(cfg: TrainConfig, settled: Settled) -> bool:
+    """PyTorch's NCCL flight recorder applies: a torchrun launch on CUDA (NCCL)."""
+    return settled.device == "cuda" and cfg.launcher.topology is not Topology.skrl_jax
+
+
+def flight_recorder_env(given: Mapping[str, str]) -> dict[str, str]:
+    """The flight recorder's switches (ring buffer, dump on a collective timeout) that ``given`` (the
+    launcher's environment and worker_env/profile.env) does not set under any of their names.
+
+    >>> flight_recorder_env({})
+    {'TORCH_NCCL_TRACE_BUFFER_SIZE': '2000', 'TORCH_NCCL_DUMP_ON_TIMEOUT': '1'}
+    >>> flight_recorder_env({"TORCH_FR_BUFFER_SIZE": "0"})
+    {'TORCH_NCCL_DUMP_ON_TIMEOUT': '1'}
+    """
+    env = {}
+    if not any(name in given for name in FR_BUFFER_VARS):
+        env[FR_BUFFER_VARS[0]] = FR_BUFFER_SIZE
+    if FR_DUMP_ON_TIMEOUT_VAR not in given:
+        env[FR_DUMP_ON_TIMEOUT_VAR] = "1"
+    return env
+
+
+def flight_recorder_paths(names: Sequence[str], run_dir: str) -> dict[str, str]:
+    """Where the flight recorder's file variables ``names`` point: dumps ``<run_dir>/nccl/trace_rank_<R>``,
+    pipes ``<run_dir>/nccl/pipe_rank_<R>.pipe`` (torch appends the rank, and ``.pipe``)."""
+    prefixes = {FR_PIPE_FILE_VAR: FR_PIPE_PREFIX}
+    return {name: os.path.join(run_dir, FR_DIR, prefixes.get(name, FR_TRACE_PREFIX)) for name in names}
+
+
+def flight_recorder_files(given: Mapping[str, str]) -> tuple[str, ...]:
+    """The flight recorder's file variables (dump file, dump-on-demand pipe) that ``given`` does not set.
+
+    >>> flight_recorder_files({"TORCH_FR_DUMP_TEMP_FILE": "/scratch/fr_"})
+    ('TORCH_NCCL_DEBUG_INFO_PIPE_FILE',)
+    """
+    names = () if any(name in given for name in FR_TEMP_FILE_VARS) else (FR_TEMP_FILE_VARS[0],)
+    return names + (() if FR_PIPE_FILE_VAR in given else (FR_PIPE_FILE_VAR,))
 
 
 def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[str]) -> ProcessSpec:
@@ -307,8 +375,10 @@ def build(
     else:
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
+    dump_vars = flight_recorder_files({**facts.env, **env}) if _flight_recorder(cfg, settled) else ()
     nodes = _node_watch(cfg, settled)
     return LaunchPlan(
+        nccl_dump_vars=dump_vars,
         notes=_notes(cfg, settled, env),
         nodes=nodes,
         topology=cfg.launcher.topology,
@@ -323,6 +393,9 @@ def build(
         processes=processes,
         grace_period=cfg.launcher.grace_period,
         log_all_ranks=cfg.log_all_ranks,
+        hang_timeout=cfg.launcher.hang_timeout,
+        startup_timeout=cfg.launcher.startup_timeout,
+        straggler_factor=cfg.launcher.straggler_factor,
     )
 
 
@@ -418,6 +491,7 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
             LAUNCH_ID_VAR: launch_id,
         }
     )
+    env.update(flight_recorder_paths(plan.nccl_dump_vars, os.path.dirname(os.path.normpath(log_dir))))
     return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
 
 
@@ -434,7 +508,9 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     if plan.wrapper is not None:
         lines.append(
             f"# a real launch adds, for its run directory: {RUN_DIR_VAR}, {LOG_DIR_VAR}, {RANK_LOGS_VAR}, "
-            f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR} (<run dir>/env.json keeps them)"
+            f"{NODE_RANK_VAR}, {LAUNCH_ID_VAR}"
+            + "".join(f", {k}={v}" for k, v in flight_recorder_paths(plan.nccl_dump_vars, "<run dir>").items())
+            + " (<run dir>/env.json keeps them)"
         )
     lines.append(f"# {len(plan.processes)} command(s):")
     if plan.wrapper is not None:

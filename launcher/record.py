@@ -135,19 +135,27 @@ def process_start(pid: int) -> int | None:
         return None
 
 
-def write_end(run_dir: Path, started: float, exit_code: int, reason: str = "", failure: dict | None = None) -> None:
+def write_end(
+    run_dir: Path,
+    started: float,
+    exit_code: int,
+    reason: str = "",
+    failure: dict | None = None,
+    stragglers: tuple[dict, ...] | list[dict] = (),
+) -> None:
+    """``stragglers``: the ranks named slow (run/stragglers.py); the key is written only when there were any."""
     ended = time.time()
-    write_json(
-        run_dir / STATUS,
-        {
-            "started": _iso(started),
-            "ended": _iso(ended),
-            "duration_s": round(ended - started, 3),
-            "exit_code": exit_code,
-            "reason": reason,
-            "failure": failure,
-        },
-    )
+    status = {
+        "started": _iso(started),
+        "ended": _iso(ended),
+        "duration_s": round(ended - started, 3),
+        "exit_code": exit_code,
+        "reason": reason,
+        "failure": failure,
+    }
+    if stragglers:
+        status["stragglers"] = list(stragglers)
+    write_json(run_dir / STATUS, status)
 
 
 # what status.json says when the launcher itself was killed (written by its watchdog)

@@ -264,7 +264,9 @@ class Session:
             record.write_end(run_dir, started, EXIT_USAGE, f"not started: {err}")
             raise
         self.reason = outcome.reason
-        record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record())
+        record.write_end(
+            run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record(), outcome.stragglers
+        )
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
         elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST:

@@ -110,7 +110,35 @@ def error_of(argv: list[str], **facts) -> str:
         (["launcher.grace_period=inf"], "launcher.grace_period=inf: finite seconds in 0..86400"),
         (["launcher.grace_period=1e12"], "launcher.grace_period=1000000000000.0: finite seconds in 0..86400"),
         (["launcher.monitor_interval=nan"], "launcher.monitor_interval=nan: finite seconds > 0 and <= 3600"),
+        # issue 12: the hang watchdog's limits (null turns each off)
+        (
+            ["launcher.hang_timeout=0"],
+            "launcher.hang_timeout=0.0: finite seconds > 0 and <= 604800 (null turns it off)",
+        ),
+        (
+            ["launcher.hang_timeout=nan"],
+            "launcher.hang_timeout=nan: finite seconds > 0 and <= 604800 (null turns it off)",
+        ),
+        (
+            ["launcher.startup_timeout=-5"],
+            "launcher.startup_timeout=-5.0: finite seconds > 0 and <= 604800 (null turns it off)",
+        ),
+        (
+            ["launcher.startup_timeout=inf"],
+            "launcher.startup_timeout=inf: finite seconds > 0 and <= 604800 (null turns it off)",
+        ),
         (["launcher.monitor_interval=-inf"], "launcher.monitor_interval=-inf: finite seconds > 0 and <= 3600"),
+        # issue 12 item 6: the straggler factor (null turns it off)
+        (
+            ["launcher.straggler_factor=1"],
+            "launcher.straggler_factor=1.0: a finite number > 1 and <= 1000 (times the other ranks' median "
+            "iteration time; null turns straggler detection off)",
+        ),
+        (
+            ["launcher.straggler_factor=nan"],
+            "launcher.straggler_factor=nan: a finite number > 1 and <= 1000 (times the other ranks' median "
+            "iteration time; null turns straggler detection off)",
+        ),
         (
             ["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=h", "launcher.join_timeout=99999999999"],
             "launcher.join_timeout=99999999999: finite seconds in 1..604800 (how long a node waits for the other nodes to join)",  # noqa: E501
@@ -186,6 +214,8 @@ def test_torchrun_only_keys_are_impossible_on_jax(key):
         "launcher.coordinator_address=127.0.0.1:5123",
         "launcher.grace_period=5",
         "launcher.network_interface=lo",
+        "launcher.hang_timeout=null",
+        "launcher.startup_timeout=null",
     ],
 )
 def test_keys_jax_takes_are_not_refused_as_torchrun_only(override):
@@ -276,3 +306,12 @@ def test_explicit_port_in_use_fails_before_launch():
         f"launcher.master_port={port}: port {port} is already in use on this host "
         "(choose a free port, or stop what holds it; ss -ltnp names it)"
     )
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [([], (900.0, 1800.0)), (["launcher.hang_timeout=null", "launcher.startup_timeout=60"], (None, 60.0))],
+)
+def test_the_hang_watchdog_is_on_by_default_and_null_turns_it_off(overrides, expected):
+    plan = build(overrides)
+    assert (plan.hang_timeout, plan.startup_timeout) == expected

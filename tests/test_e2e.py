@@ -60,3 +60,6 @@ def test_the_main_job_trains_the_bundled_trainer(run_cli, topology):
     trainer_dir = Path(result.stdout.split("run_dir:")[-1].split()[0])
     assert trainer_dir == run_dir  # the trainer writes into the launcher's run directory
     assert list(run_dir.glob("checkpoints/*")) and (run_dir / "logs" / "rank1.log").is_file()
+    # every rank beat once per iteration for the hang watchdog (docs/hangs.md): "<iteration> <total>"
+    iterations, total = (run_dir / "logs" / "rank1.beat").read_text().split()
+    assert iterations == total and int(total) > 0

@@ -109,7 +109,8 @@ def test_imports_point_one_way(module):
 
 
 @pytest.mark.parametrize(
-    "module", ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names"]
+    "module",
+    ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names", "launcher.run.beats"],
 )
 def test_separate_programs_use_the_standard_library_only(module):
     """The rank wrapper runs under the user's interpreter (python=), which may not have the package;
@@ -127,7 +128,7 @@ def test_separate_programs_use_the_standard_library_only(module):
 
 
 def test_the_wrapper_copies_match_the_package_names():
-    for name in ("LOG_DIR_VAR", "RANK_LOGS_VAR", "NODE_RANK_VAR"):
+    for name in ("LOG_DIR_VAR", "RANK_LOGS_VAR", "NODE_RANK_VAR", "HEARTBEAT_VAR", "LAUNCH_ID_VAR"):
         assert getattr(worker, name) == getattr(names, name), name
 
 

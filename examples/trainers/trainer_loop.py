@@ -28,6 +28,8 @@ from trainer_ppo import pop_stats
 
 CHECKPOINT_FORMAT = 1
 RETURN_WINDOW = 10  # finished episodes per worker averaged into "mean_return"
+HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"  # exported to every rank by train_multigpu
+BEAT_WIDTH = 32  # a beat's record, padded with spaces: a shorter one overwrites a longer one whole
 
 
 class StopRequest:
@@ -43,6 +45,26 @@ class StopRequest:
     def _handle(self, signum, _frame) -> None:
         if not self.signum:
             self.signum = signum
+
+
+_beat_fd: int | None = None
+
+
+def beat(iteration: int, total: int) -> None:
+    """A heartbeat for train_multigpu's hang watchdog (docs/hangs.md): the iteration and the total in
+    the file the launcher names; nothing when run without it. One pwrite(2) of a fixed-width record
+    on a file kept open: a truncating rewrite (open "w") costs milliseconds on ext4, which flushes a
+    file replaced by truncation (auto_da_alloc)."""
+    global _beat_fd
+    path = os.environ.get(HEARTBEAT_VAR)
+    if not path:
+        return
+    try:
+        if _beat_fd is None:
+            _beat_fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.pwrite(_beat_fd, f"{iteration} {total}".encode().ljust(BEAT_WIDTH), 0)
+    except OSError:
+        pass
 
 
 def parse_crash(spec: str) -> tuple[int, int] | None:
@@ -266,6 +288,7 @@ def iterate(t: Training) -> None:
     timesteps = t.max_iterations * rollouts
     steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
+    beat(t.start_iteration, t.max_iterations)  # start-up is over
     for iteration in range(t.start_iteration + 1, t.max_iterations + 1):
         t.iteration = iteration
         t0 = time.perf_counter()
@@ -346,6 +369,7 @@ def iterate(t: Training) -> None:
                 flush=True,
             )
             os._exit(3)
+        beat(iteration, t.max_iterations)
         if t.stopped_by:
             break
     progress.end()

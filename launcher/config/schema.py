@@ -103,6 +103,15 @@ class LauncherConfig:
     coordinator_address: str | None = None
     # seconds between the first forwarded signal and SIGKILL of everything left
     grace_period: float = 30.0
+    # the hang watchdog (docs/hangs.md): a rank that shows no progress (a heartbeat, or new output in
+    # its log) for this many seconds ends the launch with every rank's stack saved, exit code 124;
+    # null: off
+    hang_timeout: float | None = 900.0
+    # the same before a rank's first sign of life (imports, environment creation, JIT); null: no limit
+    startup_timeout: float | None = 1800.0
+    # stragglers (docs/troubleshooting.md): a rank whose iterations (from its heartbeats) take more than
+    # this many times the other ranks' median is named once on the console and in the run record; null: off
+    straggler_factor: float | None = 2.0
     # Across nodes (docs/multinode.md#nodes-watch-each-other): every node's launcher beats to node 0's
     # and back; a node silent this long (or gone without a goodbye) ends the launch on every node
     # (exit 125, "node lost"). null or 0: off. Fixed nnodes only (elastic MIN:MAX lets nodes leave).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -120,11 +121,12 @@ def parse_torchrun_report(text: str, node: int, log_dir: Path) -> Failure | None
     )
 
 
-def summary(failure: Failure, tail: int = TAIL_LINES) -> str:
-    """The few lines a user reads first after a failed launch."""
+def summary(failure: Failure, tail: int = TAIL_LINES, cause: Sequence[str] = ()) -> str:
+    """The few lines a user reads first after a failed launch (``cause``: its class, fix and
+    followers, run/causes.py)."""
     who = "torchrun" if failure.rank is None else f"rank {failure.rank} (local rank {failure.local_rank})"
     how = f"exit code {failure.exit_code}" + (f" ({failure.signal})" if failure.signal else "")
-    lines = [f"FAILED: node {failure.node}, {who}: {how}"]
+    lines = [f"FAILED: node {failure.node}, {who}: {how}", *cause]
     if failure.exception:
         lines.append(f"  error: {failure.exception}")
     if failure.log:

@@ -99,6 +99,26 @@ class ProcessGroup:
         """Each started process's exit status (None: still running)."""
         return [proc.poll() for proc in self.procs]
 
+    def rank_pids(self) -> dict[int, int]:
+        """Global rank -> pid of each live rank process of this node: the processes the launcher
+        started (JAX), or torchrun's workers: its descendants running the rank wrapper, rank from
+        their RANK variable (the wrapper runs the script in its own process)."""
+        found: dict[int, int] = {}
+        for spec, proc in zip(self.plan.processes, self.procs):
+            if spec.global_rank is not None and proc.poll() is None:
+                found[spec.global_rank] = proc.pid
+        torchrun = [proc.pid for spec, proc in zip(self.plan.processes, self.procs) if spec.global_rank is None]
+        if not torchrun or self.plan.wrapper is None:
+            return found
+        workers = {pid for pid in procs.descendants(*torchrun) if self.plan.wrapper in procs.cmdline(pid)[1:3]}
+        for pid in workers:
+            if procs.parent(pid) in workers:  # a child that runs the wrapper too (a fork): not the rank
+                continue
+            rank = procs.environ(pid).get("RANK", "")
+            if rank.isdigit():
+                found[int(rank)] = pid
+        return found
+
     # -- signal, kill, reap ------------------------------------------------------------------
     def signal(self, signum: int) -> None:
         """``signum`` to each started process's group (that is still running)."""

@@ -109,6 +109,30 @@ def marked(launch_id: str) -> set[int]:
     return found
 
 
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment as it was started ({} when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return {}
+    pairs = (entry.decode(errors="replace").split("=", 1) for entry in raw.split(b"\0") if b"=" in entry)
+    return dict(pairs)
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+    except OSError:
+        return []
+
+
+def parent(pid: int) -> int | None:
+    stat = _stat(pid)
+    return None if stat is None else stat[1]
+
+
 def signal_group(pgid: int, signum: int) -> None:
     try:
         os.killpg(pgid, signum)

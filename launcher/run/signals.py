@@ -13,6 +13,7 @@ from typing import Protocol
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # stop the launch
 RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
+STACK_SIGNALS = (signal.SIGUSR2,)  # every rank's stack into the run directory (run/progress.py)
 
 Handler = Callable[[int, object], None] | int | signal.Handlers
 
@@ -34,12 +35,16 @@ def handlers(installed: Mapping[int, Handler]) -> Iterator[None]:
 class Stoppable(Protocol):
     def on_signal(self, signum: int, frame: object) -> None: ...
 
+    def on_stacks(self, signum: int, frame: object) -> None: ...
+
 
 class Interrupts:
     """A sweep's hold on SIGINT/SIGTERM/SIGHUP, from its first job to its summary (a context
     manager). The first signal is passed to every running launch (each stops as on its own) and
     stays in ``received``: the sweep starts nothing more. A second SIGINT reaches the running
-    launches too, which kill at once. Between jobs a signal is only noted."""
+    launches too, which kill at once. Between jobs a signal is only noted. SIGUSR2 (stacks on
+    demand) goes to every running launch for the sweep's whole length too; between jobs it does
+    nothing (the default action would end the sweep)."""
 
     def __init__(self) -> None:
         self.received: int | None = None
@@ -48,7 +53,9 @@ class Interrupts:
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Interrupts:
-        self._stack.enter_context(handlers({sig: self._on_signal for sig in FORWARDED_SIGNALS}))
+        installed = {sig: self._on_signal for sig in FORWARDED_SIGNALS}
+        installed.update({sig: self._on_stacks for sig in STACK_SIGNALS})
+        self._stack.enter_context(handlers(installed))
         return self
 
     def __exit__(self, *_exc: object) -> None:
@@ -60,6 +67,11 @@ class Interrupts:
         with self._lock:
             for launch in list(self._active):
                 launch.on_signal(signum, frame)
+
+    def _on_stacks(self, signum: int, frame: object) -> None:
+        with self._lock:
+            for launch in list(self._active):
+                launch.on_stacks(signum, frame)
 
     def attach(self, launch: Stoppable) -> None:
         """``launch`` is running: signals reach it (one that came already, at once)."""

@@ -1,6 +1,6 @@
 """Runs a launch plan and supervises it, from start to outcome. The work is done by components:
 the process group (run/group.py: start, signal, kill, reap), the monitors that detect failures
-(run/detect.py; a hang watchdog would be one more), and the console view (run/console.py).
+(run/detect.py, and the hang watchdog run/progress.py), and the console view (run/console.py).
 This module decides when to stop and how the launch ends.
 
 Processes
@@ -22,7 +22,15 @@ Fail fast
     The first rank that exits non-zero (seen through its exit record, its exit status or torchrun's
     report) ends the launch: the other ranks get SIGTERM (torchrun sends it itself, every
     ``--monitor_interval``, 0.1 s by default) and, ``FAILURE_KILL_S`` later, everything left gets
-    SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary.
+    SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary with
+    its cause (run/causes.py: the class, a one-line fix, the ranks that only followed it; OOM
+    counters read at the start, run/oom.py). Stragglers (run/stragglers.py) are named, never stopped.
+
+Hangs
+    A rank that shows no progress (heartbeat or output) for ``launcher.hang_timeout`` seconds, or
+    none at all for ``launcher.startup_timeout`` after it started, ends the launch as a failure with
+    every rank's stack saved: exit code 124, reason ``hang`` (run/progress.py, docs/hangs.md).
+    SIGUSR2 takes every rank's stack without stopping anything.
 
 SIGUSR1
     SLURM's time-limit / preemption warning (docs/slurm.md) is not a stop: every process starts
@@ -60,13 +68,15 @@ from typing import IO
 
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
+from . import causes, flight_recorder, liveness, oom
 from . import failure as failure_mod
-from . import liveness
 from .console import Console
 from .detect import FailureDetector, Monitor
 from .failure import Failure
 from .group import ProcessGroup
-from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, Interrupts, handlers
+from .progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
+from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
+from .stragglers import StragglerMonitor
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
@@ -83,10 +93,16 @@ class Outcome:
     summary: str = ""  # the failure summary as printed
     port_in_use: int | None = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
+    context: causes.Context | None = None  # what run/causes.py needs to name the cause (summarised)
+    stragglers: tuple[dict, ...] = ()  # run/stragglers.py: the ranks named slow (status.json keeps them)
+    diagnosis: causes.Diagnosis | None = None
 
     def failure_record(self) -> dict | None:
         """What status.json keeps of the failure (None after a success or a signal)."""
-        return None if self.failure is None else {**self.failure.as_dict(), "summary": self.summary}
+        if self.failure is None:
+            return None
+        cause = self.diagnosis.record() if self.diagnosis is not None else {}
+        return {**self.failure.as_dict(), **cause, "summary": self.summary}
 
 
 def prepare(plan: LaunchPlan, log_dir: Path) -> LaunchPlan:
@@ -111,7 +127,9 @@ class Supervisor:
             agent_quiet=lambda: self.stopping or self.failure is not None,
         )
         self.detector = FailureDetector(plan, log_dir)
-        self.monitors: list[Monitor] = [self.detector]  # a hang watchdog would join here
+        self.progress = ProgressMonitor(plan, log_dir, self.group.rank_pids, self.console.say)  # run/progress.py
+        self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
+        self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         # multi-node: this node's launcher and the others' watch each other (run/liveness.py)
         self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
         if self.liveness is not None:
@@ -124,8 +142,13 @@ class Supervisor:
         self.stopping = False
         self.stop_signal: int | None = None  # what stop() sent (processes started later get it too)
         self.halted: str | None = None  # why the sweep stopped this launch (halt)
+        self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/causes.py)
+        self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
+        self.live_at_failure: frozenset[int] | None = None  # torchrun's ranks still running then
 
     def start(self) -> None:
+        self.oom_before = oom.read()
+        flight_recorder.prepare(self.plan.env)
         if self.liveness is not None:  # node 0 binds its port before anything starts
             self.liveness.start()
         self.group.start(self.console.echo_agent, self._pending_signal)
@@ -158,6 +181,10 @@ class Supervisor:
     def relay(self, signum: int, _frame: object) -> None:
         """USR1 to every process of the launch, torch workers included (torchrun does not forward it)."""
         self.group.relay(signum)
+
+    def on_stacks(self, _signum: int, _frame: object) -> None:
+        """SIGUSR2: every rank's stack into <run_dir>/stacks/<stamp>/, the launch goes on."""
+        self.progress.request_stacks()
 
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
@@ -192,6 +219,13 @@ class Supervisor:
             if self.failure is None and self.signal_received is None and self.halted is None:
                 self.failure = self._check(codes)
                 if self.failure is not None:
+                    self.statuses_at_failure = tuple(
+                        (spec.global_rank, spec.local_rank, code)
+                        for spec, code in zip(self.plan.processes, codes)
+                        if spec.global_rank is not None and code is not None
+                    )
+                    if self.found_by is self.detector and self.detector.torchrun and self.plan.rank_logs:
+                        self.live_at_failure = frozenset(self.group.rank_pids())
                     self._on_failure()
             if all(code is not None for code in codes):
                 break
@@ -204,11 +238,13 @@ class Supervisor:
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
         self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
-        return self._outcome()
+        return replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
 
     def _outcome(self) -> Outcome:
         if self.failure is not None and self.failure.source == liveness.SOURCE:
             return Outcome(liveness.EXIT_NODE_LOST, liveness.REASON, self.failure)
+        if self.failure is not None and self.failure.source == HANG_SOURCE:
+            return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
         if self.failure is not None and (self.failure.rank is None or not self.detector.torchrun):
             if self.detector.torchrun:  # torchrun has exited: its last lines are on their way to the log
                 self.group.join_pumps()
@@ -217,7 +253,15 @@ class Supervisor:
                 return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
-            return Outcome(self.failure.exit_code, reason, self.failure)
+            context = causes.Context(
+                self.log_dir,
+                self.detector.torchrun,
+                self.statuses_at_failure,
+                self.oom_before,
+                self.live_at_failure,
+                self.plan.nproc_per_node,
+            )
+            return Outcome(self.failure.exit_code, reason, self.failure, context=context)
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
             return Outcome(128 + self.signal_received, f"stopped by {name}")
@@ -226,6 +270,7 @@ class Supervisor:
         return Outcome(0, "success")
 
     def close(self) -> None:
+        self.progress.close()
         if self.liveness is not None:  # the launch ended: goodbye to the other nodes
             self.liveness.close()
         self.group.close()
@@ -245,6 +290,8 @@ def run(
     supervisor = Supervisor(plan, log_dir, console)
     installed = {} if interrupts is not None else {sig: supervisor.on_signal for sig in FORWARDED_SIGNALS}
     installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
+    if interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
+        installed.update({sig: supervisor.on_stacks for sig in STACK_SIGNALS})
     with handlers(installed):
         if interrupts is not None:
             interrupts.attach(supervisor)
@@ -265,10 +312,20 @@ def run(
 
 
 def summarised(outcome: Outcome) -> Outcome:
-    """The outcome with its failure summary, printed on stderr."""
+    """The outcome with its failure's cause (run/causes.py: the rank that only lost a peer gives way
+    to the one that failed, whose exit code the launch takes) and summary, printed on stderr."""
     if outcome.failure is not None:
-        node_lost = outcome.failure.source == liveness.SOURCE
-        text = (liveness.summary if node_lost else failure_mod.summary)(outcome.failure)
+        lines: list[str] = []
+        if outcome.context is not None and outcome.failure.source in causes.DIAGNOSED_SOURCES:
+            diagnosis = causes.diagnose(outcome.failure, outcome.context)
+            outcome = replace(
+                outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
+            )
+            lines = diagnosis.lines()
+        if outcome.failure.source == liveness.SOURCE:
+            text = outcome.summary or liveness.summary(outcome.failure)
+        else:
+            text = outcome.summary or failure_mod.summary(outcome.failure, cause=lines)
         outcome = replace(outcome, summary=text)
         try:
             print(f"[{PROG}] " + text, file=sys.stderr, flush=True)

@@ -9,12 +9,18 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
 - With ``TRAIN_MULTIGPU_LOG_DIR`` set (and ``TRAIN_MULTIGPU_RANK_LOGS`` not ``0``), stdout and stderr
   (file descriptors 1 and 2, so child processes too) go to ``<dir>/rank<R>.log``; the supervisor
   shows the console from these files.
+- With a log dir, ``TRAIN_MULTIGPU_HEARTBEAT_FILE=<dir>/rank<R>.beat`` is exported to the script:
+  writing (or touching) it is a heartbeat the launcher's hang watchdog sees (run/beats.py).
+- Lets the launcher's py-spy read its stack under Yama's ``ptrace_scope=1`` (``PR_SET_PTRACER``).
 - A non-zero exit leaves ``<dir>/rank<R>.exit.json`` (rank, exit code, exception, traceback) for
   the launcher's failure summary, and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
   carries the traceback.
+- A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) prints every thread's Python stack to the
+  rank's stderr first (``faulthandler``): the failure summary names the innermost frame.
 """
 
+import faulthandler
 import json
 import os
 import signal
@@ -25,7 +31,10 @@ import traceback
 LOG_DIR_VAR = "TRAIN_MULTIGPU_LOG_DIR"
 RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
+HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
+LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 PR_SET_PDEATHSIG = 1
+PR_SET_PTRACER = 0x59616D61  # Yama: this process and its descendants may ptrace me
 
 
 def _die_with_parent() -> None:
@@ -39,6 +48,48 @@ def _die_with_parent() -> None:
         return
     if os.getppid() != parent:  # the parent died before prctl took effect
         os._exit(128 + signal.SIGKILL)
+
+
+def _environ(pid: int) -> dict:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return {}
+    return dict(entry.split(b"=", 1) for entry in raw.split(b"\0") if b"=" in entry)
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return 0
+    return int(text[text.rfind(b")") + 2 :].split()[1])
+
+
+def launcher_pid() -> int:
+    """The launcher: the first ancestor that does not carry this launch's marker (torchrun does)."""
+    marker = os.environ.get(LAUNCH_ID_VAR, "").encode()
+    pid = os.getppid()
+    for _ in range(8):
+        if not marker or _environ(pid).get(LAUNCH_ID_VAR.encode()) != marker:
+            return pid
+        pid = _parent_of(pid)
+    return pid
+
+
+def _allow_stacks() -> None:
+    """Under Yama's ptrace_scope=1 (Ubuntu's default) only an ancestor may attach to a process, and
+    py-spy, started by the launcher to take this rank's stack, is not one: name the launcher (and so
+    its children) as allowed. Without Yama the call fails and nothing changes."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PTRACER, launcher_pid(), 0, 0, 0)
+    except (OSError, AttributeError, ValueError):
+        return
 
 
 def _ranks() -> dict:
@@ -97,10 +148,14 @@ def main(argv: list) -> None:
         print("usage: worker.py SCRIPT [ARGS...]", file=sys.stderr)
         sys.exit(2)
     _die_with_parent()
+    _allow_stacks()
     ranks = _ranks()
     log_dir = os.environ.get(LOG_DIR_VAR)
     if log_dir and os.environ.get(RANK_LOGS_VAR, "1") == "1":
         _redirect(log_dir, ranks["rank"])
+    faulthandler.enable(all_threads=True)  # writes to fd 2: the rank's log
+    if log_dir:
+        os.environ[HEARTBEAT_VAR] = os.path.join(log_dir, f"rank{ranks['rank']}.beat")
     script = argv[0]
     sys.argv = list(argv)
     # the script's directory, not this package's, comes first on the path (as `python script.py`)

@@ -65,7 +65,7 @@ def run_queued(
 
     def on_end(index: int, outcome: Outcome) -> None:
         job, code = queued[index], outcome.exit_code
-        record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record())
+        record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record(), outcome.stragglers)
         result = by_num[job.num]
         result.exit_code, result.duration_s = code, time.time() - starts[index]
         result.note = note(outcome.reason)

@@ -1,0 +1,391 @@
+"""Why a rank died: the class of the first failure, what to do about it, and which other ranks
+failed only because of it (followers).
+
+Works on what detection found (:class:`~launcher.run.failure.Failure`) and what the launch left:
+the ranks' exit records and logs, torchrun's report, the JAX ranks' exit statuses when the failure
+was seen, and the OOM-kill counters read before and after the launch (run/oom.py). It never
+changes how a failure is detected; it may name another rank as the cause when the one detected
+first only reported a lost peer.
+
+A failure is classified, in this order:
+
+1. killed by SIGKILL (which the launcher had not sent: failures are only detected before it stops
+   anything) → ``oom-killed`` when an OOM counter moved ("confirmed" from the launch's memory
+   cgroup, "likely" from the machine's count or a cgroup at its limit) or none is readable
+   ("likely"); ``SIGKILL`` when the counters were readable and none moved;
+2. its error text (exception, traceback, else the log's last lines) against :data:`CLASSES`;
+3. a lost peer (:data:`FOLLOWER`): ``follower``;
+4. another signal: its name (``SIGSEGV``, ``SIGBUS``, ``SIGABRT`` ...), with the innermost Python
+   frame that faulthandler (enabled by the worker wrapper) wrote to the rank's log;
+5. else ``exception`` (an uncaught Python exception) or ``exit-code``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import flight_recorder, logs, oom
+from .failure import Failure, exit_code_of, read_exit_records, signal_name
+
+TEXT_LINES = 60
+
+IMA_FIX = (
+    "NCCL's transports on some multi-GPU Linux systems (Isaac Lab's documented workaround: "
+    "+worker_env.NCCL_SHM_DISABLE=1 +worker_env.NCCL_IB_DISABLE=1 +worker_env.NCCL_ALGO=Ring); "
+    "else CUDA_LAUNCH_BLOCKING=1 names the kernel at fault"
+)
+
+# (class, pattern, one-line fix), first match wins: the specific before the general
+CLASSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "illegal-memory-access",
+        re.compile(r"illegal memory access|cudaErrorIllegalAddress|CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "a CUDA kernel read or wrote memory it does not own; when ProcessGroupNCCL reports it, suspect " + IMA_FIX,
+    ),
+    (
+        "cuda-oom",
+        re.compile(
+            r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED"
+            r"|RESOURCE_EXHAUSTED: Out of memory"
+        ),
+        "the GPU ran out of memory: lower num_envs (or the minibatch size), check nvidia-smi for other "
+        "processes on the GPU; torch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
+        "fragmentation, JAX: XLA_PYTHON_CLIENT_PREALLOCATE=false",
+    ),
+    (
+        "nccl-timeout",
+        re.compile(r"Watchdog caught collective operation timeout|ProcessGroupNCCL's watchdog got stuck"),
+        "a collective waited past the process-group timeout: another rank never reached it (see the "
+        "other ranks' logs and the NCCL flight recorder dumps in <run_dir>/nccl/)",
+    ),
+    (
+        "nccl",
+        re.compile(
+            r"NCCL error|nccl(?:Internal|System|UnhandledCuda|InvalidUsage|InvalidArgument)Error"
+            r"|DistBackendError|NCCL communicator was aborted"
+        ),
+        "rerun with +worker_env.NCCL_DEBUG=INFO to see which transport failed; across nodes set "
+        "launcher.network_interface to the interface the nodes share; NCCL_P2P_DISABLE=1 rules out peer-to-peer",
+    ),
+    (
+        "port-in-use",
+        re.compile(r"Address already in use|EADDRINUSE"),
+        "another process holds a port this rank binds (ss -ltnp names it): a leftover launch, or a fixed "
+        "launcher.master_port / coordinator_address; on one node leave them unset and free ports are chosen",
+    ),
+    (
+        "jax-init-timeout",
+        re.compile(
+            r"DEADLINE_EXCEEDED[\s\S]{0,600}?(?:RegisterTask|Connect)|Barrier timed out"
+            r"|Failed to connect to (?:the )?coordination service"
+        ),
+        "not every JAX process reached the coordinator in time: launcher.coordinator_address must be node 0's "
+        "address, reachable from every node (port open), every node must start, hostnames must resolve",
+    ),
+)
+
+# a rank that failed because a peer went away: gloo, TCPStore, NCCL and JAX's coordination service
+FOLLOWER = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|ncclRemoteError|remote process exit"
+    r"|Failed to recv, got 0 bytes|Connection was likely closed|stopped sending heartbeats|[Hh]eartbeat timeout"
+    r"|tasks are unhealthy"
+)
+FOLLOWER_FIX = "this rank lost a peer; the cause is the peer's failure"
+FOLLOWER_ALONE_FIX = (
+    "this rank lost a peer and no rank here failed with an error first: a peer here ended early (read the "
+    "other ranks' logs), the cause is on another node (its run directory's status.json), or a link went down"
+)
+
+SIGNAL_FIX = {
+    "SIGSEGV": "a crash in native code (simulator, CUDA driver, an extension); for its native frames rerun "
+    "with `ulimit -c unlimited` and read the core with `gdb python core`",
+    "SIGBUS": "a bad memory mapping: often /dev/shm too small (containers: --shm-size) or a mapped file "
+    "that shrank; read the log's last lines",
+    "SIGABRT": "the process aborted itself (a C++ exception or failed assertion, e.g. 'terminate called "
+    "after throwing'): the log's last lines say which",
+    "SIGFPE": "an arithmetic fault in native code (integer division by zero)",
+    "SIGILL": "an illegal instruction: a binary built for another CPU or GPU architecture",
+}
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+# the failures a rank's own end shows (run/detect.py); a hang or a lost node has its own summary
+DIAGNOSED_SOURCES = ("exit record", "torchrun report", "exit status")
+GONE = "gone without an exit record"
+OOM_FIX = (
+    "the node ran out of host memory: lower num_envs (or what each rank keeps in memory), run fewer ranks "
+    "per node, or ask the scheduler for more memory (SLURM --mem); `dmesg | grep -i oom` names the victim"
+)
+SIGKILL_FIX = (
+    "something outside the launch sent it: a scheduler's limit (time, memory), an administrator, or `kill -9`; "
+    "check the scheduler's log for the job"
+)
+
+_CURRENT = re.compile(
+    r"(?:Current thread 0x[0-9a-f]+|Stack) \(most recent call first\):\n\s+File \"([^\"]+)\", line (\d+) in (\S+)"
+)
+_FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
+_TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the supervisor knows beyond the failure. ``statuses``: (global rank, local rank, status)
+    of each JAX rank that had exited when the failure was seen; ``oom_before``: the counters at start."""
+
+    log_dir: Path
+    torchrun: bool
+    statuses: tuple[tuple[int, int, int], ...] = ()
+    oom_before: oom.Counters | None = None
+    # torchrun: the global ranks of this node still running when the failure was seen (None: unknown),
+    # and the workers per node (local rank = rank % nproc, as torchrun assigns them)
+    live_at_failure: frozenset[int] | None = None
+    nproc: int = 1
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    failure: Failure  # the cause (the detected failure, unless that one only lost a peer)
+    cls: str
+    hint: str
+    detail: str = ""  # one line: the evidence
+    followers: tuple[tuple[int, str], ...] = ()  # (rank, what it reported)
+    dumps: str = ""  # the NCCL flight recorder's directory, when it holds dumps
+
+    def record(self) -> dict:
+        """What status.json's ``failure`` gains."""
+        return {
+            "class": self.cls,
+            "hint": self.hint,
+            "detail": self.detail,
+            "followers": [{"rank": rank, "error": text} for rank, text in self.followers],
+        }
+
+    def lines(self) -> list[str]:
+        """The summary's lines about the cause (after its first line)."""
+        out = [f"  cause: {self.cls}" + (f": {self.detail}" if self.detail else ""), f"  fix: {self.hint}"]
+        if self.followers:
+            ranks = ", ".join(f"rank {rank} ({text})" for rank, text in self.followers)
+            out.append(f"  followers (failed because of it, not causes): {ranks}")
+        if self.dumps:
+            out.append(
+                f"  NCCL flight recorder dumps: {self.dumps} (read with: {flight_recorder.READ_WITH} {self.dumps})"
+            )
+        return out
+
+
+@dataclass
+class _Case:
+    failure: Failure
+    text: str = ""
+    exception_text: str = ""
+    cls: str = ""
+    hint: str = ""
+    detail: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _record_text(log_dir: Path, rank: int | None) -> str:
+    if rank is None:
+        return ""
+    try:
+        data = json.loads((log_dir / f"rank{rank}.exit.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return f"{data.get('exception', '')}\n{data.get('traceback', '')}"
+
+
+def _log_text(failure: Failure, log_dir: Path) -> str:
+    path = Path(failure.log) if failure.log else None
+    if failure.rank is not None and (path is None or not path.exists()):
+        path = logs.rank_log(log_dir, failure.rank)
+    return "\n".join(logs.last_lines(path, TEXT_LINES)) if path is not None else ""
+
+
+_SOURCE_PATH = re.compile(r"\[(?:[^\]\s]*/)([^/\]\s]+:\d+)\]")  # [/__w/pytorch/.../pair.cc:553] -> [.../pair.cc:553]
+
+
+def _first_line(pattern: re.Pattern[str], text: str, limit: int = 160) -> str:
+    """The line of ``text`` where ``pattern`` matched, shortened.
+
+    >>> _first_line(FOLLOWER, "x\\nRuntimeError: [/__w/pytorch/third_party/gloo/pair.cc:553] Connection closed by peer")
+    'RuntimeError: [.../pair.cc:553] Connection closed by peer'
+    """
+    match = pattern.search(text)
+    if not match:
+        return ""
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    line = _SOURCE_PATH.sub(r"[.../\1]", text[start : end if end != -1 else len(text)].strip())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _faulthandler_frame(text: str) -> str:
+    """``file:line in function`` of the innermost Python frame faulthandler printed, or ''."""
+    match = _CURRENT.search(text)
+    if not match:
+        return ""
+    path, line, function = match.groups()
+    return f"{Path(path).name}:{line} in {function}"
+
+
+def _classify(case: _Case, evidence: oom.Evidence) -> None:
+    failure = case.failure
+    if failure.signal == "SIGKILL":
+        if evidence.verdict == "none_counted":
+            case.cls, case.hint = "SIGKILL", SIGKILL_FIX
+            case.detail = f"killed by a SIGKILL the launcher did not send; {evidence.detail}"
+        else:
+            case.cls, case.hint = "oom-killed", OOM_FIX
+            word = "confirmed" if evidence.verdict == "confirmed" else "likely"
+            case.detail = f"{word}: the kernel's OOM killer sent the SIGKILL ({evidence.detail})"
+            if failure.source == GONE:
+                case.detail += "; it had ended, without an exit record, when the failure was seen"
+        return
+    for text in (case.exception_text, case.text):
+        for cls, pattern, hint in CLASSES:
+            line = _first_line(pattern, text)
+            if line:
+                case.cls, case.hint, case.detail = cls, hint, line
+                return
+    for text in (case.exception_text, case.text):
+        line = _first_line(FOLLOWER, text)
+        if line:
+            case.cls, case.hint, case.detail = "follower", FOLLOWER_FIX, line[:100] + ("..." if len(line) > 100 else "")
+            return
+    if failure.signal is not None:
+        case.cls = failure.signal
+        case.hint = SIGNAL_FIX.get(failure.signal, f"killed by {failure.signal}: read the log's last lines")
+        fatal = _FATAL.search(case.text)
+        frame = _faulthandler_frame(case.text)
+        parts = [f"Fatal Python error: {fatal.group(1).strip()}" if fatal else f"killed by {failure.signal}"]
+        if frame:
+            parts.append(f"last Python frame {frame}")
+        case.detail = "; ".join(parts)
+        return
+    if failure.exception:
+        case.cls = "exception"
+        case.hint = "an uncaught exception in the training script: its traceback shows where"
+        case.detail = failure.exception if len(failure.exception) <= 160 else failure.exception[:157] + "..."
+        return
+    case.cls = "exit-code"
+    case.hint = f"the script exited with {failure.exit_code} by itself: its last log lines say why"
+
+
+def _torchrun_failures(log_dir: Path, node: int) -> list[Failure]:
+    """Every failed worker in torchrun's report (its ``Failures:`` and ``Root Cause`` entries)."""
+    text = "\n".join(logs.last_lines(log_dir / logs.TORCHRUN_LOG, 400))
+    found = []
+    for match in _TORCHRUN_ENTRY.finditer(text):
+        rank, local, code = (int(group) for group in match.groups())
+        found.append(
+            Failure(
+                node=node,
+                rank=rank,
+                local_rank=local,
+                exit_code=exit_code_of(code),
+                signal=signal_name(code),
+                source="torchrun report",
+                log=str(logs.rank_log(log_dir, rank)),
+            )
+        )
+    return found
+
+
+def _gone(failure: Failure, ctx: Context, recorded: set[int | None]) -> list[Failure]:
+    """torchrun's ranks of this node (those with a log) that had ended without an exit record when the
+    failure was seen: killed by a signal (torchrun's report, when it got to write one, says which)."""
+    if ctx.live_at_failure is None:
+        return []
+    found = []
+    try:
+        names = sorted(entry.name for entry in ctx.log_dir.iterdir())
+    except OSError:
+        return []
+    for name in names:
+        match = logs.RANK_LOG.match(name)
+        if not match:
+            continue
+        rank = int(match.group(1))
+        if rank in ctx.live_at_failure or rank in recorded:
+            continue
+        found.append(
+            Failure(
+                node=failure.node,
+                rank=rank,
+                local_rank=rank % max(1, ctx.nproc),
+                exit_code=exit_code_of(-9),
+                signal="SIGKILL",
+                source=GONE,
+                log=str(logs.rank_log(ctx.log_dir, rank)),
+            )
+        )
+    return found
+
+
+def _candidates(failure: Failure, ctx: Context, evidence: oom.Evidence) -> list[Failure]:
+    found = [failure]
+    records = read_exit_records(ctx.log_dir)
+    found += records
+    if ctx.torchrun:
+        found += _torchrun_failures(ctx.log_dir, failure.node)
+        if evidence.verdict in ("confirmed", "likely"):  # a rank gone without a word, and an OOM kill counted
+            found += _gone(failure, ctx, {record.rank for record in records} | {failure.rank})
+    for rank, local, status in ctx.statuses:
+        if status:
+            found.append(
+                Failure(
+                    node=failure.node,
+                    rank=rank,
+                    local_rank=local,
+                    exit_code=exit_code_of(status),
+                    signal=signal_name(status),
+                    source="exit status",
+                    log=str(logs.rank_log(ctx.log_dir, rank)),
+                )
+            )
+    seen: dict[int | None, Failure] = {}
+    for candidate in found:
+        known = seen.get(candidate.rank)
+        if known is None:
+            seen[candidate.rank] = candidate
+        elif candidate.signal and not known.signal and known.source != "exit record":
+            seen[candidate.rank] = replace(known, signal=candidate.signal, exit_code=candidate.exit_code)
+    return list(seen.values())
+
+
+def _dumps(log_dir: Path) -> str:
+    """The NCCL flight recorder's directory when it holds dumps (run/flight_recorder.py), else ''."""
+    return str(flight_recorder.dump_dir(log_dir.parent)) if flight_recorder.dump_files(log_dir.parent) else ""
+
+
+def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = None) -> Diagnosis:
+    """The cause of a failed launch, its class and fix, and the followers."""
+    after = oom_after if oom_after is not None else oom.read()
+    evidence = oom.judge(ctx.oom_before, after)
+    cases = []
+    for candidate in _candidates(failure, ctx, evidence):
+        case = _Case(
+            candidate,
+            text=_log_text(candidate, ctx.log_dir) if candidate.rank is not None or ctx.torchrun else "",
+            exception_text=_record_text(ctx.log_dir, candidate.rank),
+        )
+        if candidate.rank is None:
+            case.text = "\n".join(logs.last_lines(ctx.log_dir / logs.TORCHRUN_LOG, TEXT_LINES))
+        _classify(case, evidence)
+        cases.append(case)
+    causes = [case for case in cases if case.cls != "follower" and case.failure.signal not in STOP_SIGNALS]
+    cause = causes[0] if causes else cases[0]
+    if cause.cls == "follower":
+        cause.hint = FOLLOWER_ALONE_FIX
+        known = {case.failure.rank for case in cases}
+        gone = [str(f.rank) for f in _gone(failure, ctx, known | {r.rank for r in read_exit_records(ctx.log_dir)})]
+        if gone:
+            cause.detail += f"; rank(s) {', '.join(gone)} of this node had ended before, without an exit record"
+    followers = tuple(
+        (case.failure.rank, case.detail)
+        for case in cases
+        if case is not cause and case.cls == "follower" and case.failure.rank is not None
+    )
+    return Diagnosis(cause.failure, cause.cls, cause.hint, cause.detail, followers, _dumps(ctx.log_dir))

@@ -1,0 +1,311 @@
+"""The hang watchdog: every rank's progress on this node, and what happens when one stops.
+
+A rank shows progress by a heartbeat (a write to ``logs/rank<R>.beat``, see run/beats.py) or by new
+output in its log ``logs/rank<R>.log`` (a script that never beats). Once a second the monitor
+looks at both files' modification times (a ``stat`` each, nothing more) and keeps per rank:
+
+- ``startup``: no beat and no output yet. After ``launcher.startup_timeout`` seconds of that (counted
+  from when the rank's process started: the launch's start for JAX ranks, its log file appearing
+  for torchrun's workers) the rank has stalled.
+- ``running``: after its first sign of life. ``launcher.hang_timeout`` seconds without a new one and
+  the rank has stalled.
+
+A stalled rank ends the launch as a failure (:class:`launcher.run.failure.Failure` with source
+``hang``): every rank's stack is taken with py-spy (run/stacks.py) into
+``<run_dir>/stacks/<stamp>_hang/``, the summary names the stalled rank(s) and where each rank waits,
+and the supervisor tears the launch down with exit code :data:`EXIT_HANG` (status.json reason
+``hang``). A rank whose process has ended is never stalled (its exit is the failure detector's).
+
+Each node's launcher watches only its own ranks. With torchrun's own output handling
+(``--tee``/``--redirects``/``--log_dir``) the rank logs do not exist: only heartbeats count, and a
+rank is watched from its first beat on.
+
+With both keys null the watchdog is off: no file is looked at and no progress.json is written.
+Every ~2 s the monitor writes ``logs/progress.json`` (per rank: phase, last beat, last output,
+iteration, total, iterations per second, stalled). :meth:`ProgressMonitor.request_stacks` (SIGUSR2
+to the launcher) takes every rank's stack into ``stacks/<stamp>/`` on a thread, without stopping
+anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..plan import LaunchPlan
+from . import beats, logs, procs, stacks
+from .failure import Failure
+
+EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
+HANG_SOURCE = "hang"
+HANG_REASON = "hang"
+PROGRESS_FILE = "progress.json"
+POLL_S = 1.0  # how often the files are looked at
+WRITE_S = 2.0  # how often progress.json is written
+RANK_FILE = re.compile(r"^rank(\d+)\.(log|beat)$")
+
+
+@dataclass
+class RankProgress:
+    rank: int
+    first_seen: float  # epoch seconds: the rank's process started (about)
+    last_beat: float | None = None
+    last_output: float | None = None
+    iteration: int | None = None
+    total: int | None = None
+    iter_per_s: float | None = None
+    stalled: bool = False
+    ended: bool = False  # its process is gone: not watched any more
+    quiet_s: float = 0.0  # seconds without progress, as last judged
+    limit_key: str = "hang_timeout"  # the key it was judged by
+    _rate_from: tuple[float, int] | None = None
+
+    @property
+    def phase(self) -> str:
+        return "startup" if self.last_beat is None and self.last_output is None else "running"
+
+    def last_sign(self) -> float:
+        return max(t for t in (self.last_beat, self.last_output, self.first_seen) if t is not None)
+
+    def beat(self, beat: beats.Beat) -> None:
+        if self.last_beat is not None and beat.mtime <= self.last_beat:
+            return
+        self.last_beat = beat.mtime
+        if beat.iteration is None:
+            return
+        if self._rate_from is None or beat.iteration < self._rate_from[1]:
+            self._rate_from = (beat.mtime, beat.iteration)
+        elif beat.mtime > self._rate_from[0] and beat.iteration > self._rate_from[1]:
+            self.iter_per_s = round((beat.iteration - self._rate_from[1]) / (beat.mtime - self._rate_from[0]), 4)
+            self._rate_from = (beat.mtime, beat.iteration)
+        self.iteration = beat.iteration
+        self.total = beat.total if beat.total is not None else self.total
+
+    def as_dict(self) -> dict:
+        return {
+            "phase": self.phase,
+            "last_beat": self.last_beat,
+            "last_output": self.last_output,
+            "iteration": self.iteration,
+            "total": self.total,
+            "iter_per_s": self.iter_per_s,
+            "stalled": self.stalled,
+        }
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomically, as launcher.record.write_json (run/ does not import the record)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+class ProgressMonitor:
+    """A :class:`launcher.run.detect.Monitor`: progress per rank, progress.json, the hang watchdog
+    and stacks on demand. ``rank_pids()``: global rank -> pid of this node's live rank processes
+    (run/group.py); ``say(text)``: a line of the launcher's own on the console."""
+
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        log_dir: Path,
+        rank_pids: Callable[[], dict[int, int]],
+        say: Callable[[str], None],
+    ) -> None:
+        self.plan, self.log_dir, self.rank_pids, self.say = plan, log_dir, rank_pids, say
+        self.run_dir = log_dir.parent
+        self.hang_timeout, self.startup_timeout = plan.hang_timeout, plan.startup_timeout
+        # both keys null: the watchdog is off (no file is looked at, no progress.json); stacks on demand stay
+        self.active = self.hang_timeout is not None or self.startup_timeout is not None
+        self.ranks: dict[int, RankProgress] = {}
+        self.started = time.time()
+        self.jax_ranks = {spec.global_rank: i for i, spec in enumerate(plan.processes) if spec.global_rank is not None}
+        for rank in self.jax_ranks:  # started by the launcher itself: their clock runs from now
+            self.ranks[rank] = RankProgress(rank, self.started)
+        self.next_poll = 0.0
+        self.next_write = 0.0
+        self.summary = ""  # the hang's summary, once there was one
+        self.stacks_dir: Path | None = None
+        self._requested = threading.Event()
+        self._lock = threading.Lock()  # one capture at a time
+        self._threads: list[threading.Thread] = []
+
+    # -- observing -----------------------------------------------------------------------
+    def _observe(self, codes: Sequence[int | None], now: float) -> None:
+        for rank, index in self.jax_ranks.items():
+            if index < len(codes) and codes[index] is not None:
+                self.ranks[rank].ended = True
+        try:
+            entries = list(os.scandir(self.log_dir))
+        except OSError:
+            return
+        for entry in entries:
+            match = RANK_FILE.match(entry.name)
+            if not match:
+                continue
+            rank, kind = int(match.group(1)), match.group(2)
+            progress = self.ranks.get(rank)
+            if progress is None:
+                progress = self.ranks[rank] = RankProgress(rank, now)
+            if kind == "beat":
+                beat = beats.read_beat(entry.path)
+                if beat is not None:
+                    progress.beat(beat)
+            else:
+                try:
+                    info = entry.stat()
+                except OSError:
+                    continue
+                if info.st_size > 0:
+                    progress.last_output = info.st_mtime
+
+    def _stalled(self, now: float) -> list[RankProgress]:
+        """A rank that beats is judged alone: ``hang_timeout`` since its last beat or output. A rank
+        that has not beaten is judged with its node, since many scripts print on rank 0 only: it
+        has stalled when no rank of this node has shown a sign of life (or started) for
+        ``hang_timeout``, or for ``startup_timeout`` while a rank of the node is still starting."""
+        watched = [p for p in self.ranks.values() if not p.ended]
+        if not self.plan.rank_logs and not self.jax_ranks:
+            watched = [p for p in watched if p.last_beat is not None]  # no rank logs: watched from the first beat
+        if not watched:
+            return []
+        node_quiet = now - max(p.last_sign() for p in watched)
+        starting = any(p.phase == "startup" for p in watched)
+        node_key = "startup_timeout" if starting else "hang_timeout"
+        found = []
+        for progress in watched:
+            if progress.last_beat is not None:
+                key, quiet = "hang_timeout", now - progress.last_sign()
+            else:
+                key, quiet = node_key, node_quiet
+            limit = getattr(self, key)
+            progress.stalled = limit is not None and quiet > limit
+            progress.quiet_s, progress.limit_key = quiet, key
+            if progress.stalled:
+                found.append(progress)
+        return found
+
+    def write(self, now: float) -> None:
+        data = {
+            "updated": round(now, 3),
+            "node": self.plan.node_rank,
+            "ranks": {str(rank): self.ranks[rank].as_dict() for rank in sorted(self.ranks)},
+        }
+        path = self.log_dir / PROGRESS_FILE
+        try:
+            previous = json.loads(path.read_text())
+            if isinstance(previous, dict) and "stragglers" in previous:  # another monitor's entry
+                data["stragglers"] = previous["stragglers"]
+        except (OSError, ValueError):
+            pass
+        try:
+            write_json(path, data)
+        except OSError:
+            pass
+
+    # -- the Monitor protocol -------------------------------------------------------------
+    def check(self, codes: Sequence[int | None]) -> Failure | None:
+        if self._requested.is_set():
+            self._requested.clear()
+            thread = threading.Thread(target=self._on_demand, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        mono = time.monotonic()
+        if not self.active or mono < self.next_poll:
+            return None
+        self.next_poll = mono + POLL_S
+        now = time.time()
+        self._observe(codes, now)
+        stalled = self._stalled(now)
+        if stalled:
+            live = self.rank_pids()
+            for progress in stalled:  # a rank whose process is gone has ended, not stalled
+                if self.jax_ranks or live:
+                    progress.ended = progress.rank not in live
+            stalled = [p for p in stalled if not p.ended]
+        if mono >= self.next_write or stalled:
+            self.next_write = mono + WRITE_S
+            self.write(now)
+        if stalled:
+            return self._hang(stalled, now)
+        return None
+
+    # -- a hang ----------------------------------------------------------------------------
+    def _headline(self, stalled: list[RankProgress]) -> str:
+        names = ", ".join(str(p.rank) for p in sorted(stalled, key=lambda p: p.rank))
+        plural = "s" if len(stalled) > 1 else ""
+        first = max(stalled, key=lambda p: p.quiet_s)
+        key = f"launcher.{first.limit_key}={getattr(self, first.limit_key):g}"
+        if all(p.phase == "startup" for p in stalled):
+            return (
+                f"HANG on node {self.plan.node_rank}: rank{plural} {names} showed no sign of life (no heartbeat, no "
+                f"output) {first.quiet_s:.0f} s after starting ({key})"
+            )
+        quiet = f"{first.quiet_s:.0f} s"
+        return f"HANG on node {self.plan.node_rank}: no progress from rank{plural} {names} for {quiet} ({key})"
+
+    def _progress_lines(self, now: float) -> list[str]:
+        lines = []
+        for rank in sorted(self.ranks):
+            p = self.ranks[rank]
+            if p.ended:
+                state = "ended"
+            elif p.phase == "startup":
+                state = f"no sign of life since it started {now - p.first_seen:.0f} s ago"
+            else:
+                state = f"last progress {now - p.last_sign():.0f} s ago"
+                if p.iteration is not None:
+                    state += f", iteration {p.iteration}" + (f"/{p.total}" if p.total is not None else "")
+            lines.append(f"  rank {rank}: {state}{' (stalled)' if p.stalled else ''}")
+        return lines
+
+    def _hang(self, stalled: list[RankProgress], now: float) -> Failure:
+        headline = self._headline(stalled)
+        self.say(headline.replace("HANG on", "hang on", 1) + ": taking every rank's stack (py-spy)")
+        pids = self.rank_pids()
+        with self._lock:
+            self.stacks_dir, self.summary = stacks.capture(
+                self.run_dir, pids, self.plan.node_rank, True, headline, tuple(self._progress_lines(now))
+            )
+        first = max(stalled, key=lambda p: p.quiet_s)
+        env = procs.environ(pids[first.rank]) if first.rank in pids else {}
+        local = env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", ""))
+        return Failure(
+            node=self.plan.node_rank,
+            rank=first.rank,
+            local_rank=int(local) if local.isdigit() else None,
+            exit_code=EXIT_HANG,
+            exception=headline,
+            time=now,
+            source=HANG_SOURCE,
+            log=str(logs.rank_log(self.log_dir, first.rank)),
+        )
+
+    # -- stacks on demand ------------------------------------------------------------------
+    def request_stacks(self) -> None:
+        """Take every rank's stack soon (from a signal handler: only sets a flag)."""
+        self._requested.set()
+
+    def _on_demand(self) -> None:
+        with self._lock:
+            try:
+                target, _ = stacks.capture(
+                    self.run_dir, self.rank_pids(), self.plan.node_rank, False, "stacks on demand (SIGUSR2)"
+                )
+            except OSError as err:
+                self.say(f"could not write the stacks: {err}")
+                return
+        self.say(f"stacks of every rank of node {self.plan.node_rank}: {target}")
+
+    def close(self) -> None:
+        """Wait for a capture on demand that is still being written; leave a last progress.json."""
+        for thread in self._threads:
+            thread.join(timeout=stacks.DUMP_TIMEOUT_S + 5)
+        if self.active:
+            self.write(time.time())

@@ -1,0 +1,103 @@
+"""PyTorch's NCCL flight recorder on CUDA launches (launcher/plan.py, launcher/run/flight_recorder.py).
+
+No GPU exists here: the GPUs are faked as host facts (``gpus=2``, or ``CUDA_VISIBLE_DEVICES`` for the
+dry run), nothing else. The dump itself is GPU-only and is not exercised; the pipe a rank would
+open is played by the test (a real named pipe, opened as torch's DumpPipe opens it)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from conftest import build, clean_env
+from launcher import plan
+from launcher.addresses import Endpoint
+from launcher.run import causes, flight_recorder, oom
+from launcher.run.failure import Failure
+
+WRAPPER = "/pkg/launcher/run/worker.py"
+SWITCHES = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
+FILES = {
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "/runs/r1/nccl/trace_rank_",
+    "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/runs/r1/nccl/pipe_rank_",
+}
+
+
+def supervised(p: plan.LaunchPlan) -> dict[str, str]:
+    return dict(plan.supervised(p, WRAPPER, "/runs/r1/logs", "id").env)
+
+
+def test_a_cuda_torchrun_launch_turns_the_recorder_on_with_dumps_in_the_run_dir():
+    p = build(["device=cuda"], gpus=2)  # faked: two GPUs
+    assert {name: p.env.get(name) for name in SWITCHES} == SWITCHES
+    env = supervised(p)
+    assert {name: env.get(name) for name in FILES} == FILES
+
+
+def test_the_users_values_win_under_either_name():
+    p = build(
+        ["device=cuda", "+worker_env.TORCH_FR_BUFFER_SIZE=100", "+worker_env.TORCH_FR_DUMP_TEMP_FILE=/scratch/fr_"],
+        gpus=2,
+    )
+    assert "TORCH_NCCL_TRACE_BUFFER_SIZE" not in p.env and p.env["TORCH_FR_BUFFER_SIZE"] == "100"
+    env = supervised(p)
+    assert "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" not in env and env["TORCH_FR_DUMP_TEMP_FILE"] == "/scratch/fr_"
+    assert env["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"] == FILES["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"]
+    # the launcher's own environment (exported in the shell) is inherited by the ranks: left alone too
+    p = build(["device=cuda"], gpus=2, env={"TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE": "/p"})
+    assert "TORCH_NCCL_DUMP_ON_TIMEOUT" not in p.env and "TORCH_NCCL_DEBUG_INFO_PIPE_FILE" not in supervised(p)
+
+
+def test_cpu_and_jax_launches_get_none_of_it():
+    for p in (
+        build(["device=cpu"]),
+        build(
+            ["device=cuda", "launcher=skrl_jax", "launcher.nproc_per_node=2"],
+            gpus=2,
+            coordinator=Endpoint("127.0.0.1", 1234),
+        ),
+    ):
+        env = supervised(p)
+        assert not [name for name in env if name.startswith(("TORCH_NCCL", "TORCH_FR"))]
+
+
+def test_the_dry_run_shows_them(run_cli):
+    result = run_cli("device=cuda", "--dry_run", env=clean_env(CUDA_VISIBLE_DEVICES="0,1"))  # faked GPUs
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "export TORCH_NCCL_TRACE_BUFFER_SIZE=2000" in lines and "export TORCH_NCCL_DUMP_ON_TIMEOUT=1" in lines
+    assert "TORCH_NCCL_DEBUG_INFO_TEMP_FILE=<run dir>/nccl/trace_rank_" in result.stdout
+    assert "TORCH_NCCL_DEBUG_INFO_PIPE_FILE=<run dir>/nccl/pipe_rank_" in result.stdout
+    assert shlex.split(lines[-1])[1:3] == ["-m", "torch.distributed.run"]
+
+
+def test_dumps_on_demand_write_to_every_open_pipe_and_never_block(tmp_path):
+    stem = str(tmp_path / "nccl" / "pipe_rank_")
+    env = {"TORCH_NCCL_DEBUG_INFO_PIPE_FILE": stem}
+    assert flight_recorder.trigger_dumps({}) == []
+    flight_recorder.prepare(env)
+    assert flight_recorder.trigger_dumps(env) == []  # no rank opened one: a no-op
+    os.mkfifo(stem + "0.pipe")
+    os.mkfifo(stem + "1.pipe")  # rank 1 is gone: no reader
+    reader = os.open(stem + "0.pipe", os.O_RDONLY | os.O_NONBLOCK)  # as torch's DumpPipe opens it
+    try:
+        assert flight_recorder.trigger_dumps(env) == [stem + "0.pipe"]
+        assert os.read(reader, 128) != b""  # what makes the rank dump
+        (line,) = flight_recorder.request_dumps(env, tmp_path)  # the hang path's call
+        assert line.startswith(f"NCCL flight recorder: dumps requested from 1 rank(s) into {tmp_path / 'nccl'} (")
+        assert os.read(reader, 128) != b""
+    finally:
+        os.close(reader)
+
+
+def test_the_summary_says_where_the_dumps_are_and_how_to_read_them(tmp_path):
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "pipe_rank_0.pipe").write_text("")
+    failure = Failure(node=0, rank=0, local_rank=0, exit_code=1)
+    assert not causes.diagnose(failure, causes.Context(log_dir, torchrun=True), oom.Counters()).dumps
+    (tmp_path / "nccl" / "trace_rank_0").write_bytes(b"\x80")
+    lines = causes.diagnose(failure, causes.Context(log_dir, torchrun=True), oom.Counters()).lines()
+    assert f"  NCCL flight recorder dumps: {tmp_path / 'nccl'} (read with: " in lines[-1]
+    assert f"python -m torch.distributed.flight_recorder.fr_trace {tmp_path / 'nccl'})" in lines[-1]

@@ -1,0 +1,229 @@
+"""The hang watchdog and stacks on demand, with real processes (issue 12 items 1-3, 8): torchrun +
+gloo and JAX ranks on CPU, stacks taken by the real py-spy (tests/workers/hang.py is the rank)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.run import stacks
+from supervise_util import REPO, finish, run_dir, start, status, survivors, wait_for_files
+
+WORKER = REPO / "tests" / "workers" / "hang.py"
+
+
+def line_of(code: str) -> int:
+    """The line of the worker that holds ``code``."""
+    return next(n for n, line in enumerate(WORKER.read_text().splitlines(), 1) if code in line)
+
+
+SLEEP = line_of("time.sleep(1000)")
+
+
+def launch(tmp: Path, *overrides: str, jax: bool, args: tuple = (), nproc: int = 2) -> tuple[subprocess.Popen, Path]:
+    pid_dir = tmp / "pids"
+    pid_dir.mkdir(exist_ok=True)
+    topology = ["launcher=skrl_jax"] if jax else []
+    proc = start(
+        tmp,
+        *topology,
+        f"launcher.nproc_per_node={nproc}",
+        f"script={WORKER}",
+        *overrides,
+        script_args=("--pid_dir", str(pid_dir), *args),
+    )
+    return proc, pid_dir
+
+
+def alive(pid_dir: Path) -> list[str]:
+    """The ranks (rank<R>.pid) still running hang.py."""
+    left = []
+    for path in pid_dir.glob("rank*.pid"):
+        pid = int(path.read_text())
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"hang.py" in cmdline and state not in (b"Z", b"X"):
+            left.append(path.name)
+    return left
+
+
+def one_capture(run: Path, suffix: str) -> Path:
+    found = [p for p in (run / "stacks").iterdir() if p.name.endswith(suffix)]
+    assert len(found) == 1, sorted(p.name for p in (run / "stacks").iterdir())
+    return found[0]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
+def test_a_rank_stuck_before_the_collective_ends_the_launch_with_every_stack(tmp_path, jax):
+    """Rank 1 sleeps forever before the 3rd collective; rank 0 waits in it. Found within
+    hang_timeout + a few s of rank 1's last beat, both stacks saved, nothing left running."""
+    proc, pids = launch(tmp_path, "launcher.hang_timeout=3", jax=jax, args=("--mode", "jax" if jax else "torch"))
+    code, out, err = finish(proc, timeout=90)
+    ended = time.time()
+    assert code == 124, out + err
+    run = run_dir(tmp_path)
+    last_beat = (run / "logs" / "rank1.beat").stat().st_mtime
+    assert (run / "logs" / "rank1.beat").read_text() == "3 1000"
+    # 3 s of silence, then at most 1 s to notice (1 s polls), the stacks and the teardown: slack for load
+    assert 3 < ended - last_beat < 3 + 7, ended - last_beat
+    assert alive(pids) == [] and survivors(pids) == []
+    capture = one_capture(run, "_hang")
+    assert sorted(p.name for p in capture.iterdir()) == ["rank0.txt", "rank1.txt", "summary.txt"]
+    rank0, rank1 = (capture / "rank0.txt").read_text(), (capture / "rank1.txt").read_text()
+    if jax:
+        assert "psum_across_ranks (" in rank0 and "jax/_src/pmap.py" in rank0
+        waits = (
+            f"rank 0 waits in pmap (hang.py:{line_of('np.asarray(summed(')}); rank 1 in time.sleep (hang.py:{SLEEP})"
+        )
+    else:
+        assert "all_reduce (" in rank0 and "torch/distributed/distributed_c10d.py" in rank0
+        reduce = line_of("dist.all_reduce(")
+        waits = f"rank 0 waits in dist.all_reduce (hang.py:{reduce}); rank 1 in time.sleep (hang.py:{SLEEP})"
+    assert "stuck_forever (" in rank1 and f"hang.py:{SLEEP})" in rank1
+    summary = (capture / "summary.txt").read_text()
+    assert summary.startswith("HANG on node 0: no progress from rank")
+    assert "(launcher.hang_timeout=3)" in summary.splitlines()[0]
+    assert waits in summary and waits in err  # printed at the end of the launch too
+    assert f"stacks: {capture}/rank<R>.txt" in err
+    record = status(tmp_path)
+    assert record["exit_code"] == 124 and record["reason"] == "hang"
+    assert record["failure"]["source"] == "hang" and record["failure"]["summary"] == summary.rstrip("\n")
+    progress = json.loads((run / "logs" / "progress.json").read_text())
+    assert progress["node"] == 0 and set(progress["ranks"]) == {"0", "1"}
+    assert progress["ranks"]["1"]["stalled"] is True and progress["ranks"]["1"]["iteration"] == 3
+    assert progress["ranks"]["1"]["total"] == 1000 and progress["ranks"]["1"]["phase"] == "running"
+    assert "exit code 124 (hang)" in out
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_that_beats_but_prints_nothing_and_one_that_prints_but_never_beats_are_not_flagged(tmp_path):
+    """Rank 2 prints once, then nothing and never beats (as the non-zero ranks of a script that logs on
+    rank 0 only): judged with its node, where the others show progress, it is not stalled either."""
+    proc, pids = launch(
+        tmp_path,
+        "launcher.hang_timeout=1.5",
+        "launcher.startup_timeout=1.5",
+        jax=True,
+        nproc=3,
+        args=("--mode", "mixed", "--seconds", "4"),
+    )
+    code, out, err = finish(proc)
+    assert code == 0, out + err
+    run = run_dir(tmp_path)
+    assert (run / "logs" / "rank0.log").read_text() == ""  # rank 0 said nothing, and beat
+    assert not (run / "logs" / "rank1.beat").exists()  # rank 1 never beat, and printed
+    progress = json.loads((run / "logs" / "progress.json").read_text())
+    assert progress["ranks"]["0"]["iteration"] > 10 and progress["ranks"]["0"]["iter_per_s"] > 1
+    assert progress["ranks"]["1"]["last_beat"] is None and progress["ranks"]["1"]["last_output"] is not None
+    assert progress["ranks"]["2"]["last_output"] < progress["updated"] - 2.5  # silent for the last 3 s
+    assert not any(r["stalled"] for r in progress["ranks"].values())
+    assert not (run / "stacks").exists()
+
+
+@pytest.mark.timeout(60)
+def test_startup_timeout_applies_before_the_first_sign_of_life(tmp_path):
+    """torchrun's workers: no output, no beat; hang_timeout alone would never end it."""
+    proc, pids = launch(
+        tmp_path, "launcher.hang_timeout=600", "launcher.startup_timeout=2", jax=False, args=("--mode", "mute")
+    )
+    code, out, err = finish(proc)
+    assert code == 124, out + err
+    assert alive(pids) == []
+    summary = (one_capture(run_dir(tmp_path), "_hang") / "summary.txt").read_text()
+    assert summary.startswith("HANG on node 0: ranks 0, 1 showed no sign of life (no heartbeat, no output)")
+    assert "(launcher.startup_timeout=2)" in summary
+    assert f"rank 0 waits in time.sleep (hang.py:{SLEEP}); rank 1 in time.sleep (hang.py:{SLEEP})" in summary
+    record = status(tmp_path)
+    assert record["reason"] == "hang" and record["failure"]["rank"] in (0, 1)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", ["single", "sweep", "parallel"])
+def test_sigusr2_writes_every_stack_and_the_launch_goes_on(tmp_path, mode):
+    """A single run, a -m sweep (which holds the signals for its whole length) and a parallel sweep
+    (two jobs at once, each writes its own ranks' stacks into its own run directory)."""
+    extra = {"single": [], "sweep": ["-m", "seed=5"], "parallel": ["-m", "seed=5,6", "sweep.parallel=2"]}[mode]
+    nproc = 1 if mode == "parallel" else 2
+    proc, pids = launch(tmp_path, *extra, jax=True, nproc=nproc, args=("--mode", "silent", "--seconds", "4"))
+    runs = tmp_path / "runs"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (runs / "multirun" if mode != "single" else runs).is_dir():
+        time.sleep(0.05)
+    if mode == "single":
+        jobs = [run_dir(tmp_path)]
+    else:
+        jobs = [next((runs / "multirun").iterdir()) / str(num) for num in range(len(extra[1].split(",")))]
+    wait_for_files(pids, nproc * len(jobs), "rank*.pid", timeout=30)  # every rank of every job runs hang.py
+    for job in jobs:
+        assert json.loads((job / "status.json").read_text())["pid"] == proc.pid
+    os.kill(proc.pid, signal.SIGUSR2)
+    for job in jobs:
+        while time.monotonic() < deadline and not any(not p.name.endswith(".tmp") for p in (job / "stacks").glob("*")):
+            time.sleep(0.05)
+    assert alive(pids) != []  # taken while the ranks run
+    captures = [one_capture(job, "") for job in jobs]
+    code, out, err = finish(proc)
+    assert code == 0, out + err  # the launch went on to its normal end
+    for job, capture in zip(jobs, captures):
+        assert not capture.name.endswith("_hang") and capture.parent == job / "stacks"
+        assert len(capture.name) == len("2026-12-01_00-51-04")
+        ranks = [f"rank{r}.txt" for r in range(nproc)]
+        assert sorted(p.name for p in capture.iterdir()) == [*ranks, "summary.txt"]
+        assert "hang.py" in (capture / ranks[-1]).read_text()
+        assert f"stacks of every rank of node 0: {capture}" in out
+        summary = (capture / "summary.txt").read_text()
+        assert summary.startswith("stacks on demand (SIGUSR2)\nrank 0 waits in time.sleep (hang.py:")
+        assert nproc == 1 or "rank 1 in time.sleep (hang.py:" in summary
+
+
+def test_no_py_spy_says_what_to_install():
+    found = stacks.dump({0: os.getpid()}, None)
+    assert found[0].error == "py-spy not found: pip install py-spy (a dependency of train_multigpu: reinstall it)"
+    assert stacks.one_line(found).startswith("rank 0 no stack (py-spy not found: pip install py-spy")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
+def test_py_spy_without_ptrace_permission_says_why(tmp_path):
+    """The real py-spy, run as nobody against a process of root's: the kernel refuses the attach."""
+    binary = stacks.find_py_spy()
+    assert binary is not None
+    unprivileged = tmp_path / "py-spy-as-nobody"
+    unprivileged.write_text(f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {binary} "$@"\n')
+    unprivileged.chmod(0o755)
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        found = stacks.dump({3: target.pid}, str(unprivileged))
+    finally:
+        target.kill()
+        target.wait()
+    assert found[3].error.startswith(
+        f"py-spy cannot attach to pid {target.pid}: permission denied (ptrace); run as root"
+    )
+    assert "kernel.yama.ptrace_scope=0" in found[3].error
+
+
+def test_the_rank_wrapper_finds_the_launcher_above_torchrun():
+    """Under Yama's ptrace_scope=1 the wrapper names the launcher as the rank's allowed tracer (its py-spy
+    is the launcher's child): the first ancestor without this launch's marker. Here: this test process
+    (no marker) -> an agent with the marker (as torchrun) -> the rank."""
+    rank = "from launcher.run import worker; print(worker.launcher_pid())"
+    agent = f"import subprocess, sys; sys.exit(subprocess.call([sys.executable, '-c', {rank!r}]))"
+    env = {**os.environ, "TRAIN_MULTIGPU_LAUNCH_ID": "abc", "PYTHONPATH": str(REPO)}
+    found = subprocess.run([sys.executable, "-c", agent], env=env, capture_output=True, text=True, check=True)
+    assert int(found.stdout) == os.getpid()
+    # without the marker (a rank started by the launcher itself, as JAX ranks are): its parent
+    env.pop("TRAIN_MULTIGPU_LAUNCH_ID")
+    found = subprocess.run([sys.executable, "-c", agent], env=env, capture_output=True, text=True, check=True)
+    assert int(found.stdout) != os.getpid()

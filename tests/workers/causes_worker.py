@@ -1,0 +1,84 @@
+"""A test rank that fails in one chosen way, for the failure-cause tests (tests/test_causes.py).
+
+--mode oom      torch + gloo: both ranks join; rank 1 allocates host memory until the kernel kills it
+                (the test's memory cgroup limit); rank 0 waits in an all_reduce for it and fails
+                with gloo's lost-peer error (a follower). Rank 0 ignores SIGTERM so that torchrun's
+                stop does not race its error: the launcher's SIGKILL ends it a second later.
+--mode abort    rank 1 calls os.abort() in crash_here(); rank 0 sleeps (standard library only)
+--mode raise    rank 1 raises RuntimeError(--text); rank 0 sleeps (standard library only)
+--mode beat     every rank beats (TRAIN_MULTIGPU_HEARTBEAT_FILE) once per iteration for --seconds,
+                an iteration taking --dt s, and --slow_dt s on rank --slow_rank (standard library only)
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+
+def rank() -> int:
+    return int(os.environ.get("RANK", os.environ.get("JAX_RANK", "0")))
+
+
+def crash_here() -> None:
+    os.abort()
+
+
+def oom() -> int:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    if dist.get_rank() == 1:
+        print("rank 1 allocating", flush=True)
+        hoard = []
+        while True:
+            hoard.append(bytearray(50 * 1024 * 1024))
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print("rank 0 waiting in all_reduce", flush=True)
+    dist.all_reduce(torch.ones(1))
+    return 0
+
+
+def beat(seconds: float, dt: float, slow_rank: int, slow_dt: float) -> int:
+    path = os.environ["TRAIN_MULTIGPU_HEARTBEAT_FILE"]
+    step = slow_dt if rank() == slow_rank else dt
+    end = time.monotonic() + seconds
+    iteration = 0
+    while time.monotonic() < end:
+        time.sleep(step)
+        iteration += 1
+        with open(path, "w") as handle:
+            handle.write(f"{iteration}")
+    print(f"rank {rank()} did {iteration} iterations", flush=True)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", required=True)
+    parser.add_argument("--text", default="")
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--dt", type=float, default=0.05)
+    parser.add_argument("--slow_rank", type=int, default=1)
+    parser.add_argument("--slow_dt", type=float, default=0.3)
+    args, _ = parser.parse_known_args()
+    if args.mode == "oom":
+        return oom()
+    if args.mode == "beat":
+        return beat(args.seconds, args.dt, args.slow_rank, args.slow_dt)
+    print(f"rank {rank()} started", flush=True)
+    if rank() == 1:
+        if args.mode == "abort":
+            crash_here()
+        if args.mode == "raise":
+            raise RuntimeError(args.text)
+    time.sleep(120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
