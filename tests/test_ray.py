@@ -18,7 +18,8 @@ from ray_cluster import job_info, job_logs
 from supervise_util import SPAWNER, survivors, wait_for_files
 
 PY = f"ray.python={sys.executable}"
-ORDER = "TRAIN_MULTIGPU_RAY_ORDER"  # the cluster runs this checkout's interpreter
+ORDER = "TRAIN_MULTIGPU_RAY_ORDER"
+HANG = Path(__file__).resolve().parent / "workers" / "hang.py"  # the cluster runs this checkout's interpreter
 
 
 def _run(tmp_path: Path, *args: str, address: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -195,6 +196,9 @@ LAUNCHES = {
     + [f"script={ALLREDUCE}", "log_all_ranks=true", PY, "ray.follow=true"],
     "sweep": ["-m", "submit=ray", "seed=1,2,3", "launcher.nproc_per_node=1", f"script={ALLREDUCE}", PY]
     + ["ray.follow=true"],
+    # rank 1 stops beating before its third all-reduce: the hang watchdog ends the launch (124)
+    "hang": ["submit=ray", "launcher.nproc_per_node=2", f"script={HANG}", "launcher.hang_timeout=3", PY]
+    + ["ray.follow=true", "--", "--mode", "torch", "--pid_dir", "{tmp}"],
 }
 
 
@@ -204,7 +208,8 @@ def launched(ray_cluster, tmp_path_factory) -> dict[str, tuple[subprocess.Comple
     started = {}
     for name, args in LAUNCHES.items():
         tmp = tmp_path_factory.mktemp(name)
-        argv = [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}", *args]
+        argv = [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}"]
+        argv += [arg.replace("{tmp}", str(tmp)) for arg in args]
         out, err = open(tmp / "stdout", "w"), open(tmp / "stderr", "w")  # files: no pipe fills up
         started[name] = (tmp, subprocess.Popen(argv, cwd=tmp, env=env, stdout=out, stderr=err))
     results = {}
@@ -266,6 +271,16 @@ def test_sweep_submits_one_job_per_point(launched):
     assert "Ray: 3 of 3 job(s) submitted" in result.stdout
     for number, (job_id, seed) in enumerate(zip(ids, (1, 2, 3))):
         assert re.search(rf"^  {number}\s+{job_id}\s+SUCCEEDED\s+0\s+seed={seed}\s", result.stdout, re.M), result.stdout
+
+
+def test_hung_launch_fails_the_job_with_the_watchdogs_code(ray_cluster, launched):
+    result, tmp_path = launched["hang"]
+    assert result.returncode == 124, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    info = job_info(ray_cluster, job_id)
+    assert str(info.status).endswith("FAILED") and info.driver_exit_code == 124
+    assert "exit code 124 (hang)" in job_logs(ray_cluster, job_id)
+    assert json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())["reason"] == "hang"
 
 
 def test_refused_job_is_one_line_and_leaves_no_directory(ray_cluster, tmp_path):
