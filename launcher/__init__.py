@@ -4,6 +4,7 @@ The package is laid out in the order a launch flows through it (README.md, "Layo
 
     cli ──► session ──► config/ ──► checks ──► probe ──► plan ──► run/      (run here)
                                                               └──► slurm/   (submit=slurm)
+                                                              └──► ray_submit/ (submit=ray)
                            sweep/: -m sweeps (per-job values, lanes, the parallel runner)
                            record: the run directory
 
@@ -16,8 +17,9 @@ Import rules (tests/test_layout.py checks them):
 - ``run/`` (processes and signals) imports only the leaves and ``plan``'s data types;
   ``run/worker.py`` and ``run/watchdog.py`` run as separate processes and import nothing of the
   package beyond the standard library (the watchdog: ``run/procs.py``).
-- ``slurm/`` and ``sweep/`` may use the stages before them; ``session`` may use everything;
-  nothing imports ``cli``.
+- ``slurm/``, ``ray_submit/`` and ``sweep/`` may use the stages before them; ``session`` may use
+  everything; nothing imports ``cli``. ``ray_submit/job.py`` is the entry of a Ray job on the cluster
+  and, like ``cli``, hands the launch to a ``session``.
 - ``runs/`` (``train_multigpu runs``) is reached only from ``cli``; reading and listing records
   use the standard library, the leaves and ``record``'s names (no Hydra).
 """

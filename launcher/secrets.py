@@ -78,19 +78,23 @@ def mask_override(text: str) -> str:
 
 
 def mask_config(cfg):
-    """A copy of the typed config with secret values of ``worker_env`` and ``profile.env`` masked."""
+    """A copy of the typed config with secret values of ``worker_env``, ``profile.env`` and
+    ``ray.runtime_env.env_vars`` masked."""
     import copy
 
     masked = copy.deepcopy(cfg)
     masked.worker_env = mask_env(masked.worker_env)
     masked.profile.env = mask_env(masked.profile.env)
+    env_vars = masked.ray.runtime_env.get("env_vars")
+    if isinstance(env_vars, Mapping):
+        masked.ray.runtime_env["env_vars"] = mask_env({str(k): v for k, v in env_vars.items()})
     return masked
 
 
 # -- secrets typed on the command line ---------------------------------------------------------
 
-# the config sections whose entries become worker environment variables
-SECTIONS = ("worker_env", "profile.env")
+# the config sections whose entries become worker environment variables (Ray's runtime_env: the job's)
+SECTIONS = ("worker_env", "profile.env", "ray.runtime_env.env_vars")
 
 
 def _section_name(path: str) -> tuple[str | None, str]:
@@ -99,6 +103,15 @@ def _section_name(path: str) -> tuple[str | None, str]:
         if path.startswith(section + "."):
             return section, path[len(section) + 1 :]
     return None, ""
+
+
+def section_env(cfg, section: str) -> dict:
+    """The typed config's mapping for one of SECTIONS (``ray.runtime_env.env_vars`` made when missing)."""
+    if section == "worker_env":
+        return cfg.worker_env
+    if section == "profile.env":
+        return cfg.profile.env
+    return cfg.ray.runtime_env.setdefault("env_vars", {})
 
 
 @dataclass
@@ -111,7 +124,7 @@ class Vault:
         """Put the real values back into the typed config, where Hydra left a placeholder of ours."""
         for path, by_placeholder in self.values.items():
             section, name = _section_name(path)
-            env = cfg.worker_env if section == "worker_env" else cfg.profile.env
+            env = section_env(cfg, section)
             if env.get(name) in by_placeholder:
                 env[name] = by_placeholder[env[name]]
         return cfg

@@ -69,6 +69,7 @@ class Session:
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
+    ray: object | None = None  # submit=ray: a ray_submit.submit.Submitter, made by the first Ray launch
     composition: dict | None = None  # record.composition: what was typed (<run_dir>/composition.json)
     trainer_dir: str | None = None  # runs resume: the run directory the training script continues in
     resume_args: list[str] = field(default_factory=list)  # runs resume: the script's resume flags, last
@@ -190,6 +191,8 @@ class Session:
         cfg.script_args += self.script_args + self.resume_args
         if cfg.submit is schema.Submit.slurm:
             return self._submit_slurm(cfg)
+        if cfg.submit is schema.Submit.ray:
+            return self._submit_ray(cfg)
         if cfg.submit is schema.Submit.k8s:
             return self._submit_k8s(cfg)
         facts = probe.gather()
@@ -320,6 +323,25 @@ class Session:
             check_only=self.checking,
         )
 
+    def _submit_ray(self, cfg: schema.TrainConfig) -> int:
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import OmegaConf
+
+        from .ray_submit.submit import Submitter
+
+        if self.ray is None:
+            self.ray = Submitter()
+        return self.ray.launch(
+            cfg,
+            [secrets.mask_override(o) for o in HydraConfig.get().overrides.task],
+            _run_dir,
+            OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
+            check_only=self.checking,
+            follow_now=lanes.job_info() is None,
+            order=self._order(),
+            composed=self._composed(lanes.job_info()),
+        )
+
     def _submit_k8s(self, cfg: schema.TrainConfig) -> int:
         """submit=k8s renders from this composition (``cfg``, already composed and typed here) and
         the overrides as typed: nothing is composed a second time (launcher/k8s/submit.py)."""
@@ -353,7 +375,9 @@ class Session:
             self.exit_codes += parallel.run_queued(
                 self.queued, self.results, bool(self.fail_fast), self.interrupts, self.note
             )
-        if self.submissions and (len(self.submissions) > 1 or self.results):
+        if self.ray is not None and self.ray.jobs and self.results:  # a Ray sweep: follow, then its table
+            self.exit_codes += self.ray.finish(self.interrupts, bool(self.fail_fast))
+        elif self.submissions and (len(self.submissions) > 1 or self.results):
             from .k8s import submit as k8s_submit
             from .slurm import submit as slurm_submit
 

@@ -116,13 +116,14 @@ def test_unknown_key_added_with_plus_is_rejected(run_cli):
     )
 
 
-def test_launcher_never_imports_torch_or_jax(tmp_path):
+def test_launcher_never_imports_torch_jax_or_ray(tmp_path):
     import subprocess
     import sys
 
     code = (
         "import sys; from launcher.cli import main; rc = main(['dry_run=true', 'launcher=skrl_jax']);"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'jax', 'jaxlib', 'numpy', 'skrl'));"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('torch', 'jax', 'jaxlib', 'numpy', 'skrl', 'ray'));"
         "print('HEAVY', heavy); sys.exit(rc)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)

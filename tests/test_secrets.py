@@ -291,6 +291,33 @@ def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, t
     assert_nowhere(result, tmp_path, sentinel)
 
 
+def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, worker, sentinel):
+    """submit=ray: a worker_env secret travels as a runtime_env variable of its own (never inside the
+    carried config), a ray.runtime_env.env_vars secret as Ray's own; the job's ranks see both, and
+    neither reaches the console (the followed job's output included) nor any file of the run."""
+    import subprocess
+    import sys
+
+    from_ray = sentinel + "-ray"
+    env = clean_env(RAY_ADDRESS=ray_cluster.address)
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        f"run_root={tmp_path / 'runs'}",
+        "submit=ray",
+        f"ray.python={sys.executable}",
+    ]
+    argv += ["ray.follow=true", "launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}"]
+    argv += [f"+ray.runtime_env.env_vars.MY_API_TOKEN={from_ray}"]
+    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SECRET_SHA HF_TOKEN - {sha(sentinel)}" in result.stdout
+    assert f"SECRET_SHA MY_API_TOKEN - {sha(from_ray)}" in result.stdout
+    files = assert_nowhere(result, tmp_path, sentinel, from_ray)
+    assert {"config.yaml", "ray_job.json", "status.json", "rank0.log"} <= {p.name for p in files}
+
+
 def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sbatch):
     result = run_cli("submit=slurm", "+slurm.extra.export=NONE", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
     assert one_error_line(result) == (

@@ -164,12 +164,13 @@ class ProfileConfig:
 
 
 class Submit(Enum):
-    """Run here (none), write a batch script and submit it to SLURM (slurm), or write a Kubeflow
-    TrainJob / PyTorchJob manifest and create it on Kubernetes (k8s)."""
+    """Run here (none), write a batch script and submit it to SLURM (slurm), write a Kubeflow
+    TrainJob / PyTorchJob manifest and create it on Kubernetes (k8s), or submit a Ray job (ray)."""
 
     none = "none"
     slurm = "slurm"
     k8s = "k8s"
+    ray = "ray"
 
 
 @dataclass
@@ -227,6 +228,23 @@ class K8sConfig:
 
 
 @dataclass
+class RayConfig:
+    """What ``submit=ray`` asks Ray for (launcher/ray_submit/, docs/ray.md)."""
+
+    # the Ray dashboard (Job Submission API), e.g. http://head:8265; null: $RAY_ADDRESS
+    address: str | None = None
+    # wait for the job, stream its output, exit with the launch's exit code (Ctrl+C stops the job)
+    follow: bool = False
+    # the interpreter that runs train_multigpu on the cluster (the job's entrypoint)
+    python: str = "python"
+    # reserved per rank: entrypoint resources (one node) or each node's placement-group bundle
+    num_cpus_per_rank: float = 1.0
+    num_gpus_per_rank: float | None = None  # null: 1 with device=cuda, else 0
+    # Ray's runtime_env as it is (working_dir, pip, env_vars, ...); secret env_vars are masked when shown
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class SweepConfig:
     """How a ``-m`` sweep runs its jobs (docs/sweeps.md); ignored by a single run."""
 
@@ -268,6 +286,8 @@ class TrainConfig:
     # submit=slurm: write <run dir>/job.sbatch and sbatch it instead of running here
     submit: Submit = Submit.none
     slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    # submit=ray: one Ray job per launch (docs/ray.md)
+    ray: RayConfig = field(default_factory=RayConfig)
     # submit=k8s: write <run dir>/<kind>.yaml and create it with kubectl instead of running here
     k8s: K8sConfig = field(default_factory=K8sConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)

@@ -1,0 +1,233 @@
+"""The cluster's side of ``submit=ray``: ``python -m launcher.ray_submit.job [node overrides]``.
+
+The entrypoint of every Ray job train_multigpu submits. It takes the resolved config the job carries
+(``TRAIN_MULTIGPU_RAY_CONFIG``, launcher/ray_submit/spec.py) and launches from it exactly as a
+launch on this machine would: the text becomes the primary config of a Hydra composition with no
+other source (so the schema checks it again, and the rest of the launch -- checks, probe, plan,
+supervision, the run record -- is the session's own code), plus the node's own overrides.
+
+One node: the launch runs here, in the entrypoint, which Ray gave the ranks' resources; its exit
+code is the job's (Ray marks a non-zero exit FAILED and keeps the code as ``driver_exit_code``).
+
+``launcher.nnodes=N``: this process is the Ray driver. It reserves a STRICT_SPREAD placement group of
+N bundles (one per node), starts one :class:`NodeLauncher` actor in each, asks node 0's actor for its
+address and a free port, and has every actor run ``<python> -m launcher.ray_submit.job
+launcher.node_rank=R launcher.rdzv_endpoint=ADDR:PORT`` (JAX: ``launcher.coordinator_address``).
+The first node to fail stops the others (SIGTERM: their launchers stop their ranks and write their
+records) and its exit code becomes the job's. A stop of the job (``ray job stop``, Ctrl+C of a
+following train_multigpu) reaches this driver as SIGTERM and is passed to every node's launcher the
+same way; a launcher whose actor dies gets SIGTERM from the kernel (PR_SET_PDEATHSIG), so nothing of
+the job outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..names import PROG
+from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, node_overrides
+
+JOB_CONFIG_NAME = "ray_job"
+# the carried config becomes a primary config: the schema first, then its values
+_HEADER = "defaults:\n  - train_multigpu_schema\n  - _self_\n\n"
+
+
+def _say(message: str) -> None:
+    print(f"[{PROG}] {message}", flush=True)
+
+
+def launch(text: str, order: list[str], overrides: list[str]) -> int:
+    """One train_multigpu launch from the carried config ``text``, the typed ``order`` of the
+    script-bound values (spec.ORDER_VAR) and this node's ``overrides``."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    from .. import secrets
+    from ..config import compose
+    from ..session import Session
+
+    # secret values came as variables of their own name (spec.secret_env): back into the config
+    vault = secrets.Vault()
+    compose.register()
+    with tempfile.TemporaryDirectory(prefix="tmg-ray-") as folder:
+        (Path(folder) / f"{JOB_CONFIG_NAME}.yaml").write_text(_HEADER + text)
+        with initialize_config_dir(config_dir=folder, version_base="1.3", job_name=PROG):
+            cfg = hydra_compose(JOB_CONFIG_NAME, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    for section in ("worker_env", "profile.env"):
+        for name, value in (OmegaConf.select(cfg, section) or {}).items():
+            if value == secrets.MASK and name in os.environ:
+                vault.values[f"{section}.{name}"] = {secrets.MASK: os.environ[name]}
+    session = Session(vault=vault, order=order)
+    session.job(cfg)
+    return session.finish()
+
+
+# -- several nodes: the driver and its actors ------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """In the launcher's child: SIGTERM when the actor that started it dies (Linux prctl)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class NodeLauncher:
+    """One node's train_multigpu, in a Ray actor that holds the node's bundle."""
+
+    def __init__(self) -> None:
+        self.process = None
+        self.stopped = False
+
+    def address(self) -> tuple[str, int]:
+        """This node's address as Ray knows it, and a port free on it now (node 0: the rendezvous)."""
+        import socket
+
+        import ray
+
+        host = ray.util.get_node_ip_address()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = sock.getsockname()[1]
+        return host, port
+
+    def run(self, argv: list[str], env: dict[str, str]) -> int:
+        import subprocess
+
+        if self.stopped:
+            return 128 + signal.SIGTERM
+        self.process = subprocess.Popen(argv, env={**os.environ, **env}, preexec_fn=_die_with_parent)
+        return self.process.wait()
+
+    def stop(self, signum: int) -> None:
+        self.stopped = True
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signum)
+
+
+def drive(text: str, order: str, nodes: int, cfg) -> int:
+    """The driver of a multi-node job (see the module docstring)."""
+    import logging
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # every node's lines, as they come (read when ray loads)
+    os.environ.setdefault("RAY_COLOR_PREFIX", "0")
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from .spec import gpus_per_rank, nproc
+
+    received: list[int] = []
+
+    def on_signal(signum, frame):
+        received.append(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+    ray.init(log_to_driver=True, logging_level=logging.WARNING)
+    ranks = nproc(cfg)
+    cpus, gpus = ranks * cfg.ray.num_cpus_per_rank, ranks * gpus_per_rank(cfg)
+    bundle = {"CPU": cpus} | ({"GPU": gpus} if gpus else {})
+    group = placement_group([bundle] * nodes, strategy="STRICT_SPREAD")
+    _say(f"waiting for {nodes} nodes with {bundle} each (placement group, STRICT_SPREAD)")
+    waited = time.monotonic()
+    while not received:
+        ready, _ = ray.wait([group.ready()], timeout=1.0)
+        if ready:
+            break
+        if time.monotonic() - waited > 60:
+            _say(f"still waiting for {nodes} nodes with {bundle} each: `ray status` shows what the cluster has")
+            waited = time.monotonic()
+    if received:
+        remove_placement_group(group)
+        return 128 + received[0]
+    actor = ray.remote(NodeLauncher)
+    actors = [
+        actor.options(
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_concurrency=4,  # stop() while run() waits
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank),
+        ).remote()
+        for rank in range(nodes)
+    ]
+    host, port = ray.get(actors[0].address.remote())
+    rdzv_id = ray.get_runtime_context().get_job_id()
+    _say(f"{nodes} nodes reserved; node 0 at {host}, port {port}")
+    env = {CONFIG_VAR: text, ORDER_VAR: order}
+    runs = {
+        actors[rank].run.remote(
+            [sys.executable, "-m", JOB_MODULE, *node_overrides(cfg, rank, host, port, rdzv_id)], env
+        ): rank
+        for rank in range(nodes)
+    }
+    codes: dict[int, int] = {}
+    first_failure: int | None = None
+    stopping = False
+    while runs:
+        done, _ = ray.wait(list(runs), num_returns=1, timeout=0.5)
+        for ref in done:
+            rank = runs.pop(ref)
+            try:
+                codes[rank] = ray.get(ref)
+            except ray.exceptions.RayError as err:  # the actor died (its node was lost)
+                _say(f"node {rank}: {type(err).__name__}: {str(err).splitlines()[0]}")
+                codes[rank] = 1
+            _say(f"node {rank} exited with code {codes[rank]}")
+            if codes[rank] != 0 and first_failure is None and not received:
+                first_failure = rank
+        if not stopping and (received or first_failure is not None):
+            stopping = True
+            why = f"signal {received[0]}" if received else f"node {first_failure} failed"
+            if runs:
+                _say(f"stopping the other nodes ({why})")
+            for other in runs.values():
+                actors[other].stop.remote(signal.SIGTERM)
+    remove_placement_group(group)
+    if received:
+        return 128 + received[0]
+    if first_failure is not None:
+        _say(f"job failed: node {first_failure} exited with code {codes[first_failure]}")
+        return codes[first_failure]
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    text = os.environ.pop(CONFIG_VAR, None)
+    order = os.environ.pop(ORDER_VAR, "[]")
+    if text is None:
+        print(
+            f"{PROG}: error: {CONFIG_VAR} is not set: this module runs inside a Ray job (submit=ray)", file=sys.stderr
+        )
+        return 2
+    if not argv:  # the entrypoint itself: one node here, or the driver of several
+        from omegaconf import OmegaConf
+
+        from ..config.schema import TrainConfig
+
+        cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(text)))
+        nodes = int(str(cfg.launcher.nnodes))
+        if nodes > 1:
+            return drive(text, order, nodes, cfg)
+    import json
+
+    return launch(text, json.loads(order), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

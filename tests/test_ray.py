@@ -1,0 +1,329 @@
+"""submit=ray: the job specification and its errors without a cluster; then launches as Ray jobs on
+a REAL two-node Ray cluster on this host (tests/ray_cluster.py): training, a failing rank, two
+nodes, a sweep, a stop. Nothing is mocked: the jobs run train_multigpu, torchrun and the ranks."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ALLREDUCE, clean_env
+from ray_cluster import job_info, job_logs
+from supervise_util import SPAWNER, survivors, wait_for_files
+
+PY = f"ray.python={sys.executable}"
+ORDER = "TRAIN_MULTIGPU_RAY_ORDER"
+HANG = Path(__file__).resolve().parent / "workers" / "hang.py"  # the cluster runs this checkout's interpreter
+
+
+def _run(tmp_path: Path, *args: str, address: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = clean_env(**({"RAY_ADDRESS": address} if address else {}))
+    if address is None:
+        env.pop("RAY_ADDRESS", None)
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", *args]
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _job_ids(text: str) -> list[str]:
+    return re.findall(r"submitted Ray job (\S+)", text)
+
+
+def _one_error(result: subprocess.CompletedProcess, text: str) -> None:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith("train_multigpu: error: " + text), result.stderr
+
+
+# -- without a cluster --------------------------------------------------------------------------
+
+
+def test_dry_run_prints_the_job_and_submits_nothing(tmp_path):
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nproc_per_node=2",
+        "ray.num_cpus_per_rank=2",
+        "+ray.runtime_env.working_dir=.",
+        "+ray.runtime_env.env_vars.WANDB_API_KEY=wandb-s3cr3t",
+        "+worker_env.HF_TOKEN=hf-s3cr3t",
+        "seed=3",
+        "dry_run=true",
+        "--",
+        "--lr",
+        "${oops}",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    spec = json.loads(out[out.index("{") : out.index("\n}\n") + 2])
+    assert spec["entrypoint"] == "python -m launcher.ray_submit.job"
+    assert spec["entrypoint_num_cpus"] == 4 and spec["entrypoint_num_gpus"] == 0
+    env_vars = spec["runtime_env"]["env_vars"]
+    assert env_vars["WANDB_API_KEY"] == "***" and env_vars["HF_TOKEN"] == "***"
+    assert spec["runtime_env"]["working_dir"] == "."
+    assert env_vars["RAY_JOB_STOP_WAIT_TIME_S"] == "45"  # the launcher's grace period (30 s) + 15
+    # the resolved config the job launches from: the user's text stays text (escaped, never interpolated)
+    assert "seed: 3" in out and "- \\${oops}" in out
+    assert "s3cr3t" not in out + result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_cluster_launches_what_this_machine_would(tmp_path):
+    """The job's side (python -m launcher.ray_submit.job), given what the job carries, plans the same
+    command as a launch here: the carried config and typed order compose to the same argv."""
+    args = ["--task=Foo", "seed=3", "--num_envs", "4", "presets=[debug]", "launcher.nproc_per_node=1"]
+    script_args = ["--", "--lr", "${x}", "--max_iterations=9"]
+    here = _run(tmp_path, *args, "dry_run=true", *script_args)
+    assert here.returncode == 0, here.stderr
+    dry = _run(tmp_path, "submit=ray", *args, "dry_run=true", *script_args)
+    assert dry.returncode == 0, dry.stderr
+    spec = json.loads(dry.stdout[dry.stdout.index("{") : dry.stdout.index("\n}\n") + 2])
+    text = dry.stdout.split("the resolved config the job launches from):\n", 1)[1]
+    env = clean_env(TRAIN_MULTIGPU_RAY_CONFIG=text, TRAIN_MULTIGPU_RAY_ORDER=spec["runtime_env"]["env_vars"][ORDER])
+    there = subprocess.run(
+        [sys.executable, "-m", "launcher.ray_submit.job", "dry_run=true"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert there.returncode == 0, there.stderr
+    command = here.stdout.strip().splitlines()[-1]
+    assert "--max_iterations=5 --task=Foo --seed=3 --num_envs=4 --lr '${x}' --max_iterations=9 --distributed" in command
+    assert there.stdout.strip().splitlines()[-1] == command
+
+
+def test_dry_run_of_two_nodes_shows_the_placement_group(tmp_path):
+    result = _run(tmp_path, "submit=ray", "launcher.nnodes=2", "launcher.nproc_per_node=2", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert '"strategy": "STRICT_SPREAD"' in out and out.count('"CPU": 2.0') == 2
+    assert "topology: multinode" in out  # nnodes=2 on torchrun: launcher=multinode on every node
+
+
+@pytest.mark.parametrize(
+    "args, address, message",
+    [
+        (["launcher.nproc_per_node=2"], None, "ray.address=None: needs the Ray dashboard's address (or RAY_ADDRESS)"),
+        (["launcher.nproc_per_node=auto"], "http://x:1", "launcher.nproc_per_node=auto: submit=ray reserves"),
+        (
+            ["launcher.nproc_per_node=1", "launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=h:1"],
+            "http://x:1",
+            "launcher.rdzv_endpoint=h:1: submit=ray chooses node 0's address and a free port on the cluster",
+        ),
+        (["launcher.nproc_per_node=1", "launcher.nnodes=1:2"], "http://x:1", "launcher.nnodes=1:2: submit=ray"),
+        (["launcher.nproc_per_node=1", "ray.num_cpus_per_rank=-1"], "http://x:1", "ray.num_cpus_per_rank=-1.0"),
+    ],
+)
+def test_mistakes_are_one_line(tmp_path, args, address, message):
+    _one_error(_run(tmp_path, "submit=ray", *args, address=address), message)
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["ray.num_gpus_per_rank=-1"], "ray.num_gpus_per_rank=-1.0: a number >= 0"),
+        (["ray.python=' '"], "ray.python= : the interpreter that runs train_multigpu on the cluster"),
+        (["+ray.runtime_env.env_vars=[1]"], "ray.runtime_env.env_vars=[1]: a map of variable names to strings"),
+        (
+            ["+ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=x"],
+            "ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=***: set by train_multigpu itself",
+        ),
+        (["launcher=slurm"], "launcher=slurm: reads its topology from a SLURM allocation; a Ray job runs on a Ray"),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1"],
+            "launcher.node_rank=1: submit=ray gives every node its rank",
+        ),
+    ],
+)
+def test_ray_keys_are_checked(overrides, message):
+    from launcher.config.compose import compose
+    from launcher.errors import UserError
+    from launcher.ray_submit import spec
+
+    cfg = compose(["submit=ray", "launcher.nproc_per_node=1", *overrides])
+    with pytest.raises(UserError) as err:
+        spec.check(cfg)
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_job_module_outside_a_job_is_one_line(tmp_path):
+    env = clean_env()
+    env.pop("TRAIN_MULTIGPU_RAY_CONFIG", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher.ray_submit.job"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    _one_error(result, "TRAIN_MULTIGPU_RAY_CONFIG is not set: this module runs inside a Ray job (submit=ray)")
+
+
+def test_unreachable_address_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = _run(tmp_path, "submit=ray", "launcher.nproc_per_node=1", f"ray.address=http://127.0.0.1:{port}")
+    _one_error(result, f"ray.address=http://127.0.0.1:{port}: no Ray Job Submission API answers there")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_missing_extra_is_one_line(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None; from launcher.cli import main;"
+        "sys.exit(main(['submit=ray', 'launcher.nproc_per_node=1', 'ray.address=http://127.0.0.1:1']))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(), capture_output=True, text=True)
+    _one_error(result, "submit=ray: Ray's Job Submission API is not installed")
+    assert "pip install 'train_multigpu[ray]'" in result.stderr
+
+
+# -- on the real cluster ------------------------------------------------------------------------
+
+# Four launches that each wait for their job(s) (ray.follow=true), started at once and shared by the
+# tests below: Ray runs them side by side (the test cluster declares 4 CPUs per node), so the module
+# takes about as long as the slowest one, the training.
+LAUNCHES = {
+    "training": ["submit=ray", "presets=[debug]", "launcher.nproc_per_node=1", PY, "ray.follow=true"],
+    "failing": ["submit=ray", "launcher.nproc_per_node=2", f"script={ALLREDUCE}", PY, "ray.follow=true"]
+    + ["--", "--exit_code_on_rank", "1:7"],
+    "two_nodes": ["submit=ray", "launcher.nnodes=2", "launcher.nproc_per_node=1", "launcher.local_nodes=true"]
+    + [f"script={ALLREDUCE}", "log_all_ranks=true", PY, "ray.follow=true"],
+    "sweep": ["-m", "submit=ray", "seed=1,2,3", "launcher.nproc_per_node=1", f"script={ALLREDUCE}", PY]
+    + ["ray.follow=true"],
+    # rank 1 stops beating before its third all-reduce: the hang watchdog ends the launch (124)
+    "hang": ["submit=ray", "launcher.nproc_per_node=2", f"script={HANG}", "launcher.hang_timeout=3", PY]
+    + ["ray.follow=true", "--", "--mode", "torch", "--pid_dir", "{tmp}"],
+}
+
+
+@pytest.fixture(scope="module")
+def launched(ray_cluster, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    env = clean_env(RAY_ADDRESS=ray_cluster.address)
+    started = {}
+    for name, args in LAUNCHES.items():
+        tmp = tmp_path_factory.mktemp(name)
+        argv = [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}"]
+        argv += [arg.replace("{tmp}", str(tmp)) for arg in args]
+        out, err = open(tmp / "stdout", "w"), open(tmp / "stderr", "w")  # files: no pipe fills up
+        started[name] = (tmp, subprocess.Popen(argv, cwd=tmp, env=env, stdout=out, stderr=err))
+    results = {}
+    for name, (tmp, proc) in started.items():
+        try:
+            proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)  # a following train_multigpu stops its job(s)
+            proc.wait(timeout=120)
+        out, err = (tmp / "stdout").read_text(), (tmp / "stderr").read_text()
+        results[name] = (subprocess.CompletedProcess(proc.args, proc.returncode, out, err), tmp)
+    return results
+
+
+def test_default_training_succeeds(ray_cluster, launched):
+    result, tmp_path = launched["training"]
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    assert f"ray job stop {job_id} --address {ray_cluster.address}" in result.stdout
+    assert str(job_info(ray_cluster, job_id).status).endswith("SUCCEEDED")
+    assert "evaluation: mean_return=" in job_logs(ray_cluster, job_id)
+    assert "evaluation: mean_return=" in result.stdout  # followed: rank 0's output streamed
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert json.loads((run_dir / "ray_job.json").read_text())["job_id"] == job_id
+    assert json.loads((run_dir / "status.json").read_text())["exit_code"] == 0
+    # what was typed, for `train_multigpu runs rerun` (which submits it again)
+    assert "submit=ray" in json.loads((run_dir / "composition.json").read_text())["overrides"]
+
+
+def test_failing_rank_fails_the_job_with_its_code(ray_cluster, launched):
+    result, _ = launched["failing"]
+    assert result.returncode == 7, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    info = job_info(ray_cluster, job_id)
+    assert str(info.status).endswith("FAILED") and info.driver_exit_code == 7
+    logs = job_logs(ray_cluster, job_id)
+    assert "rank 1 (local rank 1): exit code 7" in logs and "exit code 7 (rank failed)" in logs
+
+
+def test_two_nodes_meet_across_two_raylets(ray_cluster, launched):
+    result, tmp_path = launched["two_nodes"]
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    logs = job_logs(ray_cluster, job_id)
+    assert "rank 0/2 local_rank 0 all_reduce sum=3 expected=3" in logs, logs
+    assert "rank 1/2 local_rank 0 all_reduce sum=3 expected=3" in logs, logs
+    # one bundle per raylet: node 0's address is one of the two nodes'
+    assert re.search(r"2 nodes reserved; node 0 at 127\.0\.0\.[23], port \d+", logs), logs
+    run_dir = next((tmp_path / "runs").iterdir())
+    for node in (0, 1):
+        assert json.loads((run_dir / f"node{node}" / "status.json").read_text())["exit_code"] == 0
+
+
+def test_sweep_submits_one_job_per_point(launched):
+    result, _ = launched["sweep"]
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = _job_ids(result.stdout)
+    assert len(set(ids)) == 3
+    assert "Ray: 3 of 3 job(s) submitted" in result.stdout
+    for number, (job_id, seed) in enumerate(zip(ids, (1, 2, 3))):
+        assert re.search(rf"^  {number}\s+{job_id}\s+SUCCEEDED\s+0\s+seed={seed}\s", result.stdout, re.M), result.stdout
+
+
+def test_hung_launch_fails_the_job_with_the_watchdogs_code(ray_cluster, launched):
+    result, tmp_path = launched["hang"]
+    assert result.returncode == 124, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    info = job_info(ray_cluster, job_id)
+    assert str(info.status).endswith("FAILED") and info.driver_exit_code == 124
+    assert "exit code 124 (hang)" in job_logs(ray_cluster, job_id)
+    assert json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())["reason"] == "hang"
+
+
+def test_refused_job_is_one_line_and_leaves_no_directory(ray_cluster, tmp_path):
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nproc_per_node=1",
+        f"+ray.runtime_env.working_dir={tmp_path / 'missing'}",
+        address=ray_cluster.address,
+    )
+    _one_error(result, "submit=ray: Ray refused the job: ")
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    env = clean_env(RAY_ADDRESS=ray_cluster.address)
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        f"run_root={tmp_path / 'runs'}",
+        "submit=ray",
+        "launcher.nproc_per_node=2",
+    ]
+    # ranks that ignore SIGTERM: the launcher waits out its grace period (5 s) before SIGKILL, longer than
+    # Ray's own 3 s before it SIGKILLs the entrypoint, unless the job's RAY_JOB_STOP_WAIT_TIME_S says more
+    argv += [f"script={SPAWNER}", "launcher.grace_period=5", PY, "ray.follow=true", "--", "--pid_dir", str(pid_dir)]
+    argv += ["--ignore_signals"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # two ranks, each with a helper in its own session and a re-parented one, all ignoring SIGTERM
+        wait_for_files(pid_dir, 6, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    (job_id,) = _job_ids(out)
+    assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
+    assert survivors(pid_dir) == []
+    status = json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())
+    # the launcher itself finished its stop and closed its record (not "launcher killed" by its watchdog)
+    assert status["exit_code"] == 143 and status["reason"] == "stopped by SIGTERM", status
