@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan import LaunchPlan
-from . import beats, logs, procs, stacks
+from . import beats, flight_recorder, logs, procs, stacks
 from .failure import Failure
 
 EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
@@ -117,8 +117,10 @@ class ProgressMonitor:
         log_dir: Path,
         rank_pids: Callable[[], dict[int, int]],
         say: Callable[[str], None],
+        stragglers: Callable[[], list[dict]] = list,
     ) -> None:
         self.plan, self.log_dir, self.rank_pids, self.say = plan, log_dir, rank_pids, say
+        self.stragglers = stragglers  # the straggler monitor's entries, kept in progress.json
         self.run_dir = log_dir.parent
         self.hang_timeout, self.startup_timeout = plan.hang_timeout, plan.startup_timeout
         # both keys null: the watchdog is off (no file is looked at, no progress.json); stacks on demand stay
@@ -197,15 +199,11 @@ class ProgressMonitor:
             "node": self.plan.node_rank,
             "ranks": {str(rank): self.ranks[rank].as_dict() for rank in sorted(self.ranks)},
         }
-        path = self.log_dir / PROGRESS_FILE
+        named = self.stragglers()
+        if named:
+            data["stragglers"] = named
         try:
-            previous = json.loads(path.read_text())
-            if isinstance(previous, dict) and "stragglers" in previous:  # another monitor's entry
-                data["stragglers"] = previous["stragglers"]
-        except (OSError, ValueError):
-            pass
-        try:
-            write_json(path, data)
+            write_json(self.log_dir / PROGRESS_FILE, data)
         except OSError:
             pass
 
@@ -269,9 +267,11 @@ class ProgressMonitor:
         headline = self._headline(stalled)
         self.say(headline.replace("HANG on", "hang on", 1) + ": taking every rank's stack (py-spy)")
         pids = self.rank_pids()
+        # CUDA launches: every rank's NCCL flight recorder dumps too (a no-op where no rank opened its pipe)
+        dumps = flight_recorder.request_dumps({**os.environ, **self.plan.env}, self.run_dir)
         with self._lock:
             self.stacks_dir, self.summary = stacks.capture(
-                self.run_dir, pids, self.plan.node_rank, True, headline, tuple(self._progress_lines(now))
+                self.run_dir, pids, self.plan.node_rank, True, headline, (*self._progress_lines(now), *dumps)
             )
         first = max(stalled, key=lambda p: p.quiet_s)
         env = procs.environ(pids[first.rank]) if first.rank in pids else {}

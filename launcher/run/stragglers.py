@@ -8,7 +8,7 @@ them divided by the iterations between them; it is measured once those span at l
 iteration time is more than ``launcher.straggler_factor`` (default 2) times the median of the
 **other** ranks' is a straggler (the median of the others: with two ranks, the median of both could
 never be exceeded twice over). It is named once on the console and recorded in
-``logs/progress.json`` (``stragglers``; that file exists while the hang watchdog runs, run/progress.py)
+``logs/progress.json`` (``stragglers``, written by the progress monitor, run/progress.py, while it runs)
 and in ``status.json``; the launch goes on.
 
 Each node's launcher sees its own ranks only; ranks that never beat with an iteration number are
@@ -17,7 +17,6 @@ not measured. ``launcher.straggler_factor=null`` turns it off (no file is looked
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
@@ -33,15 +32,7 @@ from .failure import Failure
 POLL_S = 1.0
 WINDOW = 5  # looks (a second apart) an iteration time is measured over
 MIN_ITERATIONS = 3  # a rank is measured once it has beaten over this many iterations
-PROGRESS_FILE = "progress.json"
 BEAT_FILE = re.compile(r"^rank(\d+)\.beat$")
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Atomically, as launcher.record.write_json (run/ does not import the record)."""
-    tmp = path.with_name(path.name + ".straggler.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
 
 
 def iteration_time(points: Sequence[tuple[float, int]]) -> float | None:
@@ -132,21 +123,4 @@ class StragglerMonitor:
                 f"the other ranks' median {median:.3g} s ({seconds / median:.1f}x; "
                 f"launcher.straggler_factor={self.factor:g})"
             )
-        if new and (self.plan.hang_timeout is not None or self.plan.startup_timeout is not None):
-            self._write()  # progress.json exists only while the progress monitor runs (run/progress.py)
         return None
-
-    def _write(self) -> None:
-        """Add the stragglers to progress.json (the progress monitor keeps the entry when it rewrites)."""
-        path = self.log_dir / PROGRESS_FILE
-        try:
-            data = json.loads(path.read_text())
-            if not isinstance(data, dict):
-                data = {}
-        except (OSError, ValueError):
-            data = {"updated": round(time.time(), 3), "node": self.plan.node_rank, "ranks": {}}
-        data["stragglers"] = self.record()
-        try:
-            write_json(path, data)
-        except OSError:
-            pass

@@ -127,8 +127,10 @@ class Supervisor:
             agent_quiet=lambda: self.stopping or self.failure is not None,
         )
         self.detector = FailureDetector(plan, log_dir)
-        self.progress = ProgressMonitor(plan, log_dir, self.group.rank_pids, self.console.say)  # run/progress.py
         self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
+        self.progress = ProgressMonitor(  # run/progress.py; the one writer of progress.json
+            plan, log_dir, self.group.rank_pids, self.console.say, self.stragglers.record
+        )
         self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         # multi-node: this node's launcher and the others' watch each other (run/liveness.py)
         self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
