@@ -125,6 +125,13 @@ def test_a_slow_rank_is_named_a_straggler_once(tmp_path):
     assert entry["rank"] == 1 and 0.25 < entry["iteration_s"] < 0.45 and 0.04 < entry["median_s"] < 0.1
     progress = json.loads((run_dir(tmp_path) / "logs" / "progress.json").read_text())
     assert [s["rank"] for s in progress["stragglers"]] == [1]
+    shown = subprocess.run(
+        [sys.executable, "-m", "launcher", "runs", "--root", str(tmp_path / "runs"), "show", "last"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0 and "straggler: rank 1, 0.3" in shown.stdout, shown.stdout + shown.stderr
 
 
 @pytest.mark.timeout(60)

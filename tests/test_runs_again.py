@@ -125,6 +125,12 @@ def test_resume_continues_the_bundled_trainer_from_its_checkpoint_in_the_same_di
     assert note["resumed_from"] == first.name and note["trainer_dir"] == str(first)
     assert "--resume" not in note["script_args"]  # a rerun of the resumed run starts afresh
     assert json.loads((resumed / "env.json").read_text())["TRAIN_MULTIGPU_RUN_DIR"] == str(first)
+    # the listing reads the resumed run's task and return where its trainer wrote them
+    shown = launcher(first.parent.parent, "runs", "show", resumed.name, "--json")
+    assert shown.returncode == 0, shown.stderr
+    info = json.loads(shown.stdout)
+    assert info["trainer_dir"] == str(first) and info["task"] is not None and info["last_return"] is not None
+    assert info["where"]["metrics"] == str(first / "metrics.csv"), info["where"]
 
 
 def test_progress_line_is_rewritten_in_place_on_a_terminal_and_the_rank_log_keeps_every_line(runs):

@@ -78,6 +78,8 @@ class RunInfo:
     pid: int | None = None
     host: str | None = None
     slurm: dict | None = None  # {job_id, state, log}
+    stragglers: list | None = None  # [{rank, iteration_s, median_s}] the launch named (status.json)
+    trainer_dir: str | None = None  # where the trainer wrote (checkpoints, metrics): run_dir, or a resumed run's
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
     problems: list[str] = field(default_factory=list)  # what could not be read
     start_time: float | None = field(default=None, repr=False)  # epoch seconds, for sorting
@@ -331,6 +333,8 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
     elif info.status == RUNNING and _iso_time(info.started) is not None:
         info.duration_s = round(datetime.now().timestamp() - _iso_time(info.started), 3)
     info.failure = _failure(status.get("failure"))
+    if isinstance(status.get("stragglers"), list):
+        info.stragglers = [item for item in status["stragglers"] if isinstance(item, dict)]
     pid = status.get("pid")
     info.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
     info.host = status.get("host") if isinstance(status.get("host"), str) else None
@@ -360,6 +364,13 @@ def _apply_config(info: RunInfo, directory: str | Path) -> None:
         info.problems.append("config.yaml: no launcher.topology")
 
 
+def _resumed_in(path: str) -> str | None:
+    """The ``trainer_dir`` a resumed run's composition.json names (None: not a resumed run's)."""
+    data = _read_json(os.path.join(path, "composition.json"), [])
+    value = data.get("trainer_dir") if data else None
+    return value if isinstance(value, str) and os.path.isdir(value) else None
+
+
 def read(run_dir: Path, id_: str | None = None) -> RunInfo:
     """Everything the record in ``run_dir`` says (never raises)."""
     path = os.path.abspath(run_dir)  # strings, not Path objects: a listing reads a thousand of these
@@ -380,11 +391,19 @@ def read(run_dir: Path, id_: str | None = None) -> RunInfo:
     if info.nproc_per_node is not None and not info.nproc_per_node.isdigit():
         counted = _ranks_from_command(os.path.join(info.record_dirs[0], "command.sh")) if info.record_dirs else None
         info.nproc_per_node = counted or info.nproc_per_node
-    if info.task is None and "run_info.json" in names:  # the bundled trainers' resolved arguments
-        trainer = _read_json(os.path.join(path, "run_info.json"), [])
+    info.trainer_dir, trained = path, names
+    if "metrics.csv" not in names and "run_info.json" not in names and "composition.json" in names:
+        info.trainer_dir = _resumed_in(path) or path  # `runs resume`: the trainer went on in the resumed run
+        if info.trainer_dir != path:
+            try:
+                trained = set(os.listdir(info.trainer_dir))
+            except OSError:
+                trained = set()
+    if info.task is None and "run_info.json" in trained:  # the bundled trainers' resolved arguments
+        trainer = _read_json(os.path.join(info.trainer_dir, "run_info.json"), [])
         info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
-    if "metrics.csv" in names:
-        info.last_return = last_return(os.path.join(path, "metrics.csv"))
+    if "metrics.csv" in trained:
+        info.last_return = last_return(os.path.join(info.trainer_dir, "metrics.csv"))
     info.start_time = _iso_time(info.started) or _stamp_time(os.path.basename(path))
     if info.start_time is None:
         try:

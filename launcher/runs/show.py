@@ -144,7 +144,8 @@ def where(info: RunInfo) -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     logs = [Path(d) / "logs" for d in info.record_dirs] or [run_dir / "logs"]
     found["logs"] = ", ".join(str(p) for p in logs if p.is_dir()) or None
-    checkpoints = run_dir / "checkpoints"
+    trained = Path(info.trainer_dir or run_dir)  # a resumed run's trainer wrote into the run it resumed
+    checkpoints = trained / "checkpoints"
     latest = sorted(checkpoints.glob("*.ckpt")) if checkpoints.is_dir() else []
     found["checkpoints"] = str(latest[-1]) if latest else (str(checkpoints) if checkpoints.is_dir() else None)
     for key, name in (
@@ -152,9 +153,9 @@ def where(info: RunInfo) -> dict[str, str | None]:
         ("learning_curve", "learning_curve.png"),
         ("metrics", "metrics.csv"),
         ("evaluation", "evaluation.json"),
-        ("stacks", "stacks"),
     ):
-        found[key] = str(run_dir / name) if (run_dir / name).exists() else None
+        found[key] = str(trained / name) if (trained / name).exists() else None
+    found["stacks"] = str(run_dir / "stacks") if (run_dir / "stacks").exists() else None
     if info.slurm and info.slurm.get("log"):
         found["slurm_log"] = str(info.slurm["log"])
     return found
@@ -262,6 +263,11 @@ def show(args: argparse.Namespace) -> int:
     if info.slurm:
         lines.append(f"slurm:    job {info.slurm.get('job_id') or UNKNOWN}, state {info.slurm.get('state') or UNKNOWN}")
     lines += failure_lines(info.failure)
+    for item in info.stragglers or []:
+        lines.append(
+            f"straggler: rank {item.get('rank', UNKNOWN)}, {item.get('iteration_s', UNKNOWN)} s per iteration"
+            f" (the others' median {item.get('median_s', UNKNOWN)} s)"
+        )
     if progress is not None:
         lines += live.progress_lines(progress)
     if typed_text(composition) is not None:
