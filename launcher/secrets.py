@@ -166,8 +166,12 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
         key, eq, text = override.partition("=")
         path = key.lstrip("+~")
         section, name = _section_name(path)
-        if path in SECTIONS and eq and any(is_secret(part) for part in re.findall(r"[\w.\-]+(?=\s*:)", text)):
-            raise UserError(path, MASK, "secrets are given one by one, never as a map", f"e.g. +{path}.NAME=VALUE")
+        # a map holding a section (worker_env, ray.runtime_env: {env_vars: ...}) with a secret-named key
+        section_of = next((s for s in SECTIONS if s == path or s.startswith(path + ".")), None)
+        if section_of and eq and any(is_secret(part) for part in re.findall(r"[\w.\-]+(?=\s*:)", text)):
+            raise UserError(
+                path, MASK, "secrets are given one by one, never as a map", f"e.g. +{section_of}.NAME=VALUE"
+            )
         if section is None or not is_secret(name) or not eq or not text:
             out.append(override)
             continue

@@ -292,7 +292,7 @@ def test_refused_job_is_one_line_and_leaves_no_directory(ray_cluster, tmp_path):
         address=ray_cluster.address,
     )
     _one_error(result, "submit=ray: Ray refused the job: ")
-    assert list((tmp_path / "runs").iterdir()) == []
+    assert not (tmp_path / "runs").exists()  # the run root it made is gone too
 
 
 def test_stop_leaves_no_survivors(ray_cluster, tmp_path):

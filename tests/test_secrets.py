@@ -421,6 +421,14 @@ def test_save_profile_keeps_env_references_unresolved(run_cli, tmp_path):
             ["+worker_env={{HF_TOKEN:{s}}}"],
             "worker_env=***: secrets are given one by one, never as a map (e.g. +worker_env.NAME=VALUE)",
         ),
+        (
+            ["submit=ray", "launcher.nproc_per_node=1", "+ray.runtime_env={{env_vars: {{HF_TOKEN: {s}}}}}"],
+            "ray.runtime_env=***: secrets are given one by one, never as a map (e.g. +ray.runtime_env.env_vars.NAME=VALUE)",  # noqa: E501
+        ),
+        (
+            ["+ray.runtime_env={{env_vars: {{HF_TOKEN: {s}}}, x: [1}}"],
+            "ray.runtime_env=***: secrets are given one by one, never as a map",
+        ),
         (["+worker_env.BAD-TOKEN={s}"], "worker_env.BAD-TOKEN=***: not an environment variable name"),
         (
             ["+worker_env.HF_TOKEN={s}", "num_envs=many"],

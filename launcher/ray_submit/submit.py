@@ -129,6 +129,8 @@ class Submitter:
                 return 0
             key, where = address(cfg, os.environ)
             client = self.client(key, where)
+            # what a refused job removes: the run directory, and the run root too when this made it
+            missing = [p for p in (Path(planned_dir).parent, *Path(planned_dir).parent.parents) if not p.exists()]
             run_dir = str(make_run_dir(one, True))
             job = spec_mod.build(cfg, run_dir, order)
             (Path(run_dir) / "config.yaml").write_text(resolved_yaml)
@@ -139,7 +141,7 @@ class Submitter:
             except Exception as err:  # nothing was submitted: leave no directory behind
                 import shutil
 
-                shutil.rmtree(run_dir, ignore_errors=True)
+                shutil.rmtree(missing[-1] if missing else run_dir, ignore_errors=True)
                 why = (str(err).strip().splitlines() or [type(err).__name__])[-1]
                 raise UserError("submit", "ray", f"Ray refused the job: {why}", f"address {where}") from None
             record.write_json(
