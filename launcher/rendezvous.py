@@ -127,10 +127,13 @@ def failure_hint(
     node_rank: int,
     rdzv_id: str | None,
     waited: int | None,
+    met: bool = False,
 ) -> str | None:
     """One paragraph for a failed multi-node launch whose torchrun output shows the rendezvous
-    failed; None when the output shows no rendezvous failure.
+    failed; None when the output shows no rendezvous failure. ``met``: this node's workers started,
+    so the nodes had met (a store that went away as the launch ended is not an unreachable one).
 
+    >>> failure_hint("... RendezvousConnectionError ...", "c10d", "10.0.0.1:29400", "2", 1, None, 30, met=True)
     >>> print(failure_hint("... RendezvousTimeoutError ...", "c10d", "10.0.0.1:29400", "2", 0, None, 30))
     node 0 waited 30 s for 2 nodes at 10.0.0.1:29400 (c10d rendezvous, rdzv_id none) and not all of them joined: check that every node started train_multigpu with the same launcher.rdzv_endpoint, launcher.rdzv_id and launcher.nnodes, that port 29400 of 10.0.0.1 is open to every node (firewall), and raise launcher.join_timeout if nodes start far apart
     """  # noqa: E501
@@ -149,7 +152,7 @@ def failure_hint(
             f"that port {port} of {host.strip('[]')} is open to every node (firewall), and raise "
             f"launcher.join_timeout if nodes start far apart"
         )
-    if any(text in output for text in _UNREACHABLE):
+    if not met and any(text in output for text in _UNREACHABLE):
         return (
             f"node {node_rank} could not reach the {rdzv_backend} rendezvous at {endpoint}: check that node 0 "
             f"is running train_multigpu, that {host.strip('[]')} is node 0's address as seen from this node, and "

@@ -504,8 +504,16 @@ def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Pat
             Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
         )
     waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
+    met = any(logs.glob("rank*.log")) or any(logs.glob("rank*.exit.json"))  # workers start after the rendezvous
     hint = rendezvous.failure_hint(
-        output, settled.rdzv_backend, endpoint, settled.nnodes, cfg.launcher.node_rank, cfg.launcher.rdzv_id, waited
+        output,
+        settled.rdzv_backend,
+        endpoint,
+        settled.nnodes,
+        cfg.launcher.node_rank,
+        cfg.launcher.rdzv_id,
+        waited,
+        met,
     )
     if hint:
         print(f"[{PROG}] {hint}", file=sys.stderr, flush=True)

@@ -262,6 +262,32 @@ def test_node_0_lost_is_seen_by_the_others_and_node_0_names_a_lost_node_to_all()
 
 
 @pytest.mark.timeout(60)
+def test_a_node_whose_launch_failed_ends_the_others_with_its_exit_code():
+    """``bye 7``: node 2's launch failed; node 0 ends with 7 and tells node 1, which ends with 7 too."""
+    port = free_port()
+    hub, one, two = channel(0, 3, port), channel(1, 3, port), channel(2, 3, port)
+    try:
+        joined(one)
+        joined(two)
+        two.close(7)
+        at_hub, at_one = lost_within(hub, 3), lost_within(one, 3)
+    finally:
+        for each in (hub, one, two):
+            each.close()
+    assert at_hub is not None and at_one is not None
+    assert (at_hub.node, at_hub.exit_code, at_hub.source) == (2, 7, liveness.FAILED_SOURCE)
+    assert at_hub.exception == "node 2 (127.0.0.1) failed: its launch ended with exit code 7"
+    assert (at_one.exit_code, at_one.source, at_one.exception) == (
+        7,
+        liveness.FAILED_SOURCE,
+        at_hub.exception + " (seen by node 0)",
+    )
+    assert liveness.summary(at_hub).splitlines()[1] == (
+        "  this node's launch was stopped: exit code 7 (node failed); that node's output and run directory say why"
+    )
+
+
+@pytest.mark.timeout(60)
 def test_node_0_ending_normally_ends_the_watch_and_a_wrong_node_is_refused():
     port = free_port()
     with Node(0, 2, port) as hub:

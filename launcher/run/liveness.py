@@ -15,9 +15,13 @@ beat every second (a quarter of the timeout when that is shorter). Each end judg
 - no data for ``node_timeout`` s → that node is lost ("sent no beat for N s");
 - the connection closed or reset without a ``bye`` → lost at once ("closed its connection without
   a goodbye");
-- ``bye`` → that node's launch ended (success, its own failure, a signal): no longer watched.
+- ``bye 0`` → that node's launch succeeded: no longer watched;
+- ``bye <code>`` → that node's launch ended otherwise (a rank failed, a hang, a signal): the launch
+  ends here too, with that exit code and reason ``node failed`` (a JAX rank would otherwise wait in
+  its next collective for its coordinator's own timeout; torchrun's ranks may see it first).
 
-Node 0 tells the others which node it lost (``lost N ...``), so every node names the same node.
+Node 0 tells the others which node it lost or which failed (``lost N CODE ...``), so every node
+names the same node.
 A node's launch that ends for any reason says ``bye`` when it closes; one told it was lost by node
 0 while alive ends too. A node that cannot reach node 0's port keeps trying (node 0 may start
 later) and says once that it is not watched yet.
@@ -25,8 +29,8 @@ later) and says once that it is not watched yet.
 The wire: lines of ASCII words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0); from node 0
 ``welcome``, ``refused <why>`` (a second node with the same node_rank, another nnodes: not watched)
 or ``later`` (that node's launch already ended here: node 0 is still ending this launch while the
-other node started its next, a ``-m`` sweep's next job: it tries again); ``beat``, ``bye``;
-``lost <node> <text>`` (from node 0). A node joins when node 0 answered ``welcome``; a connection
+other node started its next, a ``-m`` sweep's next job: it tries again); ``beat``, ``bye <code>``;
+``lost <node> <code> <text>`` (from node 0). A node joins when node 0 answered ``welcome``; a connection
 lost before that is tried again, not a lost node.
 """
 
@@ -50,7 +54,10 @@ from .failure import Failure
 EXIT_NODE_LOST = 125
 REASON = "node lost"
 SOURCE = "node liveness"  # Failure.source of a lost node
-GREETING = f"{PROG}-nodes-1"  # the protocol's name and version, in the hello
+FAILED_REASON = "node failed"
+FAILED_SOURCE = "node failed"  # Failure.source of a node whose launch failed (its exit code is the launch's)
+SOURCES = (SOURCE, FAILED_SOURCE)
+GREETING = f"{PROG}-nodes-2"  # the protocol's name and version, in the hello
 BEAT_EVERY_S = 1.0
 CONNECT_TIMEOUT_S = 2.0
 RETRY_S = 0.5
@@ -74,6 +81,7 @@ class Lost:
     node: int
     text: str  # "node 1 (10.0.0.2) lost: its launcher sent no beat for 30 s (launcher.node_timeout)"
     time: float
+    code: int = EXIT_NODE_LOST  # another node's exit code: that node failed, not lost
 
 
 def _display(address: str) -> str:
@@ -104,6 +112,7 @@ class NodeLiveness:
         self._next_connect = 0.0  # (not node 0) when to try to reach node 0 again
         # close() wakes the thread through this pair (its select returns at once)
         self._wake_r, self._wake_w = socket.socketpair()
+        self._exit_code = 0  # what this node's goodbye says (close())
         self._selector.register(self._wake_r, selectors.EVENT_READ)
 
     # -- the monitor ----------------------------------------------------------------------------
@@ -117,10 +126,10 @@ class NodeLiveness:
             node=lost.node,
             rank=None,
             local_rank=None,
-            exit_code=EXIT_NODE_LOST,
+            exit_code=lost.code,
             exception=lost.text,
             time=lost.time,
-            source=SOURCE,
+            source=SOURCE if lost.code == EXIT_NODE_LOST else FAILED_SOURCE,
         )
 
     def watched(self) -> list[int]:
@@ -137,10 +146,11 @@ class NodeLiveness:
         self._thread = threading.Thread(target=self._run, name="node liveness", daemon=True)
         self._thread.start()
 
-    def close(self) -> None:
-        """Say goodbye to every node still connected and stop."""
+    def close(self, exit_code: int = 0) -> None:
+        """Say goodbye to every node still connected (with this node's exit code) and stop."""
         if self._stop.is_set():
             return
+        self._exit_code = exit_code
         self._stop.set()
         try:
             self._wake_w.send(b"x")
@@ -279,7 +289,12 @@ class NodeLiveness:
         if what == "beat":
             return
         if what == "bye":  # that node's launch ended: no longer watched (node 0's: nobody is)
+            watched = self._watches(peer)
             self._drop(peer)
+            code = words[1] if len(words) > 1 and words[1].isdigit() else "0"
+            if watched and code != "0":  # it failed (or was stopped): so does the launch here
+                why = f"its launch ended with exit code {code}"
+                self._declare(peer.node, why, peer.address, int(code))  # type: ignore[arg-type]
             if self.hub and peer.node is not None:
                 self._ended.add(peer.node)
             # (a node 0 that ends before it answered this node's hello: a launch this one is not part of)
@@ -295,8 +310,8 @@ class NodeLiveness:
             self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
             self._drop(peer)
             self._done = True
-        elif what == "lost" and len(words) > 2 and words[1].isdigit():
-            self._declare(int(words[1]), " ".join(words[2:]) + " (seen by node 0)", None)
+        elif what == "lost" and len(words) > 3 and words[1].isdigit() and words[2].isdigit():
+            self._declare(int(words[1]), " ".join(words[3:]) + " (seen by node 0)", None, int(words[2]))
 
     def _hello(self, peer: _Peer, words: list[str]) -> None:
         nnodes = self.watch.nnodes
@@ -336,17 +351,18 @@ class NodeLiveness:
                 peer.address,
             )
 
-    def _declare(self, node: int, why: str, address: str | None) -> None:
+    def _declare(self, node: int, why: str, address: str | None, code: int = EXIT_NODE_LOST) -> None:
         with self._lock:
             if self._lost is not None:
                 return
-            text = why if address is None else f"node {node} ({address}) lost: {why}"
-            self._lost = Lost(node, text, time.time())
+            how = "lost" if code == EXIT_NODE_LOST else "failed"
+            text = why if address is None else f"node {node} ({address}) {how}: {why}"
+            self._lost = Lost(node, text, time.time(), code)
         self._done = True  # the launch ends: no new connection to node 0
         if self.hub:  # every other node stops too, naming the same node
             for peer in list(self._peers.values()):
                 if peer.node is not None:
-                    self._send(peer, f"lost {node} {text}\n".encode())
+                    self._send(peer, f"lost {node} {code} {text}\n".encode())
 
     def _send(self, peer: _Peer, data: bytes) -> None:
         try:
@@ -379,7 +395,7 @@ class NodeLiveness:
                 self._drop(peer)
                 continue
             try:
-                peer.sock.send(b"bye\n")
+                peer.sock.send(f"bye {self._exit_code}\n".encode())
                 peer.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 self._drop(peer)
@@ -420,7 +436,13 @@ class NodeLiveness:
 
 
 def summary(failure: Failure) -> str:
-    """The failure summary of a launch that stopped because another node was lost."""
+    """The failure summary of a launch that stopped because another node was lost or failed."""
+    if failure.source == FAILED_SOURCE:
+        return (
+            f"FAILED: {failure.exception}\n"
+            f"  this node's launch was stopped: exit code {failure.exit_code} ({FAILED_REASON}); that node's "
+            "output and run directory say why"
+        )
     return (
         f"FAILED: {failure.exception}\n"
         f"  this node's launch was stopped: exit code {EXIT_NODE_LOST} ({REASON}); docs/multinode.md says what "

@@ -48,7 +48,8 @@ Sweeps
 Nodes
     In a multi-node launch this node's launcher keeps a liveness beat with the others' (run/liveness.py,
     a monitor like the failure detector): another node lost ends the launch here too, as a failure
-    (SIGTERM to torchrun or the JAX ranks), with exit code 125 and reason ``node lost``.
+    (SIGTERM to torchrun or the JAX ranks), with exit code 125 and reason ``node lost``; another node
+    whose launch failed ends it with that node's exit code and reason ``node failed``.
 
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
@@ -143,6 +144,7 @@ class Supervisor:
         self.kill_at: float | None = None
         self.stopping = False
         self.stop_signal: int | None = None  # what stop() sent (processes started later get it too)
+        self.exit_code: int | None = None  # the outcome's (None: wait() did not end normally)
         self.halted: str | None = None  # why the sweep stopped this launch (halt)
         self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/causes.py)
         self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
@@ -240,11 +242,14 @@ class Supervisor:
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
         self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
-        return replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
+        outcome = replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
+        self.exit_code = outcome.exit_code
+        return outcome
 
     def _outcome(self) -> Outcome:
-        if self.failure is not None and self.failure.source == liveness.SOURCE:
-            return Outcome(liveness.EXIT_NODE_LOST, liveness.REASON, self.failure)
+        if self.failure is not None and self.failure.source in liveness.SOURCES:
+            reason = liveness.REASON if self.failure.source == liveness.SOURCE else liveness.FAILED_REASON
+            return Outcome(self.failure.exit_code, reason, self.failure)
         if self.failure is not None and self.failure.source == HANG_SOURCE:
             return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
         if self.failure is not None and (self.failure.rank is None or not self.detector.torchrun):
@@ -273,8 +278,8 @@ class Supervisor:
 
     def close(self) -> None:
         self.progress.close()
-        if self.liveness is not None:  # the launch ended: goodbye to the other nodes
-            self.liveness.close()
+        if self.liveness is not None:  # the launch ended: goodbye to the other nodes, with its exit code
+            self.liveness.close(self.exit_code if self.exit_code is not None else 1)
         self.group.close()
         self.console.flush_held()  # a traceback torchrun left unfinished
         self.console.stop()
@@ -324,7 +329,7 @@ def summarised(outcome: Outcome) -> Outcome:
                 outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
             )
             lines = diagnosis.lines()
-        if outcome.failure.source == liveness.SOURCE:
+        if outcome.failure.source in liveness.SOURCES:
             text = outcome.summary or liveness.summary(outcome.failure)
         else:
             text = outcome.summary or failure_mod.summary(outcome.failure, cause=lines)
