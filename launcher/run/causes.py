@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import flight_recorder, logs, oom
-from .failure import Failure, exit_code_of, read_exit_records, signal_name
+from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
 
 TEXT_LINES = 60
 
@@ -126,7 +126,6 @@ _CURRENT = re.compile(
     r"(?:Current thread 0x[0-9a-f]+|Stack) \(most recent call first\):\n\s+File \"([^\"]+)\", line (\d+) in (\S+)"
 )
 _FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
-_TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 @dataclass(frozen=True)
@@ -276,21 +275,7 @@ def _classify(case: _Case, evidence: oom.Evidence) -> None:
 def _torchrun_failures(log_dir: Path, node: int) -> list[Failure]:
     """Every failed worker in torchrun's report (its ``Failures:`` and ``Root Cause`` entries)."""
     text = "\n".join(logs.last_lines(log_dir / logs.TORCHRUN_LOG, 400))
-    found = []
-    for match in _TORCHRUN_ENTRY.finditer(text):
-        rank, local, code = (int(group) for group in match.groups())
-        found.append(
-            Failure(
-                node=node,
-                rank=rank,
-                local_rank=local,
-                exit_code=exit_code_of(code),
-                signal=signal_name(code),
-                source="torchrun report",
-                log=str(logs.rank_log(log_dir, rank)),
-            )
-        )
-    return found
+    return parse_torchrun_entries(text, node, log_dir)
 
 
 def _gone(failure: Failure, ctx: Context, recorded: set[int | None]) -> list[Failure]:

@@ -107,8 +107,19 @@ def parse_torchrun_report(text: str, node: int, log_dir: Path) -> Failure | None
     (1, 1, 137, 'SIGKILL')
     """
     match = _ROOT.search(text)
-    if not match:
-        return None
+    return _reported(match, node, log_dir) if match else None
+
+
+# every worker entry of the report (``Failures:`` and ``Root Cause``)
+_ENTRY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def parse_torchrun_entries(text: str, node: int, log_dir: Path) -> list[Failure]:
+    """Every failed worker torchrun's report names, in its order (run/causes.py looks at them all)."""
+    return [_reported(match, node, log_dir) for match in _ENTRY.finditer(text)]
+
+
+def _reported(match: re.Match, node: int, log_dir: Path) -> Failure:
     rank, local, code = (int(group) for group in match.groups())
     return Failure(
         node=node,
