@@ -19,3 +19,7 @@ def conf_dir() -> Path:
 
 def examples_dir() -> Path:
     return _shipped("examples")
+
+
+# the rank wrapper (launcher/run/worker.py): named here so that a dry run need not import the supervisor
+WORKER_WRAPPER = str(_PACKAGE / "run" / "worker.py")

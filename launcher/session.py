@@ -22,8 +22,9 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import checks, errors, probe, record, secrets
+from . import checks, errors, paths, probe, record, secrets
 from . import plan as plan_mod
 from .addresses import Endpoint
 from .config import compose, profiles, schema
@@ -31,11 +32,12 @@ from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
 from .names import PROG
-from .run import supervise
-from .run.liveness import EXIT_NODE_LOST
 from .run.signals import Interrupts
 from .slurm import launch as slurm_launch
-from .sweep import lanes, parallel
+from .sweep import lanes
+
+if TYPE_CHECKING:
+    from .sweep import parallel
 
 
 def error(message: str) -> None:
@@ -228,11 +230,16 @@ class Session:
             if pod is not None:
                 print(k8s_launch.describe(pod))
             # the argv a real launch starts: every rank's script behind the worker wrapper
-            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self._order()), supervise.WORKER_WRAPPER)
+            plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self._order()), paths.WORKER_WRAPPER)
             print(
                 plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets))
             )
             return 0
+        # (imported here: a dry run or a failed check needs no supervisor; the start-up budget)
+        from .run import supervise
+        from .run.liveness import EXIT_NODE_LOST
+        from .sweep import parallel
+
         # a parallel job's directory is made when it starts; a requeued SLURM job's record goes to restart<N>
         run_dir = _run_dir(cfg, create=slot is None, restart=slurm_launch.record_subdir(allocation))
         self.run_dir = str(run_dir)
@@ -372,6 +379,8 @@ class Session:
     def finish(self) -> int:
         """Run a parallel sweep's queued jobs, print the summaries; the invocation's exit code."""
         if self.queued:
+            from .sweep import parallel
+
             self.exit_codes += parallel.run_queued(
                 self.queued, self.results, bool(self.fail_fast), self.interrupts, self.note
             )

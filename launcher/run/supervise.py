@@ -67,6 +67,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
+from .. import paths
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
 from . import causes, flight_recorder, liveness, oom
@@ -82,7 +83,7 @@ from .stragglers import StragglerMonitor
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
 REAP_EVERY_S = 1.0
-WORKER_WRAPPER = str(Path(__file__).resolve().parent / "worker.py")
+WORKER_WRAPPER = paths.WORKER_WRAPPER
 EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, nothing trained)
 
 
