@@ -122,7 +122,7 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         vault=vault,
         num_gpus=line.num_gpus,
         composition=composition,
-        trainer_dir=again.get("trainer_dir"),
+        trainer_dir=again.get(record.TRAINER_DIR),
         resume_args=resume_args,
     )
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep

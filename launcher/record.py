@@ -27,7 +27,8 @@ COMPOSITION = "composition.json"
 # what a composition notes besides what was typed (launcher/runs/again.py)
 RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
 # ... and a resumed run's trainer directory (where its training script continues: TRAIN_MULTIGPU_RUN_DIR)
-NOTES = (RERUN_OF, RESUMED_FROM, "trainer_dir")
+TRAINER_DIR = "trainer_dir"
+NOTES = (RERUN_OF, RESUMED_FROM, TRAINER_DIR)
 
 
 def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
@@ -106,6 +107,15 @@ def mask_placeholders(override: str) -> str:
     if eq and value.startswith(secrets.MASK):
         return f"{key}={secrets.MASK}"
     return masked
+
+
+def read_composition(run_dir: str | Path) -> dict | None:
+    """A run directory's composition.json, or None when it is missing, unreadable or not an object."""
+    try:
+        data = json.loads((Path(run_dir) / COMPOSITION).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None) -> float:

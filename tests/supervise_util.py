@@ -30,8 +30,9 @@ def start(tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Pop
 
 
 def spawner(
-    tmp: Path, *overrides: str, nproc: int = 2, jax: bool = False, args: tuple = ()
+    tmp: Path, *overrides: str, nproc: int = 2, jax: bool = False, args: tuple = (), script: Path = SPAWNER
 ) -> tuple[subprocess.Popen, Path]:
+    """A launch of ``script`` (default: the spawner) that writes its ranks' pids into ``<tmp>/pids``."""
     pid_dir = tmp / "pids"
     pid_dir.mkdir(exist_ok=True)
     topology = ["launcher=skrl_jax"] if jax else []
@@ -39,7 +40,7 @@ def spawner(
         tmp,
         *topology,
         f"launcher.nproc_per_node={nproc}",
-        f"script={SPAWNER}",
+        f"script={script}",
         *overrides,
         script_args=("--pid_dir", str(pid_dir), *args),
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.run import stacks
-from supervise_util import REPO, finish, run_dir, start, status, survivors, wait_for_files
+from supervise_util import REPO, finish, run_dir, spawner, status, survivors, wait_for_files
 
 WORKER = REPO / "tests" / "workers" / "hang.py"
 
@@ -29,18 +29,7 @@ SLEEP = line_of("time.sleep(1000)")
 
 
 def launch(tmp: Path, *overrides: str, jax: bool, args: tuple = (), nproc: int = 2) -> tuple[subprocess.Popen, Path]:
-    pid_dir = tmp / "pids"
-    pid_dir.mkdir(exist_ok=True)
-    topology = ["launcher=skrl_jax"] if jax else []
-    proc = start(
-        tmp,
-        *topology,
-        f"launcher.nproc_per_node={nproc}",
-        f"script={WORKER}",
-        *overrides,
-        script_args=("--pid_dir", str(pid_dir), *args),
-    )
-    return proc, pid_dir
+    return spawner(tmp, *overrides, nproc=nproc, jax=jax, args=args, script=WORKER)
 
 
 def alive(pid_dir: Path) -> list[str]:

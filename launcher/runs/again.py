@@ -31,10 +31,9 @@ from pathlib import Path
 from .. import secrets
 from ..errors import UserError
 from ..names import RUN_DIR_VAR, override_key
-from ..record import COMPOSITION, RERUN_OF, RESUMED_FROM
+from ..record import COMPOSITION, RERUN_OF, RESUMED_FROM, TRAINER_DIR
 from . import read
 
-TRAINER_DIR = "trainer_dir"  # composition.json of a resumed run: where its training script writes
 RESUME_ARGS = "resume_args"  # what launch_line's ``again`` carries for the session (not recorded)
 CHECKPOINTS = "checkpoints"  # the bundled trainers' checkpoints/iter_NNNNNN.ckpt
 _BUNDLED_CKPT = re.compile(r"^iter_\d{6,}\.ckpt$")

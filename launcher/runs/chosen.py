@@ -14,18 +14,8 @@ from pathlib import Path
 
 from .read import RunInfo, config_values
 
-COMPOSITION = "composition.json"
 # keys that differ between any two launches, or that the launcher fills in: not a choice
 _NOT_CHOSEN = ("run_dir",)
-
-
-def composition(run_dir: Path) -> dict | None:
-    """composition.json (runs-again's), or None when missing or unreadable."""
-    try:
-        data = json.loads((run_dir / COMPOSITION).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _flat(value, prefix: str = "") -> dict[str, object]:

@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from .. import record
 from ..errors import UserError
 from ..names import PROG
 from ..sweep import curves, lanes
@@ -32,7 +33,7 @@ def compare(args: argparse.Namespace) -> int:
     labels = _labels(dirs, ids)
     rows, drawn = [], []
     for run_dir, id_, label in zip(dirs, ids, labels):
-        composition = _composition(run_dir)
+        composition = record.read_composition(run_dir) or {}
         trainer_dir = Path(again.trainer_dir_of(run_dir, composition))
         curve = curves.read_curve(trainer_dir / curves.METRICS, label)
         if curve is not None:
@@ -67,17 +68,9 @@ def compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _composition(run_dir: Path) -> dict:
-    try:
-        data = json.loads((run_dir / "composition.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _labels(dirs: list[Path], ids: list[str]) -> list[str]:
     """Each run's overrides that not all of them share (its id when there are none)."""
-    typed = [[o for o in _composition(d).get("overrides", []) if isinstance(o, str)] for d in dirs]
+    typed = [[o for o in (record.read_composition(d) or {}).get("overrides", []) if isinstance(o, str)] for d in dirs]
     own = lanes.swept(typed) if len(dirs) > 1 else [()] * len(dirs)
     return [f"{id_}: {' '.join(o)}" if o else id_ for id_, o in zip(ids, own)]
 

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import UserError
-from ..record import KILLED_REASON, STATUS, process_start
+from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
 SUBMIT = "submit.json"  # slurm/submit.py writes it
 MULTIRUN = "multirun"
@@ -366,8 +366,8 @@ def _apply_config(info: RunInfo, directory: str | Path) -> None:
 
 def _resumed_in(path: str) -> str | None:
     """The ``trainer_dir`` a resumed run's composition.json names (None: not a resumed run's)."""
-    data = _read_json(os.path.join(path, "composition.json"), [])
-    value = data.get("trainer_dir") if data else None
+    data = read_composition(path)
+    value = data.get(TRAINER_DIR) if data else None
     return value if isinstance(value, str) and os.path.isdir(value) else None
 
 
@@ -392,7 +392,7 @@ def read(run_dir: Path, id_: str | None = None) -> RunInfo:
         counted = _ranks_from_command(os.path.join(info.record_dirs[0], "command.sh")) if info.record_dirs else None
         info.nproc_per_node = counted or info.nproc_per_node
     info.trainer_dir, trained = path, names
-    if "metrics.csv" not in names and "run_info.json" not in names and "composition.json" in names:
+    if "metrics.csv" not in names and "run_info.json" not in names and COMPOSITION in names:
         info.trainer_dir = _resumed_in(path) or path  # `runs resume`: the trainer went on in the resumed run
         if info.trainer_dir != path:
             try:

@@ -8,6 +8,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+from .. import record
 from ..tables import table
 from . import chosen, live, read, slurm_state
 from .logs import record_dirs
@@ -236,7 +237,7 @@ def show(args: argparse.Namespace) -> int:
     progress = live.progress(info, record_dirs(info, args.root)) if info.status == read.RUNNING else None
     differences, against = chosen.differences(info)
     places = where(info)
-    composition = chosen.composition(Path(info.run_dir))
+    composition = record.read_composition(info.run_dir)
     if args.json:
         data = info.as_dict()
         data.update(
