@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ports import free_port
 
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 CPUS_PER_NODE = 4  # logical: Ray counts, it does not pin (the tests' jobs run side by side)
@@ -41,12 +42,6 @@ def _unavailable(reason: str):
     if os.environ.get("TRAIN_MULTIGPU_REQUIRE_RAY") == "1":
         pytest.fail(f"Ray test cluster required but unavailable: {reason}", pytrace=False)
     pytest.skip(f"Ray test cluster unavailable: {reason}")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start(argv: list[str], log: Path, env: dict) -> subprocess.Popen:
@@ -69,12 +64,12 @@ def _wait_started(proc: subprocess.Popen, log: Path, timeout: float = 120.0) -> 
 
 def _node_ports() -> list[str]:
     return [
-        f"--node-manager-port={_free_port()}",
-        f"--object-manager-port={_free_port()}",
-        f"--dashboard-agent-listen-port={_free_port()}",
-        f"--dashboard-agent-grpc-port={_free_port()}",
-        f"--runtime-env-agent-port={_free_port()}",
-        f"--metrics-export-port={_free_port()}",
+        f"--node-manager-port={free_port()}",
+        f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
     ]
 
 
@@ -100,7 +95,7 @@ def ray_cluster():
     folder = Path(tempfile.mkdtemp(prefix="tmgray", dir="/tmp"))  # short: Ray's socket paths have a limit
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
-    gcs_port, dashboard_port = _free_port(), _free_port()
+    gcs_port, dashboard_port = free_port(), free_port()
     common = ["--block", f"--num-cpus={CPUS_PER_NODE}", "--num-gpus=0", "--object-store-memory=80000000"]
     common.append("--disable-usage-stats")
     head = _start(
@@ -113,7 +108,7 @@ def ray_cluster():
             "--include-dashboard=true",  # its server is the Job Submission API
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard_port}",
-            f"--ray-client-server-port={_free_port()}",
+            f"--ray-client-server-port={free_port()}",
             f"--temp-dir={folder}",
             *common,
             *_node_ports(),

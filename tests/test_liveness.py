@@ -28,6 +28,7 @@ from launcher.plan import NodeWatch
 from launcher.run import liveness
 from launcher.run.liveness import NodeLiveness
 from netns import Hosts
+from ports import free_port
 from test_checks import error_of
 from test_multinode_launcher import ROOT, c10d, launch, launcher_env
 from test_supervise_ports import HINT, dry_run
@@ -142,12 +143,6 @@ def test_a_normal_two_node_run_reports_no_lost_node(tmp_path):
 
 QUICK = 2.0  # node_timeout of the channel alone
 QUICK_SILENT = f"its launcher sent no beat for {QUICK:g} s (launcher.node_timeout)"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Node:

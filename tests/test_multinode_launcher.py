@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from netns import Hosts
+from ports import free_port
 from test_multinode_netns import Proc, assert_all_reduced, env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -280,17 +281,17 @@ def _two_loopback_launchers(tmp_path, overrides: list[str], timeout: float) -> l
 
 
 def test_c10d_two_launchers_on_loopback(tmp_path):
-    with socket_port() as port:
-        overrides = [
-            "launcher=multinode",
-            "launcher.nnodes=2",
-            f"launcher.rdzv_endpoint=127.0.0.1:{port}",
-            "launcher.local_nodes=true",
-            f"launcher.rdzv_id=loop-{os.getpid()}",
-            "launcher.nproc_per_node=1",
-            f"script={TORCH_WORKER}",
-            "log_all_ranks=true",
-        ]
+    port = free_port(2)  # the rendezvous, and node 0's liveness channel on the next port
+    overrides = [
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+        "launcher.local_nodes=true",
+        f"launcher.rdzv_id=loop-{os.getpid()}",
+        "launcher.nproc_per_node=1",
+        f"script={TORCH_WORKER}",
+        "log_all_ranks=true",
+    ]
     procs = _two_loopback_launchers(tmp_path, overrides, timeout=90)
     assert_all_reduced(procs, [1, 1], 2)
 
@@ -300,16 +301,16 @@ def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(t
     """Issue 13 item 16: c10d ranks the nodes by rendezvous order, so node_rank 1 may show global
     rank 0; the launcher used to tell node 1 that rank 0 was on node 0. Each console shows global
     rank 0 only if it got it: exactly one of the two does, and both say where their logs are."""
-    with socket_port() as port:
-        overrides = [
-            "launcher=multinode",
-            "launcher.nnodes=2",
-            f"launcher.rdzv_endpoint=127.0.0.1:{port}",
-            "launcher.local_nodes=true",
-            f"launcher.rdzv_id=console-{os.getpid()}",
-            "launcher.nproc_per_node=1",
-            f"script={TORCH_WORKER}",
-        ]
+    port = free_port(2)
+    overrides = [
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        f"launcher.rdzv_endpoint=127.0.0.1:{port}",
+        "launcher.local_nodes=true",
+        f"launcher.rdzv_id=console-{os.getpid()}",
+        "launcher.nproc_per_node=1",
+        f"script={TORCH_WORKER}",
+    ]
     procs = _two_loopback_launchers(tmp_path, overrides, timeout=120)
     shows_rank_0 = ["RESULT rank=0 " in p.out for p in procs]
     assert sorted(shows_rank_0) == [False, True], [p.out[-2000:] for p in procs]
@@ -322,20 +323,6 @@ def test_c10d_gives_global_rank_0_to_one_of_the_nodes_and_both_consoles_say_so(t
             "(log_all_ranks=true shows them here)"
         ) in p.out, p.out[-2000:]
         assert "(on node 0)" not in p.out
-
-
-class socket_port:
-    """A free TCP port on loopback (closed again on exit, for the launch to bind)."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
-
-    def __exit__(self, *exc) -> None:
-        pass
 
 
 @pytest.mark.timeout(90)

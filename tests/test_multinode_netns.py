@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from netns import Hosts
+from ports import free_port
 
 WORKERS = Path(__file__).parent / "workers"
 TORCH_WORKER = str(WORKERS / "torch_allreduce.py")
@@ -186,15 +186,9 @@ def test_static_shared_hostname_needs_gloo_ifname():
 # --- loopback: two torchrun "nodes" on one host ---------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.timeout(120)
 def test_c10d_two_nodes_on_loopback():
-    port = _free_port()
+    port = free_port()
     rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", f"loop-{os.getpid()}"]
     procs = [
         Proc(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import pytest
 
 from launcher import cli, record
 from launcher.runs import read
+from ports import free_port
 from supervise_util import env as launch_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,15 +61,10 @@ def run_dir_of(tmp: Path, name: str) -> Path:
     return wait_for(lambda: next(iter((tmp / "runs").glob(f"*_{name}")), None), what=f"run dir *_{name}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def finish(proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    """The launch's exit code; its stderr's end is kept in ``proc.err`` for failure messages."""
     try:
-        proc.communicate(timeout=timeout)
+        proc.err = proc.communicate(timeout=timeout)[1].decode(errors="replace")[-2000:]
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
@@ -90,7 +85,7 @@ def launches(tmp_path_factory):
         "int": launch(tmp, "int", *JAX, args=("--sleep", "--ready", str(tmp / "int.ready"))),
         "lost": launch(tmp, "lost", *JAX, args=("--sleep", "--ready", str(tmp / "lost.ready"))),
     }
-    port = free_port()
+    port = free_port(2)  # the coordinator, and node 0's liveness channel on the next port
     for node in (0, 1):  # a two-node launch on this host: two launchers, *_node0 and *_node1
         procs[f"node{node}"] = launch(
             tmp,
@@ -132,6 +127,7 @@ def launches(tmp_path_factory):
     seen["follow"] = follow.communicate(timeout=60)[0], follow.returncode
     seen["lost_at_once"] = runs_cli(tmp, "--json")  # before or after the watchdog closed the record
     seen["codes"] = {name: finish(proc) for name, proc in procs.items()}
+    seen["stderr"] = {name: proc.err for name, proc in procs.items()}
     seen["sweep_code"] = finish(sweep)
     lost_status = run_dir_of(tmp, "lost") / "status.json"
     wait_for(lambda: json.loads(lost_status.read_text()).get("exit_code") is not None, 30, "the watchdog's end")
@@ -144,7 +140,14 @@ def by_name(items: list[dict]) -> dict[str, dict]:
 
 def test_each_launch_is_listed_with_its_status_and_exit_code(launches):
     tmp, seen = launches
-    assert seen["codes"] == {"ok": 0, "fail": 7, "int": 130, "lost": -signal.SIGKILL, "node0": 0, "node1": 0}
+    assert seen["codes"] == {
+        "ok": 0,
+        "fail": 7,
+        "int": 130,
+        "lost": -signal.SIGKILL,
+        "node0": 0,
+        "node1": 0,
+    }, seen["stderr"]
     out = runs_cli(tmp, "--json")
     assert out.returncode == 0, out.stderr
     runs = by_name(json.loads(out.stdout))

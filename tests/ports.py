@@ -1,0 +1,40 @@
+"""Free TCP ports for the tests' launches on this host.
+
+A port found by binding port 0 lies in the kernel's ephemeral range, where an outgoing connection of
+any concurrent process (a JAX client, a Ray worker, a rendezvous client) may take it, or the port
+next to it, before the launch binds it: CI once saw node 0 of a two-node launch refuse its liveness
+port (the rendezvous port + 1) because something had connected from it in between. These ports are
+drawn below the ephemeral range and checked the way the launcher's preflight checks them.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from launcher.probe import port_in_use
+
+LOWEST = 10000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(span: int = 1) -> int:
+    """A port ``p`` with ``p .. p+span-1`` all free on every interface (``span=2`` for a rendezvous
+    port whose liveness channel takes the next one), below the ephemeral range.
+
+    >>> port = free_port(2)
+    >>> LOWEST <= port < _ephemeral_low() and not port_in_use(port + 1)
+    True
+    """
+    top = min(_ephemeral_low(), 32768) - span
+    for _ in range(200):
+        base = random.randrange(LOWEST, top)
+        if not any(port_in_use(port) for port in range(base, base + span)):
+            return base
+    raise RuntimeError(f"no {span} free consecutive ports in {LOWEST}..{top}")
