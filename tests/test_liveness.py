@@ -283,6 +283,26 @@ def test_a_node_whose_launch_failed_ends_the_others_with_its_exit_code():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("started", [False, True], ids=["before-connecting", "just-started"])
+def test_a_node_whose_launch_failed_before_node_0_answered_still_ends_node_0(started):
+    """Node 1's ranks fail in their first second: its channel had not connected yet (or node 0 had
+    not answered). Its goodbye still reaches node 0, which ends with node 1's exit code."""
+    port = free_port()
+    hub = channel(0, 2, port)
+    mine = NodeLiveness(NodeWatch(1, 2, "127.0.0.1", port, QUICK, str(port)), err=io.StringIO())
+    try:
+        if started:
+            mine.start()
+        mine.close(7)
+        found = lost_within(hub, 3)
+    finally:
+        hub.close()
+    assert found is not None and (found.node, found.exit_code, found.source) == (1, 7, liveness.FAILED_SOURCE)
+    assert found.exception == "node 1 (127.0.0.1) failed: its launch ended with exit code 7"
+    assert mine.err.getvalue() == ""
+
+
+@pytest.mark.timeout(60)
 def test_node_0_ending_normally_ends_the_watch_and_a_wrong_node_is_refused():
     port = free_port()
     with Node(0, 2, port) as hub:

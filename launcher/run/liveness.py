@@ -23,8 +23,10 @@ beat every second (a quarter of the timeout when that is shorter). Each end judg
 Node 0 tells the others which node it lost or which failed (``lost N CODE ...``), so every node
 names the same node.
 A node's launch that ends for any reason says ``bye`` when it closes; one told it was lost by node
-0 while alive ends too. A node that cannot reach node 0's port keeps trying (node 0 may start
-later) and says once that it is not watched yet.
+0 while alive ends too. A node whose launch failed before node 0 answered its hello (its ranks failed
+in their first second) connects, says hello and then ``bye <code>`` all the same. A node that
+cannot reach node 0's port keeps trying (node 0 may start later) and says once that it is not
+watched yet.
 
 The wire: lines of ASCII words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0); from node 0
 ``welcome``, ``refused <why>`` (a second node with the same node_rank, another nnodes: not watched)
@@ -157,7 +159,7 @@ class NodeLiveness:
         except OSError:
             pass
         if self._thread is not None:
-            self._thread.join(CONNECT_TIMEOUT_S + GOODBYE_WAIT_S + 1)
+            self._thread.join(CONNECT_TIMEOUT_S + 2 * GOODBYE_WAIT_S + 1)
         else:
             self._goodbye()
         self._wake_w.close()
@@ -382,6 +384,24 @@ class NodeLiveness:
             pass
         peer.sock.close()
 
+    def _join_to_say_it_failed(self) -> None:
+        """(not node 0) A launch that failed before node 0 answered this node's hello (its ranks
+        failed within a second, before the first connection or while node 0 was starting) still
+        tells node 0: connect if not connected, say hello, wait briefly for the welcome; the ``bye
+        <code>`` that follows ends node 0's launch as it does for any failed node. Without it node
+        0 waited: a JAX node until its coordinator's timeout."""
+        if self.hub or self._exit_code == 0 or self._done or self._welcomed():
+            return
+        if not self._peers and self._connect() is not None:
+            return  # node 0 is not listening: nothing to tell
+        deadline = time.monotonic() + GOODBYE_WAIT_S
+        while self._peers and not self._done and not self._welcomed() and time.monotonic() < deadline:
+            for key, _ in self._selector.select(max(0.0, deadline - time.monotonic())):
+                self._read(self._peers.get(key.fileobj))  # type: ignore[arg-type]
+
+    def _welcomed(self) -> bool:
+        return any(peer.welcomed for peer in self._peers.values())
+
     def _goodbye(self) -> None:
         """``bye`` to every node still connected, then wait (briefly) for each to close its end, so
         that no ``bye`` is lost to a reset (closing a socket with unread data sends RST)."""
@@ -390,6 +410,7 @@ class NodeLiveness:
             self._selector.unregister(self._listener)
             self._listener.close()
             self._listener = None
+        self._join_to_say_it_failed()
         for peer in list(self._peers.values()):
             if not self._watches(peer):
                 self._drop(peer)
