@@ -4,7 +4,9 @@ A port found by binding port 0 lies in the kernel's ephemeral range, where an ou
 any concurrent process (a JAX client, a Ray worker, a rendezvous client) may take it, or the port
 next to it, before the launch binds it: CI once saw node 0 of a two-node launch refuse its liveness
 port (the rendezvous port + 1) because something had connected from it in between. These ports are
-drawn below the ephemeral range and checked the way the launcher's preflight checks them.
+drawn below the ephemeral range, above the ports a Ray raylet gives its workers (10002..19999 by
+default; tests/ray_cluster.py's nodes take theirs from here), and checked the way the launcher's
+preflight checks them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from launcher.probe import port_in_use
 
-LOWEST = 10000
+LOWEST = 20000  # Ray's default worker ports end at 19999
 
 
 def _ephemeral_low() -> int:
