@@ -1,3 +1,20 @@
-from .cli import entry
+"""The launcher's entry: ``python -m launcher`` and the ``train_multigpu`` console script.
 
-entry()
+The rest of the launcher (``launcher.cli`` and what it imports: about 0.1 s) is imported inside
+the entry, so that a Ctrl+C while Python imports it is the same quiet exit 130 as a Ctrl+C later,
+not a KeyboardInterrupt traceback.
+"""
+
+import sys
+
+
+def entry() -> None:
+    try:
+        from .cli import entry as run
+    except KeyboardInterrupt:
+        sys.exit(128 + 2)
+    run()
+
+
+if __name__ == "__main__":
+    entry()

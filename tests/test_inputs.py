@@ -290,8 +290,9 @@ _load = loader.ConfigLoaderImpl.load_configuration
 
 
 def _paused(self, *args, **kwargs):  # the test's Ctrl+C lands here, in the middle of composition
-    open(os.environ["TMG_TEST_PAUSED"], "w").close()
-    time.sleep(5)  # a single launch: the KeyboardInterrupt ends it; a sweep notes the signal and goes on
+    if not os.path.exists(os.environ["TMG_TEST_PAUSED"]):  # the first composition only
+        open(os.environ["TMG_TEST_PAUSED"], "w").close()
+        time.sleep(5)  # a single launch: the KeyboardInterrupt ends it; a sweep notes the signal and goes on
     return _load(self, *args, **kwargs)
 
 
@@ -299,28 +300,34 @@ loader.ConfigLoaderImpl.load_configuration = _paused
 """
 
 
-@pytest.mark.parametrize(
-    "argv", [["dry_run=true"], ["presets=debug"], ["-m", "seed=1,2"]], ids=["dry_run", "real", "multirun"]
-)
-def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
-    """Ctrl+C while Hydra composes: no KeyboardInterrupt traceback, exit 130, nothing created.
-    (The only stand-in: a sitecustomize holds composition still, so that the signal lands inside it
-    every time rather than by luck of timing.)"""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(PAUSE_IN_COMPOSITION)
+PAUSE_IN_IMPORT = """
+import os, sys, time
+
+
+class _PauseAtImport:  # the test's Ctrl+C lands here, while Python imports the launcher
+    def find_spec(self, name, path=None, target=None):
+        if name == "launcher.cli":
+            sys.meta_path.remove(self)
+            open(os.environ["TMG_TEST_PAUSED"], "w").close()
+            time.sleep(5)
+        return None
+
+
+sys.meta_path.insert(0, _PauseAtImport())
+"""
+
+
+def interrupted_while_paused(tmp_path: Path, hook: str, argv: list[str]) -> tuple[int, str, str, Path]:
+    """Start ``argv`` with ``hook`` as its sitecustomize (the only stand-in: it holds the launcher
+    still, so that the signal lands in the same place every time rather than by luck of timing),
+    Ctrl+C it once paused; (exit code, stdout, stderr, its working directory)."""
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(hook)
     paused, work = tmp_path / "paused", tmp_path / "work"
     work.mkdir()
     env = clean_env(TMG_TEST_PAUSED=str(paused))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hook), env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "launcher", *argv],
-        cwd=work,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "hook"), env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         while not paused.exists():
@@ -331,12 +338,36 @@ def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
+    return proc.returncode, out, err, work
+
+
+@pytest.mark.parametrize(
+    "argv", [["dry_run=true"], ["presets=debug"], ["-m", "seed=1,2"]], ids=["dry_run", "real", "multirun"]
+)
+def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
+    """Ctrl+C while Hydra composes: no KeyboardInterrupt traceback, exit 130, nothing created."""
+    code, out, err, work = interrupted_while_paused(
+        tmp_path, PAUSE_IN_COMPOSITION, [sys.executable, "-m", "launcher", *argv]
+    )
+    assert code == 130, err
     assert err == ""
     if "-m" in argv:  # the sweep notes the signal, composes, starts no job and says so
         assert out.count("skipped (interrupted)") == 2, out
     else:
         assert out == ""
+    assert list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("how", ["python -m launcher", "console script"])
+def test_ctrl_c_while_python_imports_the_launcher_is_a_quiet_130(tmp_path, how):
+    """The first tenth of a second: Python is still importing the launcher (launcher.cli and what it
+    imports; Hydra comes later, inside the entry's own guard)."""
+    script = Path(sys.executable).parent / "train_multigpu"
+    if how == "console script" and not script.exists():
+        pytest.skip(f"{script}: the package is not installed in this environment")
+    argv = [sys.executable, "-m", "launcher"] if how == "python -m launcher" else [str(script)]
+    code, out, err, work = interrupted_while_paused(tmp_path, PAUSE_IN_IMPORT, [*argv, "dry_run=true"])
+    assert (code, out, err) == (130, "", "")
     assert list(work.iterdir()) == []
 
 
