@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIED = ("status.json", "config.yaml", "command.sh", "env.json", "metrics.csv", "run_info.json")
+COPIED = ("status.json", "config.yaml", "command.sh", "env.json", "metrics.csv", "run_info.json", "composition.json")
 
 
 def real_run(workdir: Path) -> Path:

@@ -8,6 +8,8 @@ tests/test_layout.py checks that they match these.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 PROG = "train_multigpu"
 
 # set for every process of a launch
@@ -30,6 +32,18 @@ def override_key(override: str) -> str:
     ('worker_env.HF_TOKEN', 'seed', 'profile')
     """
     return override.lstrip("+~").split("=", 1)[0]
+
+
+def swept(overrides: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """Each job's own overrides: those not shared by every job of its sweep (a single job keeps all).
+
+    >>> swept([("seed=1", "task=A"), ("seed=2", "task=A")])
+    [('seed=1',), ('seed=2',)]
+    """
+    if len(overrides) < 2:
+        return [tuple(o) for o in overrides]
+    common = set(overrides[0]).intersection(*map(set, overrides[1:]))
+    return [tuple(o for o in job if o not in common) for job in overrides]
 
 
 # PyTorch's NCCL flight recorder, set for CUDA torchrun launches unless the user set them (names as

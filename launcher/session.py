@@ -31,7 +31,7 @@ from .config import compose, profiles, schema
 from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
-from .names import PROG
+from .names import PROG, swept
 from .run.signals import Interrupts
 from .slurm import launch as slurm_launch
 from .sweep import lanes
@@ -409,9 +409,7 @@ class Session:
         from .sweep import curves
 
         results = sorted(self.results, key=lambda r: r.num)
-        labels = [
-            " ".join(own) or f"job {r.num}" for r, own in zip(results, lanes.swept([r.overrides for r in results]))
-        ]
+        labels = [" ".join(own) or f"job {r.num}" for r, own in zip(results, swept([r.overrides for r in results]))]
         ran = [(r.run_dir, label) for r, label in zip(results, labels) if r.exit_code is not None and r.run_dir]
         _, note = curves.sweep_png(ran)
         if note:

@@ -159,7 +159,7 @@ def test_each_launch_is_listed_with_its_status_and_exit_code(launches):
     assert runs["ok"]["topology"] == "skrl_jax" and runs["ok"]["last_return"] == 30.0
     assert runs["ok"]["duration_s"] > 0 and runs["ok"]["started"]
     table = runs_cli(tmp).stdout.splitlines()
-    assert table[0].split() == ["ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN"]
+    assert table[0].split() == ["ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN", "SWEPT"]
     row = next(line for line in table if line.split()[0].endswith("_fail")).split()
     assert row[4:6] == ["failed", "single_node"] and row[6] == "1x2" and row[8] == "7"
 
@@ -176,17 +176,23 @@ def test_a_sweep_is_one_group_with_its_jobs(launches):
     tmp, seen = launches
     assert seen["sweep_code"] == 0
     jobs = [r for r in json.loads(runs_cli(tmp, "--json").stdout) if r["group_kind"] == "sweep"]
-    assert [(r["job"], r["status"]) for r in jobs] == [(0, "success"), (1, "success")]
+    assert [(r["job"], r["status"], r["swept"]) for r in jobs] == [
+        (0, "success", ["seed=1"]),
+        (1, "success", ["seed=2"]),
+    ]
+    assert all(r["swept"] is None for r in json.loads(runs_cli(tmp, "--json").stdout) if r["group_kind"] != "sweep")
     group = jobs[0]["group"]
     assert group.startswith("multirun/") and all(r["id"] == f"{group}/{r['job']}" for r in jobs)
     table = runs_cli(tmp).stdout.splitlines()
     head = next(i for i, line in enumerate(table) if line.startswith(group + " "))
     assert "sweep, 2 jobs: 2 success" in table[head]
     assert table[head + 1].startswith(f"  {group}/0") and table[head + 2].startswith(f"  {group}/1")
+    assert table[head + 1].endswith(" seed=1") and table[head + 2].endswith(" seed=2")  # the SWEPT column
     whole = runs_cli(tmp, "show", group.split("/", 1)[1]).stdout.splitlines()  # the sweep itself: its table
     assert [line.split()[0] for line in whole] == ["ID", group, f"{group}/0", f"{group}/1"]
     shown = runs_cli(tmp, "show", group.split("/", 1)[1] + "/1")  # multirun/ may be left out
     assert shown.returncode == 0 and f"run:      {group}/1" in shown.stdout
+    assert f"swept:    seed=2 (job 1 of {group})" in shown.stdout.splitlines()
 
 
 def test_the_nodes_of_a_multinode_launch_are_one_group(launches):

@@ -31,7 +31,7 @@ from pathlib import Path
 from .. import checks, probe, record, secrets, tables
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import UserError
-from ..names import PROG, override_key
+from ..names import PROG, override_key, swept
 from ..probe import HostFacts
 from . import launch as k8s_launch
 from . import manifest
@@ -336,8 +336,6 @@ def announce(cfg: TrainConfig, name: str, path: Path) -> str:
 
 def summary(submissions: Sequence[Submission]) -> str:
     """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
-    from ..sweep.lanes import swept
-
     rows = [("#", "job name", "overrides", "run directory / error")]
     for number, (s, own) in enumerate(zip(submissions, swept([s.overrides for s in submissions]))):
         job = s.job_id or "FAILED"

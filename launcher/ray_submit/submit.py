@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import record, tables
 from ..config.schema import TrainConfig
 from ..errors import UserError
-from ..names import PROG
+from ..names import PROG, swept
 from . import spec as spec_mod
 
 RECORD = "ray_job.json"
@@ -316,8 +316,6 @@ def follow_many(submitter: Submitter, interrupts=None, fail_fast: bool = False) 
 
 def summary(jobs: Sequence[RayJob]) -> str:
     """The table: one row per job, its own overrides (those not shared by all), state and exit code."""
-    from ..sweep.lanes import swept
-
     rows = [("#", "job id", "state", "exit", "overrides", "run directory / error")]
     for number, (job, own) in enumerate(zip(jobs, swept([job.overrides for job in jobs]))):
         dry = job.error == DRY_RUN

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from .. import record
 from ..errors import UserError
-from ..names import PROG
-from ..sweep import curves, lanes
+from ..names import PROG, swept
+from ..sweep import curves
 from ..tables import table
 from . import again, read
 
@@ -71,7 +71,7 @@ def compare(args: argparse.Namespace) -> int:
 def _labels(dirs: list[Path], ids: list[str]) -> list[str]:
     """Each run's overrides that not all of them share (its id when there are none)."""
     typed = [[o for o in (record.read_composition(d) or {}).get("overrides", []) if isinstance(o, str)] for d in dirs]
-    own = lanes.swept(typed) if len(dirs) > 1 else [()] * len(dirs)
+    own = swept(typed) if len(dirs) > 1 else [()] * len(dirs)
     return [f"{id_}: {' '.join(o)}" if o else id_ for id_, o in zip(ids, own)]
 
 

@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..errors import UserError
+from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
 SUBMIT = "submit.json"  # slurm/submit.py writes it
@@ -75,6 +76,7 @@ class RunInfo:
     group: str | None = None  # the sweep's or the multi-node launch's id
     group_kind: str | None = None  # "sweep" | "nodes"
     job: int | None = None  # a sweep job's number
+    swept: list[str] | None = None  # a sweep job's own overrides (those not shared by all its sweep's jobs)
     pid: int | None = None
     host: str | None = None
     slurm: dict | None = None  # {job_id, state, log}
@@ -557,11 +559,30 @@ def _node_groups(runs: list[RunInfo]) -> None:
             member.group = group
 
 
+def _sweep_values(runs: list[RunInfo]) -> None:
+    """Each sweep job's swept values, from its composition.json (the overrides of its point): the
+    overrides not every job of its sweep shares. A job without a readable record has none."""
+    jobs: dict[str, list[RunInfo]] = {}
+    for run in runs:
+        if run.group_kind == "sweep" and run.group is not None:
+            jobs.setdefault(run.group, []).append(run)
+    for members in jobs.values():
+        typed = []
+        for member in members:
+            overrides = (read_composition(member.run_dir) or {}).get("overrides")
+            ok = isinstance(overrides, list) and all(isinstance(o, str) for o in overrides)
+            typed.append(overrides if ok else None)
+        known = [(member, overrides) for member, overrides in zip(members, typed) if overrides is not None]
+        for (member, _), own in zip(known, swept([overrides for _, overrides in known])):
+            member.swept = list(own)
+
+
 def read_all(root: Path) -> list[RunInfo]:
     """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
     together, in their order, where the group's newest member would be)."""
     runs = [read_entry(entry) for entry in scan(root)]
     _node_groups(runs)
+    _sweep_values(runs)
     newest: dict[str, float] = {}
     for run in runs:
         key = run.group or run.id

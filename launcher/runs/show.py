@@ -59,7 +59,7 @@ def return_text(info: RunInfo) -> str:
     return "-" if info.last_return is None else f"{info.last_return:.1f}"
 
 
-HEADER = ("ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN")
+HEADER = ("ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN", "SWEPT")
 
 
 def row(info: RunInfo, indent: str = "") -> tuple[str, ...]:
@@ -72,6 +72,7 @@ def row(info: RunInfo, indent: str = "") -> tuple[str, ...]:
         info.task or "-",
         exit_text(info),
         return_text(info),
+        " ".join(info.swept or ()),
     )
 
 
@@ -90,6 +91,7 @@ def group_row(members: list[RunInfo]) -> tuple[str, ...]:
         started_text(head),
         "",
         what + ", ".join(f"{n} {status}" for status, n in counts.items()),
+        "",
         "",
         "",
         "",
@@ -259,6 +261,9 @@ def show(args: argparse.Namespace) -> int:
         f"launch:   {shape_text(info)} (nodes x ranks per node), task {info.task or '-'}, "
         f"rl_library {info.rl_library or UNKNOWN}",
     ]
+    if info.swept is not None:
+        own = " ".join(info.swept) or "(none: its sweep's jobs have the same overrides)"
+        lines.append(f"swept:    {own} (job {info.job} of {info.group})")
     if info.last_return is not None:
         lines.append(f"return:   {info.last_return:.1f} (the trainer's last mean_return)")
     if info.slurm:

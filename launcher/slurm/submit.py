@@ -28,7 +28,7 @@ from .. import probe, record, secrets, tables
 from ..config import grammar
 from ..config.schema import SlurmConfig, Topology, TrainConfig
 from ..errors import UserError
-from ..names import PROG, override_key
+from ..names import PROG, override_key, swept
 from ..probe import HostFacts
 from . import batch
 from .env import SlurmAllocation
@@ -169,8 +169,6 @@ DRY_RUN = "dry run"
 
 def summary(submissions: Sequence[Submission]) -> str:
     """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
-    from ..sweep.lanes import swept
-
     rows = [("#", "job id", "overrides", "run directory / error")]
     for number, (s, own) in enumerate(zip(submissions, swept([s.overrides for s in submissions]))):
         dry = s.error == DRY_RUN

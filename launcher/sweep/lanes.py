@@ -21,6 +21,7 @@ from types import MappingProxyType
 from ..addresses import parse_endpoint
 from ..config.schema import Device, TrainConfig
 from ..errors import UserError
+from ..names import swept
 from ..probe import HostFacts
 from ..tables import table
 
@@ -184,18 +185,6 @@ def kind(result: JobResult) -> str:
     if result.note == "interrupted" or result.note.startswith("stopped"):
         return "stopped"
     return "succeeded" if result.exit_code == 0 else "failed"
-
-
-def swept(overrides: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
-    """Each job's own overrides: those not shared by every job (a single job keeps all).
-
-    >>> swept([("seed=1", "task=A"), ("seed=2", "task=A")])
-    [('seed=1',), ('seed=2',)]
-    """
-    if len(overrides) < 2:
-        return [tuple(o) for o in overrides]
-    common = set(overrides[0]).intersection(*map(set, overrides[1:]))
-    return [tuple(o for o in job if o not in common) for job in overrides]
 
 
 def summary(results: Sequence[JobResult]) -> str:
