@@ -174,6 +174,11 @@ def _dispatch(
             _run_once(session, [searchpath, *overrides])
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except UserError as err:  # a sweep that cannot run (sweep/points.py); a launch's are the session's
+        if user_full_error or session.started:
+            raise
+        error(str(err))
+        return EXIT_USAGE
     except Exception as err:
         if user_full_error or session.started:
             raise

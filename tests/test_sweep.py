@@ -338,6 +338,20 @@ def test_sweep_error_is_printed_once_and_writes_nothing(run_cli, tmp_path, dry_r
     assert files_under(tmp_path) == before
 
 
+@pytest.mark.parametrize("sweep", ["seed=range(0)", "seed=range(5,1)", "+x=glob(nothing*)"])
+def test_a_sweep_over_no_values_is_refused(run_cli, tmp_path, sweep):
+    """It ran no job and exited 0, as if every job had succeeded."""
+    before = files_under(tmp_path)
+    result = run_cli("-m", "run_name=a,b", sweep)
+    key, value = sweep.split("=", 1)
+    assert (result.returncode, result.stdout) == (2, ""), result.stdout + result.stderr
+    assert result.stderr == (
+        f"train_multigpu: error: {key}={value}: sweeps over no values: the -m sweep would run no job "
+        "(give it at least one value)\n"
+    )
+    assert files_under(tmp_path) == before
+
+
 def test_a_bad_point_stops_the_sweep_before_any_job_starts(run_cli, tmp_path, worker):
     before = files_under(tmp_path)
     missing = tmp_path / "missing.py"

@@ -19,6 +19,8 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ..errors import UserError
+
 # Hydra flags this module handles; any other (--cfg, --info, --help, --config-path, ...) goes to hydra.main
 FLAGS = ("-m", "--multirun", "--config-dir", "-cd")
 
@@ -75,6 +77,14 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
         task = list(OmegaConf.to_container(master.hydra.overrides.task, resolve=False))
         params = [f"{key}={value}" for key, value in (master.hydra.sweeper.get("params") or {}).items()]
         parsed = OverridesParser.create(config_loader=loader).parse_overrides(params + task)
+        for override in parsed:  # a sweep over nothing would run no job and exit 0 as if it had
+            if override.is_sweep_override() and next(iter(override.sweep_string_iterator()), None) is None:
+                raise UserError(
+                    override.input_line.split("=", 1)[0],
+                    override.input_line.split("=", 1)[1],
+                    "sweeps over no values: the -m sweep would run no job",
+                    "give it at least one value",
+                )
         points = []
         for num, point_overrides in enumerate(BasicSweeper.split_arguments(parsed, None)[0]):
             config = loader.load_sweep_config(master, list(point_overrides))
