@@ -29,7 +29,10 @@ class UserError(Exception):
         """From an OmegaConf error: its first line says what is wrong, ``full_key`` says where."""
         reason = str(err).splitlines()[0].strip()
         key = getattr(err, "full_key", None) or "config"
-        value: Any = ""
+        node = getattr(err, "child_node", None)
+        raw = node._value() if node is not None and hasattr(node, "_value") else None
+        # an interpolation as written (``${x}``: a reference, never a secret value); else nothing
+        value: Any = raw if isinstance(raw, str) and raw.startswith("${") and raw.endswith("}") else ""
         if override and "=" in override:
             key, value = override.lstrip("+~").split("=", 1)
         if "not in" in reason and key != "config":

@@ -522,6 +522,12 @@ def test_values_the_override_grammar_cannot_read_name_the_key_and_the_quoting(cl
             "launcher=[1,2]: a launcher name, not a number, true/false or null (a name that reads as one needs quotes: '1')",  # noqa: E501
         ),
         (["--master_addr", ""], "--master_addr=: this flag needs a value (e.g. --master_addr=VALUE)"),
+        (["task=${x}"], "task=${x}: Interpolation key 'x' not found"),  # the value as typed, not an empty one
+        (
+            ["launcher.nproc_per_node=${oc.env:TMG_TEST_UNSET}"],
+            "launcher.nproc_per_node=${oc.env:TMG_TEST_UNSET}: KeyError raised while resolving interpolation: "
+            "\"Environment variable 'TMG_TEST_UNSET' not found\"",
+        ),
     ],
 )
 def test_messages(cli, argv, message):
