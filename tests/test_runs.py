@@ -533,6 +533,8 @@ def test_help_mentions_runs_and_listing_never_imports_hydra(tmp_path):
         [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, env=launch_env(), timeout=60
     ).stdout
     assert "train_multigpu runs [list|show|logs|stacks|rerun|resume|compare]" in help_text
+    runs_help = runs_cli(tmp_path, "--help").stdout
+    assert "a sweep's jobs under it with their swept values" in " ".join(runs_help.split())
     probe = (
         "import sys; from launcher import cli; code = cli.main(['runs', '--json']); "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf', 'yaml', 'torch', 'jax'}))"

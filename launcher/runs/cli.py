@@ -54,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _common(top, top=True)
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    listing = sub.add_parser("list", help="the runs, newest first (the default command)")
+    listing = sub.add_parser(
+        "list", help="the runs, newest first; a sweep's jobs under it with their swept values (the default command)"
+    )
     _common(listing)
     show = sub.add_parser("show", help="one run: status, what was chosen, the command, the failure, where things are")
     _common(show)
