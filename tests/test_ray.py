@@ -239,12 +239,18 @@ def test_default_training_succeeds(ray_cluster, launched):
     assert "submit=ray" in json.loads((run_dir / "composition.json").read_text())["overrides"]
 
 
-def test_failing_rank_fails_the_job_with_its_code(ray_cluster, launched):
-    result, _ = launched["failing"]
-    assert result.returncode == 7, result.stdout + result.stderr
+def _failed_job(ray_cluster, launched, name: str, code: int):
+    """The one Ray job of launch ``name``, which exited ``code``: FAILED on the cluster with that code."""
+    result, tmp_path = launched[name]
+    assert result.returncode == code, result.stdout + result.stderr
     (job_id,) = _job_ids(result.stdout)
     info = job_info(ray_cluster, job_id)
-    assert str(info.status).endswith("FAILED") and info.driver_exit_code == 7
+    assert str(info.status).endswith("FAILED") and info.driver_exit_code == code
+    return job_id, tmp_path
+
+
+def test_failing_rank_fails_the_job_with_its_code(ray_cluster, launched):
+    job_id, _ = _failed_job(ray_cluster, launched, "failing", 7)
     logs = job_logs(ray_cluster, job_id)
     assert "rank 1 (local rank 1): exit code 7" in logs and "exit code 7 (rank failed)" in logs
 
@@ -274,11 +280,7 @@ def test_sweep_submits_one_job_per_point(launched):
 
 
 def test_hung_launch_fails_the_job_with_the_watchdogs_code(ray_cluster, launched):
-    result, tmp_path = launched["hang"]
-    assert result.returncode == 124, result.stdout + result.stderr
-    (job_id,) = _job_ids(result.stdout)
-    info = job_info(ray_cluster, job_id)
-    assert str(info.status).endswith("FAILED") and info.driver_exit_code == 124
+    job_id, tmp_path = _failed_job(ray_cluster, launched, "hang", 124)
     assert "exit code 124 (hang)" in job_logs(ray_cluster, job_id)
     assert json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())["reason"] == "hang"
 

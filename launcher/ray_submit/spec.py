@@ -91,27 +91,21 @@ def nproc(cfg: TrainConfig) -> int:
     >>> cfg = TrainConfig(); cfg.launcher.nproc_per_node = "2"; nproc(cfg)
     2
     """
-    value = str(cfg.launcher.nproc_per_node)
-    if not value.isdigit() or int(value) < 1:
-        raise UserError(
-            "launcher.nproc_per_node",
-            value,
-            "submit=ray reserves every rank's CPUs/GPUs on the cluster before the job starts: an integer >= 1",
-            "e.g. launcher.nproc_per_node=2",
-        )
-    return int(value)
+    why = "submit=ray reserves every rank's CPUs/GPUs on the cluster before the job starts"
+    return _count("nproc_per_node", cfg.launcher.nproc_per_node, why, "e.g. launcher.nproc_per_node=2")
 
 
 def nnodes(cfg: TrainConfig) -> int:
-    value = str(cfg.launcher.nnodes)
-    if not value.isdigit() or int(value) < 1:
-        raise UserError(
-            "launcher.nnodes",
-            value,
-            "submit=ray reserves a fixed number of nodes (one placement-group bundle each): an integer >= 1",
-            HINT,
-        )
-    return int(value)
+    why = "submit=ray reserves a fixed number of nodes (one placement-group bundle each)"
+    return _count("nnodes", cfg.launcher.nnodes, why, HINT)
+
+
+def _count(key: str, value, why: str, hint: str) -> int:
+    """``launcher.<key>`` as a fixed count >= 1 (Ray reserves it), or the error saying why it must be."""
+    text = str(value)
+    if not text.isdigit() or int(text) < 1:
+        raise UserError(f"launcher.{key}", text, f"{why}: an integer >= 1", hint)
+    return int(text)
 
 
 def gpus_per_rank(cfg: TrainConfig) -> float:
