@@ -203,6 +203,24 @@ def test_py_spy_without_ptrace_permission_says_why(tmp_path):
     assert "kernel.yama.ptrace_scope=0" in found[3].error
 
 
+def test_a_stopped_rank_gets_py_spys_error_line_not_its_backtrace():
+    """The real py-spy against a SIGSTOPped process: it fails at once (it cannot suspend a stopped
+    process) and prints its error, its causes and then a Rust backtrace ending in ``9: main``. The
+    message is the error and its causes, and says the process is stopped."""
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.3)
+        os.kill(target.pid, signal.SIGSTOP)
+        found = stacks.dump({0: target.pid}, stacks.find_py_spy())
+    finally:
+        target.kill()
+        target.wait()
+    error = found[0].error
+    assert error.startswith(f"py-spy failed on pid {target.pid}: Failed to get stack traces: Failed to suspend"), error
+    assert "main" not in error and "backtrace" not in error.lower()
+    assert error.endswith(f"(pid {target.pid} is stopped: SIGSTOP or a debugger; kill -CONT {target.pid} resumes it)")
+
+
 def test_the_rank_wrapper_finds_the_launcher_above_torchrun():
     """Under Yama's ptrace_scope=1 the wrapper names the launcher as the rank's allowed tracer (its py-spy
     is the launcher's child): the first ancestor without this launch's marker. Here: this test process

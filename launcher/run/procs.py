@@ -70,6 +70,12 @@ def alive(pid: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X")
 
 
+def stopped(pid: int) -> bool:
+    """True when ``pid`` is stopped (SIGSTOP, SIGTSTP, or a tracer holds it)."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] in ("T", "t")
+
+
 def _pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 

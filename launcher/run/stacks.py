@@ -230,8 +230,37 @@ def explain(stderr: str, pid: int) -> str:
         return f"pid {pid} exited before its stack was taken"
     if "permission denied" in lowered or "operation not permitted" in lowered:
         return f"py-spy cannot attach to pid {pid}: permission denied (ptrace); {PTRACE_HINT}"
-    last = [line for line in stderr.strip().splitlines() if line.strip()]
-    return f"py-spy failed on pid {pid}: {last[-1] if last else 'no message'}"
+    said = f"py-spy failed on pid {pid}: {error_line(stderr)}"
+    if procs.stopped(pid):
+        said += f" (pid {pid} is stopped: SIGSTOP or a debugger; kill -CONT {pid} resumes it)"
+    return said
+
+
+def error_line(stderr: str) -> str:
+    """py-spy's error and its causes on one line, without the Rust backtrace that follows them.
+
+    >>> error_line("Error: Failed to get stack traces\\n\\nCaused by:\\n    0: Failed to suspend process\\n"
+    ...            "    1: unexpected waitpid result\\n\\nStack backtrace:\\n   0: anyhow\\n   9: main\\n")
+    'Failed to get stack traces: Failed to suspend process: unexpected waitpid result'
+    >>> error_line("Error: No python processes found in process 7"), error_line("a panic\\nat the end"), error_line("")
+    ('No python processes found in process 7', 'at the end', 'no message')
+    """
+    lines = [line.strip() for line in stderr.splitlines()]
+    start = next((i for i, line in enumerate(lines) if line.startswith("Error:")), None)
+    if start is None:  # not anyhow's report: its last line
+        said = [line for line in lines if line]
+        return said[-1] if said else "no message"
+    parts = [lines[start].removeprefix("Error:").strip()]
+    in_causes = False
+    for line in lines[start + 1 :]:
+        if line.startswith("Stack backtrace:"):
+            break
+        if line == "Caused by:":
+            in_causes = True
+        elif in_causes and line:
+            number, _, text = line.partition(": ")
+            parts.append(text if number.isdigit() else line)
+    return ": ".join(part for part in parts if part)
 
 
 def render(stack: RankStack, node: int) -> str:
