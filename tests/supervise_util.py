@@ -68,13 +68,14 @@ def _alive(pid: int, token: bytes = b"") -> bool:
     return state not in (b"Z", b"X") and token in cmdline
 
 
-def survivors(pid_dir: Path, settle: float = 2.0) -> list[str]:
-    """The recorded processes still alive (after up to ``settle`` seconds for the kernel to finish)."""
+def survivors(pid_dir: Path, settle: float = 2.0, script: bytes = SPAWNER.name.encode()) -> list[str]:
+    """The recorded processes still alive (after up to ``settle`` seconds for the kernel to finish):
+    ``script`` is what the ranks run (a pid reused by another process is not a survivor)."""
     deadline = time.monotonic() + settle
     while True:
         left = []
         for path in pid_dir.glob("*.pid"):
-            token = HELPER_TOKEN if path.name.startswith("helper-") else b"spawner.py"
+            token = HELPER_TOKEN if path.name.startswith("helper-") else script
             pid = int(path.read_text())
             if _alive(pid, token):
                 left.append(f"{path.name}:{pid}")

@@ -32,19 +32,9 @@ def launch(tmp: Path, *overrides: str, jax: bool, args: tuple = (), nproc: int =
     return spawner(tmp, *overrides, nproc=nproc, jax=jax, args=args, script=WORKER)
 
 
-def alive(pid_dir: Path) -> list[str]:
-    """The ranks (rank<R>.pid) still running hang.py."""
-    left = []
-    for path in pid_dir.glob("rank*.pid"):
-        pid = int(path.read_text())
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if b"hang.py" in cmdline and state not in (b"Z", b"X"):
-            left.append(path.name)
-    return left
+def alive(pid_dir: Path, settle: float = 2.0) -> list[str]:
+    """The ranks (rank<R>-<pid>.pid) still running hang.py, after up to ``settle`` s."""
+    return survivors(pid_dir, settle, script=WORKER.name.encode())
 
 
 def one_capture(run: Path, suffix: str) -> Path:
@@ -67,7 +57,7 @@ def test_a_rank_stuck_before_the_collective_ends_the_launch_with_every_stack(tmp
     assert (run / "logs" / "rank1.beat").read_text() == "3 1000"
     # 3 s of silence, then at most 1 s to notice (1 s polls), the stacks and the teardown: slack for load
     assert 3 < ended - last_beat < 3 + 7, ended - last_beat
-    assert alive(pids) == [] and survivors(pids) == []
+    assert alive(pids) == []
     capture = one_capture(run, "_hang")
     assert sorted(p.name for p in capture.iterdir()) == ["rank0.txt", "rank1.txt", "summary.txt"]
     rank0, rank1 = (capture / "rank0.txt").read_text(), (capture / "rank1.txt").read_text()
@@ -161,7 +151,7 @@ def test_sigusr2_writes_every_stack_and_the_launch_goes_on(tmp_path, mode):
     for job in jobs:
         while time.monotonic() < deadline and not any(not p.name.endswith(".tmp") for p in (job / "stacks").glob("*")):
             time.sleep(0.05)
-    assert alive(pids) != []  # taken while the ranks run
+    assert alive(pids, settle=0) != []  # taken while the ranks run
     captures = [one_capture(job, "") for job in jobs]
     code, out, err = finish(proc)
     assert code == 0, out + err  # the launch went on to its normal end
@@ -175,6 +165,20 @@ def test_sigusr2_writes_every_stack_and_the_launch_goes_on(tmp_path, mode):
         summary = (capture / "summary.txt").read_text()
         assert summary.startswith("stacks on demand (SIGUSR2)\nrank 0 waits in time.sleep (hang.py:")
         assert nproc == 1 or "rank 1 in time.sleep (hang.py:" in summary
+
+
+@pytest.mark.timeout(30)
+def test_alive_finds_a_rank_that_survived(tmp_path):
+    """The check every launch test ends with can fail: a hang.py rank started outside any launch is found
+    (its pid file is the one a rank writes), and no longer once it is killed."""
+    rank = subprocess.Popen([sys.executable, str(WORKER), "--mode", "mute", "--pid_dir", str(tmp_path)])
+    try:
+        wait_for_files(tmp_path, 1, "rank*.pid", timeout=20)
+        assert alive(tmp_path) == [f"rank0-{rank.pid}.pid:{rank.pid}"]
+    finally:
+        rank.kill()
+        rank.wait()
+    assert alive(tmp_path) == []
 
 
 def test_no_py_spy_says_what_to_install():
