@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from launcher.run import stacks
+from netns import Hosts
 from supervise_util import REPO, finish, run_dir, spawner, status, survivors, wait_for_files
+from test_multinode_launcher import launch as launch_on
 
 WORKER = REPO / "tests" / "workers" / "hang.py"
 
@@ -179,6 +181,59 @@ def test_alive_finds_a_rank_that_survived(tmp_path):
         rank.kill()
         rank.wait()
     assert alive(tmp_path) == []
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("finder", [0, 1], ids=["node0-finds", "node1-finds"])
+def test_a_hang_across_nodes_gets_every_nodes_stacks_before_any_node_stops(tmp_path, finder):
+    """Two nodes (network namespaces, static rendezvous: rank R on node R), torch + gloo. Rank 1 (node 1)
+    sleeps before the 3rd all-reduce; rank 0 (node 0) waits in it. Only ``finder``'s launcher has a short
+    hang_timeout: the other node's stacks are taken on its word (through node 0), while its rank still
+    runs, and both nodes end with 124."""
+    with Hosts(2) as hosts:
+        procs = []
+        for host in hosts:
+            cwd = tmp_path / f"n{host.index}"
+            (cwd / "pids").mkdir(parents=True)
+            procs.append(
+                launch_on(
+                    host,
+                    cwd,
+                    "launcher=multinode",
+                    "launcher.nnodes=2",
+                    f"launcher.node_rank={host.index}",
+                    f"launcher.master_addr={hosts[0].addr}",
+                    "launcher.master_port=29500",
+                    "launcher.network_interface=eth0",
+                    "launcher.nproc_per_node=1",
+                    f"script={WORKER}",
+                    "log_all_ranks=true",
+                    f"launcher.hang_timeout={3 if host.index == finder else 600}",
+                    script_args=("--mode", "torch", "--pid_dir", str(cwd / "pids")),
+                )
+            )
+        codes = [p.wait(120) for p in procs]
+    assert codes == [124, 124], [p.out[-3000:] for p in procs]
+    other = 1 - finder
+    for node, p in enumerate(procs):
+        run = run_dir(tmp_path / f"n{node}")
+        capture = one_capture(run, "_hang")
+        assert sorted(f.name for f in capture.iterdir()) == [f"rank{node}.txt", "summary.txt"]
+        text = (capture / f"rank{node}.txt").read_text()
+        assert "no stack" not in text, text
+        expected = "stuck_forever (" if node == 1 else "all_reduce ("
+        assert expected in text, text
+        summary = (capture / "summary.txt").read_text()
+        if node == finder:
+            assert summary.startswith(f"HANG on node {finder}: no progress from rank {finder} for "), summary
+        else:
+            assert summary.startswith(
+                f"HANG on node {finder} (found there; these are node {other}'s ranks): no progress from rank {finder}"
+            ), summary
+        record = json.loads((run / "status.json").read_text())
+        assert (record["exit_code"], record["reason"]) == (124, "hang"), record
+        assert "exit code 124 (hang)" in p.out
+        assert alive(tmp_path / f"n{node}" / "pids") == []
 
 
 def test_no_py_spy_says_what_to_install():

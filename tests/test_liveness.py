@@ -345,6 +345,76 @@ def test_the_next_launch_of_a_node_waits_for_node_0s_next_launch():
     hub.close()
 
 
+def _every_node_may_tear_down(nodes, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while not all(node.teardown_allowed() for node in nodes):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+HEADLINE = "HANG on node 2: no progress from rank 5 for 4 s (launcher.hang_timeout=3)"
+
+
+@pytest.mark.timeout(60)
+def test_a_hang_found_on_one_node_gets_every_nodes_stacks_before_any_node_tears_down():
+    """Node 2 finds a hang and tells node 0, which asks every node for its stacks; nobody may tear
+    down until the last node (node 1) has taken its stacks."""
+    port = free_port()
+    hub, one, two = channel(0, 3, port), channel(1, 3, port), channel(2, 3, port)
+    try:
+        joined(one)
+        joined(two)
+        two.report_hang(HEADLINE)
+        at_hub, at_one = lost_within(hub, 3), lost_within(one, 3)
+        assert lost_within(two, 0.3) is None  # its own monitor has the hang
+        two.stacks_taken()
+        hub.stacks_taken()
+        time.sleep(1)
+        allowed_before = [node.teardown_allowed() for node in (hub, one, two)]
+        one.stacks_taken()
+        assert _every_node_may_tear_down((hub, one, two), 5)
+    finally:
+        for each in (hub, one, two):
+            each.close()
+    assert allowed_before == [False, False, False]
+    for found in (at_hub, at_one):
+        assert found is not None and (found.node, found.exit_code, found.source) == (2, 124, liveness.HANG_SOURCE)
+        assert found.exception == HEADLINE
+
+
+@pytest.mark.timeout(60)
+def test_a_hang_node_0_found_waits_for_no_node_that_left_nor_beyond_the_limit(monkeypatch):
+    monkeypatch.setattr(liveness, "STACKS_WAIT_S", 1.5)
+    port = free_port()
+    hub, one, two = channel(0, 3, port), channel(1, 3, port), channel(2, 3, port)
+    try:
+        joined(one)
+        joined(two)
+        hub.report_hang(HEADLINE.replace("node 2", "node 0"))
+        hub.stacks_taken()
+        assert lost_within(one, 3).source == lost_within(two, 3).source == liveness.HANG_SOURCE
+        two.close(124)  # node 2 ended before it took its stacks: not waited for
+        time.sleep(0.3)
+        assert not hub.teardown_allowed()  # node 1 has not answered yet
+        t0 = time.monotonic()
+        assert _every_node_may_tear_down((hub, one), 5)  # node 1 never answers: the limit
+        waited = time.monotonic() - t0
+    finally:
+        for each in (hub, one, two):
+            each.close()
+    assert 0.5 < waited < 3, waited
+    # a node alone (node 0 not reachable): nothing to wait for
+    alone = channel(1, 2, free_port())
+    try:
+        alone.report_hang(HEADLINE)
+        alone.stacks_taken()
+        assert _every_node_may_tear_down((alone,), 2)
+    finally:
+        alone.close()
+
+
 def test_node_0_not_reachable_is_said_once_and_the_port_taken_at_start_is_the_preflight_message(monkeypatch):
     port = free_port()
     monkeypatch.setattr(liveness, "UNREACHABLE_NOTICE_S", 0.3)

@@ -34,6 +34,15 @@ or ``later`` (that node's launch already ended here: node 0 is still ending this
 other node started its next, a ``-m`` sweep's next job: it tries again); ``beat``, ``bye <code>``;
 ``lost <node> <code> <text>`` (from node 0). A node joins when node 0 answered ``welcome``; a connection
 lost before that is tried again, not a lost node.
+
+A hang (docs/hangs.md): every node takes its own ranks' stacks before any node tears down, since
+the rank that stalled is often on another node than the one that noticed, and its stack is the
+evidence. The node that finds a hang says ``hang <node> <headline>`` to node 0 (node 0 itself skips
+this); node 0 sends ``stacks <node> <headline>`` to every node once (the first hang it hears of), each
+node takes its stacks (the first node's own detection or the relay, whichever came first) and says
+``stacked``; once every node it asked said so, left, or ``STACKS_WAIT_S`` passed, node 0 sends
+``teardown`` and every node ends its launch (exit code 124). A node waits for ``teardown`` at most
+``STACKS_WAIT_S`` (node 0 gone: at once).
 """
 
 from __future__ import annotations
@@ -59,13 +68,16 @@ SOURCE = "node liveness"  # Failure.source of a lost node
 FAILED_REASON = "node failed"
 FAILED_SOURCE = "node failed"  # Failure.source of a node whose launch failed (its exit code is the launch's)
 SOURCES = (SOURCE, FAILED_SOURCE)
-GREETING = f"{PROG}-nodes-2"  # the protocol's name and version, in the hello
+GREETING = f"{PROG}-nodes-3"  # the protocol's name and version, in the hello
 BEAT_EVERY_S = 1.0
 CONNECT_TIMEOUT_S = 2.0
 RETRY_S = 0.5
 GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close after our bye
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
 MAX_LINE = 1024
+HANG_SOURCE = "node hang"  # Failure.source of a hang another node found: take this node's stacks
+EXIT_HANG = 124  # the hang's exit code (run/progress.py's; this module imports no monitor)
+STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
 
 
 @dataclass
@@ -116,12 +128,32 @@ class NodeLiveness:
         self._wake_r, self._wake_w = socket.socketpair()
         self._exit_code = 0  # what this node's goodbye says (close())
         self._selector.register(self._wake_r, selectors.EVENT_READ)
+        # a hang (the module's docstring): (the node that found it, its headline)
+        self._hang: tuple[int, str] | None = None
+        self._hang_mine = False  # this node found it (its own monitor has the failure)
+        self._outbox: list[tuple[str, str]] = []  # the supervisor's words, sent by the thread
+        self._asked: set[int] = set()  # (node 0) the nodes told to take their stacks
+        self._stacked: set[int] = set()  # (node 0) the nodes whose stacks are taken
+        self._own_stacked = False
+        self._stacks_deadline: float | None = None
+        self._teardown = threading.Event()  # every node has its stacks (or the wait is over)
 
     # -- the monitor ----------------------------------------------------------------------------
     def check(self, codes: Sequence[int | None]) -> Failure | None:
         for line in self._take_notices():
             self._print(line)
         lost = self._lost
+        hang = self._hang
+        if lost is None and hang is not None and not self._hang_mine:
+            return Failure(
+                node=hang[0],
+                rank=None,
+                local_rank=None,
+                exit_code=EXIT_HANG,
+                exception=hang[1],
+                time=time.time(),
+                source=HANG_SOURCE,
+            )
         if lost is None:
             return None
         return Failure(
@@ -140,6 +172,81 @@ class NodeLiveness:
         peers = list(self._peers.values())
         return sorted(peer.node for peer in peers if self._watches(peer))  # type: ignore[misc]
 
+    # -- a hang: every node's stacks before any teardown -------------------------------------------
+    def report_hang(self, headline: str) -> None:
+        """This node found a hang (about to take its stacks): every other node takes its own too."""
+        with self._lock:
+            if self._hang is None:
+                self._hang, self._hang_mine = (self.watch.node_rank, headline), True
+            self._outbox.append(("hang", headline))
+        self._wake()
+
+    def stacks_taken(self) -> None:
+        """This node's stacks are saved (after a hang of its own or one relayed)."""
+        with self._lock:
+            self._outbox.append(("stacked", ""))
+        self._wake()
+
+    def teardown_allowed(self) -> bool:
+        """Every node has its stacks, or the wait is over (node 0 gone, ``STACKS_WAIT_S``, closed)."""
+        return self._teardown.is_set() or self._thread is None or not self._thread.is_alive()
+
+    def _wake(self) -> None:
+        try:
+            self._wake_w.send(b"x")
+        except OSError:
+            pass
+
+    def _flush_outbox(self) -> None:
+        """(the thread) Send what the supervisor said."""
+        with self._lock:
+            said, self._outbox = self._outbox, []
+        for what, text in said:
+            if what == "hang" and self.hub:
+                self._relay_stacks(self.watch.node_rank, text)
+            elif what == "hang":
+                for peer in list(self._peers.values()):
+                    if self._watches(peer):
+                        self._send(peer, f"hang {self.watch.node_rank} {wire_text(text)}\n".encode())
+            elif what == "stacked" and self.hub:
+                self._own_stacked = True
+            elif what == "stacked":
+                for peer in list(self._peers.values()):
+                    if self._watches(peer):
+                        self._send(peer, b"stacked\n")
+
+    def _relay_stacks(self, node: int, headline: str) -> None:
+        """(node 0) Tell every node to take its stacks, once per launch."""
+        with self._lock:
+            if self._hang is None:
+                self._hang = (node, headline)
+        if self._stacks_deadline is not None:
+            return
+        self._stacks_deadline = time.monotonic() + STACKS_WAIT_S
+        for peer in list(self._peers.values()):
+            if peer.node is not None:
+                self._asked.add(peer.node)
+                self._send(peer, f"stacks {node} {wire_text(headline)}\n".encode())
+
+    def _settle_hang(self) -> None:
+        """(the thread) Node 0: ``teardown`` once every node asked has its stacks (or left, or the wait
+        is over). The others: node 0 gone, or not joined, or the wait over: nobody will say it."""
+        if self._teardown.is_set() or self._hang is None:
+            return
+        now = time.monotonic()
+        if self._stacks_deadline is None:
+            self._stacks_deadline = now + STACKS_WAIT_S
+        over = now >= self._stacks_deadline
+        if self.hub:
+            connected = {peer.node for peer in self._peers.values() if peer.node is not None}
+            if over or (self._own_stacked and (self._asked & connected) <= self._stacked):
+                for peer in list(self._peers.values()):
+                    if peer.node is not None:
+                        self._send(peer, b"teardown\n")
+                self._teardown.set()
+        elif over or not self._welcomed():
+            self._teardown.set()
+
     # -- start and close ------------------------------------------------------------------------
     def start(self) -> None:
         if self.hub:
@@ -154,10 +261,8 @@ class NodeLiveness:
             return
         self._exit_code = exit_code
         self._stop.set()
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
+        self._teardown.set()
+        self._wake()
         if self._thread is not None:
             self._thread.join(CONNECT_TIMEOUT_S + 2 * GOODBYE_WAIT_S + 1)
         else:
@@ -217,15 +322,23 @@ class NodeLiveness:
                         )
             now = time.monotonic()
             timeout = max(0.0, next_beat - now)
+            if self._hang is not None and not self._teardown.is_set():
+                timeout = min(timeout, 0.1)  # the wait for every node's stacks has a deadline
             if not self.hub and not self._peers and not self._done:
                 timeout = min(timeout, max(0.0, self._next_connect - now))
             for key, _ in self._selector.select(timeout):
                 if key.fileobj is self._wake_r:
+                    try:
+                        self._wake_r.recv(4096)
+                    except OSError:
+                        pass
                     continue
                 if key.fileobj is self._listener:
                     self._accept()
                 else:
                     self._read(self._peers.get(key.fileobj))  # type: ignore[arg-type]
+            self._flush_outbox()
+            self._settle_hang()
             now = time.monotonic()
             if now >= next_beat:
                 for peer in list(self._peers.values()):
@@ -304,6 +417,10 @@ class NodeLiveness:
         elif self.hub:
             if what == "hello" and peer.node is None:
                 self._hello(peer, words[1:])
+            elif what == "hang" and peer.node is not None and len(words) > 2 and words[1].isdigit():
+                self._relay_stacks(int(words[1]), " ".join(words[2:]))
+            elif what == "stacked" and peer.node is not None:
+                self._stacked.add(peer.node)
         elif what == "welcome":
             peer.welcomed = True
         elif what == "later":  # a launch of node 0's that this node's launch is not part of: try again
@@ -312,6 +429,12 @@ class NodeLiveness:
             self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
             self._drop(peer)
             self._done = True
+        elif what == "stacks" and len(words) > 2 and words[1].isdigit():
+            with self._lock:
+                if self._hang is None:
+                    self._hang = (int(words[1]), " ".join(words[2:]))
+        elif what == "teardown":
+            self._teardown.set()
         elif what == "lost" and len(words) > 3 and words[1].isdigit() and words[2].isdigit():
             self._declare(int(words[1]), " ".join(words[3:]) + " (seen by node 0)", None, int(words[2]))
 
@@ -454,6 +577,15 @@ class NodeLiveness:
             print(f"[{PROG}] {line}", file=self.err, flush=True)  # type: ignore[call-overload]
         except (OSError, ValueError):  # the terminal is gone
             pass
+
+
+def wire_text(text: str) -> str:
+    """A headline as one line of ASCII (the wire's words).
+
+    >>> wire_text("HANG on node 1: no progress\\nfrom rank 3 for 4 s – über")
+    'HANG on node 1: no progress from rank 3 for 4 s ? ?ber'
+    """
+    return " ".join(text.split()).encode("ascii", errors="replace").decode()[: MAX_LINE - 32]
 
 
 def summary(failure: Failure) -> str:

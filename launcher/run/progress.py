@@ -118,8 +118,10 @@ class ProgressMonitor:
         rank_pids: Callable[[], dict[int, int]],
         say: Callable[[str], None],
         stragglers: Callable[[], list[dict]] = list,
+        on_hang: Callable[[str], None] = lambda headline: None,
     ) -> None:
         self.plan, self.log_dir, self.rank_pids, self.say = plan, log_dir, rank_pids, say
+        self.on_hang = on_hang  # a hang found here, before the stacks are taken (run/liveness.py tells the nodes)
         self.stragglers = stragglers  # the straggler monitor's entries, kept in progress.json
         self.run_dir = log_dir.parent
         self.hang_timeout, self.startup_timeout = plan.hang_timeout, plan.startup_timeout
@@ -266,13 +268,8 @@ class ProgressMonitor:
     def _hang(self, stalled: list[RankProgress], now: float) -> Failure:
         headline = self._headline(stalled)
         self.say(headline.replace("HANG on", "hang on", 1) + ": taking every rank's stack (py-spy)")
-        pids = self.rank_pids()
-        # CUDA launches: every rank's NCCL flight recorder dumps too (a no-op where no rank opened its pipe)
-        dumps = flight_recorder.request_dumps({**os.environ, **self.plan.env}, self.run_dir)
-        with self._lock:
-            self.stacks_dir, self.summary = stacks.capture(
-                self.run_dir, pids, self.plan.node_rank, True, headline, (*self._progress_lines(now), *dumps)
-            )
+        self.on_hang(headline)
+        pids = self._take(headline, now)
         first = max(stalled, key=lambda p: p.quiet_s)
         env = procs.environ(pids[first.rank]) if first.rank in pids else {}
         local = env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", ""))
@@ -286,6 +283,37 @@ class ProgressMonitor:
             source=HANG_SOURCE,
             log=str(logs.rank_log(self.log_dir, first.rank)),
         )
+
+    def hang_elsewhere(self, found: Failure) -> Failure:
+        """Another node found a hang (run/liveness.py relayed it): this node's ranks' stacks are taken
+        all the same (the rank that stalled may be one of them), and the launch ends as a hang here too."""
+        now = time.time()
+        node = self.plan.node_rank
+        said = found.exception.split(": ", 1)[-1] if found.exception.startswith("HANG on node ") else found.exception
+        headline = f"HANG on node {found.node} (found there; these are node {node}'s ranks): {said}"
+        self.say(f"node {found.node} found a hang: taking the stack of every rank of node {node} (py-spy)")
+        self._observe((), now)
+        self._take(headline, now)
+        return Failure(
+            node=found.node,
+            rank=None,
+            local_rank=None,
+            exit_code=EXIT_HANG,
+            exception=headline,
+            time=now,
+            source=HANG_SOURCE,
+        )
+
+    def _take(self, headline: str, now: float) -> dict[int, int]:
+        """Every rank's stack (and NCCL flight-recorder dump) into ``stacks/<stamp>_hang``; the pids."""
+        pids = self.rank_pids()
+        # CUDA launches: every rank's NCCL flight recorder dumps too (a no-op where no rank opened its pipe)
+        dumps = flight_recorder.request_dumps({**os.environ, **self.plan.env}, self.run_dir)
+        with self._lock:
+            self.stacks_dir, self.summary = stacks.capture(
+                self.run_dir, pids, self.plan.node_rank, True, headline, (*self._progress_lines(now), *dumps)
+            )
+        return pids
 
     # -- stacks on demand ------------------------------------------------------------------
     def request_stacks(self) -> None:

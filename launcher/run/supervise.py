@@ -49,7 +49,9 @@ Nodes
     In a multi-node launch this node's launcher keeps a liveness beat with the others' (run/liveness.py,
     a monitor like the failure detector): another node lost ends the launch here too, as a failure
     (SIGTERM to torchrun or the JAX ranks), with exit code 125 and reason ``node lost``; another node
-    whose launch failed ends it with that node's exit code and reason ``node failed``.
+    whose launch failed ends it with that node's exit code and reason ``node failed``. A hang found on
+    any node makes every node take its own ranks' stacks before any node stops a rank; then every
+    node ends with 124, reason ``hang``.
 
 No orphans
     The launcher is a child subreaper, so descendants whose parent died are re-parented to it; at
@@ -130,12 +132,17 @@ class Supervisor:
         )
         self.detector = FailureDetector(plan, log_dir)
         self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
-        self.progress = ProgressMonitor(  # run/progress.py; the one writer of progress.json
-            plan, log_dir, self.group.rank_pids, self.console.say, self.stragglers.record
-        )
-        self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         # multi-node: this node's launcher and the others' watch each other (run/liveness.py)
         self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
+        self.progress = ProgressMonitor(  # run/progress.py; the one writer of progress.json
+            plan,
+            log_dir,
+            self.group.rank_pids,
+            self.console.say,
+            self.stragglers.record,
+            self.liveness.report_hang if self.liveness is not None else lambda headline: None,
+        )
+        self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         if self.liveness is not None:
             self.monitors.append(self.liveness)
         self.found_by: Monitor | None = None  # the monitor that found the failure
@@ -217,12 +224,28 @@ class Supervisor:
                 return found
         return None
 
+    def _wait_for_every_nodes_stacks(self) -> None:
+        """A hang: the other nodes take their ranks' stacks before any rank here is stopped (stopping
+        them breaks the collectives the others' ranks wait in). Bounded by liveness.STACKS_WAIT_S."""
+        if self.liveness is None:
+            return
+        self.liveness.stacks_taken()
+        deadline = time.monotonic() + liveness.STACKS_WAIT_S + 1
+        while not self.liveness.teardown_allowed() and time.monotonic() < deadline:
+            if self.signal_received is not None:
+                return
+            time.sleep(POLL_S)
+
     def wait(self) -> Outcome:
         next_reap = time.monotonic() + REAP_EVERY_S
         while True:
             codes = self.group.poll()
             if self.failure is None and self.signal_received is None and self.halted is None:
                 self.failure = self._check(codes)
+                if self.failure is not None and self.failure.source == liveness.HANG_SOURCE:
+                    self.failure = self.progress.hang_elsewhere(self.failure)  # this node's stacks too
+                if self.failure is not None and self.failure.source == HANG_SOURCE:
+                    self._wait_for_every_nodes_stacks()
                 if self.failure is not None:
                     self.statuses_at_failure = tuple(
                         (spec.global_rank, spec.local_rank, code)
