@@ -1,19 +1,29 @@
 """PyTorch's NCCL flight recorder on CUDA launches (launcher/plan.py, launcher/run/flight_recorder.py).
 
 No GPU exists here: the GPUs are faked as host facts (``gpus=2``, or ``CUDA_VISIBLE_DEVICES`` for the
-dry run), nothing else. The dump itself is GPU-only and is not exercised; the pipe a rank would
-open is played by the test (a real named pipe, opened as torch's DumpPipe opens it)."""
+dry run and the launch), nothing else. NCCL's flight recorder itself is GPU-only: in the launch below
+each rank (tests/workers/hang.py, torch + gloo) plays its part as torch 2.13's ProcessGroupNCCL does it
+(the pipe ``<TORCH_NCCL_DEBUG_INFO_PIPE_FILE><rank>.pipe``, the dump ``<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><rank>``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shlex
+import subprocess
+import sys
+
+import pytest
 
 from conftest import build, clean_env
 from launcher import plan
 from launcher.addresses import Endpoint
 from launcher.run import causes, flight_recorder, oom
 from launcher.run.failure import Failure
+from supervise_util import REPO, finish, run_dir
+
+HANG = REPO / "tests" / "workers" / "hang.py"
 
 WRAPPER = "/pkg/launcher/run/worker.py"
 SWITCHES = {"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1"}
@@ -83,8 +93,8 @@ def test_dumps_on_demand_write_to_every_open_pipe_and_never_block(tmp_path):
     try:
         assert flight_recorder.trigger_dumps(env) == [stem + "0.pipe"]
         assert os.read(reader, 128) != b""  # what makes the rank dump
-        (line,) = flight_recorder.request_dumps(env, tmp_path)  # the hang path's call
-        assert line.startswith(f"NCCL flight recorder: dumps requested from 1 rank(s) into {tmp_path / 'nccl'} (")
+        (line,) = flight_recorder.request_dumps(env, tmp_path, wait_s=0.3)  # the hang path's call
+        assert line == "NCCL flight recorder: no dump from rank(s) 0 within 0.3 s of asking (through its pipe)"
         assert os.read(reader, 128) != b""
     finally:
         os.close(reader)
@@ -101,3 +111,32 @@ def test_the_summary_says_where_the_dumps_are_and_how_to_read_them(tmp_path):
     lines = causes.diagnose(failure, causes.Context(log_dir, torchrun=True), oom.Counters()).lines()
     assert f"  NCCL flight recorder dumps: {tmp_path / 'nccl'} (read with: " in lines[-1]
     assert f"python -m torch.distributed.flight_recorder.fr_trace {tmp_path / 'nccl'})" in lines[-1]
+
+
+@pytest.mark.timeout(120)
+def test_a_hang_waits_for_every_ranks_dump_before_stopping_it_and_the_summary_names_them(tmp_path):
+    """A real launch (faked GPUs: CUDA_VISIBLE_DEVICES=0,1 makes it a CUDA launch, which sets the
+    flight recorder's variables); rank 1 sleeps before the 3rd all-reduce. Each rank answers its pipe
+    about once a second, as torch does, so its dump is only there if the launch waited for it."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    argv = [
+        sys.executable, "-m", "launcher", "device=cuda", "launcher.nproc_per_node=2", f"script={HANG}",
+        f"run_root={tmp_path / 'runs'}", "launcher.hang_timeout=3", "--", "--mode", "torch", "--pid_dir", str(pids),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0,1"}
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    code, out, err = finish(proc, timeout=90)
+    assert code == 124, out + err
+    run = run_dir(tmp_path)
+    nccl = run / "nccl"
+    dumps = [nccl / "trace_rank_0", nccl / "trace_rank_1"]
+    for rank, dump in enumerate(dumps):
+        assert pickle.loads(dump.read_bytes())["rank"] == rank
+    said = (
+        f"NCCL flight recorder: 2 dump(s) in {nccl}: trace_rank_0, trace_rank_1 "
+        f"(read with: python -m torch.distributed.flight_recorder.fr_trace {nccl})"
+    )
+    record = json.loads((run / "status.json").read_text())
+    assert record["reason"] == "hang" and said in record["failure"]["summary"].splitlines()
+    assert said in err

@@ -9,11 +9,20 @@
                  beats; rank 2 (if any) prints one line and then nothing; for --seconds, then exit 0
 
 Every rank writes ``<--pid_dir>/rank<R>-<pid>.pid`` first. Unknown arguments (--distributed) are ignored.
+
+With TORCH_NCCL_DEBUG_INFO_PIPE_FILE set (a CUDA launch's), a torch rank plays the part of NCCL's flight
+recorder, which a CPU (gloo) process group does not have: once its process group exists it does what
+torch 2.13's ProcessGroupNCCL does (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp, DumpPipe): removes
+and creates the named pipe ``<stem><RANK>.pipe``, opens it non-blocking for reading, looks at it about
+once a second, and on a read writes its dump to ``<TORCH_NCCL_DEBUG_INFO_TEMP_FILE><RANK>`` (FlightRecorder.hpp,
+DebugInfoWriter: the prefix and the rank).
 """
 
 import argparse
 import os
+import pickle
 import sys
+import threading
 import time
 
 parser = argparse.ArgumentParser()
@@ -32,6 +41,31 @@ BEAT = os.environ.get("TRAIN_MULTIGPU_HEARTBEAT_FILE")
 def beat(iteration: int, total: int) -> None:
     with open(BEAT, "w") as handle:
         handle.write(f"{iteration} {total}")
+
+
+def play_the_flight_recorder() -> None:
+    stem = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"]
+    pipe = f"{stem}{rank}.pipe"
+    if os.path.exists(pipe):
+        os.unlink(pipe)
+    os.mkfifo(pipe, 0o666)
+    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                asked = os.read(fd, 128)
+            except BlockingIOError:
+                continue
+            if asked:
+                prefix = os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/tmp/nccl_trace_rank_")
+                with open(f"{prefix}{rank}", "wb") as dump:
+                    pickle.dump(
+                        {"version": "2.10", "rank": rank, "entries": [{"profiling_name": "gloo:all_reduce"}]}, dump
+                    )
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def stuck_forever() -> None:
@@ -62,6 +96,8 @@ if args.mode == "torch":
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
+    if os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"):
+        play_the_flight_recorder()
     for iteration in range(1, TOTAL + 1):
         beat(iteration, TOTAL)
         print(f"rank {rank} iteration {iteration}", flush=True)
