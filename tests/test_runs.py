@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +26,7 @@ from supervise_util import env as launch_env
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = str(REPO / "tests" / "workers" / "runs_worker.py")
+WORKER_SOURCE = Path(WORKER).read_text().splitlines()
 JAX = ("launcher=skrl_jax",)
 
 
@@ -75,14 +77,15 @@ def finish(proc: subprocess.Popen, timeout: float = 60.0) -> int:
 @pytest.fixture(scope="module")
 def launches(tmp_path_factory):
     """Five real launches under one run root: ``ok`` (JAX ranks, success), ``fail`` (torchrun, rank 1
-    exits 7), ``int`` (stopped by SIGINT; followed, and looked at while it runs), ``lost`` (its
-    launcher SIGKILLed), and a two-job ``-m`` sweep."""
+    exits 7), ``int`` (stopped by SIGINT; looked at while it runs: its live progress, its stacks),
+    ``lost`` (its launcher SIGKILLed), a two-node launch and a two-job ``-m`` sweep."""
     tmp = tmp_path_factory.mktemp("runs")
     seen: dict = {}
+    paced = ("--lines", str(INT_LINES), "--pace", str(INT_PACE_S))  # beats the progress monitor sees one by one
     procs = {
         "ok": launch(tmp, "ok", *JAX),
         "fail": launch(tmp, "fail", args=("--fail", "1:7")),
-        "int": launch(tmp, "int", *JAX, args=("--sleep", "--ready", str(tmp / "int.ready"))),
+        "int": launch(tmp, "int", *JAX, args=("--sleep", "--ready", str(tmp / "int.ready"), *paced)),
         "lost": launch(tmp, "lost", *JAX, args=("--sleep", "--ready", str(tmp / "lost.ready"))),
     }
     port = free_port(2)  # the coordinator, and node 0's liveness channel on the next port
@@ -105,26 +108,16 @@ def launches(tmp_path_factory):
         stderr=subprocess.PIPE,
     )
     wait_for(lambda: (tmp / "int.ready").exists() and (tmp / "lost.ready").exists(), what="the sleeping launches")
-    # while "int" runs: the listing, the live view, a stack request and --follow
+    # while "int" runs: the listing, the live view against the run's own files, a stack request
     int_dir = run_dir_of(tmp, "int")
     seen["running"] = runs_cli(tmp, "--json")
     seen["open_record"] = json.loads((int_dir / "status.json").read_text())
     seen["open_record_start"] = record.process_start(seen["open_record"]["pid"])  # while it runs
-    seen["live"] = runs_cli(tmp, "show", "--json", int_dir.name)
-    seen["stacks_unhandled"] = runs_cli(tmp, "stacks", int_dir.name)
-    follow = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "runs", "logs", int_dir.name, "--rank", "all", "--follow"],
-        cwd=tmp,
-        env=launch_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(0.5)  # following: the run has not ended
-    seen["follow_running"] = follow.poll()
+    seen["live"] = live_view(tmp, int_dir)
+    seen["rank_pids"] = {rank: int((int_dir / f"printed{rank}").read_text()) for rank in (0, 1)}
+    seen["stacks"] = runs_cli(tmp, "stacks", int_dir.name)
     procs["int"].send_signal(signal.SIGINT)
     procs["lost"].send_signal(signal.SIGKILL)
-    seen["follow"] = follow.communicate(timeout=60)[0], follow.returncode
     seen["lost_at_once"] = runs_cli(tmp, "--json")  # before or after the watchdog closed the record
     seen["codes"] = {name: finish(proc) for name, proc in procs.items()}
     seen["stderr"] = {name: proc.err for name, proc in procs.items()}
@@ -132,6 +125,39 @@ def launches(tmp_path_factory):
     lost_status = run_dir_of(tmp, "lost") / "status.json"
     wait_for(lambda: json.loads(lost_status.read_text()).get("exit_code") is not None, 30, "the watchdog's end")
     return tmp, seen
+
+
+INT_LINES, INT_PACE_S = 6, 0.5
+
+
+def live_view(tmp: Path, run_dir: Path) -> dict:
+    """``runs show`` (JSON and text) of a running launch, with what its own files said just before
+    and just after: progress.json (once it has every rank's last beat, or 30 s) and the beat files."""
+    logs = run_dir / "logs"
+
+    def progress() -> dict | None:
+        try:
+            return json.loads((logs / "progress.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def settled() -> bool:
+        ranks = (progress() or {}).get("ranks", {})
+        return all(ranks.get(str(rank), {}).get("iteration") == INT_LINES for rank in (0, 1))
+
+    deadline = time.monotonic() + 30
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    view = {"before": progress()}
+    view["beats"] = {
+        rank: ((logs / f"rank{rank}.beat").stat().st_mtime, (logs / f"rank{rank}.beat").read_text()) for rank in (0, 1)
+    }
+    view["json"] = runs_cli(tmp, "show", "--json", run_dir.name)
+    view["text_from"] = time.time()
+    view["text"] = runs_cli(tmp, "show", run_dir.name)
+    view["text_to"] = time.time()
+    view["after"] = progress()
+    return view
 
 
 def by_name(items: list[dict]) -> dict[str, dict]:
@@ -252,20 +278,92 @@ def test_logs_of_rank_1_and_of_every_rank(launches):
     )
 
 
-def test_follow_prints_as_the_run_goes_and_ends_with_it(launches):
-    _, seen = launches
-    out, code = seen["follow"]
-    assert seen["follow_running"] is None  # it was still following while the launch ran
-    assert code == 0
-    lines = out.splitlines()
-    assert "[0:0] rank 0 line 3" in lines and "[0:1] rank 1 line 3" in lines
+class Lines:
+    """A process's output, read on a thread: the lines so far, as they arrive."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
 
 
-def test_show_while_running_has_a_live_section(launches):
+def test_follow_prints_a_line_written_after_it_started_and_ends_with_the_launch(tmp_path):
+    """``--follow``: what the ranks had written, then a line each rank writes only once follow has
+    printed that (the ranks wait for the file ``go``), while the launch still runs (its ranks then
+    wait for ``until``); the launch ends by itself and follow with it, exit code 0."""
+    ready, go, until = (tmp_path / name for name in ("ready", "go", "until"))
+    proc = launch(tmp_path, "follow", *JAX, args=("--ready", str(ready), "--go", str(go), "--until", str(until)))
+    follow = None
+    try:
+        wait_for(ready.exists, what="the ranks' first lines")
+        run_dir = run_dir_of(tmp_path, "follow")
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "runs", "logs", run_dir.name, "--rank", "all", "--follow"],
+            cwd=tmp_path,
+            env=launch_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        out = Lines(follow.stdout)
+        wait_for(lambda: len(out.lines) >= 6, 30, "what the ranks had written, through follow")
+        assert out.lines == [f"[0:{rank}] rank {rank} line {i}" for rank in (0, 1) for i in (1, 2, 3)]
+        assert not any("after go" in (run_dir / "logs" / f"rank{r}.log").read_text() for r in (0, 1))
+        go.touch()  # now the ranks print a line each
+        wait_for(lambda: len(out.lines) >= 8, 30, "the lines written after follow started, through follow")
+        assert sorted(out.lines[6:]) == ["[0:0] rank 0 after go", "[0:1] rank 1 after go"]
+        assert proc.poll() is None and follow.poll() is None  # the launch runs: its ranks wait for until
+        until.touch()
+        assert finish(proc) == 0, proc.err
+        assert follow.wait(timeout=30) == 0  # it ended by itself, with the launch
+        out.thread.join(timeout=10)
+        assert len(out.lines) == 8 and follow.stderr.read() == ""
+    finally:
+        go.touch()
+        until.touch()
+        for started in (proc, follow):
+            if started is not None and started.poll() is None:
+                started.kill()
+                started.wait()
+
+
+def test_show_while_running_has_each_ranks_progress_from_the_runs_own_files(launches):
+    """``runs show`` of a real running launch (its ranks beat every 0.5 s, then sleep): each rank's
+    iteration, total, rate and last beat as the launch's progress.json says at that time, the last
+    beat as the rank's beat file says."""
     _, seen = launches
-    assert seen["live"].returncode == 0, seen["live"].stderr
-    shown = json.loads(seen["live"].stdout)
-    assert shown["status"] == "running" and "live" in shown  # its content: the next test
+    view = seen["live"]
+    before, after = view["before"], view["after"]
+    assert view["json"].returncode == 0, view["json"].stderr
+    shown = json.loads(view["json"].stdout)
+    assert shown["status"] == "running"
+    live = shown["live"]
+    assert before["ranks"] == after["ranks"]  # nothing changed while it looked
+    assert live["source"] == "progress.json" and live["stragglers"] == before.get("stragglers", [])
+    assert set(live["ranks"]) == {"0", "1"}
+    for rank in ("0", "1"):
+        written = before["ranks"][rank]
+        assert live["ranks"][rank] == written
+        beat_time, beat_text = view["beats"][int(rank)]
+        assert (written["iteration"], written["total"], beat_text) == (INT_LINES, INT_LINES, f"{INT_LINES} {INT_LINES}")
+        assert written["last_beat"] == beat_time and written["phase"] == "running" and not written["stalled"]
+        assert 0 < written["iter_per_s"] <= 1.05 / INT_PACE_S  # the beats came INT_PACE_S apart (or slower)
+    text = view["text"].stdout.splitlines()
+    assert view["text"].returncode == 0 and "status:   running" in text
+    assert next(line for line in text if line.startswith("live:")).startswith("live:     from progress.json, updated ")
+    for rank in ("0", "1"):
+        written = before["ranks"][rank]
+        line = next(line for line in text if line.startswith(f"  rank {rank}: "))
+        head = f"  rank {rank}: iteration {INT_LINES}/{INT_LINES}, {written['iter_per_s']:.2f} it/s, last beat "
+        assert line.startswith(head) and line.endswith("s ago"), line
+        ago = int(line[len(head) : -len("s ago")])
+        earliest, latest = (view[key] - written["last_beat"] for key in ("text_from", "text_to"))
+        assert round(earliest) <= ago <= round(latest), (line, earliest, latest)
+    assert not any("stalled" in line.lower() for line in text)
 
 
 def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
@@ -350,18 +448,64 @@ def test_run_root_key_and_root_flag(launches, tmp_path):
     assert empty.returncode == 0 and empty.stdout.startswith("no runs under runs")
 
 
-def test_stacks_needs_a_running_launcher_that_takes_the_request(launches):
+def test_stacks_of_a_running_launch_holds_every_ranks_stack(launches):
+    """``runs stacks`` of a real running launch: SIGUSR2 to its launcher, which writes
+    ``stacks/<stamp>/`` with each rank's stack (py-spy) and the summary printed; the launch goes on
+    (SIGINT ends it later, 130)."""
     tmp, seen = launches
-    refused = seen["stacks_unhandled"]
-    if refused.returncode == 0:  # the launcher handles SIGUSR2 (the diagnosis work): stacks were written
-        assert "stacks: " in refused.stdout
-    else:
-        assert refused.returncode == 2 and "does not take stack requests (SIGUSR2 not handled" in refused.stderr
-    assert seen["codes"]["int"] == 130  # the launch was not hurt by the request: SIGINT ended it
-    ended = runs_cli(tmp, "stacks", run_dir_of(tmp, "ok").name)
-    assert ended.returncode == 2
-    assert ended.stderr.strip().endswith(
-        "is not running here (success): only a running launch on this host can be asked for its stacks"
+    out, pids = seen["stacks"], seen["rank_pids"]
+    assert (out.returncode, out.stderr) == (0, ""), out.stderr
+    int_dir = run_dir_of(tmp, "int")
+    first, *summary = out.stdout.splitlines()
+    assert first.startswith(f"stacks: {int_dir}/stacks/")
+    where = Path(first.removeprefix("stacks: "))
+    assert sorted(p.name for p in where.iterdir()) == ["rank0.txt", "rank1.txt", "summary.txt"]
+    assert summary == (where / "summary.txt").read_text().splitlines()
+    line = next(i for i, text in enumerate(WORKER_SOURCE, 1) if text.endswith("# sleeping until stopped"))
+    at = f"in time.sleep (runs_worker.py:{line})"
+    assert summary == [
+        "stacks on demand (SIGUSR2)",
+        f"rank 0 waits {at}; rank 1 {at}",
+        f"  rank 0 (pid {pids[0]}): {at} in main of {WORKER}",
+        f"  rank 1 (pid {pids[1]}): {at} in main of {WORKER}",
+        f"stacks: {where}/rank<R>.txt (one file per rank of node 0)",
+    ]
+    for rank in (0, 1):
+        stack = (where / f"rank{rank}.txt").read_text().splitlines()
+        assert stack[0].startswith(f"rank {rank}, pid {pids[rank]}, node 0, taken ")
+        assert f"    main ({WORKER}:{line})" in stack
+    assert seen["codes"]["int"] == 130, seen["stderr"]["int"]  # the request did not end it: SIGINT did
+
+
+def test_stacks_of_a_launcher_without_a_handler_is_refused_and_not_signalled(tmp_path):
+    """A live process recorded as the launcher that does not handle SIGUSR2 (SigCgt): refused with one
+    line, and not sent the signal (its default action would end it)."""
+    proc, run_dir = live_launcher(tmp_path)
+    try:
+        out = runs_cli(tmp_path, "stacks", "last")
+        assert (out.returncode, out.stdout, out.stderr) == (
+            2,
+            "",
+            f"train_multigpu: error: id=last: its launcher (pid {proc.pid}) does not take stack requests "
+            "(SIGUSR2 not handled: an older train_multigpu)\n",
+        )
+        with pytest.raises(subprocess.TimeoutExpired):  # a SIGUSR2 would have ended it by now
+            proc.wait(timeout=1)
+        assert not (run_dir / "stacks").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_stacks_of_an_ended_run_is_refused(launches):
+    tmp, _ = launches
+    ok = run_dir_of(tmp, "ok").name
+    ended = runs_cli(tmp, "stacks", ok)
+    assert (ended.returncode, ended.stdout, ended.stderr) == (
+        2,
+        "",
+        f"train_multigpu: error: id={ok}: is not running here (success): only a running launch on this host "
+        "can be asked for its stacks\n",
     )
 
 
@@ -507,11 +651,22 @@ def test_half_written_old_and_hand_edited_directories_show_what_can_be_read(tmp_
     assert "Traceback" not in table
     row = next(line for line in table.splitlines() if "_edited" in line).split()
     assert row[4] == "?" and row[-2] == "?"
+    capsys.readouterr()
     for name in items:
         assert cli.main(["runs", "--root", str(runs), "show", name]) == 0, name
-        assert cli.main(["runs", "--root", str(runs), "logs", name, "--rank", "all"]) in (0, 2), name
-        assert cli.main(["runs", "--root", str(runs), "logs", name, "--follow"]) in (0, 2), name  # no end to wait for
-    assert "Traceback" not in capsys.readouterr().err
+        # only the old record has a rank log (empty); the others: one line, exit 2; --follow: no end to wait for
+        code = 0 if name.endswith("_old") else 2
+        assert cli.main(["runs", "--root", str(runs), "logs", name, "--rank", "all"]) == code, name
+        assert cli.main(["runs", "--root", str(runs), "logs", name, "--follow"]) == code, name
+        errors = capsys.readouterr().err.splitlines()
+        assert errors == (
+            []
+            if code == 0
+            else [
+                f"train_multigpu: error: id={name}: no rank logs in {runs / name}/logs",
+                f"train_multigpu: error: --rank=0: no log of that rank in {runs / name}; ranks with a log: none",
+            ]
+        ), name
 
 
 def test_a_mistake_is_one_line_exit_2(tmp_path):
@@ -656,10 +811,6 @@ def test_every_recorded_reason_has_its_status(reason, code, status):
 def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
     tmp, _ = launches
     fail = run_dir_of(tmp, "fail")
-    record.write_json(  # what the runs-again work records for a launch (contracts: composition.json)
-        fail / "composition.json",
-        {"overrides": ["launcher.nproc_per_node=2", "run_name=fail"], "script_args": ["--fail", "1:7"], "cwd": "x"},
-    )
     out = runs_cli(tmp, "show", fail.name)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -668,7 +819,8 @@ def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
     assert f"          log: {fail}/logs/rank1.log" in lines
     tail = lines.index(f"          log: {fail}/logs/rank1.log") + 1
     assert lines[tail : tail + 2] == ["          last 4 line(s) of the log:", "            | rank 1 line 1"]
-    assert "typed:    launcher.nproc_per_node=2 run_name=fail -- --fail 1:7" in lines
+    typed = f"device=cpu run_root={tmp / 'runs'} script={WORKER} launcher.nproc_per_node=2 run_name=fail"
+    assert f"typed:    {typed} -- --fail 1:7" in lines  # the launch's own composition.json
     assert "chosen:   (differences from the defaults of profile=examples)" in lines
     chosen = lines[
         lines.index("chosen:   (differences from the defaults of profile=examples)") + 1 : lines.index("command:")

@@ -178,9 +178,9 @@ def stacks(args: argparse.Namespace) -> int:
         new = sorted(_stack_dirs(Path(info.run_dir)) - before)
         if new:
             where = Path(info.run_dir) / STACKS / new[-1]
-            files = sorted(p.name for p in where.iterdir()) if where.is_dir() else []
+            names = sorted(p.name for p in where.iterdir()) if where.is_dir() else []
             if args.json:
-                print(json.dumps({"id": info.id, "stacks": str(where), "files": files}, indent=2))
+                print(json.dumps({"id": info.id, "stacks": str(where), "files": names}, indent=2))
             else:
                 print(f"stacks: {where}")
                 summary = where / "summary.txt"
