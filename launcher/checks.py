@@ -4,6 +4,11 @@
 needs (device, worker count, node range, endpoints) or raises :class:`UserError`. What only the
 machine can say (the script exists, ports are free, addresses are this host's) is
 :mod:`launcher.probe`'s.
+
+A refusal that comes from a fact of this host (its GPU count, its cores; probe's: a name that does
+not resolve, a port in use, a missing script) goes through ``refuse``: a real launch raises it
+(:func:`refuse_now`), a dry run collects it and prints the plan, then one warning per refusal
+(docs/errors.md). A mistake in the config itself is raised either way.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,6 +27,15 @@ from .errors import UserError
 
 if TYPE_CHECKING:
     from .probe import HostFacts
+
+# what a check does with a refusal that comes from a fact of this host: raise it (a real launch), or
+# collect it (a dry run: the plan is printed, then a warning per refusal)
+Refuse = Callable[[UserError], None]
+
+
+def refuse_now(error: UserError) -> None:
+    raise error
+
 
 C10D_DEFAULT_PORT = 29400
 MASTER_DEFAULT_PORT = 29500
@@ -57,9 +72,12 @@ class Settled:
     rdzv_backend: str | None = None
     rdzv_conf: tuple[tuple[str, str], ...] = ()  # the user's launcher.rdzv_conf, parsed
     # filled in by locate() (it looks at the machine): --local_addr, and whether this machine holds
-    # the c10d endpoint's address (None: not looked at)
+    # the c10d endpoint's address (None: not looked at, or the endpoint does not resolve here)
     local_addr: str | None = None
     endpoint_here: bool | None = None
+    # filled in by locate() on a node that does not hold the c10d endpoint: whether this machine's own
+    # host name resolves here (torch's is_host guess resolves it, and fails when it does not)
+    own_name_resolves: bool | None = None
     # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
     facing: Facing | None = None
     # node liveness (run/liveness.py): node 0's launcher listens at this port, the others connect to
@@ -149,17 +167,17 @@ def parse_nnodes(value: str, jax: bool) -> tuple[int, int]:
     return low, high
 
 
-def _device(cfg: TrainConfig, facts: HostFacts) -> str:
+def _device(cfg: TrainConfig, facts: HostFacts, refuse: Refuse) -> str:
     if cfg.device is Device.cpu:
         return "cpu"
     if cfg.device is Device.cuda:
         if facts.visible_gpus == 0:
-            raise UserError("device", "cuda", "no GPU is visible on this machine", f"from {facts.gpus_source}")
+            refuse(UserError("device", "cuda", "no GPU is visible on this machine", f"from {facts.gpus_source}"))
         return "cuda"
     return "cuda" if facts.visible_gpus > 0 else "cpu"
 
 
-def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
+def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts, refuse: Refuse) -> int:
     key, value = _key("nproc_per_node"), str(launcher.nproc_per_node).strip()
     jax = launcher.topology is Topology.skrl_jax
     allowed = "an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu"
@@ -178,14 +196,16 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts) -> int:
     else:
         raise UserError(key, value, "an integer >= 1" if jax else allowed)
     if device == "cuda" and count > facts.visible_gpus:
-        raise UserError(
-            key,
-            count,
-            f"more workers than the {facts.visible_gpus} visible GPU(s)",
-            f"from {facts.gpus_source}; use at most {facts.visible_gpus} or device=cpu",
+        refuse(
+            UserError(
+                key,
+                count,
+                f"more workers than the {facts.visible_gpus} visible GPU(s)",
+                f"from {facts.gpus_source}; use at most {facts.visible_gpus} or device=cpu",
+            )
         )
     limit = CPU_WORKERS_PER_CORE * facts.usable_cpus
-    if device == "cpu" and count > limit:
+    if device == "cpu" and count > limit:  # raised in a dry run too: it would print a command per worker
         raise UserError(
             key,
             count,
@@ -286,7 +306,7 @@ def worker_env_names(cfg: TrainConfig) -> None:
                 )
 
 
-def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
+def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) -> Settled:
     launcher = cfg.launcher
     topology = launcher.topology
     jax = topology is Topology.skrl_jax
@@ -385,8 +405,8 @@ def validate(cfg: TrainConfig, facts: HostFacts) -> Settled:
     user_conf = rendezvous.parse_conf(launcher.rdzv_conf)
     _rendezvous_keys(launcher, backend, user_conf)
 
-    device = _device(cfg, facts)
-    nproc = _nproc(launcher, device, facts)
+    device = _device(cfg, facts, refuse)
+    nproc = _nproc(launcher, device, facts, refuse)
     return Settled(
         device=device,
         nproc_per_node=nproc,

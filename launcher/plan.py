@@ -343,11 +343,17 @@ def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[s
 
 def _is_host(cfg: TrainConfig, settled: Settled) -> bool | None:
     """c10d: explicit launcher.is_host, else node 0 hosts when this machine holds the endpoint's
-    address (the other nodes on this machine do not); else torch's own guess (nothing emitted)."""
+    address (the other nodes on this machine do not); a node elsewhere whose own host name does not
+    resolve does not host (torch's guess resolves that name and fails with a gaierror); else
+    torch's own guess (nothing emitted)."""
     if cfg.launcher.is_host is not None:
         return cfg.launcher.is_host
-    if settled.rdzv_backend == "c10d" and settled.max_nodes > 1 and settled.endpoint_here:
+    if settled.rdzv_backend != "c10d" or settled.max_nodes < 2:
+        return None
+    if settled.endpoint_here:
         return cfg.launcher.node_rank == 0
+    if settled.endpoint_here is False and settled.own_name_resolves is False:
+        return False
     return None
 
 

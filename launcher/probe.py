@@ -1,6 +1,7 @@
 """Everything that looks at this machine before a launch: the facts the plan needs (read once and
 passed in; the plan reads nothing), and the checks only the machine can answer (the script exists,
-node 0's ports are free, an address is this host's).
+node 0's ports are free, an address is this host's). Each such check hands its refusal to
+``refuse`` (checks.Refuse): a real launch raises it, a dry run prints it as a warning after the plan.
 
 GPUs are counted without importing torch: ``CUDA_VISIBLE_DEVICES`` when set, else ``nvidia-smi -L``,
 else the driver's ``/proc/driver/nvidia/gpus``.
@@ -336,9 +337,9 @@ def _node0(cfg: TrainConfig, settled: checks.Settled) -> tuple[str, Endpoint] | 
     return None
 
 
-def _resolvable(cfg: TrainConfig, settled: checks.Settled) -> None:
+def _resolvable(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse) -> set[str]:
     """Every host name the launch connects to resolves here, in bounded time (RESOLVE_TIMEOUT_S):
-    torch would otherwise fail minutes later with a traceback."""
+    torch would otherwise fail minutes later with a traceback. Returns the names that do not."""
     launcher = cfg.launcher
     given = (
         ("rdzv_endpoint", settled.rdzv_endpoint.host if settled.rdzv_endpoint else None, launcher.rdzv_endpoint),
@@ -349,18 +350,23 @@ def _resolvable(cfg: TrainConfig, settled: checks.Settled) -> None:
             launcher.coordinator_address,
         ),
     )
+    unresolved: set[str] = set()
     for name, host_name, value in given:
         if host_name is None:
             continue
         try:
             resolve(host_name)
         except ResolveError as err:
-            raise UserError(
-                _key(name),
-                value if value is not None else host_name,
-                f"the host {host_name!r} does not resolve on this machine ({err})",
-                "give node 0's address, or a host name every node resolves (/etc/hosts or DNS)",
-            ) from None
+            unresolved.add(host_name)
+            refuse(
+                UserError(
+                    _key(name),
+                    value if value is not None else host_name,
+                    f"the host {host_name!r} does not resolve on this machine ({err})",
+                    "give node 0's address, or a host name every node resolves (/etc/hosts or DNS)",
+                )
+            )
+    return unresolved
 
 
 def _facing(cfg: TrainConfig, settled: checks.Settled) -> checks.Facing | None:
@@ -379,25 +385,38 @@ def _facing(cfg: TrainConfig, settled: checks.Settled) -> checks.Facing | None:
     return checks.Facing(interface, address, f"{what} {endpoint}")
 
 
-def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
+def own_name_resolves() -> bool:
+    """Whether this machine's own host name resolves here (a fresh node's /etc/hosts may lack it)."""
+    try:
+        return bool(resolve(socket.gethostname()))
+    except ResolveError:
+        return False
+
+
+def locate(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse = checks.refuse_now) -> checks.Settled:
     """What only this machine can say about the addresses of a multi-node launch: that its host
     names resolve, the interface facing node 0 (when launcher.network_interface is unset), whether
-    it holds the c10d endpoint (then node 0 hosts the rendezvous store: is_host), and the address
-    advertised as --local_addr when none is given (launcher.network_interface's, else the facing
-    interface's)."""
+    it holds the c10d endpoint (then node 0 hosts the rendezvous store: is_host), whether its own
+    host name resolves (where it does not hold the endpoint: torch's is_host guess needs it), and
+    the address advertised as --local_addr when none is given (launcher.network_interface's, else
+    the facing interface's). A name that does not resolve is refused; a dry run goes on without
+    what it would have told."""
     launcher = cfg.launcher
-    _resolvable(cfg, settled)
-    if launcher.network_interface is None:
+    unresolved = _resolvable(cfg, settled, refuse)
+    node0 = _node0(cfg, settled)
+    if launcher.network_interface is None and not (node0 is not None and node0[1].host in unresolved):
         settled = replace(settled, facing=_facing(cfg, settled))
     if launcher.network_interface is not None:
         present = interface_names()
         for name in str(launcher.network_interface).split(","):
             if present and name not in present:
-                raise UserError(
-                    _key("network_interface"),
-                    launcher.network_interface,
-                    f"no network interface {name} on this host",
-                    f"available: {', '.join(present)}",
+                refuse(
+                    UserError(
+                        _key("network_interface"),
+                        launcher.network_interface,
+                        f"no network interface {name} on this host",
+                        f"available: {', '.join(present)}",
+                    )
                 )
     if settled.max_nodes < 2 or settled.rdzv_backend != "c10d":
         return settled
@@ -406,10 +425,12 @@ def locate(cfg: TrainConfig, settled: checks.Settled) -> checks.Settled:
         local_addr = interface_ipv4(str(launcher.network_interface).split(",")[0])
     elif local_addr is None and settled.facing is not None:
         local_addr = settled.facing.address
-    here = settled.rdzv_endpoint is not None and (
-        is_loopback(settled.rdzv_endpoint.host) or is_local_address(settled.rdzv_endpoint.host)
-    )
-    return replace(settled, local_addr=local_addr, endpoint_here=here)
+    endpoint = settled.rdzv_endpoint
+    if endpoint is None or endpoint.host in unresolved:  # unknown: torch's own guess (nothing emitted)
+        return replace(settled, local_addr=local_addr)
+    here = is_loopback(endpoint.host) or is_local_address(endpoint.host)
+    own = None if here else own_name_resolves()
+    return replace(settled, local_addr=local_addr, endpoint_here=here, own_name_resolves=own)
 
 
 def _bound_here(host_name: str, node_rank: int) -> bool:
@@ -439,26 +460,33 @@ def port_taken_at_launch(cfg: TrainConfig, settled: checks.Settled, port: int) -
     return _port_taken(_key("master_port"), launcher.master_port if launcher.master_port is not None else port, port)
 
 
-def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
+def preflight(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse = checks.refuse_now) -> None:
     """Checks that look at the machine: the run directory can be made, the interpreter and the
     script exist, node 0's ports are free. Nothing is created before they all pass."""
     key, where = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
     problem = unwritable_dir(str(where))
     if problem is not None:
-        raise UserError(
-            key,
-            where,
-            f"cannot hold run directories: {problem}",
-            "choose a directory you can write, e.g. run_root=runs",
+        refuse(
+            UserError(
+                key,
+                where,
+                f"cannot hold run directories: {problem}",
+                "choose a directory you can write, e.g. run_root=runs",
+            )
         )
     if cfg.python is not None and shutil.which(cfg.python) is None:
-        raise UserError(
-            "python",
-            cfg.python,
-            "no such interpreter: not an executable file, nor a command on PATH",
-            "set python= to an interpreter that exists, or leave it unset",
+        refuse(
+            UserError(
+                "python",
+                cfg.python,
+                "no such interpreter: not an executable file, nor a command on PATH",
+                "set python= to an interpreter that exists, or leave it unset",
+            )
         )
-    script_exists(cfg, settled.script)
+    try:
+        script_exists(cfg, settled.script)
+    except UserError as err:
+        refuse(err)
     launcher = cfg.launcher
     # (key, value as the user wrote it, port): the ports node 0 binds, checked where they are bound
     ports: list[tuple[str, object, int]] = []
@@ -485,13 +513,15 @@ def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
         ports.append(("launcher.node_port", given, node_port))
     for key, value, port in ports:
         if port_in_use(port):
-            raise _port_taken(key, value, port)
+            refuse(_port_taken(key, value, port))
     if launcher.local_addr is not None and settled.max_nodes > 1 and not is_local_address(launcher.local_addr):
-        raise UserError(
-            _key("local_addr"),
-            launcher.local_addr,
-            "not an address of this host",
-            "it tells the other nodes where to reach this one: give this node's own address",
+        refuse(
+            UserError(
+                _key("local_addr"),
+                launcher.local_addr,
+                "not an address of this host",
+                "it tells the other nodes where to reach this one: give this node's own address",
+            )
         )
     if (
         cfg.launcher.topology is Topology.skrl_jax
@@ -503,12 +533,14 @@ def preflight(cfg: TrainConfig, settled: checks.Settled) -> None:
     ):
         name, addresses = hostname_addresses()
         if addresses and all(is_loopback(a) for a in addresses):
-            raise UserError(
-                _key("coordinator_address"),
-                str(settled.coordinator),
-                f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives would "
-                "offer the other nodes a loopback address",
-                f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
+            refuse(
+                UserError(
+                    _key("coordinator_address"),
+                    str(settled.coordinator),
+                    f"this host's name {name!r} resolves to {addresses[0]}, so JAX's CPU (gloo) collectives "
+                    "would offer the other nodes a loopback address",
+                    f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
+                )
             )
 
 

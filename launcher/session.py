@@ -45,6 +45,11 @@ def error(message: str) -> None:
     print(f"{PROG}: error: {errors.one_line(message)}", file=sys.stderr)
 
 
+def warning(message: str) -> None:
+    """A dry run's line for what a real launch on this host would refuse: one line on stderr."""
+    print(f"{PROG}: warning: {errors.one_line(message)}", file=sys.stderr, flush=True)
+
+
 @dataclass
 class Session:
     """What ``main`` hands to each Hydra job, and what the jobs report back."""
@@ -212,13 +217,17 @@ class Session:
         if job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
             slot = lanes.job_slot(cfg, facts, job.num, sorted(os.sched_getaffinity(0)))
             cfg, facts = lanes.job_config(cfg, job.num, slot), lanes.job_facts(facts, slot)
-        settled = checks.validate(cfg, facts)
+        # a dry run shows the plan even where this host could not run it: the refusals that come from
+        # this host's facts are collected and printed after it, one warning each (a real launch raises)
+        refusals: list[UserError] = []
+        refuse = refusals.append if cfg.dry_run else checks.refuse_now
+        settled = checks.validate(cfg, facts, refuse)
         checks.num_gpus_flag(self.num_gpus, cfg, settled, facts)
         if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
             port = lanes.distinct_port(probe.free_port, self.ports)
             settled = replace(settled, coordinator=Endpoint("127.0.0.1", port))
-        settled = probe.locate(cfg, settled)
-        probe.preflight(cfg, settled)
+        settled = probe.locate(cfg, settled, refuse)
+        probe.preflight(cfg, settled, refuse)
         if self.checking:
             return 0
         if cfg.dry_run:
@@ -232,8 +241,13 @@ class Session:
             # the argv a real launch starts: every rank's script behind the worker wrapper
             plan = plan_mod.wrapped(plan_mod.build(cfg, settled, facts, order=self._order()), paths.WORKER_WRAPPER)
             print(
-                plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets))
+                plan_mod.describe(
+                    secrets.mask_plan(lanes.bind(plan, slot)), _dry_run_notes(cfg, settled, self.presets)
+                ),
+                flush=True,
             )
+            for refusal in refusals:
+                warning(f"{refusal}; a real launch on this host refuses it")
             return 0
         # (imported here: a dry run or a failed check needs no supervisor; the start-up budget)
         from .run import supervise

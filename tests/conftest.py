@@ -61,7 +61,9 @@ def with_hosts(argv: list[str], hosts: dict[str, str], folder: Path) -> list[str
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("resolving example cluster names needs root and unshare (a private /etc/hosts)")
     table = folder / "etc-hosts"
-    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    # this machine's own entries stay (its own host name resolves as it does outside: where it does
+    # not, the launcher tells torchrun is_host=0 and the command would differ), the cluster's are added
+    lines = Path("/etc/hosts").read_text().splitlines()
     table.write_text("\n".join(lines + [f"{address} {name}" for name, address in hosts.items()]) + "\n")
     return [
         "unshare",

@@ -11,6 +11,9 @@ pick a wrong address unless told otherwise (see docs/notes/multinode_facts.md).
 ``Hosts(n, hostnames=True)`` emulates a well-configured cluster instead: processes started by
 ``Host.run`` get their own UTS namespace with hostname ``node<i>`` and an ``/etc/hosts`` (via
 ``/etc/netns/<ns>/hosts``, which ``ip netns exec`` bind-mounts) naming every node's address.
+``Hosts(n, hostnames=True, own_name_resolves=False)`` is the fresh node whose hosts file lacks its
+own name: each node's ``/etc/hosts`` names the other nodes only, so ``socket.getaddrinfo(
+socket.gethostname())`` fails there (DNS is unreachable: the namespaces have no route out).
 
     with Hosts(2) as (node0, node1):
         p = node0.run([sys.executable, "-c", "print(1)"], stdout=subprocess.PIPE)
@@ -202,9 +205,10 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
 class Hosts:
     """Context manager: ``n`` hosts joined through a bridge in its own namespace."""
 
-    def __init__(self, n: int = 2, skip: bool = True, hostnames: bool = False) -> None:
+    def __init__(self, n: int = 2, skip: bool = True, hostnames: bool = False, own_name_resolves: bool = True) -> None:
         self.n = n
         self.hostnames = hostnames
+        self.own_name_resolves = own_name_resolves
         self.skip = skip
         self.hosts: list[Host] = []
         self.namespaces: list[str] = []
@@ -246,9 +250,10 @@ class Hosts:
             _ip("-n", ns, "link", "set", "eth0", "up")
             self.hosts.append(Host(ns, i, addr, f"node{i}" if self.hostnames else None))
         if self.hostnames:
-            lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
-            lines += [f"{h.addr} {h.hostname}" for h in self.hosts]
+            common = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
             for h in self.hosts:
+                named = [o for o in self.hosts if self.own_name_resolves or o is not h]
+                lines = common + [f"{o.addr} {o.hostname}" for o in named]
                 os.makedirs(os.path.join(ETC_NETNS, h.ns), exist_ok=True)
                 with open(os.path.join(ETC_NETNS, h.ns, "hosts"), "w") as f:
                     f.write("\n".join(lines) + "\n")

@@ -315,3 +315,76 @@ def test_explicit_port_in_use_fails_before_launch():
 def test_the_hang_watchdog_is_on_by_default_and_null_turns_it_off(overrides, expected):
     plan = build(overrides)
     assert (plan.hang_timeout, plan.startup_timeout) == expected
+
+
+# -- a dry run shows the plan even where this host cannot run it (issue 18 item 9) ----------------
+
+UNRESOLVABLE = "host0.invalid"  # RFC 6761: .invalid never resolves
+
+
+def warnings_of(stderr: str) -> list[str]:
+    lines = stderr.splitlines()
+    assert all(line.startswith("train_multigpu: warning: ") for line in lines), stderr
+    return [line.removeprefix("train_multigpu: warning: ") for line in lines]
+
+
+def test_a_dry_run_prints_the_plan_and_warns_where_this_host_cannot_resolve_node_0(run_cli, tmp_path):
+    args = ("launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1", f"launcher.rdzv_endpoint={UNRESOLVABLE}")
+    dry = run_cli(*args, "dry_run=true")
+    assert dry.returncode == 0, dry.stderr
+    command = dry.stdout.splitlines()[-1].split()
+    assert command[command.index("--rdzv_endpoint") + 1] == f"{UNRESOLVABLE}:29400"
+    assert "--rdzv_conf" not in command and "--local_addr" not in command  # unknown where the name does not resolve
+    refused = f"launcher.rdzv_endpoint={UNRESOLVABLE}: the host '{UNRESOLVABLE}' does not resolve on this machine ("
+    (line,) = warnings_of(dry.stderr)
+    assert line.startswith(refused) and line.endswith(
+        "(give node 0's address, or a host name every node resolves (/etc/hosts or DNS)); "
+        "a real launch on this host refuses it"
+    ), line
+    real = run_cli(*args)
+    assert real.returncode == 2 and real.stderr.startswith(f"train_multigpu: error: {refused}"), real.stderr
+    assert len(real.stderr.splitlines()) == 1 and not (tmp_path / "runs").exists()
+
+
+def test_a_dry_run_warns_once_per_fact_of_this_host_and_a_real_launch_refuses_the_first(run_cli, tmp_path):
+    """GPUs cannot exist here: CUDA_VISIBLE_DEVICES declares one."""
+    from conftest import clean_env
+
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        args = (
+            "device=cuda",
+            "launcher.nproc_per_node=2",
+            f"launcher.master_port={port}",
+            f"script={tmp_path}/missing.py",
+            "python=/nonexistent/python3",
+        )
+        env = clean_env(CUDA_VISIBLE_DEVICES="0")
+        dry = run_cli(*args, "dry_run=true", env=env)
+        real = run_cli(*args, env=env)
+    assert dry.returncode == 0, dry.stderr
+    command = dry.stdout.splitlines()[-1].split()
+    assert command[:5] == ["/nonexistent/python3", "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    assert f"{tmp_path}/missing.py" in command
+    found = warnings_of(dry.stderr)
+    assert [line.split(":", 1)[0] for line in found] == [
+        "launcher.nproc_per_node=2",
+        "python=/nonexistent/python3",
+        f"script={tmp_path}/missing.py",
+        f"launcher.master_port={port}",
+    ], found
+    assert found[0].startswith("launcher.nproc_per_node=2: more workers than the 1 visible GPU(s)")
+    assert found[3].startswith(f"launcher.master_port={port}: port {port} is already in use on this host")
+    assert real.returncode == 2, real.stderr
+    assert real.stderr == f"train_multigpu: error: {found[0].removesuffix('; a real launch on this host refuses it')}\n"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_mistake_in_the_config_is_still_an_error_in_a_dry_run(run_cli):
+    result = run_cli("launcher.nproc_per_node=0", "dry_run=true")
+    assert (
+        result.returncode == 2 and "train_multigpu: error: launcher.nproc_per_node=0: an integer >= 1" in result.stderr
+    )
+    assert result.stdout == ""

@@ -226,3 +226,73 @@ def test_checkout_lookup_is_pure_and_reads_isaaclab_path_first(tmp_path, monkeyp
     assert compose.with_default_profile([], {}) == ["profile=isaaclab"]
     assert compose.with_default_profile(["profile=examples"], {}) == ["profile=examples"]
     assert not (tmp_path / "Lab" / "IMPORTED").exists()
+
+
+# -- issue 18 item 9: a dry run shows the plan where this host cannot resolve node 0 --------------
+# Isaac Lab's own launcher tests build the command for `--rdzv_endpoint host0:29400` on a machine that
+# has no host0: the dry run prints the command, then one warning line; a real launch still refuses.
+
+
+def _resolves(name: str) -> bool:
+    import socket
+
+    try:
+        socket.getaddrinfo(name, None)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--num_gpus", "2", "--nnodes", "3", "--node_rank", "1", "--rdzv_endpoint", "host0:29400", "--task", "X"],
+        [
+            *("--num_gpus", "2", "--nnodes", "3", "--node_rank", "1", "--rdzv_backend", "c10d"),
+            *("--rdzv_endpoint", "host0:29400", "--rdzv_id", "bench", "--task", "X"),
+        ],
+    ],
+    ids=["multi_node_rendezvous_options_reach_torchrun", "launcher_forwards_multi_node_rendezvous"],
+)
+def test_isaaclabs_multinode_cases_print_the_command_where_host0_does_not_resolve(run_cli, isaaclab, argv):
+    env = clean_env(ISAACLAB_PATH=str(isaaclab), CUDA_VISIBLE_DEVICES="0,1")  # GPUs cannot exist here
+    result = run_cli(*argv, "--dry_run", env=env)
+    assert result.returncode == 0, result.stderr
+    command = command_of(result.stdout)
+    assert command[command.index("--nnodes") + 1] == "3"
+    assert command[command.index("--node_rank") + 1] == "1"
+    assert command[command.index("--rdzv_endpoint") + 1] == "host0:29400"
+    if "--rdzv_id" in argv:
+        assert command[command.index("--rdzv_id") + 1] == "bench"
+    assert command[-3:] == ["--rl_library", "rsl_rl", "--task=X", "--distributed"][-3:]
+    warned = [line for line in result.stderr.splitlines() if line.startswith("train_multigpu: warning: ")]
+    if _resolves("host0"):  # a machine that knows a host0 has nothing to warn about
+        assert warned == [], result.stderr
+    else:
+        assert len(warned) == 1 and warned[0].startswith(
+            "train_multigpu: warning: launcher.rdzv_endpoint=host0:29400: the host 'host0' does not resolve"
+        ), result.stderr
+        real = run_cli(*argv, env=env)
+        assert real.returncode == 2, real.stderr
+        assert real.stderr.startswith(
+            "train_multigpu: error: launcher.rdzv_endpoint=host0:29400: the host 'host0' does not resolve"
+        )
+
+
+def test_a_committed_cluster_profile_dry_runs_on_a_login_node(run_cli, isaaclab, tmp_path):
+    """examples/profiles/two_node_c10d.yaml on a machine that cannot resolve node0.cluster.example and
+    has no GPU: the plan, then one warning per fact of this host; exit 0."""
+    from test_profiles import EXAMPLES
+
+    target = tmp_path / ".train_multigpu" / "profile"
+    target.mkdir(parents=True)
+    (target / "two_node_c10d.yaml").write_text((EXAMPLES / "two_node_c10d.yaml").read_text())
+    env = clean_env(ISAACLAB_PATH=str(isaaclab))  # CUDA_VISIBLE_DEVICES="": no GPU visible
+    result = run_cli("profile=two_node_c10d", "launcher.node_rank=1", "dry_run=true", env=env)
+    assert result.returncode == 0, result.stderr
+    command = command_of(result.stdout)
+    assert command[command.index("--rdzv_endpoint") + 1] == "node0.cluster.example:29400"
+    assert command[-3:] == ["--rl_library", "rsl_rl", "presets=newton_mjwarp", "--distributed"][-3:]
+    warned = result.stderr.splitlines()
+    assert all(line.startswith("train_multigpu: warning: ") for line in warned), result.stderr
+    assert any("launcher.rdzv_endpoint=node0.cluster.example:29400: the host" in line for line in warned)

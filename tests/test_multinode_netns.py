@@ -338,3 +338,25 @@ def test_jax_node_crash_mid_run_raises_quickly_but_survivor_hangs_at_exit():
         still_running = procs[0].popen.poll() is None
     assert elapsed < 15, elapsed
     assert still_running, "JAX survivor exited by itself: update docs/notes/multinode_facts.md"
+
+
+# --- a fresh node whose hosts file lacks its own name (issue 18 item 8) ---------------------
+
+
+@pytest.mark.timeout(120)
+def test_c10d_without_is_host_fails_where_a_nodes_own_name_does_not_resolve():
+    """torch guesses is_host by resolving this machine's own host name: a gaierror in
+    _matches_machine_hostname, on every node, before any worker starts. Told is_host, they meet
+    (the launcher's own two-node launch: test_multinode_launcher.py)."""
+    with Hosts(2, hostnames=True, own_name_resolves=False) as hosts:
+        rdzv = ["--rdzv_backend", "c10d", "--rdzv_endpoint", f"{hosts[0].addr}:29400", "--rdzv_id", "no-own-name"]
+        flags = [["--node_rank", str(h.index), "--local_addr", h.addr] for h in hosts]
+        procs = [
+            start(h, torchrun(2, *rdzv, *f, nproc=1), env(GLOO_SOCKET_IFNAME="eth0")) for h, f in zip(hosts, flags)
+        ]
+        for p in procs:
+            assert p.wait(90) == 1, p.out[-3000:]
+            assert "_matches_machine_hostname" in p.out and "socket.gaierror" in p.out, p.out[-3000:]
+        told = [f + ["--rdzv_conf", f"is_host={int(h.index == 0)}"] for h, f in zip(hosts, flags)]
+        procs = run_nodes(hosts, [torchrun(2, *rdzv, *f, nproc=1) for f in told], env(GLOO_SOCKET_IFNAME="eth0"))
+        assert_all_reduced(procs, [1, 1], 2)

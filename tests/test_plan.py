@@ -416,3 +416,25 @@ def test_virtual_local_rank_follows_local_addr_as_torchrun_declares_them():
         "10.0.0.2",
         "--virtual_local_rank",
     ]
+
+
+def test_a_node_whose_own_name_does_not_resolve_is_told_is_host():
+    """Issue 18 item 8: torch's is_host guess resolves this machine's own host name (a gaierror on a
+    fresh node whose /etc/hosts lacks it); the launcher knows whether it holds node 0's address."""
+    from dataclasses import replace
+
+    from conftest import make_facts
+    from launcher import checks
+    from launcher.config.compose import compose
+
+    def rdzv_conf(node_rank: int, here: bool, own_name_resolves: bool | None) -> str | None:
+        cfg = compose(["launcher=multinode", "launcher.nnodes=2", f"launcher.node_rank={node_rank}",
+                       "launcher.rdzv_endpoint=10.0.0.1:29400"])  # fmt: skip
+        settled = checks.validate(cfg, make_facts())
+        settled = replace(settled, endpoint_here=here, own_name_resolves=own_name_resolves)
+        argv = list(plan.build(cfg, settled, make_facts()).processes[0].argv)
+        return argv[argv.index("--rdzv_conf") + 1] if "--rdzv_conf" in argv else None
+
+    assert rdzv_conf(1, here=False, own_name_resolves=False) == "is_host=0"
+    assert rdzv_conf(1, here=False, own_name_resolves=True) is None  # torch's guess works there
+    assert rdzv_conf(0, here=True, own_name_resolves=None) == "is_host=1"

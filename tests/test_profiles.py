@@ -207,12 +207,17 @@ def test_example_two_node_jax(run_cli, example_profiles):
 
 
 def test_example_profile_too_many_gpus_for_this_host(run_cli, example_profiles):
-    result = run_cli(
-        "profile=one_node_8gpu",
-        "dry_run=true",
-        env=clean_env(ISAACLAB_PATH=str(example_profiles), CUDA_VISIBLE_DEVICES="0,1"),
+    """A fact of this host: the dry run prints the plan and warns; the real launch refuses (issue 18 item 9)."""
+    env = clean_env(ISAACLAB_PATH=str(example_profiles), CUDA_VISIBLE_DEVICES="0,1")
+    result = run_cli("profile=one_node_8gpu", "dry_run=true", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "--nproc_per_node 8 " in result.stdout.splitlines()[-1]
+    assert result.stderr.startswith(
+        "train_multigpu: warning: launcher.nproc_per_node=8: more workers than the 2 visible GPU(s)"
     )
-    assert_usage_error(result, "launcher.nproc_per_node=8: more workers than the 2 visible GPU(s)")
+    assert_usage_error(
+        run_cli("profile=one_node_8gpu", env=env), "launcher.nproc_per_node=8: more workers than the 2 visible GPU(s)"
+    )
 
 
 # -- save_profile -----------------------------------------------------------------------------
