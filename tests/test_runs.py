@@ -194,7 +194,7 @@ def test_a_running_launch_is_running_and_a_killed_one_lost(launches):
     _, seen = launches
     running = by_name(json.loads(seen["running"].stdout))
     assert running["int"]["status"] == running["lost"]["status"] == "running"
-    assert running["int"]["exit_code"] is None and running["int"]["pid"] > 0
+    assert running["int"]["exit_code"] is None and running["int"]["pid"] == seen["open_record"]["pid"] > 0
     assert by_name(json.loads(seen["lost_at_once"].stdout))["lost"]["status"] == "lost"
 
 
@@ -297,36 +297,45 @@ def test_follow_prints_a_line_written_after_it_started_and_ends_with_the_launch(
     wait for ``until``); the launch ends by itself and follow with it, exit code 0."""
     ready, go, until = (tmp_path / name for name in ("ready", "go", "until"))
     proc = launch(tmp_path, "follow", *JAX, args=("--ready", str(ready), "--go", str(go), "--until", str(until)))
-    follow = None
+    follows: list[subprocess.Popen] = []
     try:
         wait_for(ready.exists, what="the ranks' first lines")
         run_dir = run_dir_of(tmp_path, "follow")
-        follow = subprocess.Popen(
-            [sys.executable, "-m", "launcher", "runs", "logs", run_dir.name, "--rank", "all", "--follow"],
-            cwd=tmp_path,
-            env=launch_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        for rank in ("all", "1"):  # every rank's lines prefixed; rank 1's as written
+            follows.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "launcher", "runs", "logs", run_dir.name, "--rank", rank, "--follow"],
+                    cwd=tmp_path,
+                    env=launch_env(),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        every, one = (Lines(follow.stdout) for follow in follows)
+        wait_for(
+            lambda: len(every.lines) >= 6 and len(one.lines) >= 3, 30, "what the ranks had written, through follow"
         )
-        out = Lines(follow.stdout)
-        wait_for(lambda: len(out.lines) >= 6, 30, "what the ranks had written, through follow")
-        assert out.lines == [f"[0:{rank}] rank {rank} line {i}" for rank in (0, 1) for i in (1, 2, 3)]
+        assert every.lines == [f"[0:{rank}] rank {rank} line {i}" for rank in (0, 1) for i in (1, 2, 3)]
+        assert one.lines == ["rank 1 line 1", "rank 1 line 2", "rank 1 line 3"]
         assert not any("after go" in (run_dir / "logs" / f"rank{r}.log").read_text() for r in (0, 1))
         go.touch()  # now the ranks print a line each
-        wait_for(lambda: len(out.lines) >= 8, 30, "the lines written after follow started, through follow")
-        assert sorted(out.lines[6:]) == ["[0:0] rank 0 after go", "[0:1] rank 1 after go"]
-        assert proc.poll() is None and follow.poll() is None  # the launch runs: its ranks wait for until
+        wait_for(lambda: len(every.lines) >= 8 and len(one.lines) >= 4, 30, "the lines written after follow started")
+        assert sorted(every.lines[6:]) == ["[0:0] rank 0 after go", "[0:1] rank 1 after go"]
+        assert one.lines[3:] == ["rank 1 after go"]
+        assert proc.poll() is None and [f.poll() for f in follows] == [None, None]  # the ranks wait for until
         until.touch()
         assert finish(proc) == 0, proc.err
-        assert follow.wait(timeout=30) == 0  # it ended by itself, with the launch
-        out.thread.join(timeout=10)
-        assert len(out.lines) == 8 and follow.stderr.read() == ""
+        assert [f.wait(timeout=30) for f in follows] == [0, 0]  # they ended by themselves, with the launch
+        for lines in (every, one):
+            lines.thread.join(timeout=10)
+        assert (len(every.lines), len(one.lines)) == (8, 4)
+        assert [f.stderr.read() for f in follows] == ["", ""]
     finally:
         go.touch()
         until.touch()
-        for started in (proc, follow):
-            if started is not None and started.poll() is None:
+        for started in (proc, *follows):
+            if started.poll() is None:
                 started.kill()
                 started.wait()
 
