@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -234,6 +235,72 @@ def test_a_hang_across_nodes_gets_every_nodes_stacks_before_any_node_stops(tmp_p
         assert (record["exit_code"], record["reason"]) == (124, "hang"), record
         assert "exit code 124 (hang)" in p.out
         assert alive(tmp_path / f"n{node}" / "pids") == []
+
+
+def interpreter_without_py_spy(tmp: Path, py_spy: str | None = None) -> tuple[str, dict]:
+    """A virtual environment that sees this one's packages (a .pth file) but has no py-spy beside its
+    interpreter (where stacks.find_py_spy looks first), and a PATH without one (where it looks next);
+    ``py_spy``: a script to put there instead. Returns its python and the launch's environment."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    here = sysconfig.get_paths()["purelib"]
+    Path(purelib, "train_multigpu_tests.pth").write_text(f"import site; site.addsitedir({here!r})\n")
+    if py_spy is not None:
+        (venv / "bin" / "py-spy").write_text(py_spy)
+        (venv / "bin" / "py-spy").chmod(0o755)
+    path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not Path(d, "py-spy").exists()]
+    env = {**os.environ, "PATH": os.pathsep.join(path), "PYTHONPATH": str(REPO)}
+    found = subprocess.run(
+        [str(python), "-c", "from launcher.run import stacks; print(stacks.find_py_spy())"],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert found == ("None" if py_spy is None else str(venv / "bin" / "py-spy"))
+    return str(python), env
+
+
+NOT_FOUND = "py-spy not found: pip install py-spy (a dependency of train_multigpu: reinstall it)"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", ["missing", "refused"])
+def test_a_hang_without_stacks_still_ends_124_with_the_progress_lines_and_one_message(tmp_path, case):
+    """Real launches whose py-spy is missing, or refused by the kernel. What is refused here: py-spy
+    run as another user (nobody) than the ranks (root), through a wrapper where the launcher finds
+    py-spy. This kernel has no Yama (no /proc/sys/kernel/yama), so the same-user refusals of
+    ptrace_scope 1..3 cannot exist here."""
+    if case == "refused" and (os.geteuid() != 0 or shutil.which("setpriv") is None):
+        pytest.skip("needs root and setpriv")
+    real = stacks.find_py_spy()
+    as_nobody = f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {real} "$@"\n'
+    python, env = interpreter_without_py_spy(tmp_path, as_nobody if case == "refused" else None)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    argv = [
+        python, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=2", f"script={WORKER}",
+        f"run_root={tmp_path / 'runs'}", "launcher.hang_timeout=3", "--", "--mode", "torch", "--pid_dir", str(pids),
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    code, out, err = finish(proc, timeout=90)
+    assert code == 124, out + err
+    assert alive(pids) == []
+    assert "  rank 0: last progress " in err and "  rank 1: last progress " in err
+    assert ", iteration 3/1000 (stalled)" in err
+    (said,) = [line for line in err.splitlines() if "no stack" in line]  # one line, said once
+    if case == "missing":
+        assert said == f"ranks 0, 1 no stack ({NOT_FOUND})"
+    else:
+        assert said.startswith("ranks 0, 1 no stack (py-spy cannot attach to pids "), said
+        assert said.endswith(f": permission denied (ptrace); {stacks.PTRACE_HINT})"), said
+    capture = one_capture(run_dir(tmp_path), "_hang")
+    for rank in (0, 1):
+        assert "\nno stack: " in (capture / f"rank{rank}.txt").read_text()
+    record = status(tmp_path)
+    assert (record["exit_code"], record["reason"]) == (124, "hang") and said in record["failure"]["summary"]
 
 
 def test_no_py_spy_says_what_to_install():

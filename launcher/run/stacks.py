@@ -277,13 +277,36 @@ def render(stack: RankStack, node: int) -> str:
 
 
 def one_line(stacks: dict[int, RankStack]) -> str:
-    """``rank 0 waits in all_reduce (train.py:120); rank 1 in time.sleep (train.py:14)``."""
+    """``rank 0 waits in all_reduce (train.py:120); rank 1 in time.sleep (train.py:14)``. Ranks without a
+    stack for the same reason are said once: ``ranks 0, 1 no stack (py-spy not found: ...)``.
+
+    >>> one_line({0: RankStack(0, 10, error="py-spy cannot attach to pid 10: denied"),
+    ...           1: RankStack(1, 11, error="py-spy cannot attach to pid 11: denied"), 2: RankStack(2, 12, error="x")})
+    'ranks 0, 1 no stack (py-spy cannot attach to pids 10, 11: denied); rank 2 no stack (x)'
+    """
+    alike: dict[str, list[RankStack]] = {}
+    for rank in sorted(stacks):
+        if stacks[rank].error:
+            alike.setdefault(_reason(stacks[rank]), []).append(stacks[rank])
     parts = []
     for index, rank in enumerate(sorted(stacks)):
         stack = stacks[rank]
-        said = f"no stack ({stack.error})" if stack.error else where(stack.main_frames()).text()
-        parts.append(f"rank {rank} {'waits ' if index == 0 and not stack.error else ''}{said}")
+        if not stack.error:
+            parts.append(f"rank {rank} {'waits ' if index == 0 else ''}{where(stack.main_frames()).text()}")
+            continue
+        group = alike.pop(_reason(stack), [])
+        if len(group) == 1:
+            parts.append(f"rank {rank} no stack ({stack.error})")
+        elif group:
+            ranks = ", ".join(str(each.rank) for each in group)
+            pids = ", ".join(str(each.pid) for each in group)
+            parts.append(f"ranks {ranks} no stack ({_reason(stack).replace('pid <P>', f'pids {pids}')})")
     return "; ".join(parts)
+
+
+def _reason(stack: RankStack) -> str:
+    """Its error with its pid left out (the same reason for several ranks)."""
+    return stack.error.replace(f"pid {stack.pid}", "pid <P>")
 
 
 def new_dir(run_dir: Path, hang: bool) -> Path:
