@@ -380,10 +380,15 @@ def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
     (run_dir / "logs").mkdir(parents=True)
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
-    status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
-    record.write_json(run_dir / "status.json", status)
+    open_record(run_dir, proc.pid)
     return proc, run_dir
+
+
+def open_record(run_dir: Path, pid: int) -> None:
+    """``status.json`` of a running launch whose launcher is ``pid``."""
+    status = {"started": "2026-01-01T00:00:00+00:00", "pid": pid, "exit_code": None}
+    status.update(pid_start=record.process_start(pid), host=read.HOST)
+    record.write_json(run_dir / "status.json", status)
 
 
 def test_show_while_running_has_each_ranks_progress_and_the_stalled_ones(tmp_path):
@@ -536,6 +541,18 @@ time.sleep(60)
 """
 
 
+def fake_launcher(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
+    """FAKE_LAUNCHER running (its SIGUSR2 handler installed) as the launcher of an open record."""
+    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
+    run_dir.mkdir(parents=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_LAUNCHER, str(run_dir), mode], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline() == "ready\n"
+    open_record(run_dir, proc.pid)
+    return proc, run_dir
+
+
 @pytest.mark.parametrize(
     "mode, code, expected",
     [
@@ -548,19 +565,26 @@ def test_stacks_signals_the_launcher_and_waits_for_the_new_directory(tmp_path, m
     """The launcher side of the contract, played by a small real process: it handles SIGUSR2 by
     writing ``stacks/<stamp>/`` through a ``.tmp`` rename, as the launcher's stack dump does (or
     writes nothing, or exits)."""
-    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
-    run_dir.mkdir(parents=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", FAKE_LAUNCHER, str(run_dir), mode], stdout=subprocess.PIPE, text=True
-    )
+    proc, run_dir = fake_launcher(tmp_path, mode)
     try:
-        assert proc.stdout.readline() == "ready\n"
-        status = {"started": "2026-01-01T00:00:00+00:00", "pid": proc.pid, "exit_code": None}
-        status.update(pid_start=record.process_start(proc.pid), host=read.HOST)
-        record.write_json(run_dir / "status.json", status)
         out = runs_cli(tmp_path, "stacks", "last", "--timeout", "0.5" if mode == "silent" else "30")
         assert (out.returncode, out.stdout if code == 0 else out.stderr) == (code, expected.format(run_dir=run_dir))
         assert (proc.poll() is None) == (mode != "exit")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_stacks_json_names_the_new_directory_and_its_files(tmp_path):
+    proc, run_dir = fake_launcher(tmp_path, "write")
+    try:
+        out = runs_cli(tmp_path, "stacks", "last", "--json")
+        assert (out.returncode, out.stderr) == (0, "")
+        assert json.loads(out.stdout) == {
+            "id": run_dir.name,
+            "stacks": str(run_dir / "stacks" / "2026-01-01_00-00-00"),
+            "files": ["summary.txt"],
+        }
     finally:
         proc.kill()
         proc.wait()
