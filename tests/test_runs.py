@@ -511,6 +511,42 @@ def test_stacks_of_a_launcher_without_a_handler_is_refused_and_not_signalled(tmp
         proc.wait()
 
 
+def signal_mask(pid: int, field: str) -> int | None:
+    """A signal mask of /proc/<pid>/status (SigCgt: handled, SigIgn: ignored); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next(int(line.split()[1], 16) for line in handle if line.startswith(f"{field}:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def test_a_stack_request_as_the_launch_ends_never_ends_the_launcher(tmp_path):
+    """``runs stacks`` checks that the launcher handles SIGUSR2, then sends it. Between the two the
+    launch may end: the launcher stops handling it while its record is still open (the end to
+    write, its exit code to return). There SIGUSR2 is ignored, never the default (which ends the
+    process): the test sends it the moment the handler goes, and the launch still exits 0."""
+    bit = 1 << (signal.SIGUSR2 - 1)
+    for attempt in range(3):  # the moment is seen by polling /proc: retried only when it was missed
+        proc = launch(tmp_path, f"ending{attempt}", *JAX)
+        handled, after = False, None
+        while proc.poll() is None:
+            caught = signal_mask(proc.pid, "SigCgt")
+            if caught is None:
+                break
+            if caught & bit:
+                handled = True
+            elif handled:
+                after = signal_mask(proc.pid, "SigIgn")
+                os.kill(proc.pid, signal.SIGUSR2)  # what a runs stacks that checked a moment ago sends
+                break
+        assert finish(proc) == 0, (after, proc.err)
+        if after is not None:
+            break
+    assert after is not None and after & bit, "the launcher stopped handling SIGUSR2 without ignoring it"
+    status = json.loads((run_dir_of(tmp_path, f"ending{attempt}") / "status.json").read_text())
+    assert (status["exit_code"], status["reason"]) == (0, "success")
+
+
 def test_stacks_of_an_ended_run_is_refused(launches):
     tmp, _ = launches
     ok = run_dir_of(tmp, "ok").name

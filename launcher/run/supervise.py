@@ -323,6 +323,9 @@ def run(
     installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
     if interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
         installed.update({sig: supervisor.on_stacks for sig in STACK_SIGNALS})
+        for sig in STACK_SIGNALS:  # what is restored after the launch: its record is open until the end is
+            if signal.getsignal(sig) == signal.SIG_DFL:  # written, a late request must not end the launcher
+                signal.signal(sig, signal.SIG_IGN)
     with handlers(installed):
         if interrupts is not None:
             interrupts.attach(supervisor)
