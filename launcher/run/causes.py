@@ -13,11 +13,21 @@ A failure is classified, in this order:
    anything) → ``oom-killed`` when an OOM counter moved ("confirmed" from the launch's memory
    cgroup, "likely" from the machine's count or a cgroup at its limit) or none is readable
    ("likely"); ``SIGKILL`` when the counters were readable and none moved;
-2. its error text (exception, traceback, else the log's last lines) against :data:`CLASSES`;
-3. a lost peer (:data:`FOLLOWER`): ``follower``;
-4. another signal: its name (``SIGSEGV``, ``SIGBUS``, ``SIGABRT`` ...), with the innermost Python
+2. the exception the rank died of (its exit record: the exception and the exception lines of its
+   traceback, never the source lines quoted there) against :data:`CLASSES`, else a lost peer
+   (:data:`FOLLOWER`), else ``exception``: a rank that died of an exception is never classified by
+   text its log printed before;
+3. only when no exception was recorded: the log's last lines against :data:`CLASSES`, a lost peer;
+4. torchrun itself failed (no rank: the traceback is torchrun's, no worker ran or failed):
+   ``rendezvous`` when it failed in torch elastic's rendezvous (``socket.gaierror`` in
+   ``_matches_machine_hostname``: this node's own host name does not resolve), else, after a signal,
+   ``torchrun``; never ``exit-code``, which says the script exited by itself;
+5. another signal: its name (``SIGSEGV``, ``SIGBUS``, ``SIGABRT`` ...), with the innermost Python
    frame that faulthandler (enabled by the worker wrapper) wrote to the rank's log;
-5. else ``exception`` (an uncaught Python exception) or ``exit-code``.
+6. else ``exit-code``.
+
+The classes of GPU failures (:data:`GPU_CLASSES`: CUDA out of memory, illegal memory access, NCCL)
+and their hints (nvidia-smi, the NCCL workaround) are never given on a launch without a GPU.
 """
 
 from __future__ import annotations
@@ -87,6 +97,28 @@ CLASSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
 )
 
+# failures only a GPU launch can have: never named on a launch with no GPU (a CPU rank may print the text)
+GPU_CLASSES = frozenset(("illegal-memory-access", "cuda-oom", "nccl-timeout", "nccl"))
+
+# torchrun's own failure in torch elastic's rendezvous (before or while starting the workers)
+RENDEZVOUS = re.compile(r"Rendezvous\w*Error|torch/distributed/elastic/rendezvous/")
+OWN_NAME = re.compile(r"_matches_machine_hostname[\s\S]*?(socket\.gaierror[^\n]*)")
+RENDEZVOUS_FIX = (
+    "torchrun failed in the rendezvous before any worker ran (the script did not fail): check that "
+    "launcher.rdzv_endpoint is node 0's address as this node reaches it, that every node uses the same "
+    "rdzv_endpoint, rdzv_id and nnodes, and that the port is open; the detail is torch's own error"
+)
+OWN_NAME_FIX = (
+    "this node's own host name does not resolve, and torch resolves it to guess whether this node hosts "
+    "the c10d store: add it to /etc/hosts (or DNS), or set launcher.is_host (true on node 0's machine, "
+    "false elsewhere; the launcher sets it by itself across nodes)"
+)
+TORCHRUN_FIX = (
+    "torchrun itself failed, not the training script: its traceback is in logs/torchrun.log "
+    "(a bad torchrun flag or value, an unusable --log_dir, or torch's launcher at fault)"
+)
+_EXCEPTION_LINE = re.compile(r"^(?!Traceback \(most recent call last\))\S.*$", re.M)
+
 # a rank that failed because a peer went away: gloo, TCPStore, NCCL and JAX's coordination service
 FOLLOWER = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|ncclRemoteError|remote process exit"
@@ -122,9 +154,10 @@ SIGKILL_FIX = (
     "check the scheduler's log for the job"
 )
 
-_CURRENT = re.compile(
-    r"(?:Current thread 0x[0-9a-f]+|Stack) \(most recent call first\):\n\s+File \"([^\"]+)\", line (\d+) in (\S+)"
-)
+_CURRENT = re.compile(r"(?:Current thread 0x[0-9a-f]+|Stack) \(most recent call first\):\n((?:[ \t]+File .*\n?)+)")
+_FRAME = re.compile(r"File \"([^\"]+)\", line (\d+) in (\S+)")
+# a frame of Python's own library (ctypes, mmap's callers, runpy): the user's frame below it says more
+_STDLIB = re.compile(r"^<frozen |/lib/python3\.\d+/(?!(?:site|dist)-packages/)")
 _FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
 
 
@@ -141,6 +174,8 @@ class Context:
     # and the workers per node (local rank = rank % nproc, as torchrun assigns them)
     live_at_failure: frozenset[int] | None = None
     nproc: int = 1
+    # the launch has GPUs (plan.device == "cuda"): without, GPU-only classes and hints are never given
+    gpu: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,13 +221,27 @@ class _Case:
 
 
 def _record_text(log_dir: Path, rank: int | None) -> str:
+    """The exception a rank died of, as its exit record has it: the exception, then the exception
+    lines of its traceback (chained ones too), never the source lines the traceback quotes; '' when
+    the rank recorded no exception (an exit code, a signal, no record).
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> stack = 'Traceback (most recent call last):\\n  File "t.py", line 3\\n    print("CUDA out of memory")'
+    >>> stack += '\\nKeyError: 1'
+    >>> _ = (d / "rank0.exit.json").write_text(json.dumps({"exception": "KeyError: 1", "traceback": stack}))
+    >>> _record_text(d, 0)
+    'KeyError: 1\\nKeyError: 1'
+    """
     if rank is None:
         return ""
     try:
         data = json.loads((log_dir / f"rank{rank}.exit.json").read_text())
     except (OSError, ValueError):
         return ""
-    return f"{data.get('exception', '')}\n{data.get('traceback', '')}"
+    exception = str(data.get("exception", "") or "")
+    if not exception:
+        return ""
+    return "\n".join([exception, *_EXCEPTION_LINE.findall(str(data.get("traceback", "") or ""))])
 
 
 def _log_text(failure: Failure, log_dir: Path) -> str:
@@ -221,15 +270,58 @@ def _first_line(pattern: re.Pattern[str], text: str, limit: int = 160) -> str:
 
 
 def _faulthandler_frame(text: str) -> str:
-    """``file:line in function`` of the innermost Python frame faulthandler printed, or ''."""
+    """``file:line in function`` of the innermost Python frame faulthandler printed outside Python's
+    own library (with the innermost one when that is Python's), or ''.
+
+    >>> _faulthandler_frame('Current thread 0x1 (most recent call first):\\n'
+    ...     '  File "/usr/lib/python3.11/ctypes/__init__.py", line 519 in string_at\\n'
+    ...     '  File "/w/sim.py", line 35 in step\\n')
+    'sim.py:35 in step (innermost: ctypes/__init__.py:519 in string_at)'
+    """
     match = _CURRENT.search(text)
     if not match:
         return ""
-    path, line, function = match.groups()
-    return f"{Path(path).name}:{line} in {function}"
+    frames = _FRAME.findall(match.group(1))
+    if not frames:
+        return ""
+
+    def shown(frame: tuple[str, str, str]) -> str:
+        path, line, function = frame
+        name = Path(path).name
+        if _STDLIB.search(path) and name == "__init__.py":
+            name = f"{Path(path).parent.name}/{name}"
+        return f"{name}:{line} in {function}"
+
+    own = next((frame for frame in frames if not _STDLIB.search(frame[0])), frames[0])
+    return shown(own) + (f" (innermost: {shown(frames[0])})" if own is not frames[0] else "")
 
 
-def _classify(case: _Case, evidence: oom.Evidence) -> None:
+def _match_class(text: str, gpu: bool) -> tuple[str, str, str] | None:
+    """(class, fix, the matching line) of the first of :data:`CLASSES` in ``text``."""
+    for cls, pattern, hint in CLASSES:
+        if cls in GPU_CLASSES and not gpu:
+            continue
+        line = _first_line(pattern, text)
+        if line:
+            return cls, hint, line
+    return None
+
+
+def _follower(case: _Case, text: str) -> bool:
+    line = _first_line(FOLLOWER, text)
+    if line:
+        case.cls, case.hint, case.detail = "follower", FOLLOWER_FIX, line[:100] + ("..." if len(line) > 100 else "")
+    return bool(line)
+
+
+def _last_exception_line(text: str) -> str:
+    """The last exception line of a traceback (torchrun's own), shortened."""
+    lines = _EXCEPTION_LINE.findall(text)
+    line = lines[-1].strip() if lines else ""
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def _classify(case: _Case, evidence: oom.Evidence, gpu: bool = True) -> None:
     failure = case.failure
     if failure.signal == "SIGKILL":
         if evidence.verdict == "none_counted":
@@ -242,17 +334,25 @@ def _classify(case: _Case, evidence: oom.Evidence) -> None:
             if failure.source == GONE:
                 case.detail += "; it had ended, without an exit record, when the failure was seen"
         return
-    for text in (case.exception_text, case.text):
-        for cls, pattern, hint in CLASSES:
-            line = _first_line(pattern, text)
-            if line:
-                case.cls, case.hint, case.detail = cls, hint, line
-                return
-    for text in (case.exception_text, case.text):
-        line = _first_line(FOLLOWER, text)
-        if line:
-            case.cls, case.hint, case.detail = "follower", FOLLOWER_FIX, line[:100] + ("..." if len(line) > 100 else "")
-            return
+    if case.exception_text:  # the exception the rank died of outranks any text its log printed before
+        found = _match_class(case.exception_text, gpu)
+        if found:
+            case.cls, case.hint, case.detail = found
+        elif not _follower(case, case.exception_text):
+            _exception(case, failure.exception or case.exception_text.splitlines()[0])
+        return
+    found = _match_class(case.text, gpu)
+    if found:
+        case.cls, case.hint, case.detail = found
+        return
+    if failure.rank is None and RENDEZVOUS.search(case.text):  # torchrun's own, before any worker ran
+        own = OWN_NAME.search(case.text)
+        case.cls = "rendezvous"
+        case.hint = OWN_NAME_FIX if own else RENDEZVOUS_FIX
+        case.detail = own.group(1).strip() if own else _last_exception_line(case.text)
+        return
+    if _follower(case, case.text):
+        return
     if failure.signal is not None:
         case.cls = failure.signal
         case.hint = SIGNAL_FIX.get(failure.signal, f"killed by {failure.signal}: read the log's last lines")
@@ -264,12 +364,20 @@ def _classify(case: _Case, evidence: oom.Evidence) -> None:
         case.detail = "; ".join(parts)
         return
     if failure.exception:
-        case.cls = "exception"
-        case.hint = "an uncaught exception in the training script: its traceback shows where"
-        case.detail = failure.exception if len(failure.exception) <= 160 else failure.exception[:157] + "..."
+        _exception(case, failure.exception)
+        return
+    if failure.rank is None:  # torchrun's exit status, no worker failed: never "the script exited by itself"
+        case.cls, case.hint = "torchrun", TORCHRUN_FIX
+        case.detail = _last_exception_line(case.text) or f"torchrun exited with {failure.exit_code}"
         return
     case.cls = "exit-code"
     case.hint = f"the script exited with {failure.exit_code} by itself: its last log lines say why"
+
+
+def _exception(case: _Case, exception: str) -> None:
+    case.cls = "exception"
+    case.hint = "an uncaught exception in the training script: its traceback shows where"
+    case.detail = exception if len(exception) <= 160 else exception[:157] + "..."
 
 
 def _torchrun_failures(log_dir: Path, node: int) -> list[Failure]:
@@ -358,7 +466,7 @@ def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = No
         )
         if candidate.rank is None:
             case.text = "\n".join(logs.last_lines(ctx.log_dir / logs.TORCHRUN_LOG, TEXT_LINES))
-        _classify(case, evidence)
+        _classify(case, evidence, ctx.gpu)
         cases.append(case)
     causes = [case for case in cases if case.cls != "follower" and case.failure.signal not in STOP_SIGNALS]
     cause = causes[0] if causes else cases[0]

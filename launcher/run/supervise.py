@@ -291,6 +291,7 @@ class Supervisor:
                 self.oom_before,
                 self.live_at_failure,
                 self.plan.nproc_per_node,
+                gpu=self.plan.device == "cuda",
             )
             return Outcome(self.failure.exit_code, reason, self.failure, context=context)
         if self.signal_received is not None:

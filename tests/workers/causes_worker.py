@@ -6,6 +6,10 @@
                 stop does not race its error: the launcher's SIGKILL ends it a second later.
 --mode abort    rank 1 calls os.abort() in crash_here(); rank 0 sleeps (standard library only)
 --mode raise    rank 1 raises RuntimeError(--text); rank 0 sleeps (standard library only)
+--mode printed  rank 1 prints --text, then raises KeyError (standard library only)
+--mode segv     rank 1 dies of SIGSEGV in crash_segv() (ctypes reads address 0); rank 0 sleeps
+--mode sigbus   rank 1 dies of SIGBUS in crash_sigbus(): it maps a file, truncates it and reads the
+                page that is gone; rank 0 sleeps (standard library only)
 --mode beat     every rank beats (TRAIN_MULTIGPU_HEARTBEAT_FILE) once per iteration for --seconds,
                 an iteration taking --dt s, and --slow_dt s on rank --slow_rank (standard library only)
 """
@@ -23,6 +27,23 @@ def rank() -> int:
 
 def crash_here() -> None:
     os.abort()
+
+
+def crash_segv() -> None:
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def crash_sigbus() -> None:
+    import mmap
+    import tempfile
+
+    with tempfile.TemporaryFile() as handle:
+        handle.truncate(mmap.PAGESIZE)
+        mapped = mmap.mmap(handle.fileno(), mmap.PAGESIZE)
+        handle.truncate(0)
+        mapped[0]  # the page's file is gone: the kernel sends SIGBUS
 
 
 def oom() -> int:
@@ -76,6 +97,13 @@ def main() -> int:
             crash_here()
         if args.mode == "raise":
             raise RuntimeError(args.text)
+        if args.mode == "printed":
+            print(args.text, flush=True)
+            raise KeyError("step_count")
+        if args.mode == "segv":
+            crash_segv()
+        if args.mode == "sigbus":
+            crash_sigbus()
     time.sleep(120)
     return 0
 
