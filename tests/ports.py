@@ -34,9 +34,27 @@ def free_port(span: int = 1) -> int:
     >>> LOWEST <= port < _ephemeral_low() and not port_in_use(port + 1)
     True
     """
+    return free_ports(1, span)[0]
+
+
+def free_ports(count: int, span: int = 1) -> list[int]:
+    """``count`` such ports at once, their spans pairwise apart: ports drawn one by one may coincide
+    (a port is free until someone binds it), and a Ray node given the same port twice fails to start.
+
+    >>> ports = free_ports(15)
+    >>> len(set(ports)) == 15 and all(LOWEST <= p < _ephemeral_low() for p in ports)
+    True
+    """
     top = min(_ephemeral_low(), 32768) - span
-    for _ in range(200):
+    taken: set[int] = set()
+    chosen: list[int] = []
+    for _ in range(200 * count):
         base = random.randrange(LOWEST, top)
-        if not any(port_in_use(port) for port in range(base, base + span)):
-            return base
-    raise RuntimeError(f"no {span} free consecutive ports in {LOWEST}..{top}")
+        span_ports = range(base, base + span)
+        if taken.intersection(span_ports) or any(port_in_use(port) for port in span_ports):
+            continue
+        chosen.append(base)
+        taken.update(span_ports)
+        if len(chosen) == count:
+            return chosen
+    raise RuntimeError(f"no {count} sets of {span} free consecutive ports in {LOWEST}..{top}")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from ports import free_port
+from ports import free_ports
 
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
 CPUS_PER_NODE = 4  # logical: Ray counts, it does not pin (the tests' jobs run side by side)
@@ -36,6 +36,7 @@ CPUS_PER_NODE = 4  # logical: Ray counts, it does not pin (the tests' jobs run s
 class RayCluster:
     address: str  # the dashboard: what RAY_ADDRESS / ray.address take
     gcs: str
+    temp_dir: Path  # Ray's --temp-dir: the session directories (logs, runtime_resources) of both nodes
 
 
 def _unavailable(reason: str):
@@ -62,15 +63,19 @@ def _wait_started(proc: subprocess.Popen, log: Path, timeout: float = 120.0) -> 
     raise RuntimeError(f"`ray start` did not come up (exit {proc.poll()}):\n{tail}")
 
 
-def _node_ports() -> list[str]:
-    return [
-        f"--node-manager-port={free_port()}",
-        f"--object-manager-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
-    ]
+NODE_PORT_FLAGS = (
+    "--node-manager-port",
+    "--object-manager-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--runtime-env-agent-port",
+    "--metrics-export-port",
+)
+
+
+def _node_ports(ports: list[int]) -> list[str]:
+    """One node's port flags, taking its ports from ``ports`` (drawn together: all distinct)."""
+    return [f"{flag}={ports.pop()}" for flag in NODE_PORT_FLAGS]
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -95,7 +100,10 @@ def ray_cluster():
     folder = Path(tempfile.mkdtemp(prefix="tmgray", dir="/tmp"))  # short: Ray's socket paths have a limit
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
-    gcs_port, dashboard_port = free_port(), free_port()
+    # every port of both nodes in one draw: ports drawn one by one may coincide, and a node given a
+    # taken port fails to start (under TRAIN_MULTIGPU_REQUIRE_RAY, a CI failure)
+    ports = free_ports(3 + 2 * len(NODE_PORT_FLAGS))
+    gcs_port, dashboard_port, client_port = ports.pop(), ports.pop(), ports.pop()
     common = ["--block", f"--num-cpus={CPUS_PER_NODE}", "--num-gpus=0", "--object-store-memory=80000000"]
     common.append("--disable-usage-stats")
     head = _start(
@@ -108,10 +116,10 @@ def ray_cluster():
             "--include-dashboard=true",  # its server is the Job Submission API
             "--dashboard-host=127.0.0.1",
             f"--dashboard-port={dashboard_port}",
-            f"--ray-client-server-port={free_port()}",
+            f"--ray-client-server-port={client_port}",
             f"--temp-dir={folder}",
             *common,
-            *_node_ports(),
+            *_node_ports(ports),
         ],
         folder / "head.log",
         env,
@@ -126,7 +134,7 @@ def ray_cluster():
                 f"--address={HEAD_IP}:{gcs_port}",
                 f"--node-ip-address={WORKER_IP}",
                 *common,
-                *_node_ports(),
+                *_node_ports(ports),
             ],
             folder / "worker.log",
             env,
@@ -139,7 +147,7 @@ def ray_cluster():
             _stop(proc)
         _unavailable(str(err))
     try:
-        yield RayCluster(address=f"http://127.0.0.1:{dashboard_port}", gcs=f"{HEAD_IP}:{gcs_port}")
+        yield RayCluster(f"http://127.0.0.1:{dashboard_port}", f"{HEAD_IP}:{gcs_port}", folder)
     finally:
         for proc in reversed(procs):
             _stop(proc)
@@ -156,3 +164,15 @@ def job_logs(cluster: RayCluster, job_id: str) -> str:
     from ray.job_submission import JobSubmissionClient
 
     return JobSubmissionClient(cluster.address).get_job_logs(job_id)
+
+
+def stop_jobs(cluster: RayCluster, job_ids) -> None:
+    """Stop those of the jobs that still run (a test's cleanup: no job outlives its test)."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(cluster.address)
+    for job_id in job_ids:
+        try:
+            client.stop_job(job_id)
+        except Exception:  # ended, or never known
+            pass
