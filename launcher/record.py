@@ -19,7 +19,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from . import __version__, secrets
+from . import __version__, files, secrets
 from .plan import LaunchPlan
 
 STATUS = "status.json"
@@ -92,10 +92,13 @@ def composition(overrides, line, cwd: str, notes: dict | None = None) -> dict:
 
 
 def mask_placeholders(override: str) -> str:
-    """A secret override as recorded: its value ``***`` (``secrets.hide``'s placeholders, or a value
-    that was never hidden, all read as the one mask).
+    """A secret override as recorded: its value ``***``; a sweep job's keeps the number of its value
+    (``***2``: the second value typed for that key, ``secrets.hide``'s placeholder), so the jobs of a
+    sweep over secret values are told apart (``runs``' SWEPT column) without recording any value.
 
-    >>> mask_placeholders("+worker_env.HF_TOKEN=***2"), mask_placeholders("seed=1")
+    >>> mask_placeholders("+worker_env.HF_TOKEN=***2"), mask_placeholders("+worker_env.HF_TOKEN=***1,***2")
+    ('+worker_env.HF_TOKEN=***2', '+worker_env.HF_TOKEN=***')
+    >>> mask_placeholders("+worker_env.HF_TOKEN=abc"), mask_placeholders("seed=1")
     ('+worker_env.HF_TOKEN=***', 'seed=1')
     >>> mask_placeholders("+worker_env.HF_TOKEN=${oc.env:T}")  # a reference holds no secret value
     '+worker_env.HF_TOKEN=${oc.env:T}'
@@ -105,15 +108,26 @@ def mask_placeholders(override: str) -> str:
     masked = secrets.mask_override(override)
     key, eq, value = masked.partition("=")
     if eq and value.startswith(secrets.MASK):
-        return f"{key}={secrets.MASK}"
+        placeholder = override.partition("=")[2]
+        return f"{key}={placeholder if is_placeholder(placeholder) else secrets.MASK}"
     return masked
 
 
-def read_composition(run_dir: str | Path) -> dict | None:
-    """A run directory's composition.json, or None when it is missing, unreadable or not an object."""
+def is_placeholder(value: str) -> bool:
+    """``***`` or a sweep's numbered ``***<n>``: what a record holds where a secret value was.
+
+    >>> is_placeholder("***"), is_placeholder("***12"), is_placeholder("***1,***2"), is_placeholder("abc")
+    (True, True, False, False)
+    """
+    return re.fullmatch(re.escape(secrets.MASK) + r"\d*", value) is not None
+
+
+def read_composition(run_dir: str | Path, within: str | Path | None = None) -> dict | None:
+    """A run directory's composition.json, or None when it is missing, unreadable or not an object
+    (read as files.read_json reads a record: a regular file in ``within``, capped, NaN as null)."""
     try:
-        data = json.loads((Path(run_dir) / COMPOSITION).read_text())
-    except (OSError, ValueError):
+        data = files.read_json(Path(run_dir) / COMPOSITION, files.JSON_MAX, within)
+    except OSError:
         return None
     return data if isinstance(data, dict) else None
 

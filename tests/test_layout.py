@@ -21,6 +21,7 @@ LEAVES = {
     "launcher.secrets",
     "launcher.addresses",
     "launcher.tables",
+    "launcher.files",
 }
 LATER_STAGES = (
     "launcher.run",

@@ -210,7 +210,12 @@ def save_target(name: str, cwd: str, config_dir: str | None = None) -> Path:
         raise UserError(
             SAVE_KEY, name, "the file name must be letters, digits, '_', '.', '-' (it becomes profile=NAME)"
         )
-    if target.exists():
+    if os.path.lexists(target):
+        from ..files import refusal
+
+        problem = refusal(target, SAVE_KEY)  # a FIFO, a device, a directory, a link to nothing: named as such
+        if problem is not None:
+            raise problem
         raise UserError(SAVE_KEY, name, f"{target} already exists", "choose another name or delete the file")
     from ..probe import unwritable_dir
 
@@ -326,6 +331,9 @@ def env_references_unresolved():
 
 
 def write(target: Path, text: str) -> None:
+    """A new profile file: never over an existing one, even in a race (files.write_through, exclusive:
+    nothing half written is left when writing fails)."""
+    from ..files import write_through
+
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "x") as out:  # never overwrite, even in a race
-        out.write(text)
+    write_through(target, text.encode(), SAVE_KEY, exclusive=True)

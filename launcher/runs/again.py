@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import secrets
+from .. import files, record, secrets
 from ..errors import UserError
 from ..names import RUN_DIR_VAR, override_key
 from ..record import COMPOSITION, RERUN_OF, RESUMED_FROM, TRAINER_DIR
@@ -96,7 +96,7 @@ def rerun(args: argparse.Namespace) -> int:
 def resume(args: argparse.Namespace) -> int:
     _own_flags(args)
     run_dir = read.resolve(args.root, args.id)
-    info = read.read(run_dir)
+    info = read.read(run_dir, root=read.root_of(args.root, run_dir))
     if info.status == read.RUNNING:
         raise UserError("id", args.id, "is still running; resume continues a run that ended", "wait, or stop it first")
     composition = recorded(run_dir, args.id)
@@ -119,11 +119,16 @@ def resume(args: argparse.Namespace) -> int:
 
 
 # -- the record -----------------------------------------------------------------------------------
+# composition.json's fields a rerun reads, and what each must be (docs/runs_again.md)
+_LISTS = ("overrides", "script_args", "order", "hydra_flags")
+_REQUIRED = ("overrides", "script_args")
+
+
 def recorded(run_dir: Path, ident: str) -> dict:
-    """composition.json, checked enough to launch from."""
+    """composition.json, checked enough to launch from: every field a rerun reads has its type."""
     path = run_dir / COMPOSITION
     try:
-        data = json.loads(path.read_text())
+        data = files.read_json(path, files.JSON_MAX)
     except FileNotFoundError:
         raise UserError(
             "id",
@@ -131,11 +136,32 @@ def recorded(run_dir: Path, ident: str) -> dict:
             f"its record has no {COMPOSITION} (launched by an older train_multigpu, or never started)",
             f"its command.sh re-runs the launch: {run_dir / 'command.sh'}",
         ) from None
-    except (OSError, ValueError) as err:
-        raise UserError("id", ident, f"{path} cannot be read ({err})", "its command.sh re-runs the launch") from None
-    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("overrides", "script_args")):
+    except OSError as err:
+        why = err.strerror or err
+        raise UserError("id", ident, f"{path} cannot be read ({why})", "its command.sh re-runs the launch") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in _REQUIRED):
         raise UserError("id", ident, f"{path} has no overrides/script_args lists (edited?)", "fix or remove it")
+    for key in _LISTS:
+        value = data.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise UserError(
+                "id", ident, f"{path}: {key} is not a list of strings ({_shown(value)}; edited?)", "fix or remove it"
+            )
+    if isinstance(data.get("num_gpus"), int) and not isinstance(data["num_gpus"], bool):
+        data["num_gpus"] = str(data["num_gpus"])  # as typed: a string (an edited record may hold the number)
+    for key in ("num_gpus", "cwd", TRAINER_DIR):
+        value = data.get(key)
+        if value is not None and (not isinstance(value, str) or "\0" in value):
+            raise UserError(
+                "id", ident, f"{path}: {key} is not a string ({_shown(value)}; edited?)", "fix or remove it"
+            )
     return data
+
+
+def _shown(value) -> str:
+    """A recorded value in a message: JSON, cut short."""
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def run_id(root: Path, run_dir: Path) -> str:
@@ -151,9 +177,9 @@ def trainer_dir_of(run_dir: Path, composition: dict) -> str:
     else what env.json says, else the run directory itself."""
     if isinstance(composition.get(TRAINER_DIR), str):
         return composition[TRAINER_DIR]
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        value = json.loads((run_dir / "env.json").read_text()).get(RUN_DIR_VAR)
-        if isinstance(value, str) and value:
+    with contextlib.suppress(OSError, AttributeError):
+        value = files.read_json(run_dir / "env.json", files.JSON_MAX).get(RUN_DIR_VAR)
+        if isinstance(value, str) and value and "\0" not in value:
             return value
     return str(run_dir)
 
@@ -168,7 +194,7 @@ def latest_checkpoint(trainer_dir: Path) -> Path | None:
 
 def _profile_and_library(run_dir: Path) -> tuple[str | None, str | None]:
     try:
-        text = (run_dir / "config.yaml").read_text(errors="replace")
+        text = files.read_text(run_dir / "config.yaml", files.CONFIG_MAX)
     except OSError:
         return None, None
     values = read.config_values(text, {"profile.name", "rl_library.name"})
@@ -176,8 +202,9 @@ def _profile_and_library(run_dir: Path) -> tuple[str | None, str | None]:
 
 
 def _rank0_log(run_dir: Path) -> str:
+    """The head of rank 0's log (Isaac Lab says where it logs as it starts)."""
     with contextlib.suppress(OSError):
-        return (run_dir / "logs" / "rank0.log").read_text(errors="replace")
+        return files.read_head(run_dir / "logs" / "rank0.log", files.TEXT_MAX)
     return ""
 
 
@@ -206,8 +233,11 @@ def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> lis
         )
     folder = Path(roots[-1]) / names[-1]
     # rsl_rl picks by name as rsl_rl does (model_50.pt before model_100.pt); the others: the newest file
-    newest = _numbered if library == "rsl_rl" else (lambda p: (p.stat().st_mtime, _numbered(p)))
-    found = sorted(folder.glob(pattern), key=newest)
+    newest = _numbered if library == "rsl_rl" else (lambda p: (_mtime(p), _numbered(p)))
+    try:
+        found = sorted((p for p in folder.glob(pattern) if p.is_file()), key=newest)
+    except (OSError, ValueError):
+        found = []
     if not found:
         raise UserError(
             "id",
@@ -218,6 +248,13 @@ def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> lis
     if library == "rsl_rl":
         return ["--resume", "--load_run", names[-1], "--checkpoint", found[-1].name]
     return ["--checkpoint", str(found[-1])]
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed, or a link to nothing
+        return 0.0
 
 
 def _numbered(path: Path) -> list:
@@ -279,7 +316,7 @@ def with_secrets(overrides: list[str]) -> list[str]:
     out, missing = [], []
     for override in overrides:
         key, eq, value = override.partition("=")
-        if eq and value == secrets.MASK and secrets.is_secret(override_key(override).rsplit(".", 1)[-1]):
+        if eq and record.is_placeholder(value) and secrets.is_secret(override_key(override).rsplit(".", 1)[-1]):
             name = override_key(override).rsplit(".", 1)[-1]
             if name in os.environ:
                 override = f"{key}={grammar.quote(os.environ[name])}"

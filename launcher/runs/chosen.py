@@ -12,19 +12,47 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .. import files
 from .read import RunInfo, config_values
 
 # keys that differ between any two launches, or that the launcher fills in: not a choice
 _NOT_CHOSEN = ("run_dir",)
 
 
-def _flat(value, prefix: str = "") -> dict[str, object]:
-    if isinstance(value, dict):
-        out: dict[str, object] = {}
+FLAT_MAX = 10_000  # keys of a config flattened (a YAML alias bomb expands without end)
+DEPTH_MAX = 32
+
+
+def _flat(value, prefix: str = "", out: dict | None = None, depth: int = 0) -> dict[str, object]:
+    """``{"a.b": 1}`` for ``{"a": {"b": 1}}``; at most FLAT_MAX keys, DEPTH_MAX levels (deeper: the
+    nested value as one)."""
+    out = {} if out is None else out
+    if isinstance(value, dict) and depth < DEPTH_MAX:
+        if not value and prefix:
+            out[prefix[:-1]] = {}
         for key, item in value.items():
-            out.update(_flat(item, f"{prefix}{key}."))
-        return out if out or not prefix else {prefix[:-1]: {}}
-    return {prefix[:-1]: value}
+            if len(out) >= FLAT_MAX:
+                break
+            _flat(item, f"{prefix}{key}.", out, depth + 1)
+        return out
+    out[prefix[:-1]] = value if not isinstance(value, (dict, list)) or _small(value) else "(too large to show)"
+    return out
+
+
+def _small(value, budget: int = 1000) -> bool:
+    """Does a list or mapping hold at most ``budget`` values, DEPTH_MAX deep (counted without
+    expanding what YAML's aliases share more than ``budget`` times)?"""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        budget -= 1
+        if budget < 0 or depth > DEPTH_MAX:
+            return False
+        if isinstance(item, dict):
+            pending += [(child, depth + 1) for child in item.values()]
+        elif isinstance(item, list):
+            pending += [(child, depth + 1) for child in item]
+    return True
 
 
 def _defaults(profile: str | None) -> tuple[dict, str]:
@@ -54,9 +82,11 @@ def differences(info: RunInfo) -> tuple[dict[str, tuple[str, str]], str]:
     """``{key: (default, recorded)}`` for every key whose recorded value is not the default."""
     path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / "config.yaml"
     try:
-        text = path.read_text(errors="replace")
-    except OSError:
+        text = files.read_text(path, files.CONFIG_MAX, info.within)
+    except FileNotFoundError:
         return {}, "nothing: config.yaml is missing"
+    except OSError as err:
+        return {}, f"nothing: config.yaml: {err.strerror or err}"
     try:
         import yaml
 
@@ -81,4 +111,8 @@ def differences(info: RunInfo) -> tuple[dict[str, tuple[str, str]], str]:
 def _text(value) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value)
+    try:
+        text = json.dumps(value, allow_nan=False, default=str)
+    except (ValueError, RecursionError):  # YAML's .nan / .inf, or a list nested without end
+        text = repr(value) if not isinstance(value, (list, dict)) else "(not shown)"
+    return text if len(text) <= 200 else text[:197] + "..."

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
-from .. import record
+from .. import files, record
 from ..errors import UserError
 from ..names import PROG, swept
 from ..sweep import curves
@@ -26,6 +27,10 @@ def configure_compare(parser: argparse.ArgumentParser) -> None:
 
 
 def compare(args: argparse.Namespace) -> int:
+    out = Path(args.out or f"compare_{datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}.png")
+    problem = files.refusal(out, "--out")  # before any work: /dev/null, a FIFO, a directory ... is refused
+    if problem is not None:
+        raise problem
     dirs = [read.resolve(args.root, ident) for ident in args.ids]
     ids = [again.run_id(args.root, d) for d in dirs]
     if len(set(ids)) < len(ids):
@@ -33,9 +38,10 @@ def compare(args: argparse.Namespace) -> int:
     labels = _labels(dirs, ids)
     rows, drawn = [], []
     for run_dir, id_, label in zip(dirs, ids, labels):
-        composition = record.read_composition(run_dir) or {}
+        within = read.root_of(args.root, run_dir) or str(run_dir)
+        composition = record.read_composition(run_dir, within) or {}
         trainer_dir = Path(again.trainer_dir_of(run_dir, composition))
-        curve = curves.read_curve(trainer_dir / curves.METRICS, label)
+        curve = curves.read_curve(trainer_dir / curves.METRICS, label, within)
         if curve is not None:
             drawn.append(curve)
         returns = [r for _, r in curve.points] if curve else []
@@ -43,7 +49,7 @@ def compare(args: argparse.Namespace) -> int:
             {
                 "id": id_,
                 "label": label,
-                "status": read.read(run_dir).status,
+                "status": read.read(run_dir, root=read.root_of(args.root, run_dir)).status,
                 "iterations": curve.iterations if curve else None,
                 "env_steps": curve.points[-1][0] if curve and curve.points else None,
                 "last_return": returns[-1] if returns else None,
@@ -53,15 +59,13 @@ def compare(args: argparse.Namespace) -> int:
         )
     if not drawn:
         raise UserError("ID", " ".join(args.ids), "none of these runs has a learning curve (metrics.csv)")
-    out = Path(args.out or f"compare_{datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}.png")
     try:
-        png = curves.write_png(out, drawn, f"{len(drawn)} run(s)")
+        data = curves.png_bytes(drawn, f"{len(drawn)} run(s)")
     except ImportError:
         raise UserError("runs compare", "matplotlib", "is needed to draw the PNG", "pip install matplotlib") from None
-    except OSError as err:
-        raise UserError("--out", str(out), f"cannot write it: {err.strerror or err}") from None
+    png = files.write_through(out, data, "--out")  # into the file the user named, never replacing it
     if args.json:
-        print(json.dumps({"png": str(png.resolve()), "runs": rows}, indent=2))
+        print(json.dumps({"png": os.path.abspath(png), "runs": rows}, indent=2, allow_nan=False))
         return 0
     print("\n".join(table(_table(rows), rule=True)))
     print(f"[{PROG}] learning curves of {len(drawn)} run(s): {png}")
@@ -70,7 +74,8 @@ def compare(args: argparse.Namespace) -> int:
 
 def _labels(dirs: list[Path], ids: list[str]) -> list[str]:
     """Each run's overrides that not all of them share (its id when there are none)."""
-    typed = [[o for o in (record.read_composition(d) or {}).get("overrides", []) if isinstance(o, str)] for d in dirs]
+    recorded = [(record.read_composition(d) or {}).get("overrides") for d in dirs]
+    typed = [[o for o in r if isinstance(o, str)] if isinstance(r, list) else [] for r in recorded]
     own = swept(typed) if len(dirs) > 1 else [()] * len(dirs)
     return [f"{id_}: {' '.join(o)}" if o else id_ for id_, o in zip(ids, own)]
 

@@ -9,6 +9,7 @@ defensively: a file that is missing, half written or of another shape gives what
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import signal
 import time
 from pathlib import Path
 
+from .. import files
 from ..errors import UserError
 from . import read
 
@@ -36,9 +38,9 @@ def _from_progress(data: dict) -> dict:
     ranks = {}
     raw = data.get("ranks") if isinstance(data.get("ranks"), dict) else {}
     for key, item in raw.items():
-        if not str(key).isdigit() or not isinstance(item, dict):
+        if read.small_int(key) is None or not isinstance(item, dict):
             continue
-        ranks[int(key)] = {
+        ranks[read.small_int(key)] = {
             "phase": item.get("phase") if isinstance(item.get("phase"), str) else None,
             "last_beat": _number(item.get("last_beat")),
             "last_output": _number(item.get("last_output")),
@@ -51,7 +53,7 @@ def _from_progress(data: dict) -> dict:
     return {"source": PROGRESS, "updated": _number(data.get("updated")), "ranks": ranks, "stragglers": stragglers}
 
 
-def _from_beats(log_dir: Path, now: float) -> dict:
+def _from_beats(log_dir: Path, now: float, within: str | None = None) -> dict:
     ranks = {}
     try:
         entries = list(os.scandir(log_dir))
@@ -63,11 +65,11 @@ def _from_beats(log_dir: Path, now: float) -> dict:
             continue
         try:
             beat = entry.stat().st_mtime
-            words = Path(entry.path).read_text(errors="replace").split()
-        except OSError:
+            words = files.read_text(entry.path, files.BEAT_MAX, within).split()
+        except (OSError, ValueError):
             continue
-        iteration = int(words[0]) if words and words[0].isdigit() else None
-        total = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+        iteration = read.small_int(words[0]) if words else None
+        total = read.small_int(words[1]) if len(words) > 1 else None
         ranks[int(match.group(1))] = {
             "phase": "running",
             "last_beat": beat,
@@ -86,8 +88,8 @@ def progress(info: read.RunInfo, dirs: list[Path] | None = None) -> dict | None:
     now = time.time()
     for directory in dirs or info.record_dirs or [info.run_dir]:
         log_dir = Path(directory) / "logs"
-        data = read._read_json(log_dir / PROGRESS, [])
-        part = _from_progress(data) if data is not None else _from_beats(log_dir, now)
+        data = read._read_json(log_dir / PROGRESS, [], info.within, files.PROGRESS_MAX)
+        part = _from_progress(data) if data is not None else _from_beats(log_dir, now, info.within)
         if not part["ranks"] and data is None:
             continue
         if merged is None:
@@ -132,13 +134,14 @@ def progress_lines(data: dict) -> list[str]:
 
 
 # -- runs stacks ----------------------------------------------------------------------------------
-def catches(pid: int, signum: int) -> bool:
+def catches(pid: int, signum: int, mask: str = "SigCgt") -> bool:
     """Does process ``pid`` handle ``signum`` (SigCgt of /proc/<pid>/status)? A launcher that does
-    not would die of it (SIGUSR2's default action ends the process)."""
+    not would die of it (SIGUSR2's default action ends the process). ``mask="SigIgn"``: does it
+    ignore it (a launcher as its launch starts or ends)?"""
     try:
         with open(f"/proc/{pid}/status") as handle:
             for line in handle:
-                if line.startswith("SigCgt:"):
+                if line.startswith(f"{mask}:"):
                     return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
     except (OSError, ValueError, IndexError):
         pass
@@ -154,9 +157,9 @@ def _stack_dirs(run_dir: Path) -> set[str]:
 
 def stacks(args: argparse.Namespace) -> int:
     path = read.resolve(args.root, args.id)
-    info = read.read(path)
+    info = read.read(path, root=read.root_of(args.root, path))
     record = Path(info.record_dirs[0]) if info.record_dirs else path
-    status = read._read_json(record / read.STATUS, [])
+    status = read._read_json(record / read.STATUS, [], info.within)
     if status is None or status.get("exit_code") is not None or read.launcher_alive(status) is not True:
         state = info.status if status is not None else "no status.json"
         raise UserError(
@@ -166,11 +169,12 @@ def stacks(args: argparse.Namespace) -> int:
         )
     pid = int(status["pid"])
     if not catches(pid, STACK_SIGNAL):
-        raise UserError(
-            "id",
-            args.id,
-            f"its launcher (pid {pid}) does not take stack requests (SIGUSR2 not handled: an older train_multigpu)",
+        why = (
+            "takes no stack requests now (SIGUSR2 ignored: its launch is starting or ending)"
+            if catches(pid, STACK_SIGNAL, "SigIgn")
+            else "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)"
         )
+        raise UserError("id", args.id, f"its launcher (pid {pid}) {why}")
     before = _stack_dirs(Path(info.run_dir))
     os.kill(pid, STACK_SIGNAL)
     deadline = time.monotonic() + args.timeout
@@ -184,8 +188,8 @@ def stacks(args: argparse.Namespace) -> int:
             else:
                 print(f"stacks: {where}")
                 summary = where / "summary.txt"
-                if summary.is_file():
-                    print(summary.read_text(errors="replace"), end="")
+                with contextlib.suppress(OSError):
+                    print(files.read_text(summary, files.TEXT_MAX, info.within), end="")
             return 0
         if read.launcher_alive(status) is not True:
             raise UserError("id", args.id, "the launch ended before its stacks were written")

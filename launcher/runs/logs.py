@@ -16,11 +16,15 @@ import time
 from pathlib import Path
 from typing import IO
 
-from ..errors import UserError
+from .. import files
+from ..errors import UserError, one_line
+from ..names import PROG
 from . import read, slurm_state
 
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 POLL_S = 0.1
+CHUNK = 1 << 20  # bytes read from one log at a time (a log of any size is copied, never held whole)
+LINE_MAX = 64 << 10  # a "line" longer than this (no newline in sight) is cut: prefixed output stays bounded
 
 
 def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
@@ -29,7 +33,7 @@ def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
     dirs = record_dirs(info, root)
     found: dict[int, tuple[int, Path]] = {}
     for position, directory in enumerate(dirs):
-        node = _node_of(directory, position)
+        node = _node_of(directory, position, info.within)
         try:
             names = [p.name for p in (directory / "logs").iterdir()]
         except OSError:
@@ -45,21 +49,22 @@ def record_dirs(info: read.RunInfo, root: Path) -> list[Path]:
     """The launch's records: every node's of a multi-node launch on this host, a SLURM job's."""
     if info.group_kind == "nodes":
         dirs = [Path(r.run_dir) for r in read.read_all(root) if r.group == info.group]
-        return sorted(dirs, key=lambda d: _node_of(d, 0))
+        return sorted(dirs, key=lambda d: _node_of(d, 0, info.within))
     return [Path(d) for d in info.record_dirs] or [Path(info.run_dir)]
 
 
-def _node_of(directory: Path, position: int) -> int:
-    match = re.search(r"node(\d+)(-\d+)?$", directory.name)
+def _node_of(directory: Path, position: int, within: str | None = None) -> int:
+    match = re.search(r"node([0-9]{1,9})(-\d+)?$", directory.name)
     if match:
         return int(match.group(1))
-    node_rank = read.config_values(_text(directory / "config.yaml"), {"launcher.node_rank"}).get("launcher.node_rank")
-    return int(node_rank) if node_rank and node_rank.isdigit() else position
+    text = _text(directory / "config.yaml", within)
+    node_rank = read.small_int(read.config_values(text, {"launcher.node_rank"}).get("launcher.node_rank"))
+    return node_rank if node_rank is not None else position
 
 
-def _text(path: Path) -> str:
+def _text(path: Path, within: str | None) -> str:
     try:
-        return path.read_text(errors="replace")
+        return files.read_text(path, files.CONFIG_MAX, within)
     except OSError:
         return ""
 
@@ -71,7 +76,7 @@ def ended(info: read.RunInfo, dirs: list[Path]) -> bool:
     if not dirs or not info.record_dirs:
         return not waiting
     for directory in dirs:
-        status = read._read_json(Path(directory) / read.STATUS, [])
+        status = read._read_json(Path(directory) / read.STATUS, [], info.within)
         if status is None:
             if waiting:
                 return False
@@ -84,7 +89,10 @@ def ended(info: read.RunInfo, dirs: list[Path]) -> bool:
 class _Follower:
     """Reads what the chosen ranks' files gain; prefixes whole lines with [node:rank] when asked."""
 
-    def __init__(self, out: IO[bytes], prefix: bool, as_json: bool = False) -> None:
+    def __init__(self, out: IO[bytes], prefix: bool, as_json: bool = False, within: str | None = None) -> None:
+        self.within = within
+        self.refused: dict[Path, str] = {}  # logs that are not regular files in the run root, and why
+        self.told: set[Path] = set()
         self.out, self.prefix, self.as_json = out, prefix or as_json, as_json
         self.handles: dict[int, IO[bytes]] = {}
         self.partial: dict[int, bytes] = {}
@@ -95,16 +103,25 @@ class _Follower:
         if rank in self.handles:
             return
         try:
-            self.handles[rank] = open(path, "rb")
-        except OSError:
+            self.handles[rank] = files.open_regular(path, self.within)
+        except OSError as err:
+            if isinstance(err, files.Unreadable):
+                self.refused.setdefault(path, err.strerror)
             return
         self.tags[rank] = f"[{node}:{rank}] ".encode()
         self.nodes[rank] = node
 
+    def tell_refused(self) -> None:
+        """One note on stderr per log that is not read (a FIFO, a device, a link out of the root)."""
+        for path, why in self.refused.items():
+            if path not in self.told:
+                self.told.add(path)
+                print(one_line(f"[{PROG}] {path}: {why}: not read"), file=sys.stderr, flush=True)
+
     def copy(self, final: bool = False) -> bool:
         copied = False
         for rank, handle in sorted(self.handles.items()):
-            data = handle.read()
+            data = handle.read(CHUNK)
             if not data and not (final and self.partial.get(rank)):
                 continue
             copied = True
@@ -113,6 +130,8 @@ class _Follower:
                 continue
             data = self.partial.pop(rank, b"") + data
             *lines, rest = data.split(b"\n")
+            if len(rest) > LINE_MAX:  # no newline in sight: out it goes as a line of its own
+                lines, rest = [*lines, rest], b""
             if final and rest:
                 lines, rest = [*lines, rest], b""
             self.partial[rank] = rest
@@ -134,7 +153,7 @@ class _Follower:
 
 
 def _refreshed(info: read.RunInfo) -> read.RunInfo:
-    fresh = read.read(Path(info.run_dir), info.id)
+    fresh = read.read(Path(info.run_dir), info.id, info.within)
     fresh.group, fresh.group_kind, fresh.job = info.group, info.group_kind, info.job
     slurm_state.apply([fresh])
     return fresh
@@ -142,20 +161,20 @@ def _refreshed(info: read.RunInfo) -> read.RunInfo:
 
 def logs(args: argparse.Namespace) -> int:
     every = str(args.rank).lower() == "all"
-    if not every and not str(args.rank).isdigit():
+    if not every and read.small_int(str(args.rank)) is None:
         raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
     path = read.resolve(args.root, args.id)
     info = read.find(args.root, path)
     slurm_state.apply([info])
-    files = log_files(info, args.root)
+    found = log_files(info, args.root)
     running = args.follow and not ended(info, record_dirs(info, args.root))
-    if not every and int(args.rank) not in files and not running:
-        ranks = ", ".join(map(str, files)) or "none"
+    if not every and int(args.rank) not in found and not running:
+        ranks = ", ".join(map(str, found)) or "none"
         raise UserError("--rank", args.rank, f"no log of that rank in {info.run_dir}; ranks with a log: {ranks}")
-    if every and not files and not running:
+    if every and not found and not running:
         raise UserError("id", args.id, f"no rank logs in {info.run_dir}/logs")
     out = sys.stdout.buffer
-    follower = _Follower(out, prefix=every, as_json=args.json)
+    follower = _Follower(out, prefix=every, as_json=args.json, within=info.within)
 
     def discover() -> None:
         for rank, (node, file) in log_files(info, args.root).items():
@@ -163,9 +182,16 @@ def logs(args: argparse.Namespace) -> int:
                 follower.add(rank, node, file)
 
     discover()
+    if not every and not running and int(args.rank) not in follower.handles:
+        log = found[int(args.rank)][1]
+        raise UserError("--rank", args.rank, f"its log {log} cannot be read: {follower.refused.get(log, 'gone')}")
+    follower.tell_refused()
     try:
-        follower.copy(final=not args.follow)
-        if args.follow:
+        if not args.follow:
+            while follower.copy():
+                pass
+            follower.copy(final=True)
+        else:
             rounds, dirs = 0, record_dirs(info, args.root)
             while not ended(info, dirs):
                 if not follower.copy():
@@ -176,7 +202,11 @@ def logs(args: argparse.Namespace) -> int:
                         info = _refreshed(info)
                     dirs = record_dirs(info, args.root)
                     discover()
+                    follower.tell_refused()
             discover()
+            follower.tell_refused()
+            while follower.copy():
+                pass
             follower.copy(final=True)
     finally:
         follower.close()

@@ -24,11 +24,13 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
+from .. import files
 from ..errors import UserError
 from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
 SUBMIT = "submit.json"  # slurm/submit.py writes it
+RAY_JOB = "ray_job.json"  # ray_submit/submit.py writes it
 MULTIRUN = "multirun"
 RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
 STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
@@ -80,12 +82,14 @@ class RunInfo:
     pid: int | None = None
     host: str | None = None
     slurm: dict | None = None  # {job_id, state, log}
+    ray: dict | None = None  # {job_id, state, address}: submit=ray
     stragglers: list | None = None  # [{rank, iteration_s, median_s}] the launch named (status.json)
     trainer_dir: str | None = None  # where the trainer wrote (checkpoints, metrics): run_dir, or a resumed run's
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
     problems: list[str] = field(default_factory=list)  # what could not be read
     start_time: float | None = field(default=None, repr=False)  # epoch seconds, for sorting
     endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
+    within: str | None = field(default=None, repr=False)  # what its files may be read from (files.py)
 
     def as_dict(self) -> dict:
         """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
@@ -95,25 +99,16 @@ class RunInfo:
 _JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, endpoint: internal
 
 
-# -- small readers ------------------------------------------------------------------------------
-def _read_bytes(path: str | Path) -> bytes:
-    with open(path, "rb") as handle:  # binary: no text layer (a listing reads thousands of files)
-        return handle.read()
-
-
-def _read_json(path: str | Path, problems: list[str]) -> dict | None:
+# -- small readers (every file through launcher/files.py: regular files only, capped, in the root) --
+def _read_json(path: str | Path, problems: list[str], within: str | None = None, limit: int = files.JSON_MAX):
+    """A JSON object, or None (missing; or unreadable, named in ``problems``)."""
     name = os.path.basename(path)
     try:
-        text = _read_bytes(path).decode(errors="replace")
+        data = files.read_json(path, limit, within)
     except FileNotFoundError:
         return None
     except OSError as err:
         problems.append(f"{name}: {err.strerror or err}")
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        problems.append(f"{name}: not valid JSON (half written or edited)")
         return None
     if not isinstance(data, dict):
         problems.append(f"{name}: not a JSON object")
@@ -181,11 +176,11 @@ def _pattern(wanted: frozenset[str]) -> re.Pattern:
     return re.compile(rf"^(?:([A-Za-z_][\w-]*):[ \t]*(?:#.*)?$|( {{2}})?({leaves}):[ \t]+(\S.*?)[ \t]*$)", re.M)
 
 
-def last_return(path: str | Path) -> float | None:
+def last_return(path: str | Path, within: str | None = None) -> float | None:
     """The last finite ``mean_return`` of the bundled trainers' metrics.csv."""
     try:
-        with open(path, "rb") as handle:
-            header = handle.readline().decode(errors="replace").strip().split(",")
+        with files.open_regular(path, within) as handle:
+            header = handle.readline(4096).decode(errors="replace").strip().split(",")
             handle.seek(0, 2)
             size = handle.tell()
             handle.seek(max(0, size - 4096))
@@ -213,18 +208,51 @@ def _stamp_time(name: str) -> float | None:
     if not match:
         return None
     try:
-        return datetime.strptime(match.group(0), "%Y-%m-%d_%H-%M-%S").timestamp()
-    except ValueError:
+        return _shown(datetime.strptime(match.group(0), "%Y-%m-%d_%H-%M-%S").timestamp())
+    except (ValueError, OverflowError, OSError):
         return None
+
+
+def _shown(stamp: float) -> float | None:
+    """``stamp`` when it is a local time this machine can show (a year 1..9999), else None."""
+    try:
+        datetime.fromtimestamp(stamp)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return stamp
 
 
 def _iso_time(text) -> float | None:
-    if not isinstance(text, str):
+    """An ISO 8601 time as epoch seconds; None: not one, or out of the range a date can show."""
+    if not isinstance(text, str) or len(text) > 64:
         return None
     try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
+        return _shown(datetime.fromisoformat(text).timestamp())
+    except (ValueError, OverflowError, OSError):
         return None
+
+
+def small_int(text) -> int | None:
+    """``text`` as an int when it is plain ASCII digits (at most 18: ``²`` is a digit to str.isdigit
+    and no int; a 5,000-digit one is past int()'s limit).
+
+    >>> small_int("12"), small_int("²"), small_int("9" * 5000), small_int(None)
+    (12, None, None, None)
+    """
+    if isinstance(text, str) and 0 < len(text) <= 18 and text.isascii() and text.isdigit():
+        return int(text)
+    return None
+
+
+def _number(value) -> float | None:
+    """A finite number from a record (JSON's NaN and Infinity already read as null by files.py)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
 
 
 # -- is the launcher alive? ---------------------------------------------------------------------
@@ -310,9 +338,9 @@ def _failure(data) -> dict | None:
     return {key: data.get(key) for key in keys}
 
 
-def _ranks_from_command(path: str) -> str | None:
+def _ranks_from_command(path: str, within: str | None) -> str | None:
     try:
-        text = _read_bytes(path).decode(errors="replace")
+        text = files.read_text(path, files.TEXT_MAX, within)
     except OSError:
         return None
     match = re.search(r"--nproc_per_node[ =](\d+)", text)
@@ -329,9 +357,11 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
     for key in ("started", "ended"):
         if isinstance(status.get(key), str):
             setattr(info, key, status[key])
-    duration = status.get("duration_s")
-    if isinstance(duration, (int, float)) and not isinstance(duration, bool):
-        info.duration_s = float(duration)
+            if _iso_time(status[key]) is None:
+                info.problems.append(f"status.json: {key} {status[key][:40]!r} is not a time this machine can show")
+    duration = _number(status.get("duration_s"))
+    if duration is not None:
+        info.duration_s = duration
     elif info.status == RUNNING and _iso_time(info.started) is not None:
         info.duration_s = round(datetime.now().timestamp() - _iso_time(info.started), 3)
     info.failure = _failure(status.get("failure"))
@@ -344,7 +374,7 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
 
 def _apply_config(info: RunInfo, directory: str | Path) -> None:
     try:
-        text = _read_bytes(os.path.join(directory, "config.yaml")).decode(errors="replace")
+        text = files.read_text(os.path.join(directory, "config.yaml"), files.CONFIG_MAX, info.within)
     except FileNotFoundError:
         info.problems.append("config.yaml: missing")
         return
@@ -356,7 +386,7 @@ def _apply_config(info: RunInfo, directory: str | Path) -> None:
     info.nnodes = values.get("launcher.nnodes")
     info.nproc_per_node = values.get("launcher.nproc_per_node")
     node_rank = values.get("launcher.node_rank")
-    info.node_rank = int(node_rank) if node_rank is not None and node_rank.isdigit() else None
+    info.node_rank = small_int(node_rank)
     info.task = values.get("task")
     info.run_name = values.get("run_name")
     info.rl_library = values.get("rl_library.name")
@@ -366,46 +396,59 @@ def _apply_config(info: RunInfo, directory: str | Path) -> None:
         info.problems.append("config.yaml: no launcher.topology")
 
 
-def _resumed_in(path: str) -> str | None:
-    """The ``trainer_dir`` a resumed run's composition.json names (None: not a resumed run's)."""
-    data = read_composition(path)
+def _resumed_in(path: str, within: str) -> str | None:
+    """The ``trainer_dir`` a resumed run's composition.json names (None: not a resumed run's, or a
+    directory outside ``within``: a record names no place outside the run root to be read)."""
+    data = read_composition(path, within)
     value = data.get(TRAINER_DIR) if data else None
-    return value if isinstance(value, str) and os.path.isdir(value) else None
+    if not isinstance(value, str) or "\0" in value or not files.inside(value, within):
+        return None
+    return value if os.path.isdir(value) else None
 
 
-def read(run_dir: Path, id_: str | None = None) -> RunInfo:
-    """Everything the record in ``run_dir`` says (never raises)."""
+def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) -> RunInfo:
+    """Everything the record in ``run_dir`` says (never raises). ``root``: the run root it was found
+    under; no file is read from outside it (a symbolic link out of it is refused, named in
+    ``problems``). Without a root, from outside the run directory."""
     path = os.path.abspath(run_dir)  # strings, not Path objects: a listing reads a thousand of these
-    info = RunInfo(id=id_ or os.path.basename(path), run_dir=path)
+    within = os.path.abspath(root) if root is not None else path
+    info = RunInfo(id=id_ or os.path.basename(path), run_dir=path, within=within)
+    if "\0" in path or not files.inside(path, within):
+        info.problems.append(f"{path}: a symbolic link out of {within}: not read")
+        info.start_time = 0.0
+        return info
     try:
         names = set(os.listdir(path))
-    except OSError as err:
-        info.problems.append(f"{path}: {err.strerror or err}")
+    except (OSError, ValueError) as err:
+        info.problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
+        info.start_time = 0.0
         return info
-    if SUBMIT in names:
+    if SUBMIT in names or RAY_JOB in names:  # a submitted job: the records of its nodes
         _read_slurm(info, Path(path), names)
     else:
         info.record_dirs = [path]
-        _apply_status(info, _read_json(os.path.join(path, STATUS), info.problems) if STATUS in names else None)
+        status = _read_json(os.path.join(path, STATUS), info.problems, within) if STATUS in names else None
+        _apply_status(info, status)
         if STATUS not in names:
             info.problems.append("status.json: missing (the launch never started, or the directory is not a run's)")
         _apply_config(info, path)
-    if info.nproc_per_node is not None and not info.nproc_per_node.isdigit():
-        counted = _ranks_from_command(os.path.join(info.record_dirs[0], "command.sh")) if info.record_dirs else None
+    if info.nproc_per_node is not None and small_int(info.nproc_per_node) is None:
+        command = os.path.join(info.record_dirs[0], "command.sh") if info.record_dirs else None
+        counted = _ranks_from_command(command, within) if command else None
         info.nproc_per_node = counted or info.nproc_per_node
     info.trainer_dir, trained = path, names
     if "metrics.csv" not in names and "run_info.json" not in names and COMPOSITION in names:
-        info.trainer_dir = _resumed_in(path) or path  # `runs resume`: the trainer went on in the resumed run
+        info.trainer_dir = _resumed_in(path, within) or path  # `runs resume`: the trainer went on in the resumed run
         if info.trainer_dir != path:
             try:
                 trained = set(os.listdir(info.trainer_dir))
             except OSError:
                 trained = set()
     if info.task is None and "run_info.json" in trained:  # the bundled trainers' resolved arguments
-        trainer = _read_json(os.path.join(info.trainer_dir, "run_info.json"), [])
+        trainer = _read_json(os.path.join(info.trainer_dir, "run_info.json"), [], within)
         info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
     if "metrics.csv" in trained:
-        info.last_return = last_return(os.path.join(info.trainer_dir, "metrics.csv"))
+        info.last_return = last_return(os.path.join(info.trainer_dir, "metrics.csv"), within)
     info.start_time = _iso_time(info.started) or _stamp_time(os.path.basename(path))
     if info.start_time is None:
         try:
@@ -413,7 +456,10 @@ def read(run_dir: Path, id_: str | None = None) -> RunInfo:
         except OSError:
             info.start_time = 0.0
     if info.started is None and info.start_time:
-        info.started = datetime.fromtimestamp(info.start_time).astimezone().isoformat(timespec="seconds")
+        try:
+            info.started = datetime.fromtimestamp(info.start_time).astimezone().isoformat(timespec="seconds")
+        except (ValueError, OverflowError, OSError):
+            pass
     return info
 
 
@@ -423,9 +469,13 @@ _PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
 
 def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
     """A submit=slurm job: submit.json, then the record of its latest restart, each node's."""
-    submit = _read_json(run_dir / SUBMIT, info.problems) or {}
-    job_id = submit.get("job_id")
-    info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
+    if SUBMIT not in names:  # submit=ray: the submitter's record (the job's end, when it saw it)
+        ray = _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
+        info.ray = {k: ray[k] if isinstance(ray.get(k), str) else None for k in ("job_id", "state", "address")}
+    else:
+        submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {}
+        job_id = submit.get("job_id")
+        info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
     base = run_dir
     restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
     if restarts:
@@ -440,7 +490,7 @@ def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
     statuses = []
     for path in records:
         node = RunInfo(id="", run_dir=str(path))
-        _apply_status(node, _read_json(path / STATUS, info.problems))
+        _apply_status(node, _read_json(path / STATUS, info.problems, info.within))
         statuses.append(node)
     # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
     _apply_config(info, records[0] if records and (records[0] / "config.yaml").exists() else run_dir)
@@ -448,7 +498,7 @@ def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
         info.status = SUBMITTED
         return
     first = min(statuses, key=lambda node: _PRIORITY.index(node.status) if node.status in _PRIORITY else 99)
-    _apply_status(info, _read_json(Path(first.run_dir) / STATUS, []))
+    _apply_status(info, _read_json(Path(first.run_dir) / STATUS, [], info.within))
     info.problems += [p for p in first.problems if p not in info.problems]
     if info.exit_code == 0:  # a failed node's code wins over a finished one's 0
         info.exit_code = next((n.exit_code for n in statuses if n.exit_code), 0)
@@ -514,14 +564,14 @@ def _scan_multirun(multirun: Path) -> list[Entry]:
             jobs = [e for e in os.scandir(sweep.path) if _is_dir(e)]
         except OSError:
             continue
-        for job in sorted(jobs, key=lambda e: (not e.name.isdigit(), int(e.name) if e.name.isdigit() else 0, e.name)):
-            number = int(job.name) if job.name.isdigit() else None
+        for job in sorted(jobs, key=lambda e: (small_int(e.name) is None, small_int(e.name) or 0, e.name)):
+            number = small_int(job.name)
             found.append(Entry(f"{group}/{job.name}", Path(job.path), group, "sweep", number))
     return found
 
 
-def read_entry(entry: Entry) -> RunInfo:
-    info = read(entry.path, entry.id)
+def read_entry(entry: Entry, root: str | Path | None = None) -> RunInfo:
+    info = read(entry.path, entry.id, root)
     info.group, info.group_kind, info.job = entry.group, entry.group_kind, entry.job
     if entry.group_kind == "nodes" and info.node_rank is None:
         info.node_rank = int(NODE_SUFFIX.match(entry.path.name).group(2))
@@ -569,7 +619,7 @@ def _sweep_values(runs: list[RunInfo]) -> None:
     for members in jobs.values():
         typed = []
         for member in members:
-            overrides = (read_composition(member.run_dir) or {}).get("overrides")
+            overrides = (read_composition(member.run_dir, member.within) or {}).get("overrides")
             ok = isinstance(overrides, list) and all(isinstance(o, str) for o in overrides)
             typed.append(overrides if ok else None)
         known = [(member, overrides) for member, overrides in zip(members, typed) if overrides is not None]
@@ -580,7 +630,7 @@ def _sweep_values(runs: list[RunInfo]) -> None:
 def read_all(root: Path) -> list[RunInfo]:
     """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
     together, in their order, where the group's newest member would be)."""
-    runs = [read_entry(entry) for entry in scan(root)]
+    runs = [read_entry(entry, root) for entry in scan(root)]
     _node_groups(runs)
     _sweep_values(runs)
     newest: dict[str, float] = {}
@@ -596,7 +646,14 @@ def find(root: Path, path: Path) -> RunInfo:
     """The run in ``path`` as the listing reads it (its sweep or multi-node group known)."""
     path = Path(os.path.abspath(path))
     found = next((run for run in read_all(root) if Path(run.run_dir) == path), None)
-    return found if found is not None else read(path)
+    return found if found is not None else read(path, root=root_of(root, path))
+
+
+def root_of(root: Path, path: Path) -> str | None:
+    """``root`` when the run directory ``path`` is under it (its files are read within the root),
+    else None (a run directory named by its path: read within itself)."""
+    root = os.path.abspath(root)
+    return root if files.inside(path, root) else None
 
 
 # -- ids ------------------------------------------------------------------------------------------
@@ -613,7 +670,7 @@ def resolve(root: Path, ident: str) -> Path:
     if ident == LAST:
         if not entries:
             raise UserError("id", ident, f"there are no runs under {root}", "launch one, or point --root elsewhere")
-        runs = [read_entry(entry) for entry in entries]
+        runs = [read_entry(entry, root) for entry in entries]
         return Path(max(runs, key=lambda r: (r.start_time or 0.0, r.id)).run_dir)
     for entry in entries:
         if ident in (entry.id, _short(entry.id)):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from datetime import datetime
 from pathlib import Path
 
-from .. import record
+from .. import files, record
+from ..errors import one_line
 from ..tables import table
-from . import chosen, live, read, slurm_state
+from . import chosen, live, ray_state, read, slurm_state
 from .logs import record_dirs
 from .read import RunInfo
 
@@ -34,9 +36,13 @@ def duration_text(seconds: float | None) -> str:
 
 
 def started_text(info: RunInfo) -> str:
-    if info.start_time is None or info.started is None:
+    """The start, local time; ``?`` when the record's is not a time this machine can show."""
+    if info.start_time is None or info.started is None or read._iso_time(info.started) is None:
         return UNKNOWN
-    return datetime.fromtimestamp(info.start_time).strftime("%Y-%m-%d %H:%M:%S")
+    try:
+        return datetime.fromtimestamp(info.start_time).strftime("%Y-%m-%d %H:%M:%S")
+    except (ValueError, OverflowError, OSError):
+        return UNKNOWN
 
 
 def shape_text(info: RunInfo) -> str:
@@ -63,7 +69,7 @@ HEADER = ("ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RE
 
 
 def row(info: RunInfo, indent: str = "") -> tuple[str, ...]:
-    return (
+    cells = (
         indent + info.id,
         started_text(info),
         duration_text(info.duration_s),
@@ -74,6 +80,7 @@ def row(info: RunInfo, indent: str = "") -> tuple[str, ...]:
         return_text(info),
         " ".join(info.swept or ()),
     )
+    return tuple(one_line(cell) for cell in cells)  # a name or value holding a line break stays in its row
 
 
 def group_row(members: list[RunInfo]) -> tuple[str, ...]:
@@ -87,7 +94,7 @@ def group_row(members: list[RunInfo]) -> tuple[str, ...]:
     starts = [m.start_time for m in members if m.start_time is not None]
     head = RunInfo(id=first.group or "", run_dir="", started=first.started, start_time=min(starts) if starts else None)
     return (
-        head.id,
+        one_line(head.id),
         started_text(head),
         "",
         what + ", ".join(f"{n} {status}" for status, n in counts.items()),
@@ -119,6 +126,7 @@ def listing_lines(runs: list[RunInfo]) -> list[str]:
 def _all(root: Path) -> list[RunInfo]:
     runs = read.read_all(root)
     slurm_state.apply(runs)
+    ray_state.apply(runs)
     return runs
 
 
@@ -126,10 +134,16 @@ def listing(args: argparse.Namespace) -> int:
     runs = _all(args.root)
     if args.json:
         # one run per line (the C encoder: json's indent= would take the slow one)
-        print("[\n" + ",\n".join(json.dumps(info.as_dict()) for info in runs) + "\n]" if runs else "[]")
+        # allow_nan=False: valid JSON always (the records' NaN/Infinity are read as null, files.py)
+        print(
+            "[\n" + ",\n".join(json.dumps(info.as_dict(), allow_nan=False) for info in runs) + "\n]" if runs else "[]"
+        )
         return 0
     if not runs:
-        print(f"no runs under {args.root}" + ("" if args.root.is_dir() else " (no such directory)"))
+        why = (
+            "" if args.root.is_dir() else " (not a directory)" if os.path.lexists(args.root) else " (no such directory)"
+        )
+        print(f"no runs under {args.root}" + why)
         return 0
     print("\n".join(listing_lines(runs)))
     return 0
@@ -138,6 +152,7 @@ def listing(args: argparse.Namespace) -> int:
 def _one(args: argparse.Namespace) -> RunInfo:
     info = read.find(args.root, read.resolve(args.root, args.id))
     slurm_state.apply([info])
+    ray_state.apply([info])
     return info
 
 
@@ -168,24 +183,21 @@ def command_lines(info: RunInfo) -> list[str]:
     """command.sh without its header and its exports: the launch's command(s)."""
     path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / "command.sh"
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = files.read_text(path, files.TEXT_MAX, info.within).splitlines()
     except OSError:
         return []
     return [line for line in lines if line and not line.startswith(("#", "set -", "export "))]
 
 
-def last_lines(path: Path, count: int) -> list[str]:
-    """The last ``count`` lines of a file ([] when it cannot be read)."""
+def last_lines(path: Path, count: int, within: str | None = None) -> list[str]:
+    """The last ``count`` lines of a regular file in ``within`` ([] when it cannot be read)."""
     try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - 64 * 1024))
-            return handle.read().decode(errors="replace").splitlines()[-count:]
+        return files.read_tail(path, 64 * 1024, within).splitlines()[-count:]
     except OSError:
         return []
 
 
-def failure_lines(failure: dict | None) -> list[str]:
+def failure_lines(failure: dict | None, within: str | None = None) -> list[str]:
     if not failure:
         return []
     who = "torchrun" if failure.get("rank") is None else f"rank {failure.get('rank')}"
@@ -201,7 +213,7 @@ def failure_lines(failure: dict | None) -> list[str]:
         lines.append(f"          hint: {failure['hint']}")
     if failure.get("log"):
         lines.append(f"          log: {failure['log']}")
-        tail = last_lines(Path(str(failure["log"])), TAIL_LINES)
+        tail = last_lines(Path(str(failure["log"])), TAIL_LINES, within)
         if tail:
             lines.append(f"          last {len(tail)} line(s) of the log:")
             lines += [f"            | {line}" for line in tail]
@@ -231,7 +243,7 @@ def show(args: argparse.Namespace) -> int:
     members = _group(args)
     if members and members[0].group_kind == "sweep":  # a sweep: its table (a job: runs show <sweep>/<job>)
         if args.json:
-            print(json.dumps([member.as_dict() for member in members], indent=2))
+            print(json.dumps([member.as_dict() for member in members], indent=2, allow_nan=False))
         else:
             print("\n".join(listing_lines(members)))
         return 0
@@ -239,7 +251,7 @@ def show(args: argparse.Namespace) -> int:
     progress = live.progress(info, record_dirs(info, args.root)) if info.status == read.RUNNING else None
     differences, against = chosen.differences(info)
     places = where(info)
-    composition = record.read_composition(info.run_dir)
+    composition = record.read_composition(info.run_dir, info.within)
     if args.json:
         data = info.as_dict()
         data.update(
@@ -250,7 +262,7 @@ def show(args: argparse.Namespace) -> int:
             where=places,
             live=progress,
         )
-        print(json.dumps(data, indent=2))
+        print(json.dumps(data, indent=2, allow_nan=False))
         return 0
     lines = [
         f"run:      {info.id}",
@@ -268,7 +280,7 @@ def show(args: argparse.Namespace) -> int:
         lines.append(f"return:   {info.last_return:.1f} (the trainer's last mean_return)")
     if info.slurm:
         lines.append(f"slurm:    job {info.slurm.get('job_id') or UNKNOWN}, state {info.slurm.get('state') or UNKNOWN}")
-    lines += failure_lines(info.failure)
+    lines += failure_lines(info.failure, info.within)
     for item in info.stragglers or []:
         lines.append(
             f"straggler: rank {item.get('rank', UNKNOWN)}, {item.get('iteration_s', UNKNOWN)} s per iteration"
@@ -286,5 +298,5 @@ def show(args: argparse.Namespace) -> int:
     lines += [f"  {key}: {value}" for key, value in places.items() if value]
     for problem in info.problems:
         lines.append(f"note:     {problem}")
-    print("\n".join(lines))
+    print("\n".join(one_line(line) for line in lines))
     return 0

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import files
+
 METRICS = "metrics.csv"
 PNG = "learning_curves.png"
 DESCRIPTION = "Description"  # the PNG text chunk that holds the curves' data (curves_in_png)
@@ -29,9 +31,9 @@ class Curve:
     iterations: int = 0  # rows read, with or without a finished episode
 
 
-def read_curve(path: Path, label: str) -> Curve | None:
-    """The (env_steps, mean_return) rows of a metrics.csv; None: no such file or no such columns.
-    A half-written last row is skipped.
+def read_curve(path: Path, label: str, within: str | None = None) -> Curve | None:
+    """The (env_steps, mean_return) rows of a metrics.csv; None: no such file or no such columns, or
+    not a regular file in ``within`` (files.read_text). A half-written last row is skipped.
 
     >>> import tempfile; folder = Path(tempfile.mkdtemp()); csv = folder / "metrics.csv"
     >>> _ = csv.write_text("iteration,env_steps,mean_return\\n1,512,nan\\n2,1024,20.5\\n3,15")
@@ -39,7 +41,7 @@ def read_curve(path: Path, label: str) -> Curve | None:
     ([(1024, 20.5)], 2)
     """
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = files.read_text(path, files.METRICS_MAX, within).splitlines()
     except OSError:
         return None
     header = lines[0].split(",") if lines else []
@@ -62,7 +64,18 @@ def read_curve(path: Path, label: str) -> Curve | None:
 
 
 def write_png(path: Path, curves: Sequence[Curve], title: str) -> Path:
-    """One figure, one line per curve (labelled), written atomically."""
+    """One figure, one line per curve (labelled), written atomically (the launcher's own file: a
+    sweep's directory; a path the user names goes through files.write_through with :func:`png_bytes`)."""
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    tmp.write_bytes(png_bytes(curves, title))
+    os.replace(tmp, path)
+    return path
+
+
+def png_bytes(curves: Sequence[Curve], title: str) -> bytes:
+    """The PNG of :func:`write_png`, in memory."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -79,11 +92,10 @@ def write_png(path: Path, curves: Sequence[Curve], title: str) -> Path:
         ax.legend(fontsize="small")
     fig.tight_layout()
     described = [{"label": c.label, "points": [list(p) for p in c.points]} for c in curves]
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, format="png", metadata={DESCRIPTION: json.dumps({"curves": described})})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", metadata={DESCRIPTION: json.dumps({"curves": described})})
     plt.close(fig)
-    os.replace(tmp, path)
-    return path
+    return buffer.getvalue()
 
 
 def curves_in_png(path: Path) -> list[dict]:

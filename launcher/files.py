@@ -1,0 +1,293 @@
+"""Files others may have written, and files the user names: one reader, one writer.
+
+**Reading** (``train_multigpu runs``: a run root is often shared, and anyone who can write there can
+put anything under a name the records use): :func:`open_regular` opens a regular file and nothing
+else -- a FIFO, a device, a socket or a directory is refused without being opened (opening a FIFO
+blocks, a device may act on being opened), a symbolic link that leaves ``within`` (the run root) is
+refused, and the file is opened by the inode that was checked (``O_PATH``, then ``/proc/self/fd``),
+so nothing swapped in between is read. :func:`read_bytes` adds a size cap per kind of file,
+:func:`read_json` a JSON object with NaN/Infinity (and numbers too large for a float) read as null
+and nesting bounded. Everything refused is an :class:`Unreadable` (an ``OSError``): callers that
+already handle ``OSError`` name the reason (``strerror``) and go on.
+
+**Writing** a path the user named (``runs compare --out``, ``save_profile=``): :func:`write_through`
+writes into an existing regular file (or through a symbolic link to one), never replaces it (a link
+stays a link, a hard link stays shared, the file keeps its owner and mode), refuses a device, FIFO,
+socket or directory in one line (exit 2), and leaves nothing half written behind when it fails.
+
+A leaf: standard library and :mod:`launcher.errors` only (``runs`` imports it for every listing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import json
+import math
+import os
+import stat
+from pathlib import Path
+
+from .errors import UserError
+
+# size caps per kind of file (bytes): far above what the launcher writes, far below what hurts
+JSON_MAX = 1 << 20  # status.json, composition.json, submit.json, run_info.json, env.json, exit records
+PROGRESS_MAX = 8 << 20  # logs/progress.json (every rank of a large launch)
+CONFIG_MAX = 4 << 20  # config.yaml
+TEXT_MAX = 4 << 20  # command.sh, stacks' summary.txt, the head of a rank log
+BEAT_MAX = 4096  # logs/rank<R>.beat: "iteration total"
+METRICS_MAX = 256 << 20  # metrics.csv read whole (runs compare's curves)
+DEPTH_MAX = 32  # nesting of a JSON record (the launcher's are 4 deep at most)
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class Unreadable(OSError):
+    """A file refused by the reader; ``strerror`` says why, in words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(errno.EINVAL, reason)
+
+
+def kind(mode: int) -> str:
+    """What a file type is called in messages.
+
+    >>> kind(stat.S_IFIFO), kind(stat.S_IFCHR), kind(stat.S_IFREG)
+    ('a FIFO', 'a character device', 'a regular file')
+    """
+    for test, name in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "not a file"
+
+
+def size_text(size: int) -> str:
+    """
+    >>> size_text(4096), size_text(1 << 20), size_text(3 * (1 << 30))
+    ('4 KiB', '1 MiB', '3072 MiB')
+    """
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} bytes"
+
+
+@functools.lru_cache(maxsize=64)
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _inside(real: str, within: str | os.PathLike) -> bool:
+    base = _real(os.path.abspath(os.fspath(within)))
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
+def inside(path: str | os.PathLike, within: str | os.PathLike) -> bool:
+    """Is ``path``'s real place (symbolic links followed) ``within``'s, or under it?"""
+    try:
+        return _inside(os.path.realpath(path), within)
+    except (OSError, ValueError):
+        return False
+
+
+def open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file at ``path`` (non-blocking) and its stat. Refused
+    (:class:`Unreadable`): anything not a regular file, a path whose real place is outside
+    ``within``; ``FileNotFoundError`` when there is nothing there."""
+    try:
+        name = os.fspath(path)
+        if _O_PATH:  # look at the inode without opening it for reading (no device's open runs)
+            handle = os.open(name, _O_PATH | os.O_CLOEXEC)
+        else:  # pragma: no cover - not Linux: stat, then open and compare
+            handle = -1
+            info = os.stat(name)
+            if not stat.S_ISREG(info.st_mode):
+                raise Unreadable(f"not a regular file ({kind(info.st_mode)})")
+    except ValueError:
+        raise Unreadable("the path holds a NUL character") from None
+    try:
+        if handle >= 0:
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode):
+                raise Unreadable(f"not a regular file ({kind(info.st_mode)})")
+            if within is not None and not _inside(os.readlink(f"/proc/self/fd/{handle}"), within):
+                raise Unreadable(f"a symbolic link out of {within}")
+            fd = os.open(f"/proc/self/fd/{handle}", _READ)  # the inode checked above, nothing swapped in
+        else:  # pragma: no cover
+            fd = os.open(name, _READ)
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (info.st_dev, info.st_ino):
+            os.close(fd)
+            raise Unreadable("changed while it was opened")
+        if handle < 0 and within is not None and not _inside(_real(name), within):  # pragma: no cover
+            os.close(fd)
+            raise Unreadable(f"a symbolic link out of {within}")
+        return fd, opened
+    finally:
+        if handle >= 0:
+            os.close(handle)
+
+
+def open_regular(path: str | os.PathLike, within: str | os.PathLike | None = None):
+    """:func:`open_fd` as a binary file object (for seeking, reading line by line or in chunks)."""
+    fd, _ = open_fd(path, within)
+    return os.fdopen(fd, "rb")
+
+
+def read_bytes(path: str | os.PathLike, limit: int, within: str | os.PathLike | None = None) -> bytes:
+    """The whole regular file, refused when it holds more than ``limit`` bytes."""
+    fd, info = open_fd(path, within)
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > limit:
+            raise Unreadable(f"larger than {size_text(limit)} ({size_text(info.st_size)})")
+        data = handle.read(limit + 1)  # it may grow while read
+    if len(data) > limit:
+        raise Unreadable(f"larger than {size_text(limit)}")
+    return data
+
+
+def read_text(path: str | os.PathLike, limit: int, within: str | os.PathLike | None = None) -> str:
+    return read_bytes(path, limit, within).decode(errors="replace")
+
+
+def read_head(path: str | os.PathLike, limit: int, within: str | os.PathLike | None = None) -> str:
+    """At most the first ``limit`` bytes (a log's head: where it says where things are)."""
+    with open_regular(path, within) as handle:
+        return handle.read(limit).decode(errors="replace")
+
+
+def read_tail(path: str | os.PathLike, limit: int, within: str | os.PathLike | None = None) -> str:
+    """At most the last ``limit`` bytes."""
+    with open_regular(path, within) as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, handle.tell() - limit))
+        return handle.read(limit).decode(errors="replace")
+
+
+def _finite(text: str) -> float | None:
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _too_deep(value, limit: int = DEPTH_MAX) -> bool:
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            pending += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return False
+
+
+def parse_json(text: str | bytes):
+    """JSON as a record holds it: NaN, Infinity and numbers beyond a float's range read as null;
+    ``ValueError`` for what is not JSON or nests deeper than DEPTH_MAX.
+
+    >>> parse_json('{"a": NaN, "b": [Infinity, 1e999, 2.5]}')
+    {'a': None, 'b': [None, None, 2.5]}
+    >>> parse_json("[" * 100000)
+    Traceback (most recent call last):
+    ...
+    ValueError: nested deeper than 32 levels
+    """
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    try:
+        value = json.loads(text, parse_constant=lambda _: None, parse_float=_finite)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {DEPTH_MAX} levels") from None
+    if _too_deep(value):
+        raise ValueError(f"nested deeper than {DEPTH_MAX} levels")
+    return value
+
+
+def read_json(path: str | os.PathLike, limit: int = JSON_MAX, within: str | os.PathLike | None = None):
+    """The JSON value of a regular file (see :func:`parse_json`); ``Unreadable`` when it is not JSON."""
+    try:
+        return parse_json(read_bytes(path, limit, within))
+    except ValueError as err:
+        reason = str(err) if str(err).startswith("nested") else "not valid JSON (half written or edited)"
+        raise Unreadable(reason) from None
+
+
+# -- writing a path the user named ----------------------------------------------------------------
+def refusal(path: str | os.PathLike, key: str, exclusive: bool = False) -> UserError | None:
+    """Why ``path`` cannot be written by :func:`write_through` (None: it can be tried), told
+    without writing anything: for a check before the work that produces the bytes."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if os.path.lexists(path):
+            return UserError(key, path, "a symbolic link to nothing", "name a file path, or remove the link")
+        return None
+    except (OSError, ValueError) as err:
+        return UserError(key, path, f"cannot write it: {getattr(err, 'strerror', None) or err}")
+    if not stat.S_ISREG(info.st_mode):
+        return UserError(key, path, f"not a regular file ({kind(info.st_mode)})", "name a file path")
+    if exclusive:
+        return UserError(key, path, "already exists", "choose another name or delete the file")
+    return None
+
+
+def write_through(path: str | os.PathLike, data: bytes, key: str, exclusive: bool = False) -> Path:
+    """Write ``data`` at the path the user named under ``key``: a new file, or into the existing
+    regular file (through a symbolic link to one) -- opened and rewritten in place, never replaced.
+    ``exclusive``: an existing file is refused instead. One-line :class:`UserError` for anything
+    else; on failure a new file is removed and an existing one keeps its content when the space for
+    the new one could not be had (it is reserved before the first byte is written)."""
+    target = Path(path)
+    problem = refusal(target, key, exclusive)
+    if problem is not None:
+        raise problem
+    created = False
+    try:
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+            created = True
+        except FileExistsError:
+            if exclusive:
+                raise UserError(key, path, "already exists", "choose another name or delete the file") from None
+            flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(target, flags)
+    except UserError:
+        raise
+    except OSError as err:
+        raise UserError(key, path, f"cannot write it: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # swapped for something else since refusal() looked
+            raise UserError(key, path, f"not a regular file ({kind(info.st_mode)})", "name a file path")
+        _reserve(fd, len(data))
+        view, offset = memoryview(data), 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+    except UserError:
+        os.close(fd)
+        raise
+    except OSError as err:
+        os.close(fd)
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+        raise UserError(key, path, f"cannot write it: {err.strerror or err}") from None
+    os.close(fd)
+    return target
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Claim the space before writing (a full disk fails here, the file still as it was)."""
+    if size and hasattr(os, "posix_fallocate"):
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as err:
+            if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, errno.ENODEV):
+                raise
