@@ -276,6 +276,7 @@ class Session:
             self.queued.append(parallel.Queued(job.num, plan, run_dir, config_yaml, slot, self._composed(job)))
             return 0
         logs.mkdir(exist_ok=True)
+        supervise.hold_stack_requests()  # status.json names this process from now on
         started = record.write_start(run_dir, config_yaml, plan, self._composed(job))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.

@@ -511,6 +511,23 @@ def test_stacks_of_a_launcher_without_a_handler_is_refused_and_not_signalled(tmp
         proc.wait()
 
 
+def test_stacks_of_a_launcher_that_ignores_the_request_is_refused(tmp_path):
+    """A launcher that ignores SIGUSR2 (SigIgn: as its launch starts or ends) is not asked either."""
+    proc, run_dir = fake_launcher(tmp_path, "ignore")
+    try:
+        out = runs_cli(tmp_path, "stacks", "last")
+        assert (out.returncode, out.stdout, out.stderr) == (
+            2,
+            "",
+            f"train_multigpu: error: id=last: its launcher (pid {proc.pid}) takes no stack requests now "
+            "(SIGUSR2 ignored: its launch is starting or ending)\n",
+        )
+        assert not (run_dir / "stacks").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def signal_mask(pid: int, field: str) -> int | None:
     """A signal mask of /proc/<pid>/status (SigCgt: handled, SigIgn: ignored); None once it is gone."""
     try:
@@ -520,29 +537,38 @@ def signal_mask(pid: int, field: str) -> int | None:
         return None
 
 
-def test_a_stack_request_as_the_launch_ends_never_ends_the_launcher(tmp_path):
-    """``runs stacks`` checks that the launcher handles SIGUSR2, then sends it. Between the two the
-    launch may end: the launcher stops handling it while its record is still open (the end to
-    write, its exit code to return). There SIGUSR2 is ignored, never the default (which ends the
-    process): the test sends it the moment the handler goes, and the launch still exits 0."""
+def test_a_stack_request_never_ends_the_launcher_of_an_open_record(tmp_path):
+    """``runs stacks`` checks that the launcher handles SIGUSR2, then sends it; the launch may start or
+    end between. So while its record is open (status.json names it, no exit code) the launcher
+    handles SIGUSR2 or ignores it, never leaves it to the default action (which ends the process):
+    watched from the record's first moment, and the signal sent the moment the handler goes (after
+    the launch, before the end is written or the launcher exits). The launch still exits 0."""
     bit = 1 << (signal.SIGUSR2 - 1)
-    for attempt in range(3):  # the moment is seen by polling /proc: retried only when it was missed
+    for attempt in range(3):  # the moment the handler goes is seen by polling /proc: retried only when missed
         proc = launch(tmp_path, f"ending{attempt}", *JAX)
-        handled, after = False, None
+        record_file, handled, default_while_open, sent = None, False, [], None
         while proc.poll() is None:
-            caught = signal_mask(proc.pid, "SigCgt")
-            if caught is None:
+            record_file = record_file or next((tmp_path / "runs").glob(f"*_ending{attempt}/status.json"), None)
+            try:
+                still_open = record_file is not None and json.loads(record_file.read_text())["exit_code"] is None
+            except (OSError, ValueError):
+                still_open = False  # being written
+            caught, ignored = signal_mask(proc.pid, "SigCgt"), signal_mask(proc.pid, "SigIgn")
+            if caught is None or ignored is None:
                 break
+            if still_open and not (caught | ignored) & bit:
+                default_while_open.append("handled before" if handled else "not yet handled")
             if caught & bit:
                 handled = True
             elif handled:
-                after = signal_mask(proc.pid, "SigIgn")
+                sent = ignored & bit
                 os.kill(proc.pid, signal.SIGUSR2)  # what a runs stacks that checked a moment ago sends
                 break
-        assert finish(proc) == 0, (after, proc.err)
-        if after is not None:
+        assert finish(proc) == 0, (default_while_open, proc.err)
+        assert default_while_open == []  # the record named it while SIGUSR2 would have ended it
+        if sent is not None:
             break
-    assert after is not None and after & bit, "the launcher stopped handling SIGUSR2 without ignoring it"
+    assert sent, "the launcher stopped handling SIGUSR2 without ignoring it"
     status = json.loads((run_dir_of(tmp_path, f"ending{attempt}") / "status.json").read_text())
     assert (status["exit_code"], status["reason"]) == (0, "success")
 
@@ -571,7 +597,7 @@ def on_usr2(signum, frame):
         with open(os.path.join(stamp + ".tmp", "summary.txt"), "w") as f:
             f.write("rank 0: in main\n")
         os.rename(stamp + ".tmp", stamp)
-signal.signal(signal.SIGUSR2, on_usr2)
+signal.signal(signal.SIGUSR2, signal.SIG_IGN if mode == "ignore" else on_usr2)
 print("ready", flush=True)
 time.sleep(60)
 """
@@ -840,6 +866,7 @@ def test_nodes_started_in_different_seconds_are_one_launch(tmp_path):
         "no rank logs in <run dir>/logs",
         "only a running launch on this host can be asked for its stacks",
         "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)",
+        "takes no stack requests now (SIGUSR2 ignored: its launch is starting or ending)",
         "the launch ended before its stacks were written",
         "no new directory under <run dir>/stacks in time",
     ],

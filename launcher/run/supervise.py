@@ -310,6 +310,15 @@ class Supervisor:
         self.console.stop()
 
 
+def hold_stack_requests() -> None:
+    """SIGUSR2 (a stack request, ``runs stacks``) ignored where it would end this process: from the
+    moment a launch's record names this process (status.json) until it exits, outside :func:`run`'s
+    handler. ``runs stacks`` checks for the handler, then sends: the launch may start or end between."""
+    for sig in STACK_SIGNALS:
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def run(
     plan: LaunchPlan,
     log_dir: Path,
@@ -324,9 +333,7 @@ def run(
     installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
     if interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
         installed.update({sig: supervisor.on_stacks for sig in STACK_SIGNALS})
-        for sig in STACK_SIGNALS:  # what is restored after the launch: its record is open until the end is
-            if signal.getsignal(sig) == signal.SIG_DFL:  # written, a late request must not end the launcher
-                signal.signal(sig, signal.SIG_IGN)
+        hold_stack_requests()  # what is restored after the launch
     with handlers(installed):
         if interrupts is not None:
             interrupts.attach(supervisor)
