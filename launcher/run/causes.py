@@ -132,7 +132,7 @@ FOLLOWER_ALONE_FIX = (
 )
 
 SIGNAL_FIX = {
-    "SIGSEGV": "a crash in native code (simulator, CUDA driver, an extension); for its native frames rerun "
+    "SIGSEGV": "a crash in native code (a simulator, a driver, an extension); for its native frames rerun "
     "with `ulimit -c unlimited` and read the core with `gdb python core`",
     "SIGBUS": "a bad memory mapping: often /dev/shm too small (containers: --shm-size) or a mapped file "
     "that shrank; read the log's last lines",
@@ -314,9 +314,16 @@ def _follower(case: _Case, text: str) -> bool:
     return bool(line)
 
 
+_RAISED = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|error)\b.*$", re.M)
+
+
 def _last_exception_line(text: str) -> str:
-    """The last exception line of a traceback (torchrun's own), shortened."""
-    lines = _EXCEPTION_LINE.findall(text)
+    """The last exception line of a traceback (torchrun's own: its log also holds warnings), shortened.
+
+    >>> _last_exception_line("  File 'x'\\nsocket.gaierror: [Errno -3] No\\n[W socket.cpp:207] warning")
+    'socket.gaierror: [Errno -3] No'
+    """
+    lines = _RAISED.findall(text) or _EXCEPTION_LINE.findall(text)
     line = lines[-1].strip() if lines else ""
     return line if len(line) <= 160 else line[:157] + "..."
 
