@@ -20,9 +20,7 @@ DebugInfoWriter: the prefix and the rank).
 
 import argparse
 import os
-import pickle
 import sys
-import threading
 import time
 
 parser = argparse.ArgumentParser()
@@ -44,6 +42,9 @@ def beat(iteration: int, total: int) -> None:
 
 
 def play_the_flight_recorder() -> None:
+    import pickle
+    import threading
+
     stem = os.environ["TORCH_NCCL_DEBUG_INFO_PIPE_FILE"]
     pipe = f"{stem}{rank}.pipe"
     if os.path.exists(pipe):
