@@ -36,7 +36,13 @@ STATUS = {
 }
 METRICS = "iteration,env_steps,mean_return\n1,512,10.0\n2,1024,20.0\n3,1536,30.5\n"
 FILES = ("status.json", "config.yaml", "composition.json", "command.sh", "metrics.csv", "run_info.json")
-HOSTILE: list[str] = []  # every hostile case tried below, counted for the report (test_the_count)
+HOSTILE: list[str] = []  # every hostile case tried below (pytest -s prints how many)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _count_hostile_cases():
+    yield
+    print(f"\n{len(HOSTILE)} hostile cases tried")
 
 
 def make_run(root: Path, name: str, **contents) -> Path:
@@ -321,3 +327,217 @@ def test_malformed_json_everywhere_else_is_named_not_fatal(tmp_path, capsys):
             ident = f"multirun/{sweep.name}/{job}"
             assert runs_cli.main(["show", ident, "--root", str(root)]) == 0, ident
             assert "Traceback" not in capsys.readouterr().err
+
+
+# -- item 1: a path the user names is written through, never replaced ----------------------------
+def _two_runs_with_curves(root: Path) -> None:
+    make_run(root, "2026-01-01_10-00-00_a", composition_json={"overrides": ["seed=1"], "script_args": [], "cwd": "/"})
+    make_run(root, "2026-01-01_10-00-01_b", composition_json={"overrides": ["seed=2"], "script_args": [], "cwd": "/"})
+
+
+def test_compare_out_refuses_what_is_not_a_regular_file_and_leaves_it_as_it_was(tmp_path):
+    import socket
+
+    root = tmp_path / "runs"
+    _two_runs_with_curves(root)
+    os.mkfifo(tmp_path / "fifo.png")
+    (tmp_path / "dir.png").mkdir()
+    (tmp_path / "dangling.png").symlink_to(tmp_path / "nowhere" / "x.png")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "sock.png"))
+    before = {path: os.lstat(path) for path in ("/dev/null", "/dev/full")}
+    cases = {
+        "/dev/null": "not a regular file (a character device) (name a file path)",
+        "/dev/full": "not a regular file (a character device) (name a file path)",
+        str(tmp_path / "fifo.png"): "not a regular file (a FIFO) (name a file path)",
+        str(tmp_path / "dir.png"): "not a regular file (a directory) (name a file path)",
+        str(tmp_path / "sock.png"): "not a regular file (a socket) (name a file path)",
+        str(tmp_path / "dangling.png"): "a symbolic link to nothing (name a file path, or remove the link)",
+    }
+    HOSTILE.extend(f"--out {path}" for path in cases)
+    try:
+        for path, why in cases.items():
+            result = cli("compare", "2026-01-01_10-00-00", "2026-01-01_10-00-01", "--out", path, "--json", root=root)
+            assert one_error(result) == f"--out={path}: {why}"
+            assert result.stdout == ""
+    finally:
+        server.close()
+    for path, was in before.items():
+        now = os.lstat(path)
+        assert stat.S_ISCHR(now.st_mode) and now.st_rdev == was.st_rdev, path  # still the device
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo.png").st_mode)
+    assert (tmp_path / "dangling.png").is_symlink() and not (tmp_path / "nowhere").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling.png", "dir.png", "fifo.png", "runs", "sock.png"]
+
+
+def test_compare_out_writes_through_a_link_and_into_an_existing_file(tmp_path):
+    from launcher.sweep.curves import curves_in_png
+
+    root = tmp_path / "runs"
+    _two_runs_with_curves(root)
+    target = tmp_path / "shared" / "curves.png"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    target.chmod(0o640)
+    os.link(target, tmp_path / "hardlink.png")
+    (tmp_path / "link.png").symlink_to(target)
+    inode = os.stat(target).st_ino
+
+    result = cli(
+        "compare", "2026-01-01_10-00-00", "2026-01-01_10-00-01", "--out", str(tmp_path / "link.png"), root=root
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "link.png").is_symlink() and os.readlink(tmp_path / "link.png") == str(target)
+    assert os.stat(target).st_ino == inode and stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    labels = [curve["label"] for curve in curves_in_png(target)]
+    assert labels == ["2026-01-01_10-00-00_a: seed=1", "2026-01-01_10-00-01_b: seed=2"]
+    assert (tmp_path / "hardlink.png").read_bytes() == target.read_bytes()  # the same file, written in place
+    longer = target.read_bytes()
+    target.write_bytes(longer + b"\0" * 100_000)  # a longer old file: cut to the new length
+    assert cli("compare", "2026-01-01_10-00-00", "2026-01-01_10-00-01", "--out", str(target), root=root).returncode == 0
+    assert target.read_bytes() == longer and os.stat(target).st_ino == inode
+    assert sorted(p.name for p in target.parent.iterdir()) == ["curves.png"]  # no temporary file beside it
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real 16 KiB tmpfs (root only): writes of more than that fail with ENOSPC."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    where = tmp_path / "full"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def test_a_failed_write_leaves_nothing_half_written(full_disk):
+    from launcher import files
+    from launcher.errors import UserError
+
+    data = os.urandom(256 << 10)
+    with pytest.raises(UserError) as new:
+        files.write_through(full_disk / "new.png", data, "--out")
+    assert str(new.value) == f"--out={full_disk / 'new.png'}: cannot write it: No space left on device"
+    assert list(full_disk.iterdir()) == []  # the new file is gone, not left half written
+    (full_disk / "old.png").write_bytes(b"old content")
+    with pytest.raises(UserError):
+        files.write_through(full_disk / "old.png", data, "--out")
+    assert (full_disk / "old.png").read_bytes() == b"old content"  # the space was not had: untouched
+    from launcher.config import profiles
+
+    with pytest.raises(UserError) as profile:
+        profiles.write(full_disk / "profile" / "mine.yaml", "x: 1\n" * 10_000)
+    assert str(profile.value).startswith(f"save_profile={full_disk / 'profile' / 'mine.yaml'}: cannot write it: ")
+    assert list((full_disk / "profile").iterdir()) == []
+
+
+def test_save_profile_refuses_what_is_not_a_file_in_one_line(tmp_path):
+    from launcher.config import profiles
+    from launcher.errors import UserError
+
+    os.mkfifo(tmp_path / "fifo.yaml")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    (tmp_path / "dir.yaml").mkdir()
+    (tmp_path / "taken.yaml").write_text("x: 1\n")
+    HOSTILE.extend(["save_profile= a FIFO", "save_profile= a link to nothing", "save_profile= a directory"])
+    expected = {
+        "fifo.yaml": f"save_profile={tmp_path / 'fifo.yaml'}: not a regular file (a FIFO) (name a file path)",
+        "dangling.yaml": f"save_profile={tmp_path / 'dangling.yaml'}: a symbolic link to nothing "
+        "(name a file path, or remove the link)",
+        "dir.yaml": f"save_profile={tmp_path / 'dir.yaml'}: not a regular file (a directory) (name a file path)",
+        "taken.yaml": f"save_profile=taken.yaml: {tmp_path / 'taken.yaml'} already exists "
+        "(choose another name or delete the file)",
+    }
+    for name, message in expected.items():
+        with pytest.raises(UserError) as err:
+            profiles.save_target(name, str(tmp_path))
+        assert str(err.value) == message
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "save_profile=fifo.yaml"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert one_error(result) == expected["fifo.yaml"]
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo.yaml").st_mode) and not (tmp_path / "nowhere.yaml").exists()
+
+
+# -- rerun of a hand-edited composition.json ------------------------------------------------------
+def test_rerun_of_a_hand_edited_composition_is_one_line(tmp_path, capsys):
+    from launcher.runs import cli as runs_cli
+
+    root = tmp_path / "runs"
+    base = {"overrides": ["seed=1"], "script_args": [], "order": [], "hydra_flags": [], "cwd": str(tmp_path)}
+    edits = {
+        "overrides [1, null]": ({"overrides": [1, None]}, "overrides is not a list of strings ([1, null]; edited?)"),
+        "order [5, {}]": ({"order": [5, {}]}, "order is not a list of strings ([5, {}]; edited?)"),
+        "hydra_flags a string": (
+            {"hydra_flags": "--cfg job"},
+            'hydra_flags is not a list of strings ("--cfg job"; edited?)',
+        ),
+        "script_args [null]": ({"script_args": [None]}, "script_args is not a list of strings ([null]; edited?)"),
+        "num_gpus {}": ({"num_gpus": {}}, "num_gpus is not a string ({}; edited?)"),
+        "cwd 5": ({"cwd": 5}, "cwd is not a string (5; edited?)"),
+        "trainer_dir NUL": ({"trainer_dir": "a\0b"}, 'trainer_dir is not a string ("a\\u0000b"; edited?)'),
+    }
+    HOSTILE.extend(f"composition.json for rerun: {case}" for case in edits)
+    for number, (case, (edit, why)) in enumerate(edits.items()):
+        run_dir = make_run(root, f"2026-01-01_10-00-{number:02d}_edited", composition_json={**base, **edit})
+
+        def launch(*_args, case=case):
+            raise AssertionError(f"launched: {case}")
+
+        assert runs_cli.main(["rerun", run_dir.name, "--root", str(root)], launch=launch) == 2, case
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.count("\n") == 1, (case, err)
+        assert err.strip() == (
+            f"train_multigpu: error: id={run_dir.name}: {run_dir / 'composition.json'}: {why} (fix or remove it)"
+        ), case
+    os.mkfifo(root / "2026-01-01_10-00-00_edited" / "fifo")
+    (root / "2026-01-01_10-00-00_edited" / "composition.json").unlink()
+    os.mkfifo(root / "2026-01-01_10-00-00_edited" / "composition.json")
+    assert runs_cli.main(["rerun", "2026-01-01_10-00-00", "--root", str(root)], launch=launch) == 2
+    assert "composition.json cannot be read (not a regular file (a FIFO))" in capsys.readouterr().err
+
+
+# -- item 11 (part): a sweep over secret values --------------------------------------------------
+def test_a_sweep_over_secret_values_shows_which_value_each_job_had_never_the_value(tmp_path):
+    args = ["-m", "+worker_env.HF_TOKEN=tok-aaa-1,tok-bbb-2", "presets=debug", "launcher.nproc_per_node=1"]
+    args += ["max_iterations=1", "run_root=runs"]
+    launch = subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    table = cli(root=tmp_path / "runs")
+    jobs = [line for line in table.stdout.splitlines() if line.startswith("  multirun/")]
+    assert [line.split()[-1] for line in jobs] == ["+worker_env.HF_TOKEN=***1", "+worker_env.HF_TOKEN=***2"]
+    data = strict_json(cli("--json", root=tmp_path / "runs").stdout)
+    assert [run["swept"] for run in data] == [["+worker_env.HF_TOKEN=***1"], ["+worker_env.HF_TOKEN=***2"]]
+    for output in (table.stdout, json.dumps(data), cli("show", data[1]["id"], root=tmp_path / "runs").stdout):
+        assert "tok-" not in output
+    for path in (tmp_path / "runs").rglob("*"):
+        if path.is_file() and not path.name.endswith((".png", ".ckpt")):
+            assert b"tok-" not in path.read_bytes(), path
+    from launcher.errors import UserError
+    from launcher.runs import again
+
+    composition = json.loads((Path(data[1]["run_dir"]) / "composition.json").read_text())
+    assert "+worker_env.HF_TOKEN=***2" in composition["overrides"]
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "environ", env)
+        with pytest.raises(UserError) as missing:
+            again.with_secrets(composition["overrides"])
+        assert str(missing.value).startswith("worker_env.HF_TOKEN=***: the record keeps no secret values")
+        env["HF_TOKEN"] = "from-the-environment"
+        assert "+worker_env.HF_TOKEN='from-the-environment'" in again.with_secrets(composition["overrides"])
