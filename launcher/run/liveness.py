@@ -42,7 +42,8 @@ this); node 0 sends ``stacks <node> <headline>`` to every node once (the first h
 node takes its stacks (the first node's own detection or the relay, whichever came first) and says
 ``stacked``; once every node it asked said so, left, or ``STACKS_WAIT_S`` passed, node 0 sends
 ``teardown`` and every node ends its launch (exit code 124). A node waits for ``teardown`` at most
-``STACKS_WAIT_S`` (node 0 gone: at once).
+``STACKS_WAIT_S`` (node 0 gone: at once). :class:`HangRelay` holds those rules, pure (testable
+alone); :class:`NodeLiveness` carries its lines.
 """
 
 from __future__ import annotations
@@ -128,22 +129,17 @@ class NodeLiveness:
         self._wake_r, self._wake_w = socket.socketpair()
         self._exit_code = 0  # what this node's goodbye says (close())
         self._selector.register(self._wake_r, selectors.EVENT_READ)
-        # a hang (the module's docstring): (the node that found it, its headline)
-        self._hang: tuple[int, str] | None = None
+        # a hang (the module's docstring): the relay's state, kept by the thread
+        self._relay = HangRelay(watch.node_rank, self.hub)
         self._hang_mine = False  # this node found it (its own monitor has the failure)
-        self._outbox: list[tuple[str, str]] = []  # the supervisor's words, sent by the thread
-        self._asked: set[int] = set()  # (node 0) the nodes told to take their stacks
-        self._stacked: set[int] = set()  # (node 0) the nodes whose stacks are taken
-        self._own_stacked = False
-        self._stacks_deadline: float | None = None
-        self._teardown = threading.Event()  # every node has its stacks (or the wait is over)
+        self._outbox: list[str] = []  # the supervisor's words ("found <headline>", "taken"), for the thread
 
     # -- the monitor ----------------------------------------------------------------------------
     def check(self, codes: Sequence[int | None]) -> Failure | None:
         for line in self._take_notices():
             self._print(line)
         lost = self._lost
-        hang = self._hang
+        hang = self._relay.hang
         if lost is None and hang is not None and not self._hang_mine:
             return Failure(
                 node=hang[0],
@@ -176,20 +172,19 @@ class NodeLiveness:
     def report_hang(self, headline: str) -> None:
         """This node found a hang (about to take its stacks): every other node takes its own too."""
         with self._lock:
-            if self._hang is None:
-                self._hang, self._hang_mine = (self.watch.node_rank, headline), True
-            self._outbox.append(("hang", headline))
+            self._hang_mine = self._hang_mine or self._relay.hang is None
+            self._outbox.append(f"found {headline}")
         self._wake()
 
     def stacks_taken(self) -> None:
         """This node's stacks are saved (after a hang of its own or one relayed)."""
         with self._lock:
-            self._outbox.append(("stacked", ""))
+            self._outbox.append("taken")
         self._wake()
 
     def teardown_allowed(self) -> bool:
         """Every node has its stacks, or the wait is over (node 0 gone, ``STACKS_WAIT_S``, closed)."""
-        return self._teardown.is_set() or self._thread is None or not self._thread.is_alive()
+        return self._relay.teardown or self._stop.is_set() or self._thread is None or not self._thread.is_alive()
 
     def _wake(self) -> None:
         try:
@@ -197,55 +192,26 @@ class NodeLiveness:
         except OSError:
             pass
 
-    def _flush_outbox(self) -> None:
-        """(the thread) Send what the supervisor said."""
+    def _relay_turn(self, words: list[str] | None = None, sender: int | None = None) -> None:
+        """(the thread) The supervisor's words, then ``words`` heard from ``sender``, then the relay's
+        own deadline: send what the relay says to send."""
         with self._lock:
             said, self._outbox = self._outbox, []
-        for what, text in said:
-            if what == "hang" and self.hub:
-                self._relay_stacks(self.watch.node_rank, text)
-            elif what == "hang":
-                for peer in list(self._peers.values()):
-                    if self._watches(peer):
-                        self._send(peer, f"hang {self.watch.node_rank} {wire_text(text)}\n".encode())
-            elif what == "stacked" and self.hub:
-                self._own_stacked = True
-            elif what == "stacked":
-                for peer in list(self._peers.values()):
-                    if self._watches(peer):
-                        self._send(peer, b"stacked\n")
-
-    def _relay_stacks(self, node: int, headline: str) -> None:
-        """(node 0) Tell every node to take its stacks, once per launch."""
-        with self._lock:
-            if self._hang is None:
-                self._hang = (node, headline)
-        if self._stacks_deadline is not None:
-            return
-        self._stacks_deadline = time.monotonic() + STACKS_WAIT_S
-        for peer in list(self._peers.values()):
-            if peer.node is not None:
-                self._asked.add(peer.node)
-                self._send(peer, f"stacks {node} {wire_text(headline)}\n".encode())
-
-    def _settle_hang(self) -> None:
-        """(the thread) Node 0: ``teardown`` once every node asked has its stacks (or left, or the wait
-        is over). The others: node 0 gone, or not joined, or the wait over: nobody will say it."""
-        if self._teardown.is_set() or self._hang is None:
-            return
         now = time.monotonic()
-        if self._stacks_deadline is None:
-            self._stacks_deadline = now + STACKS_WAIT_S
-        over = now >= self._stacks_deadline
-        if self.hub:
-            connected = {peer.node for peer in self._peers.values() if peer.node is not None}
-            if over or (self._own_stacked and (self._asked & connected) <= self._stacked):
-                for peer in list(self._peers.values()):
-                    if peer.node is not None:
-                        self._send(peer, b"teardown\n")
-                self._teardown.set()
-        elif over or not self._welcomed():
-            self._teardown.set()
+        connected = {peer.node for peer in self._peers.values() if self._watches(peer)}
+        out: list[tuple[str, str]] = []
+        for what in said:
+            if what.startswith("found "):
+                out += self._relay.found(what.removeprefix("found "), now, connected)
+            else:
+                out += self._relay.taken(now, connected)
+        if words is not None:
+            out += self._relay.heard(sender, words, now, connected)
+        out += self._relay.settle(now, connected, joined=bool(connected))
+        for _to, line in out:  # node 0 sends to every node, the others to node 0: their one peer
+            for peer in list(self._peers.values()):
+                if self._watches(peer):
+                    self._send(peer, f"{line}\n".encode())
 
     # -- start and close ------------------------------------------------------------------------
     def start(self) -> None:
@@ -261,7 +227,6 @@ class NodeLiveness:
             return
         self._exit_code = exit_code
         self._stop.set()
-        self._teardown.set()
         self._wake()
         if self._thread is not None:
             self._thread.join(CONNECT_TIMEOUT_S + 2 * GOODBYE_WAIT_S + 1)
@@ -322,7 +287,7 @@ class NodeLiveness:
                         )
             now = time.monotonic()
             timeout = max(0.0, next_beat - now)
-            if self._hang is not None and not self._teardown.is_set():
+            if self._relay.hang is not None and not self._relay.teardown:
                 timeout = min(timeout, 0.1)  # the wait for every node's stacks has a deadline
             if not self.hub and not self._peers and not self._done:
                 timeout = min(timeout, max(0.0, self._next_connect - now))
@@ -337,8 +302,7 @@ class NodeLiveness:
                     self._accept()
                 else:
                     self._read(self._peers.get(key.fileobj))  # type: ignore[arg-type]
-            self._flush_outbox()
-            self._settle_hang()
+            self._relay_turn()
             now = time.monotonic()
             if now >= next_beat:
                 for peer in list(self._peers.values()):
@@ -417,10 +381,8 @@ class NodeLiveness:
         elif self.hub:
             if what == "hello" and peer.node is None:
                 self._hello(peer, words[1:])
-            elif what == "hang" and peer.node is not None and len(words) > 2 and words[1].isdigit():
-                self._relay_stacks(int(words[1]), " ".join(words[2:]))
-            elif what == "stacked" and peer.node is not None:
-                self._stacked.add(peer.node)
+            elif what in HangRelay.WORDS and peer.node is not None:
+                self._relay_turn(words, peer.node)
         elif what == "welcome":
             peer.welcomed = True
         elif what == "later":  # a launch of node 0's that this node's launch is not part of: try again
@@ -429,12 +391,8 @@ class NodeLiveness:
             self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
             self._drop(peer)
             self._done = True
-        elif what == "stacks" and len(words) > 2 and words[1].isdigit():
-            with self._lock:
-                if self._hang is None:
-                    self._hang = (int(words[1]), " ".join(words[2:]))
-        elif what == "teardown":
-            self._teardown.set()
+        elif what in HangRelay.WORDS and peer.welcomed:
+            self._relay_turn(words, 0)
         elif what == "lost" and len(words) > 3 and words[1].isdigit() and words[2].isdigit():
             self._declare(int(words[1]), " ".join(words[3:]) + " (seen by node 0)", None, int(words[2]))
 
@@ -577,6 +535,112 @@ class NodeLiveness:
             print(f"[{PROG}] {line}", file=self.err, flush=True)  # type: ignore[call-overload]
         except (OSError, ValueError):  # the terminal is gone
             pass
+
+
+class HangRelay:
+    """One node's part in a hang across nodes (the module's docstring), pure: no socket, no clock
+    (``now`` is passed in), no thread. Each call returns the lines to send, as ``(to, line)``: ``to``
+    is ``"node 0"`` (the other nodes' one peer) or ``"every node"`` (node 0's peers); ``connected``:
+    the nodes this one watches now.
+
+    Node 2 finds a hang; node 0 asks nodes 1 and 2; only when both have their stacks (and node 0
+    its own) does node 0 say ``teardown``:
+
+    >>> hub, two = HangRelay(0, hub=True, wait_s=20), HangRelay(2, hub=False, wait_s=20)
+    >>> two.found("HANG on node 2: no progress from rank 5", 0.0, {0})
+    [('node 0', 'hang 2 HANG on node 2: no progress from rank 5')]
+    >>> hub.heard(2, "hang 2 HANG on node 2: no progress from rank 5".split(" "), 0.1, {1, 2})
+    [('every node', 'stacks 2 HANG on node 2: no progress from rank 5')]
+    >>> hub.hang, two.taken(1.0, {0}), hub.heard(2, ["stacked"], 1.1, {1, 2}), hub.taken(1.2, {1, 2})
+    ((2, 'HANG on node 2: no progress from rank 5'), [('node 0', 'stacked')], [], [])
+    >>> hub.heard(1, ["stacked"], 1.5, {1, 2}), hub.teardown
+    ([('every node', 'teardown')], True)
+    >>> two.heard(0, ["teardown"], 1.6, {0}), two.teardown
+    ([], True)
+
+    A node that left is not waited for; nobody waits beyond ``wait_s``; a node that is not joined
+    (node 0 gone) does not wait:
+
+    >>> hub = HangRelay(0, hub=True, wait_s=20)
+    >>> hub.found("HANG on node 0: ...", 0.0, {1, 2}), hub.taken(0.5, {1, 2}), hub.settle(0.6, {1}, True)
+    ([('every node', 'stacks 0 HANG on node 0: ...')], [], [])
+    >>> hub.settle(20.1, {1}, True)
+    [('every node', 'teardown')]
+    >>> one = HangRelay(1, hub=False, wait_s=20)
+    >>> one.heard(0, ["stacks", "0", "HANG"], 0.0, {0}), one.hang, one.settle(0.1, set(), False), one.teardown
+    ([], (0, 'HANG'), [], True)
+    """
+
+    WORDS = frozenset({"hang", "stacks", "stacked", "teardown"})
+    HUB, EVERY = "node 0", "every node"
+
+    def __init__(self, node: int, hub: bool, wait_s: float | None = None) -> None:
+        self.node, self.hub = node, hub
+        self.wait_s = STACKS_WAIT_S if wait_s is None else wait_s
+        self.hang: tuple[int, str] | None = None  # (the node that found it, its headline)
+        self.teardown = False  # every node has its stacks (or the wait is over)
+        self._asked: set[int] = set()  # (node 0) the nodes told to take their stacks
+        self._stacked: set[int] = set()  # (node 0) the nodes whose stacks are taken
+        self._own = False  # this node's stacks are taken
+        self._deadline: float | None = None
+
+    def found(self, headline: str, now: float, connected: set[int]) -> list[tuple[str, str]]:
+        """This node found a hang."""
+        if self.hang is None:
+            self.hang = (self.node, headline)
+        if self.hub:
+            return self._ask(self.node, headline, now, connected)
+        self._deadline = now + self.wait_s if self._deadline is None else self._deadline
+        return [(self.HUB, f"hang {self.node} {wire_text(headline)}")]
+
+    def taken(self, now: float, connected: set[int]) -> list[tuple[str, str]]:
+        """This node's stacks are saved."""
+        self._own = True
+        if not self.hub:
+            return [(self.HUB, "stacked")]
+        return self.settle(now, connected, True)
+
+    def heard(self, sender: int, words: list[str], now: float, connected: set[int]) -> list[tuple[str, str]]:
+        """A line of the relay's from ``sender`` (node 0 on the other nodes)."""
+        what = words[0]
+        if self.hub and what == "hang" and len(words) > 2 and words[1].isdigit():
+            return self._ask(int(words[1]), " ".join(words[2:]), now, connected)
+        if self.hub and what == "stacked":
+            self._stacked.add(sender)
+            return self.settle(now, connected, True)
+        if not self.hub and what == "stacks" and len(words) > 2 and words[1].isdigit():
+            if self.hang is None:
+                self.hang = (int(words[1]), " ".join(words[2:]))
+            self._deadline = now + self.wait_s if self._deadline is None else self._deadline
+        elif not self.hub and what == "teardown":
+            self.teardown = True
+        return []
+
+    def settle(self, now: float, connected: set[int], joined: bool) -> list[tuple[str, str]]:
+        """Node 0: ``teardown`` once every node asked has its stacks, left, or the wait is over. The
+        others: done when node 0 is gone (not ``joined``) or the wait is over."""
+        if self.teardown or self.hang is None:
+            return []
+        if self._deadline is None:
+            self._deadline = now + self.wait_s
+        over = now >= self._deadline
+        if self.hub:
+            if over or (self._own and (self._asked & connected) <= self._stacked):
+                self.teardown = True
+                return [(self.EVERY, "teardown")]
+        elif over or not joined:
+            self.teardown = True
+        return []
+
+    def _ask(self, origin: int, headline: str, now: float, connected: set[int]) -> list[tuple[str, str]]:
+        """(node 0) Every node takes its stacks: said once per launch."""
+        if self.hang is None:
+            self.hang = (origin, headline)
+        if self._asked or self._deadline is not None:
+            return []
+        self._deadline = now + self.wait_s
+        self._asked = set(connected)
+        return [(self.EVERY, f"stacks {origin} {wire_text(headline)}")]
 
 
 def wire_text(text: str) -> str:
