@@ -347,6 +347,26 @@ def test_a_stopped_rank_gets_py_spys_error_line_not_its_backtrace():
     assert error.endswith(f"(pid {target.pid} is stopped: SIGSTOP or a debugger; kill -CONT {target.pid} resumes it)")
 
 
+@pytest.mark.timeout(120)
+def test_a_launch_whose_rank_was_stopped_ends_124_and_says_so(tmp_path):
+    """A real launch (torchrun + gloo) whose rank 1 is SIGSTOPped mid-run: the watchdog finds it, the
+    summary gives py-spy's error for it (not a backtrace line), and the teardown still ends it."""
+    proc, pids = launch(tmp_path, "launcher.hang_timeout=3", jax=False, args=("--mode", "torch", "--at", "1000"))
+    (rank1,) = wait_for_files(pids, 2, "rank*.pid", timeout=60)[1:]
+    run_logs = tmp_path / "runs"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(run_logs.glob("*/logs/rank1.beat")):
+        time.sleep(0.1)
+    pid = int(rank1.read_text())
+    os.kill(pid, signal.SIGSTOP)
+    code, out, err = finish(proc, timeout=90)
+    assert code == 124, out + err
+    assert alive(pids) == []
+    said = next(line for line in err.splitlines() if line.startswith("rank 0 waits in "))
+    assert f"; rank 1 no stack (py-spy failed on pid {pid}: Failed to get stack traces: " in said, said
+    assert said.endswith(f"(pid {pid} is stopped: SIGSTOP or a debugger; kill -CONT {pid} resumes it))"), said
+
+
 def test_the_rank_wrapper_finds_the_launcher_above_torchrun():
     """Under Yama's ptrace_scope=1 the wrapper names the launcher as the rank's allowed tracer (its py-spy
     is the launcher's child): the first ancestor without this launch's marker. Here: this test process
