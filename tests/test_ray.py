@@ -9,12 +9,13 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from conftest import ALLREDUCE, clean_env
-from ray_cluster import job_info, job_logs
+from ray_cluster import job_info, job_logs, stop_jobs
 from supervise_util import SPAWNER, survivors, wait_for_files
 
 PY = f"ray.python={sys.executable}"
@@ -64,7 +65,10 @@ def test_dry_run_prints_the_job_and_submits_nothing(tmp_path):
     assert spec["entrypoint"] == "python -m launcher.ray_submit.job"
     assert spec["entrypoint_num_cpus"] == 4 and spec["entrypoint_num_gpus"] == 0
     env_vars = spec["runtime_env"]["env_vars"]
-    assert env_vars["WANDB_API_KEY"] == "***" and env_vars["HF_TOKEN"] == "***"
+    # secret values travel apart from the runtime_env (Ray logs it on the head): their names only
+    assert spec["secrets"] == {"WANDB_API_KEY": "***", "HF_TOKEN": "***"}
+    assert "WANDB_API_KEY" not in env_vars and "HF_TOKEN" not in env_vars
+    assert env_vars["TRAIN_MULTIGPU_RAY_SECRETS"] == "***"  # where they wait, and their one-time pad
     assert spec["runtime_env"]["working_dir"] == "."
     assert env_vars["RAY_JOB_STOP_WAIT_TIME_S"] == "45"  # the launcher's grace period (30 s) + 15
     # the resolved config the job launches from: the user's text stays text (escaped, never interpolated)
@@ -135,6 +139,10 @@ def test_mistakes_are_one_line(tmp_path, args, address, message):
             ["+ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=x"],
             "ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=***: set by train_multigpu itself",
         ),
+        (
+            ["+ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_SECRETS=x"],
+            "ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_SECRETS=***: set by train_multigpu itself",
+        ),
         (["launcher=slurm"], "launcher=slurm: reads its topology from a SLURM allocation; a Ray job runs on a Ray"),
         (
             ["launcher=multinode", "launcher.nnodes=2", "launcher.node_rank=1"],
@@ -173,6 +181,105 @@ def test_unreachable_address_is_one_line(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+class SilentListener:
+    """A real TCP listener on loopback that accepts every connection and never answers (a hung
+    dashboard, a port forward to nothing, the wrong service)."""
+
+    def __enter__(self):
+        import socket
+        import threading
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.held: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.held.append(conn)
+
+    def __exit__(self, *exc):
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+def test_silent_listener_is_one_line_within_15_s(tmp_path):
+    """Something at the address accepts and never answers: every request has a deadline, so the
+    documented one line (exit 2) comes within 15 s instead of never."""
+    with SilentListener() as silent:
+        started = time.monotonic()
+        result = _run(
+            tmp_path,
+            "submit=ray",
+            "launcher.nproc_per_node=1",
+            f"ray.address=http://127.0.0.1:{silent.port}",
+            timeout=60,
+        )
+        took = time.monotonic() - started
+        assert silent.held, "the launcher never connected"
+    _one_error(
+        result, f"ray.address=http://127.0.0.1:{silent.port}: no Ray Job Submission API answers there (no answer within"
+    )
+    assert took < 15, took
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("given", ["127.0.0.1:41999", "ray://127.0.0.1:10001", "http://127.0.0.1:8265/api", "http://"])
+def test_address_that_is_not_the_dashboards_url_is_one_fast_line(tmp_path, given):
+    """Ray's client takes anything but http(s):// for a GCS or Ray Client address and resolves it itself:
+    tens of seconds, its own warnings, and 127.0.0.1 replaced with this machine's address."""
+    started = time.monotonic()
+    result = _run(tmp_path, "submit=ray", "launcher.nproc_per_node=1", address=given, timeout=60)
+    took = time.monotonic() - started
+    _one_error(result, f"RAY_ADDRESS={given}: the Ray dashboard's HTTP address, http://HOST:PORT or https://HOST:PORT")
+    assert took < 15, took  # Ray itself took 32-42 s
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ray_address_is_the_address_used(tmp_path):
+    """ray.address wins over $RAY_ADDRESS (Ray's client would take the variable instead)."""
+    with SilentListener() as silent:
+        result = _run(
+            tmp_path,
+            "submit=ray",
+            "launcher.nproc_per_node=1",
+            f"ray.address=http://127.0.0.1:{_closed_port()}",
+            address=f"http://127.0.0.1:{silent.port}",
+            timeout=60,
+        )
+        assert not silent.held
+    _one_error(result, "ray.address=http://127.0.0.1:")
+
+
+@pytest.mark.parametrize("form", ["http://me:{pw}@127.0.0.1:{port}", "me:{pw}@127.0.0.1:{port}"])
+@pytest.mark.parametrize("where", ["ray.address", "RAY_ADDRESS"])
+def test_credentials_in_the_address_are_masked(tmp_path, form, where):
+    password = "pw-s3cr3t@x"
+    given = form.format(pw=password, port=_closed_port())
+    args = ["submit=ray", "launcher.nproc_per_node=1"]
+    if where == "ray.address":
+        result = _run(tmp_path, *args, f"ray.address='{given}'")
+    else:
+        result = _run(tmp_path, *args, address=given)
+    shown = given.replace(password, "***")
+    _one_error(result, f"{where}={shown}: ")
+    assert "s3cr3t" not in result.stdout + result.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def test_missing_extra_is_one_line(tmp_path):
     code = (
         "import sys; sys.modules['ray'] = None; from launcher.cli import main;"
@@ -202,28 +309,55 @@ LAUNCHES = {
 }
 
 
+# the launches share one deadline, then get Ctrl+C (a following train_multigpu stops its jobs) and a
+# while to stop; the tests that use them allow for that and for the cluster's start (first test)
+LAUNCHES_TIMEOUT_S, STOP_WAIT_S, CLUSTER_START_S = 280, 60, 90
+launches_timeout = pytest.mark.timeout(LAUNCHES_TIMEOUT_S + STOP_WAIT_S + CLUSTER_START_S)
+
+
 @pytest.fixture(scope="module")
 def launched(ray_cluster, tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
     env = clean_env(RAY_ADDRESS=ray_cluster.address)
     started = {}
-    for name, args in LAUNCHES.items():
-        tmp = tmp_path_factory.mktemp(name)
-        argv = [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}"]
-        argv += [arg.replace("{tmp}", str(tmp)) for arg in args]
-        out, err = open(tmp / "stdout", "w"), open(tmp / "stderr", "w")  # files: no pipe fills up
-        started[name] = (tmp, subprocess.Popen(argv, cwd=tmp, env=env, stdout=out, stderr=err))
     results = {}
-    for name, (tmp, proc) in started.items():
-        try:
-            proc.wait(timeout=300)
-        except subprocess.TimeoutExpired:
+    try:
+        for name, args in LAUNCHES.items():
+            tmp = tmp_path_factory.mktemp(name)
+            argv = [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}"]
+            argv += [arg.replace("{tmp}", str(tmp)) for arg in args]
+            out, err = open(tmp / "stdout", "w"), open(tmp / "stderr", "w")  # files: no pipe fills up
+            started[name] = (tmp, subprocess.Popen(argv, cwd=tmp, env=env, stdout=out, stderr=err))
+        deadline = time.monotonic() + LAUNCHES_TIMEOUT_S
+        for _, proc in started.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        late = [proc for _, proc in started.values() if proc.poll() is None]
+        for proc in late:
             proc.send_signal(signal.SIGINT)  # a following train_multigpu stops its job(s)
-            proc.wait(timeout=120)
-        out, err = (tmp / "stdout").read_text(), (tmp / "stderr").read_text()
-        results[name] = (subprocess.CompletedProcess(proc.args, proc.returncode, out, err), tmp)
-    return results
+        stop_by = time.monotonic() + STOP_WAIT_S
+        for proc in late:
+            try:
+                proc.wait(timeout=max(0.1, stop_by - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for name, (tmp, proc) in started.items():
+            out, err = (tmp / "stdout").read_text(), (tmp / "stderr").read_text()
+            results[name] = (subprocess.CompletedProcess(proc.args, proc.returncode, out, err), tmp)
+        yield results
+    finally:
+        for _, proc in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        # whatever a launch submitted and did not stop (killed above, or stopped too late) stops here
+        submitted = [_job_ids((tmp / "stdout").read_text()) for tmp, _ in started.values()]
+        stop_jobs(ray_cluster, [job_id for ids in submitted for job_id in ids])
 
 
+@launches_timeout
 def test_default_training_succeeds(ray_cluster, launched):
     result, tmp_path = launched["training"]
     assert result.returncode == 0, result.stdout + result.stderr
@@ -249,12 +383,14 @@ def _failed_job(ray_cluster, launched, name: str, code: int):
     return job_id, tmp_path
 
 
+@launches_timeout
 def test_failing_rank_fails_the_job_with_its_code(ray_cluster, launched):
     job_id, _ = _failed_job(ray_cluster, launched, "failing", 7)
     logs = job_logs(ray_cluster, job_id)
     assert "rank 1 (local rank 1): exit code 7" in logs and "exit code 7 (rank failed)" in logs
 
 
+@launches_timeout
 def test_two_nodes_meet_across_two_raylets(ray_cluster, launched):
     result, tmp_path = launched["two_nodes"]
     assert result.returncode == 0, result.stdout + result.stderr
@@ -269,6 +405,7 @@ def test_two_nodes_meet_across_two_raylets(ray_cluster, launched):
         assert json.loads((run_dir / f"node{node}" / "status.json").read_text())["exit_code"] == 0
 
 
+@launches_timeout
 def test_sweep_submits_one_job_per_point(launched):
     result, _ = launched["sweep"]
     assert result.returncode == 0, result.stdout + result.stderr
@@ -279,6 +416,7 @@ def test_sweep_submits_one_job_per_point(launched):
         assert re.search(rf"^  {number}\s+{job_id}\s+SUCCEEDED\s+0\s+seed={seed}\s", result.stdout, re.M), result.stdout
 
 
+@launches_timeout
 def test_hung_launch_fails_the_job_with_the_watchdogs_code(ray_cluster, launched):
     job_id, tmp_path = _failed_job(ray_cluster, launched, "hang", 124)
     assert "exit code 124 (hang)" in job_logs(ray_cluster, job_id)
@@ -314,6 +452,7 @@ def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
     argv += [f"script={SPAWNER}", "launcher.grace_period=5", PY, "ray.follow=true", "--", "--pid_dir", str(pid_dir)]
     argv += ["--ignore_signals"]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = err = ""
     try:
         # two ranks, each with a helper in its own session and a re-parented one, all ignoring SIGTERM
         wait_for_files(pid_dir, 6, timeout=120)
@@ -322,6 +461,8 @@ def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+            out, err = proc.communicate()
+        stop_jobs(ray_cluster, _job_ids(out))  # no job outlives the test
     assert proc.returncode == 130, out + err
     (job_id,) = _job_ids(out)
     assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
@@ -329,3 +470,39 @@ def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
     status = json.loads((next((tmp_path / "runs").iterdir()) / "status.json").read_text())
     # the launcher itself finished its stop and closed its record (not "launcher killed" by its watchdog)
     assert status["exit_code"] == 143 and status["reason"] == "stopped by SIGTERM", status
+
+
+def _runs_json(tmp_path: Path) -> list[dict]:
+    argv = [sys.executable, "-m", "launcher", "runs", "--json", "--root", str(tmp_path / "runs")]
+    env = clean_env()
+    env.pop("RAY_ADDRESS", None)  # the record's address is the one asked
+    listed = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    return json.loads(listed.stdout)
+
+
+def test_job_stopped_before_its_launcher_started_shows_its_state(ray_cluster, tmp_path):
+    """A job stopped before its launcher started (here: its interpreter takes 60 s to start) has no
+    launcher record: ``runs`` shows Ray's state (running, then interrupted once stopped), never ``?``."""
+    slow = tmp_path / "slow_python"
+    slow.write_text(f'#!/bin/sh\nsleep 60\nexec {sys.executable} "$@"\n')
+    slow.chmod(0o755)
+    result = _run(
+        tmp_path, "submit=ray", "launcher.nproc_per_node=1", f"ray.python={slow}", address=ray_cluster.address
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (job_id,) = _job_ids(result.stdout)
+    try:
+        deadline = time.monotonic() + 60
+        while not str(job_info(ray_cluster, job_id).status).endswith("RUNNING") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        (run,) = _runs_json(tmp_path)
+        assert run["status"] == "running" and run["ray"]["job_id"] == job_id, run
+    finally:
+        stop_jobs(ray_cluster, [job_id])
+    deadline = time.monotonic() + 60
+    while not str(job_info(ray_cluster, job_id).status).endswith("STOPPED") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    (run,) = _runs_json(tmp_path)
+    assert run["status"] == "interrupted" and run["ray"]["state"] == "STOPPED", run
+    assert not list((tmp_path / "runs").rglob("status.json"))  # no launcher ever wrote its record

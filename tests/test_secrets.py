@@ -316,6 +316,28 @@ def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, wor
     assert f"SECRET_SHA MY_API_TOKEN - {sha(from_ray)}" in result.stdout
     files = assert_nowhere(result, tmp_path, sentinel, from_ray)
     assert {"config.yaml", "ray_job.json", "status.json", "rank0.log"} <= {p.name for p in files}
+    # nor on the head: Ray's session directories (its logs -- the runtime_env agent's --, the job's
+    # driver log, runtime_resources), what the GCS keeps and the dashboard shows of the job, any
+    # process's command line
+    ray_files = [p for p in ray_cluster.temp_dir.rglob("*") if p.is_file() and not p.is_symlink() and not p.is_socket()]
+    assert any(p.name == "runtime_env_agent.log" for p in ray_files)
+    for path in ray_files:
+        data = path.read_bytes()
+        for value in (sentinel, from_ray):
+            assert value.encode() not in data, f"secret in Ray's {path}"
+    from ray.job_submission import JobSubmissionClient
+
+    (job_id,) = [line.split()[4] for line in result.stdout.splitlines() if "submitted Ray job" in line]
+    client = JobSubmissionClient(ray_cluster.address)
+    shown = repr(client.get_job_info(job_id)) + repr(client.list_jobs())
+    assert job_id in shown
+    for value in (sentinel, from_ray):
+        assert value not in shown, "secret in the job's details (the GCS, the dashboard)"
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                assert value.encode() not in cmdline.read_bytes(), f"secret in {cmdline}"
+            except OSError:  # ended meanwhile
+                pass
 
 
 def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sbatch):

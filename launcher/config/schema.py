@@ -231,7 +231,7 @@ class K8sConfig:
 class RayConfig:
     """What ``submit=ray`` asks Ray for (launcher/ray_submit/, docs/ray.md)."""
 
-    # the Ray dashboard (Job Submission API), e.g. http://head:8265; null: $RAY_ADDRESS
+    # the Ray dashboard (Job Submission API), http(s)://HEAD:8265 only; null: $RAY_ADDRESS
     address: str | None = None
     # wait for the job, stream its output, exit with the launch's exit code (Ctrl+C stops the job)
     follow: bool = False

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ..names import PROG
-from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, node_overrides
+from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, SECRETS_VAR, node_overrides
 
 JOB_CONFIG_NAME = "ray_job"
 # the carried config becomes a primary config: the schema first, then its values
@@ -39,6 +39,33 @@ _HEADER = "defaults:\n  - train_multigpu_schema\n  - _self_\n\n"
 
 def _say(message: str) -> None:
     print(f"[{PROG}] {message}", flush=True)
+
+
+GCS_TIMEOUT_S = 30  # each request to the GCS for the secrets
+
+
+class SecretsGone(Exception):
+    """The job's secrets are not (or no longer) in the KV."""
+
+
+def take_secrets() -> dict[str, str]:
+    """The job's secret values (submit.store_secrets): read from Ray's internal KV through this job's
+    GCS connection, then deleted there. ``SECRETS_VAR`` empty or unset: none (a node of a multi-node
+    job gets its values from the driver)."""
+    reference = os.environ.pop(SECRETS_VAR, "")
+    if not reference:
+        return {}
+    import json
+
+    from ray._raylet import GcsClient
+
+    key, _, pad = reference.partition(" ")
+    gcs = GcsClient(address=os.environ["RAY_ADDRESS"])  # the job supervisor sets it: the GCS's address
+    data = gcs.internal_kv_get(key.encode(), None, timeout=GCS_TIMEOUT_S)
+    if data is None:
+        raise SecretsGone(key)
+    gcs.internal_kv_del(key.encode(), False, None, timeout=GCS_TIMEOUT_S)
+    return json.loads(bytes(a ^ b for a, b in zip(data, bytes.fromhex(pad))))
 
 
 def launch(text: str, order: list[str], overrides: list[str]) -> int:
@@ -119,7 +146,7 @@ class NodeLauncher:
             self.process.send_signal(signum)
 
 
-def drive(text: str, order: str, nodes: int, cfg) -> int:
+def drive(text: str, order: str, nodes: int, cfg, hidden: dict[str, str]) -> int:
     """The driver of a multi-node job (see the module docstring)."""
     import logging
 
@@ -168,7 +195,8 @@ def drive(text: str, order: str, nodes: int, cfg) -> int:
     host, port = ray.get(actors[0].address.remote())
     rdzv_id = ray.get_runtime_context().get_job_id()
     _say(f"{nodes} nodes reserved; node 0 at {host}, port {port}")
-    env = {CONFIG_VAR: text, ORDER_VAR: order}
+    # every node's launcher: the carried config, and the secret values this driver took (never again from the KV)
+    env = {CONFIG_VAR: text, ORDER_VAR: order, SECRETS_VAR: "", **hidden}
     runs = {
         actors[rank].run.remote(
             [sys.executable, "-m", JOB_MODULE, *node_overrides(cfg, rank, host, port, rdzv_id)], env
@@ -215,6 +243,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{PROG}: error: {CONFIG_VAR} is not set: this module runs inside a Ray job (submit=ray)", file=sys.stderr
         )
         return 2
+    try:
+        hidden = take_secrets()
+    except SecretsGone:
+        print(
+            f"{PROG}: error: {SECRETS_VAR}: the job's secret values are no longer in the cluster "
+            "(read by an earlier start of this job): submit it again",
+            file=sys.stderr,
+        )
+        return 2
+    os.environ.update(hidden)  # where the launch finds them (launch: worker_env/profile.env), and its ranks
     if not argv:  # the entrypoint itself: one node here, or the driver of several
         from omegaconf import OmegaConf
 
@@ -223,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), OmegaConf.create(text)))
         nodes = int(str(cfg.launcher.nnodes))
         if nodes > 1:
-            return drive(text, order, nodes, cfg)
+            return drive(text, order, nodes, cfg, hidden)
     import json
 
     return launch(text, json.loads(order), argv)

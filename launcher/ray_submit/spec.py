@@ -7,10 +7,15 @@ profile, a preset or ``$ISAACLAB_PATH`` that differs on the cluster changes noth
 adds are the values only it knows: each node's ``launcher.node_rank`` and node 0's address and port
 (multi-node), nothing else.
 
-Secret values (launcher/secrets.py) never enter that text: ``worker_env``/``profile.env`` entries show
-``***`` there, and the value travels as a runtime_env variable of the same name, which the job puts
-back (:func:`reveal`). ``ray.runtime_env.env_vars`` are Ray's own and pass as given. What is shown or
-recorded (the dry run, ``<run dir>/ray_job.json``) is :meth:`JobSpec.shown`: every secret masked.
+Secret values (launcher/secrets.py: ``worker_env``/``profile.env`` entries, and the secret-named
+``ray.runtime_env.env_vars``) never enter the runtime_env, the entrypoint or the metadata: Ray's
+runtime_env agent writes the whole runtime_env into the head's session logs, and the GCS keeps and
+shows the rest. The config text shows ``***`` for them; the values travel in :attr:`JobSpec.secrets`,
+which the submitter (submit.py) stores in Ray's internal KV, XOR-ed with a one-time pad, through the
+dashboard's package upload; the runtime_env carries only ``TRAIN_MULTIGPU_RAY_SECRETS`` = the KV key and
+the pad. The entrypoint (job.py) reads the entry through its own GCS connection, deletes it, and puts the
+values into its environment, where the launch finds them as before (:func:`reveal`). What is shown or
+recorded (the dry run, ``<run dir>/ray_job.json``) is :meth:`JobSpec.shown`: the secrets' names only.
 
 Resources: one node: the entrypoint reserves ``nproc_per_node × ray.num_cpus_per_rank`` CPUs and
 ``× ray.num_gpus_per_rank`` GPUs (Ray sets the entrypoint's CUDA_VISIBLE_DEVICES). ``launcher.nnodes=N``:
@@ -35,6 +40,8 @@ CONFIG_VAR = "TRAIN_MULTIGPU_RAY_CONFIG"  # the resolved config the job launches
 # the order the script-bound values were typed in (grammar.CommandLine.order, JSON): the training
 # script's arguments come out in the same order as a launch on the submitting machine
 ORDER_VAR = "TRAIN_MULTIGPU_RAY_ORDER"
+# "<KV key> <pad, hex>": where the job's secret values wait in Ray's internal KV, and their one-time pad
+SECRETS_VAR = "TRAIN_MULTIGPU_RAY_SECRETS"
 JOB_MODULE = "launcher.ray_submit.job"
 # Ray's job supervisor waits this long after its SIGTERM before SIGKILL (its default: 3 s): the
 # launcher's grace period, plus time to write its record
@@ -54,6 +61,14 @@ class JobSpec:
     metadata: Mapping[str, str] = field(default_factory=dict)
     nnodes: int = 1
     bundle: Mapping[str, float] = field(default_factory=dict)  # nnodes > 1: each node's reservation
+    # the secret values, by variable name: never in runtime_env (see the module docstring)
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def with_secrets_at(self, reference: str) -> JobSpec:
+        """The spec whose runtime_env tells the entrypoint where its secrets wait (``SECRETS_VAR``)."""
+        runtime_env = copy.deepcopy(dict(self.runtime_env))
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), SECRETS_VAR: reference}
+        return replace(self, runtime_env=runtime_env)
 
     def submit_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
@@ -71,6 +86,8 @@ class JobSpec:
         env_vars = dict(runtime_env.get("env_vars", {}))
         if CONFIG_VAR in env_vars:
             env_vars[CONFIG_VAR] = "<the resolved config: config.yaml>"
+        if self.secrets:
+            env_vars[SECRETS_VAR] = secrets.MASK  # the KV key and the one-time pad
         runtime_env["env_vars"] = secrets.mask_env(env_vars)
         shown: dict[str, Any] = {
             "entrypoint": self.entrypoint,
@@ -79,6 +96,8 @@ class JobSpec:
             "runtime_env": runtime_env,
             "metadata": dict(self.metadata),
         }
+        if self.secrets:
+            shown["secrets"] = secrets.mask_env(dict(self.secrets))
         if self.nnodes > 1:
             shown["placement_group"] = {"strategy": "STRICT_SPREAD", "bundles": [dict(self.bundle)] * self.nnodes}
         return shown
@@ -135,7 +154,7 @@ def check(cfg: TrainConfig) -> None:
     env_vars = cfg.ray.runtime_env.get("env_vars", {})
     if not isinstance(env_vars, Mapping):
         raise UserError("ray.runtime_env.env_vars", env_vars, "a map of variable names to strings", HINT)
-    for name in (CONFIG_VAR, ORDER_VAR):
+    for name in (CONFIG_VAR, ORDER_VAR, SECRETS_VAR):
         if name in env_vars:
             raise UserError(f"ray.runtime_env.env_vars.{name}", secrets.MASK, "set by train_multigpu itself", HINT)
     if nodes > 1:
@@ -183,17 +202,19 @@ def job_config(cfg: TrainConfig, run_dir: str) -> TrainConfig:
 
 
 def secret_env(cfg: TrainConfig) -> dict[str, str]:
-    """The secret ``worker_env``/``profile.env`` values, by variable name, to travel apart from the config.
+    """The secret values, by variable name, to travel apart from the config and the runtime_env:
+    ``profile.env``, then ``ray.runtime_env.env_vars``, then ``worker_env`` (which wins, as in the
+    workers' environment).
 
     >>> from launcher.config.schema import TrainConfig
     >>> cfg = TrainConfig(worker_env={"HF_TOKEN": "abc", "X": "1"}); secret_env(cfg)
     {'HF_TOKEN': 'abc'}
     """
     out: dict[str, str] = {}
-    for section in ("profile.env", "worker_env"):  # worker_env wins, as in the workers' environment
+    for section in ("profile.env", "ray.runtime_env.env_vars", "worker_env"):
         for name, value in secrets.section_env(cfg, section).items():
-            if secrets.is_secret(name) and value:
-                out[name] = str(value)
+            if secrets.is_secret(name) and value is not None and str(value):
+                out[str(name)] = str(value)
     return out
 
 
@@ -225,9 +246,10 @@ def build(cfg: TrainConfig, run_dir: str, order: Sequence[str] = ()) -> JobSpec:
     ranks, nodes = nproc(cfg), nnodes(cfg)
     cpus, gpus = ranks * cfg.ray.num_cpus_per_rank, ranks * gpus_per_rank(cfg)
     runtime_env = copy.deepcopy(dict(cfg.ray.runtime_env))
+    hidden = secret_env(cfg)
     env_vars = {str(k): str(v) for k, v in dict(runtime_env.get("env_vars") or {}).items()}
+    env_vars = {k: v for k, v in env_vars.items() if not (secrets.is_secret(k) and k in hidden)}
     env_vars.setdefault(STOP_WAIT_VAR, str(int(cfg.launcher.grace_period) + STOP_WAIT_MARGIN_S))
-    env_vars.update(secret_env(cfg))
     env_vars[CONFIG_VAR] = config_text(job)
     env_vars[ORDER_VAR] = json.dumps(list(order))
     runtime_env["env_vars"] = env_vars
@@ -236,9 +258,9 @@ def build(cfg: TrainConfig, run_dir: str, order: Sequence[str] = ()) -> JobSpec:
     if cfg.run_name:
         metadata["train_multigpu_run_name"] = cfg.run_name
     if nodes == 1:
-        return JobSpec(entrypoint, runtime_env, cpus, gpus, metadata)
+        return JobSpec(entrypoint, runtime_env, cpus, gpus, metadata, secrets=hidden)
     bundle = {"CPU": cpus} | ({"GPU": gpus} if gpus else {})
-    return JobSpec(entrypoint, runtime_env, 0, 0, metadata, nodes, bundle)
+    return JobSpec(entrypoint, runtime_env, 0, 0, metadata, nodes, bundle, secrets=hidden)
 
 
 def node_overrides(cfg: TrainConfig, node_rank: int, host: str, port: int, rdzv_id: str) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -32,6 +33,21 @@ RECORD = "ray_job.json"
 ADDRESS_VAR = "RAY_ADDRESS"  # Ray's own convention (its CLI reads it too)
 DRY_RUN = "dry run"
 EXTRA_HINT = "pip install 'train_multigpu[ray]' (the Job Submission API needs ray[default])"
+ADDRESS_FORM = (
+    "the Ray dashboard's HTTP address, http://HOST:PORT or https://HOST:PORT (not a GCS address HOST:PORT, nor ray://)"
+)
+ADDRESS_HINT = "e.g. ray.address=http://HEAD:8265 (`ray start --head` prints it)"
+# every request to the cluster has a deadline (Ray's client sets none: a listener that accepts and never
+# answers hung it forever): to connect, and for each answer; a submission uploads (working_dir, the
+# secrets) and waits for Ray to accept the job, so it may take longer
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 8.0
+SUBMIT_TIMEOUT_S = 120.0
+# following: how long the cluster may stay silent before the job's state is given up as unknown
+FOLLOW_PATIENCE_S = 60.0
+TAIL_HEARTBEAT_S = 20.0  # the log stream pings the dashboard this often; no pong within half of it ends it
+# the password of http://USER:PASSWORD@HOST (greedy: a password may hold '@'; the host part never has '/')
+_CREDENTIALS = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@\s]*):([^/\s]*)@")
 
 
 @dataclass
@@ -48,17 +64,71 @@ class RayJob:
 
 
 def address(cfg: TrainConfig, env) -> tuple[str, str]:
-    """(key, address): ``ray.address``, else ``$RAY_ADDRESS``."""
+    """(key, address): ``ray.address``, else ``$RAY_ADDRESS``; the dashboard's HTTP address, checked."""
     if cfg.ray.address:
-        return "ray.address", str(cfg.ray.address)
-    if env.get(ADDRESS_VAR):
-        return ADDRESS_VAR, env[ADDRESS_VAR]
-    raise UserError(
-        "ray.address",
-        None,
-        f"needs the Ray dashboard's address (or {ADDRESS_VAR})",
-        "e.g. ray.address=http://HEAD:8265 (`ray start --head` prints it)",
-    )
+        key, where = "ray.address", str(cfg.ray.address)
+    elif env.get(ADDRESS_VAR):
+        key, where = ADDRESS_VAR, env[ADDRESS_VAR]
+    else:
+        raise UserError("ray.address", None, f"needs the Ray dashboard's address (or {ADDRESS_VAR})", ADDRESS_HINT)
+    check_address(key, where)
+    return key, where
+
+
+def shown_address(where: str) -> str:
+    """The address as every message and record shows it: a password masked.
+
+    >>> shown_address("http://me:pa@ss@head:8265/")
+    'http://me:***@head:8265/'
+    >>> shown_address("http://head:8265")
+    'http://head:8265'
+    """
+    return _CREDENTIALS.sub(r"\1:***@", where, count=1)
+
+
+def check_address(key: str, where: str) -> None:
+    """Only the dashboard's ``http(s)://HOST[:PORT]``: anything else Ray's client takes for a GCS or Ray
+    Client address, which it resolves itself -- slowly, with warnings of its own, and it may replace a
+    loopback address with this machine's network address.
+
+    >>> check_address("ray.address", "ray://head:10001")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: ray.address=ray://head:10001: the Ray dashboard's HTTP address, http://HOST:PORT or https://HOST:PORT (not a GCS address HOST:PORT, nor ray://) (e.g. ray.address=http://HEAD:8265 (`ray start --head` prints it))
+    """  # noqa: E501
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(where.strip())
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path in ("", "/")
+        parts.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UserError(key, shown_address(where), ADDRESS_FORM, ADDRESS_HINT)
+
+
+def _why(err: BaseException, where: str) -> str:
+    """One line saying why a request failed, the address's password masked."""
+    if type(err).__name__ in ("ReadTimeout", "Timeout"):
+        return f"no answer within {READ_TIMEOUT_S:g} s"
+    if type(err).__name__ == "ConnectTimeout":
+        return f"no connection within {CONNECT_TIMEOUT_S:g} s"
+    lines = [line for line in str(err).strip().splitlines() if line.strip()] or [type(err).__name__]
+    return _scrub(lines[0], where)
+
+
+def _shown_override(item: str) -> str:
+    key, eq, value = item.partition("=")
+    return key + eq + shown_address(value) if eq else item
+
+
+def _scrub(text: str, where: str) -> str:
+    """``text`` (Ray's or requests' words) without the address's password."""
+    match = _CREDENTIALS.match(where)
+    if not match or not match.group(2):
+        return text
+    return text.replace(where, shown_address(where)).replace(match.group(2), "***")
 
 
 def _ray_client_class():
@@ -66,7 +136,47 @@ def _ray_client_class():
         from ray.job_submission import JobSubmissionClient
     except ImportError as err:
         raise UserError("submit", "ray", f"Ray's Job Submission API is not installed ({err.msg})", EXTRA_HINT) from None
-    return JobSubmissionClient
+
+    class Client(JobSubmissionClient):
+        """Ray's client with a deadline on every request (its own sets none)."""
+
+        origin = ("ray.address", "")  # (key, address) it was made for: for messages
+
+        def _do_request(self, method, endpoint, **kwargs):
+            slow = endpoint.startswith("/api/packages/") or (method == "POST" and endpoint.rstrip("/") == "/api/jobs")
+            kwargs.setdefault("timeout", (CONNECT_TIMEOUT_S, SUBMIT_TIMEOUT_S if slow else READ_TIMEOUT_S))
+            return super()._do_request(method, endpoint, **kwargs)
+
+    return Client
+
+
+def store_secrets(client, values) -> str:
+    """Put the job's secret values into Ray's internal KV (the GCS's memory) through the dashboard's
+    package upload, XOR-ed with a one-time pad; the reference the entrypoint needs: "<key> <pad, hex>".
+
+    The entry is no package: no runtime_env names it, so no node downloads or unpacks it; the job's
+    entrypoint reads it and deletes it (job.take_secrets). Neither the pad (in the runtime_env, which Ray
+    logs) nor the entry alone says anything about the values."""
+    data = json.dumps(dict(values)).encode()
+    pad = os.urandom(len(data))
+    name = f"train_multigpu_secrets_{os.urandom(16).hex()}.bin"
+    response = client._do_request("PUT", f"/api/packages/gcs/{name}", data=bytes(a ^ b for a, b in zip(data, pad)))
+    if response.status_code != 200:  # never its text: Ray's error shows the data's first bytes
+        raise RuntimeError(f"storing the job's secret values in the cluster answered HTTP {response.status_code}")
+    return f"gcs://{name} {pad.hex()}"
+
+
+class _OnlyThisAddress:
+    """While Ray's client is made: without $RAY_ADDRESS / $RAY_API_SERVER_ADDRESS, which it would take
+    instead of the address it is given."""
+
+    NAMES = (ADDRESS_VAR, "RAY_API_SERVER_ADDRESS")
+
+    def __enter__(self):
+        self.saved = {name: os.environ.pop(name) for name in self.NAMES if name in os.environ}
+
+    def __exit__(self, *exc):
+        os.environ.update(self.saved)
 
 
 class Submitter:
@@ -82,13 +192,14 @@ class Submitter:
         if where not in self.clients:
             client_class = _ray_client_class()
             try:
-                self.clients[where] = client_class(where)
-            except Exception as err:  # ConnectionError, ValueError (a malformed address), ...
-                why = (str(err).strip().splitlines() or [type(err).__name__])[0]
+                with _OnlyThisAddress():
+                    self.clients[where] = client_class(where)
+                self.clients[where].origin = (key, where)
+            except Exception as err:  # ConnectionError, a timeout, ValueError (a malformed address), ...
                 raise UserError(
                     key,
-                    where,
-                    f"no Ray Job Submission API answers there ({why})",
+                    shown_address(where),
+                    f"no Ray Job Submission API answers there ({_why(err, where)})",
                     "the dashboard's address, e.g. http://HEAD:8265; is the cluster up (`ray status`)?",
                 ) from None
         return self.clients[where]
@@ -137,16 +248,27 @@ class Submitter:
             if composed is not None:
                 record.write_json(Path(run_dir) / record.COMPOSITION, composed)
             try:
+                if job.secrets:  # never in the runtime_env: Ray logs it (spec.py)
+                    job = job.with_secrets_at(store_secrets(client, job.secrets))
                 job_id = client.submit_job(**job.submit_kwargs())
             except Exception as err:  # nothing was submitted: leave no directory behind
                 import shutil
 
                 shutil.rmtree(missing[-1] if missing else run_dir, ignore_errors=True)
-                why = (str(err).strip().splitlines() or [type(err).__name__])[-1]
-                raise UserError("submit", "ray", f"Ray refused the job: {why}", f"address {where}") from None
+                why = _scrub((str(err).strip().splitlines() or [type(err).__name__])[-1], where)
+                if type(err).__name__ in ("ReadTimeout", "ConnectTimeout", "Timeout"):
+                    why = f"no answer within {SUBMIT_TIMEOUT_S:g} s"
+                raise UserError(
+                    "submit", "ray", f"Ray refused the job: {why}", f"address {shown_address(where)}"
+                ) from None
             record.write_json(
                 Path(run_dir) / RECORD,
-                {"job_id": job_id, "address": where, "job": job.shown(), "overrides": list(overrides)},
+                {
+                    "job_id": job_id,
+                    "address": shown_address(where),
+                    "job": job.shown(),
+                    "overrides": [_shown_override(item) for item in overrides],
+                },
             )
         except UserError as err:
             if not check_only:
@@ -171,9 +293,10 @@ class Submitter:
 
 
 def announce(job: RayJob) -> str:
-    at = f" --address {job.address}"
+    shown = shown_address(job.address)
+    at = f" --address {shown}"
     lines = [
-        f"[{PROG}] submitted Ray job {job.job_id} to {job.address}",
+        f"[{PROG}] submitted Ray job {job.job_id} to {shown}",
         f"[{PROG}]   run directory: {job.run_dir} (on the cluster; per-rank logs under logs/)",
         f"[{PROG}]   follow: ray job logs -f {job.job_id}{at}   status: ray job status {job.job_id}{at}",
         f"[{PROG}]   stop:   ray job stop {job.job_id}{at}",
@@ -205,9 +328,38 @@ def exit_code(info) -> int:
     return code if isinstance(code, int) and code > 0 else 1
 
 
-def _state(client, job_id: str):
-    info = client.get_job_info(job_id)
-    return str(getattr(info.status, "value", info.status)), info
+def _state(client, job_id: str, patience: float = FOLLOW_PATIENCE_S):
+    """(state, info) of the job; the cluster may fail to answer for ``patience`` seconds (a dashboard
+    restarting), then the job's state is unknown: one line, exit 2."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            info = client.get_job_info(job_id)
+            return str(getattr(info.status, "value", info.status)), info
+        except Exception as err:
+            if time.monotonic() >= deadline:
+                key, where = getattr(client, "origin", ("ray.address", ""))
+                raise UserError(
+                    key,
+                    shown_address(where),
+                    f"stopped answering about job {job_id} for {patience:g} s ({_why(err, where)})",
+                    f"the job may still run: ray job status {job_id}",
+                ) from None
+            time.sleep(1.0)
+
+
+def record_end(job: RayJob) -> None:
+    """Write the job's final state into its ray_job.json (``runs`` reads it: a job stopped before its
+    launcher started has no other record)."""
+    path = Path(job.run_dir) / RECORD if job.run_dir else None
+    if path is None or not job.state:
+        return
+    try:
+        data = json.loads(path.read_text())
+        data.update(state=job.state, exit_code=job.exit_code)
+        record.write_json(path, data)
+    except (OSError, ValueError):  # the record is gone or not ours: nothing to add to
+        pass
 
 
 def _stop(client, jobs: Sequence[RayJob], timeout: float = 120.0) -> None:
@@ -222,9 +374,13 @@ def _stop(client, jobs: Sequence[RayJob], timeout: float = 120.0) -> None:
     while pending and time.monotonic() < deadline:
         time.sleep(0.5)
         for job in list(pending):
-            job.state, info = _state(client, job.job_id)
+            try:
+                job.state, info = _state(client, job.job_id, patience=max(0.0, deadline - time.monotonic()))
+            except UserError:  # the cluster does not answer: the job's state stays unknown
+                return
             if job.state in TERMINAL:
                 job.exit_code = exit_code(info)
+                record_end(job)
                 pending.remove(job)
 
 
@@ -246,15 +402,33 @@ class _TermAsInterrupt:
             signal.signal(signum, handler)
 
 
+async def _tail(client, job_id: str):
+    """The job's output as the dashboard streams it (its websocket, as Ray's ``tail_job_logs``), with
+    deadlines Ray's lacks: to connect, and a heartbeat (a dashboard that stops answering ends the stream
+    within ``TAIL_HEARTBEAT_S``; a job may rightly print nothing for hours)."""
+    import asyncio
+
+    import aiohttp
+
+    url = f"{client._address}/api/jobs/{job_id}/logs/tail"
+    async with aiohttp.ClientSession(cookies=client._cookies, headers=client._headers) as session:
+        connect = session.ws_connect(url, ssl=client._ssl_context, heartbeat=TAIL_HEARTBEAT_S)
+        ws = await asyncio.wait_for(connect, CONNECT_TIMEOUT_S + READ_TIMEOUT_S)
+        async for message in ws:
+            if message.type == aiohttp.WSMsgType.TEXT:
+                yield message.data
+            elif message.type == aiohttp.WSMsgType.ERROR:
+                raise RuntimeError(f"{ws.exception() or 'the stream broke'}")
+        if ws.close_code not in (None, aiohttp.WSCloseCode.OK):
+            raise RuntimeError(f"the stream closed with code {ws.close_code}")
+
+
 def follow(client, job: RayJob) -> int:
     """Stream the job's output until it ends; its launch's exit code. Ctrl+C stops it (130)."""
     import asyncio
-    import logging
-
-    logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)  # "WebSocket closed ..."
 
     async def tail() -> None:
-        async for lines in client.tail_job_logs(job.job_id):
+        async for lines in _tail(client, job.job_id):
             sys.stdout.write(lines)
             sys.stdout.flush()
 
@@ -278,6 +452,7 @@ def follow(client, job: RayJob) -> int:
             job.exit_code = 128 + signum
             return job.exit_code
     job.exit_code = exit_code(info)
+    record_end(job)
     print(f"[{PROG}] Ray job {job.job_id} {job.state} (exit code {job.exit_code}); run directory: {job.run_dir}")
     return job.exit_code
 
@@ -297,6 +472,7 @@ def follow_many(submitter: Submitter, interrupts=None, fail_fast: bool = False) 
                     if job.state in TERMINAL:
                         running.remove(job)
                         job.exit_code = exit_code(info)
+                        record_end(job)
                         codes.append(job.exit_code)
                         print(f"[{PROG}] Ray job {job.job_id} {job.state} (exit code {job.exit_code})", flush=True)
                         if job.exit_code != 0 and fail_fast and running:
