@@ -86,7 +86,7 @@ def launches(tmp_path_factory):
         "ok": launch(tmp, "ok", *JAX),
         "fail": launch(tmp, "fail", args=("--fail", "1:7")),
         "int": launch(tmp, "int", *JAX, args=("--sleep", "--ready", str(tmp / "int.ready"), *paced)),
-        "lost": launch(tmp, "lost", *JAX, args=("--sleep", "--ready", str(tmp / "lost.ready"))),
+        "lost": launch(tmp, "lost", *JAX, *NO_WATCHDOG, args=("--sleep", "--ready", str(tmp / "lost.ready"))),
     }
     port = free_port(2)  # the coordinator, and node 0's liveness channel on the next port
     for node in (0, 1):  # a two-node launch on this host: two launchers, *_node0 and *_node1
@@ -116,6 +116,7 @@ def launches(tmp_path_factory):
     seen["live"] = live_view(tmp, int_dir)
     seen["rank_pids"] = {rank: int((int_dir / f"printed{rank}").read_text()) for rank in (0, 1)}
     seen["stacks"] = runs_cli(tmp, "stacks", int_dir.name)
+    seen["live_beats"] = beats_view(tmp, run_dir_of(tmp, "lost"))  # no progress monitor there: the beat files
     procs["int"].send_signal(signal.SIGINT)
     procs["lost"].send_signal(signal.SIGKILL)
     seen["lost_at_once"] = runs_cli(tmp, "--json")  # before or after the watchdog closed the record
@@ -128,6 +129,7 @@ def launches(tmp_path_factory):
 
 
 INT_LINES, INT_PACE_S = 6, 0.5
+NO_WATCHDOG = ("launcher.hang_timeout=null", "launcher.startup_timeout=null")  # no progress monitor, no progress.json
 
 
 def live_view(tmp: Path, run_dir: Path) -> dict:
@@ -276,6 +278,46 @@ def test_logs_of_rank_1_and_of_every_rank(launches):
     assert missing.stderr.strip().endswith(
         "--rank=5: no log of that rank in " + str(run_dir_of(tmp, "fail")) + "; ranks with a log: 0, 1"
     )
+
+
+def beats_view(tmp: Path, run_dir: Path) -> dict:
+    """``runs show --json`` of a running launch without a progress monitor, between two looks at its
+    beat files (mtime, content) and at whether progress.json exists."""
+    logs = run_dir / "logs"
+
+    def look() -> tuple:
+        beats = {r: ((logs / f"rank{r}.beat").stat().st_mtime, (logs / f"rank{r}.beat").read_text()) for r in (0, 1)}
+        return beats, (logs / "progress.json").exists()
+
+    before = look()
+    shown = runs_cli(tmp, "show", "--json", run_dir.name)
+    return {"before": before, "json": shown, "after": look()}
+
+
+def test_show_while_running_without_a_progress_monitor_reads_the_beat_files(launches):
+    """``launcher.hang_timeout=null launcher.startup_timeout=null``: no progress.json; ``runs show`` of
+    the running launch gives each rank's iteration and total from its beat file's content, its last
+    beat from the file's time."""
+    _, seen = launches
+    view = seen["live_beats"]
+    (beats, progress_file), after = view["before"], view["after"]
+    assert view["json"].returncode == 0, view["json"].stderr
+    assert (beats, progress_file) == after and progress_file is False
+    live = json.loads(view["json"].stdout)["live"]
+    assert live["source"] == "beat files" and live["stragglers"] == []
+    assert live["ranks"] == {
+        str(rank): {
+            "phase": "running",
+            "last_beat": beats[rank][0],
+            "last_output": None,
+            "iteration": 3,
+            "total": 3,
+            "iter_per_s": None,
+            "stalled": False,
+        }
+        for rank in (0, 1)
+    }
+    assert {text for _, text in beats.values()} == {"3 3"}
 
 
 class Lines:
