@@ -253,7 +253,22 @@ def test_json_round_trip(launches):
         assert read.RunInfo(**item).as_dict() == item
         assert Path(item["run_dir"]).is_absolute()
     one = json.loads(runs_cli(tmp, "show", "--json", "last").stdout)
-    assert one["run_dir"] == str(read.resolve(tmp / "runs", "last")) and "command" in one and "chosen" in one
+    assert one["run_dir"] == str(read.resolve(tmp / "runs", "last"))
+    ok = json.loads(runs_cli(tmp, "show", "--json", run_dir_of(tmp, "ok").name).stdout)
+    assert [line.split()[:2] for line in ok["command"][:2]] == [
+        ["JAX_LOCAL_RANK=0", "JAX_RANK=0"],
+        ["JAX_LOCAL_RANK=1", "JAX_RANK=1"],
+    ]
+    assert all(
+        line.endswith(f"{WORKER} --ml_framework jax --device cpu --run_name=ok --distributed &")
+        for line in ok["command"][:2]
+    )
+    assert ok["command"][2:] == ["wait -n && wait"]
+    assert {key: ok["chosen"][key] for key in ("launcher.nproc_per_node", "launcher.topology", "run_name")} == {
+        "launcher.nproc_per_node": ["auto", "2"],
+        "launcher.topology": ["single_node", "skrl_jax"],
+        "run_name": ["null", "ok"],
+    }
 
 
 def test_logs_of_rank_1_and_of_every_rank(launches):
@@ -268,7 +283,8 @@ def test_logs_of_rank_1_and_of_every_rank(launches):
         "rank 1 fails with exit code 7",
     ]
     assert "rank 0" not in out.stdout
-    assert "rank 0 line 1" in runs_cli(tmp, "logs", fail).stdout  # rank 0 by default
+    rank0 = (run_dir_of(tmp, "fail") / "logs" / "rank0.log").read_text()
+    assert "rank 0 line 1\n" in rank0 and runs_cli(tmp, "logs", fail).stdout == rank0  # rank 0 by default, as written
     every = runs_cli(tmp, "logs", fail, "--rank", "all").stdout.splitlines()
     assert "[0:0] rank 0 line 3" in every and "[0:1] rank 1 fails with exit code 7" in every
     as_json = [json.loads(line) for line in runs_cli(tmp, "logs", fail, "--rank", "1", "--json").stdout.splitlines()]
