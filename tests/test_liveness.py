@@ -503,6 +503,8 @@ def test_the_dry_run_says_who_listens_and_who_connects():
 
 @pytest.mark.timeout(60)
 def test_node_0_refuses_a_taken_node_port_before_anything_starts(tmp_path):
+    """A real launch of node 0 refuses it (exit 2, one line, no run directory); its dry run shows the
+    plan and warns (since 2d4b934: a dry run shows the plan where this host cannot run it)."""
     with socket.socket() as holder:
         holder.bind(("0.0.0.0", 0))
         holder.listen()
@@ -511,15 +513,23 @@ def test_node_0_refuses_a_taken_node_port_before_anything_starts(tmp_path):
         default = dry_run(*base, f"launcher.rdzv_endpoint=127.0.0.1:{port - 1}")
         given = dry_run(*base, f"launcher.rdzv_endpoint=127.0.0.1:{free_port()}", f"launcher.node_port={port}")
         node1 = dry_run(*base, f"launcher.rdzv_endpoint=127.0.0.1:{port - 1}", "launcher.node_rank=1")
-    assert (default.returncode, given.returncode, node1.returncode) == (2, 2, 0), node1.stderr  # node 1 binds nothing
-    assert default.stderr == (
-        f"train_multigpu: error: launcher.node_port={port} (the rendezvous port + 1): port {port} is already in use "
-        f"on this host ({HINT})\n"
+        argv = [sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", *base]
+        real = subprocess.run(
+            [*argv, f"launcher.rdzv_endpoint=127.0.0.1:{port - 1}", f"run_root={tmp_path / 'runs'}"],
+            capture_output=True, text=True, env=launcher_env(), cwd=tmp_path, timeout=60,
+        )  # fmt: skip
+    assert (default.returncode, given.returncode, node1.returncode, real.returncode) == (0, 0, 0, 2), real.stderr
+    refused = (
+        f"launcher.node_port={port} (the rendezvous port + 1): port {port} is already in use on this host ({HINT})"
     )
-    assert (
-        given.stderr
-        == f"train_multigpu: error: launcher.node_port={port}: port {port} is already in use on this host ({HINT})\n"
+    assert real.stderr == f"train_multigpu: error: {refused}\n"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert default.stderr == f"train_multigpu: warning: {refused}; a real launch on this host refuses it\n"
+    assert given.stderr == (
+        f"train_multigpu: warning: launcher.node_port={port}: port {port} is already in use on this host ({HINT}); "
+        "a real launch on this host refuses it\n"
     )
+    assert node1.stderr == ""  # node 1 binds nothing
 
 
 def test_help_names_the_keys():
