@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,21 @@ def taken_port():
 def dry_run(*overrides: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", "dry_run=true", *overrides]
     return subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=REPO, timeout=60)
+
+
+def refused(taken: str, *overrides: str) -> str:
+    """A port in use is a fact of this host: the dry run prints the plan and warns (issue 18 item 9),
+    the real launch (its run root under a temporary folder) refuses it. Returns the real launch's stderr."""
+    import tempfile
+
+    dry = dry_run(*overrides)
+    assert dry.returncode == 0 and "command(s):" in dry.stdout, dry.stderr
+    assert dry.stderr == f"train_multigpu: warning: {taken}; a real launch on this host refuses it\n"
+    with tempfile.TemporaryDirectory() as folder:
+        argv = [sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", f"run_root={folder}/runs"]
+        real = subprocess.run([*argv, *overrides], capture_output=True, text=True, env=env(), cwd=folder, timeout=60)
+        assert real.returncode == 2 and not (Path(folder) / "runs").exists(), real.stderr
+    return real.stderr.strip()
 
 
 @pytest.mark.timeout(60)
@@ -55,12 +71,8 @@ def dry_run(*overrides: str) -> subprocess.CompletedProcess:
     ids=["master_port", "rdzv_endpoint", "jax-coordinator"],
 )
 def test_a_taken_port_fails_before_launch_naming_it(taken_port, overrides, key, value):
-    result = dry_run(*(o.format(port=taken_port) for o in overrides))
-    assert result.returncode == 2
-    value = value.format(port=taken_port)
-    assert result.stderr.strip() == (
-        f"train_multigpu: error: {key}={value}: port {taken_port} is already in use on this host ({HINT})"
-    )
+    taken = f"{key}={value.format(port=taken_port)}: port {taken_port} is already in use on this host ({HINT})"
+    assert refused(taken, *(o.format(port=taken_port) for o in overrides)) == f"train_multigpu: error: {taken}"
 
 
 @pytest.mark.timeout(60)
@@ -144,17 +156,15 @@ def test_torchruns_default_master_port_is_checked_and_named():
         holder.listen()
     except OSError:
         pass  # someone else holds it already: taken either way
+    taken = f"launcher.master_port=29500 (torchrun's default): port 29500 is already in use on this host ({HINT})"
     try:
-        result = dry_run(
-            "launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=127.0.0.1", "launcher.local_nodes=true"
+        stderr = refused(
+            taken,
+            *("launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=127.0.0.1", "launcher.local_nodes=true"),
         )
     finally:
         holder.close()
-    assert result.returncode == 2
-    assert result.stderr.strip() == (
-        "train_multigpu: error: launcher.master_port=29500 (torchrun's default): "
-        f"port 29500 is already in use on this host ({HINT})"
-    )
+    assert stderr == f"train_multigpu: error: {taken}"
 
 
 TORCH_WORKER = str(REPO / "tests" / "workers" / "torch_allreduce.py")
