@@ -26,6 +26,7 @@ import functools
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -80,13 +81,19 @@ def size_text(size: int) -> str:
 
 
 @functools.lru_cache(maxsize=64)
+def _base(within: str) -> tuple[str, str]:
+    """``within``'s real path, and it as a prefix (a listing asks thousands of times for one root)."""
+    base = os.path.realpath(os.path.abspath(within))
+    return base, base.rstrip(os.sep) + os.sep
+
+
 def _real(path: str) -> str:
     return os.path.realpath(path)
 
 
 def _inside(real: str, within: str | os.PathLike) -> bool:
-    base = _real(os.path.abspath(os.fspath(within)))
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+    base, prefix = _base(within if isinstance(within, str) else os.fspath(within))
+    return real == base or real.startswith(prefix)
 
 
 def inside(path: str | os.PathLike, within: str | os.PathLike) -> bool:
@@ -103,7 +110,14 @@ def open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) ->
     ``within``; ``FileNotFoundError`` when there is nothing there."""
     try:
         name = os.fspath(path)
-        if _O_PATH:  # look at the inode without opening it for reading (no device's open runs)
+        try:  # the common case, one open: not a link (a FIFO opens without blocking, and is refused)
+            fd = os.open(name, _READ | getattr(os, "O_NOFOLLOW", 0))
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+        else:
+            return _checked(fd, name, within)
+        if _O_PATH:  # a link: look at its target's inode without opening it (no device's open runs)
             handle = os.open(name, _O_PATH | os.O_CLOEXEC)
         else:  # pragma: no cover - not Linux: stat, then open and compare
             handle = -1
@@ -135,6 +149,25 @@ def open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) ->
             os.close(handle)
 
 
+def _checked(fd: int, name: str, within) -> tuple[int, os.stat_result]:
+    """``fd`` (opened without following a final link) when it is a regular file inside ``within``."""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(f"not a regular file ({kind(info.st_mode)})")
+        if within is not None:  # a directory on the way may be a link: where the file really is
+            try:
+                real = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # pragma: no cover - no /proc
+                real = os.path.realpath(name)
+            if not _inside(real, within):
+                raise Unreadable(f"a symbolic link out of {within}")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
+
+
 def open_regular(path: str | os.PathLike, within: str | os.PathLike | None = None):
     """:func:`open_fd` as a binary file object (for seeking, reading line by line or in chunks)."""
     fd, _ = open_fd(path, within)
@@ -144,10 +177,19 @@ def open_regular(path: str | os.PathLike, within: str | os.PathLike | None = Non
 def read_bytes(path: str | os.PathLike, limit: int, within: str | os.PathLike | None = None) -> bytes:
     """The whole regular file, refused when it holds more than ``limit`` bytes."""
     fd, info = open_fd(path, within)
-    with os.fdopen(fd, "rb") as handle:
+    try:
         if info.st_size > limit:
             raise Unreadable(f"larger than {size_text(limit)} ({size_text(info.st_size)})")
-        data = handle.read(limit + 1)  # it may grow while read
+        chunks, size = [], 0
+        while size <= limit:  # it may grow while read: at most limit + 1 bytes
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
     if len(data) > limit:
         raise Unreadable(f"larger than {size_text(limit)}")
     return data
@@ -171,20 +213,23 @@ def read_tail(path: str | os.PathLike, limit: int, within: str | os.PathLike | N
         return handle.read(limit).decode(errors="replace")
 
 
-def _finite(text: str) -> float | None:
-    value = float(text)
-    return value if math.isfinite(value) else None
+_HUGE = re.compile(r"[eE]\+?\d{3}")  # an exponent that may overflow a float (1e999 reads as inf)
 
 
-def _too_deep(value, limit: int = DEPTH_MAX) -> bool:
+def _finite_and_shallow(value, limit: int = DEPTH_MAX) -> bool:
+    """Replace non-finite floats by None (in place); False when nesting is deeper than ``limit``."""
     pending = [(value, 1)]
     while pending:
         item, depth = pending.pop()
-        if isinstance(item, (dict, list)):
-            if depth > limit:
-                return True
-            pending += [(child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)]
-    return False
+        if depth > limit:
+            return False
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in pairs:
+            if isinstance(child, float) and not math.isfinite(child):
+                item[key] = None
+            elif isinstance(child, (dict, list)):
+                pending.append((child, depth + 1))
+    return True
 
 
 def parse_json(text: str | bytes):
@@ -201,11 +246,15 @@ def parse_json(text: str | bytes):
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     try:
-        value = json.loads(text, parse_constant=lambda _: None, parse_float=_finite)
+        value = json.loads(text, parse_constant=lambda _: None)
     except RecursionError:
         raise ValueError(f"nested deeper than {DEPTH_MAX} levels") from None
-    if _too_deep(value):
-        raise ValueError(f"nested deeper than {DEPTH_MAX} levels")
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    # walked only when it could matter (a listing parses two files per run): C-speed tests first
+    if isinstance(value, (dict, list)) and (text.count("[") + text.count("{") > DEPTH_MAX or _HUGE.search(text)):
+        if not _finite_and_shallow(value):
+            raise ValueError(f"nested deeper than {DEPTH_MAX} levels")
     return value
 
 

@@ -10,6 +10,7 @@ resolved (secret values masked), so the differences are exactly what the launch 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .. import files
@@ -96,6 +97,8 @@ def differences(info: RunInfo) -> tuple[dict[str, tuple[str, str]], str]:
     if not isinstance(recorded, dict):
         return {}, "nothing: config.yaml is not readable YAML"
     profile = config_values(text, {"profile.name"}).get("profile.name")
+    if profile is not None and not re.fullmatch(r"[A-Za-z0-9_][\w.-]{0,99}", profile, flags=re.ASCII):
+        profile = None  # a record names a profile, never a path or an override (shared run roots)
     default, against = _defaults(profile)
     flat_default, flat_recorded = _flat(default), _flat(recorded)
     out: dict[str, tuple[str, str]] = {}
