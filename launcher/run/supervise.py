@@ -230,10 +230,14 @@ class Supervisor:
         if self.liveness is None:
             return
         self.liveness.stacks_taken()
-        deadline = time.monotonic() + liveness.STACKS_WAIT_S + 1
-        while not self.liveness.teardown_allowed() and time.monotonic() < deadline:
+        start = time.monotonic()
+        said = False
+        while not self.liveness.teardown_allowed() and time.monotonic() < start + liveness.STACKS_WAIT_S + 1:
             if self.signal_received is not None:
                 return
+            if not said and time.monotonic() > start + 2:
+                said = True
+                self.console.say(f"waiting for the other nodes' stacks (at most {liveness.STACKS_WAIT_S:g} s)")
             time.sleep(POLL_S)
 
     def wait(self) -> Outcome:
