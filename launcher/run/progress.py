@@ -16,7 +16,10 @@ A stalled rank ends the launch as a failure (:class:`launcher.run.failure.Failur
 and the supervisor tears the launch down with exit code :data:`EXIT_HANG` (status.json reason
 ``hang``). A rank whose process has ended is never stalled (its exit is the failure detector's).
 
-Each node's launcher watches only its own ranks. With torchrun's own output handling
+Each node's launcher watches only its own ranks; a hang found on any node makes every node take its
+own ranks' stacks (:meth:`ProgressMonitor.hang_elsewhere`, told through run/liveness.py) before any
+node stops a rank. On CUDA launches every rank's NCCL flight recorder is asked for a dump first, and
+waited for (run/flight_recorder.py). With torchrun's own output handling
 (``--tee``/``--redirects``/``--log_dir``) the rank logs do not exist: only heartbeats count, and a
 rank is watched from its first beat on.
 
