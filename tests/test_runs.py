@@ -626,6 +626,7 @@ def test_a_stack_request_never_ends_the_launcher_of_an_open_record(tmp_path):
         assert default_while_open == []  # the record named it while SIGUSR2 would have ended it
         if sent is not None:
             break
+    assert sent is not None, "three launches ended before the test saw the handler go"
     assert sent, "the launcher stopped handling SIGUSR2 without ignoring it"
     status = json.loads((run_dir_of(tmp_path, f"ending{attempt}") / "status.json").read_text())
     assert (status["exit_code"], status["reason"]) == (0, "success")
