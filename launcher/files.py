@@ -213,6 +213,7 @@ def read_tail(path: str | os.PathLike, limit: int, within: str | os.PathLike | N
         return handle.read(limit).decode(errors="replace")
 
 
+_DECODER = json.JSONDecoder(parse_constant=lambda _: None)  # one, not one per file (json.loads with a hook)
 _HUGE = re.compile(r"[eE]\+?\d{3}")  # an exponent that may overflow a float (1e999 reads as inf)
 
 
@@ -246,7 +247,7 @@ def parse_json(text: str | bytes):
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     try:
-        value = json.loads(text, parse_constant=lambda _: None)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise ValueError(f"nested deeper than {DEPTH_MAX} levels") from None
     if isinstance(value, float) and not math.isfinite(value):

@@ -542,6 +542,16 @@ def preflight(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse =
                     f"make {name!r} resolve to this node's own address (/etc/hosts or DNS); see docs/multinode.md",
                 )
             )
+        elif not addresses:  # gloo resolves it to find this node's address: RuntimeError "device.cc:99 rv == 0"
+            refuse(
+                UserError(
+                    _key("coordinator_address"),
+                    str(settled.coordinator),
+                    f"this host's name {name!r} does not resolve here, and JAX's CPU (gloo) collectives resolve it "
+                    "to find this node's address (every rank would fail in gloo's device.cc)",
+                    f"add {name!r} with this node's own address to /etc/hosts (or DNS); see docs/multinode.md",
+                )
+            )
 
 
 def _key(name: str) -> str:

@@ -360,3 +360,28 @@ def test_c10d_without_is_host_fails_where_a_nodes_own_name_does_not_resolve():
         told = [f + ["--rdzv_conf", f"is_host={int(h.index == 0)}"] for h, f in zip(hosts, flags)]
         procs = run_nodes(hosts, [torchrun(2, *rdzv, *f, nproc=1) for f in told], env(GLOO_SOCKET_IFNAME="eth0"))
         assert_all_reduced(procs, [1, 1], 2)
+
+
+@pytest.mark.timeout(90)
+def test_jax_on_cpu_refuses_a_node_whose_own_name_does_not_resolve(tmp_path):
+    """JAX's gloo CPU collectives resolve this machine's host name (jax passes gloo no interface): every
+    rank would die in gloo's device.cc ("rv == 0. -3 vs 0"). Nothing can tell it otherwise, so the
+    launcher refuses before anything starts, naming the fix; its dry run warns."""
+    worker = str(WORKERS / "jax_allreduce.py")
+    with Hosts(1, hostnames=True, own_name_resolves=False) as (node,):
+        base = [PY, "-m", "launcher", "device=cpu", f"run_root={tmp_path / 'runs'}", "launcher=skrl_jax"]
+        base += ["launcher.nnodes=2", "launcher.node_rank=1", "launcher.coordinator_address=10.77.31.9:5123"]
+        base += ["launcher.nproc_per_node=1", "rl_library=skrl", f"script={worker}"]
+        environ = env(PYTHONPATH=str(WORKERS.parents[1]), CUDA_VISIBLE_DEVICES="")
+        real = start(node, base, environ)
+        assert real.wait(60) == 2, real.out
+        dry = start(node, [*base, "dry_run=true"], environ)
+        assert dry.wait(60) == 0, dry.out
+    refused = (
+        "launcher.coordinator_address=10.77.31.9:5123: this host's name 'node0' does not resolve here, and JAX's CPU "
+        "(gloo) collectives resolve it to find this node's address (every rank would fail in gloo's device.cc) "
+        "(add 'node0' with this node's own address to /etc/hosts (or DNS); see docs/multinode.md)"
+    )
+    assert real.out == f"train_multigpu: error: {refused}\n"
+    assert f"train_multigpu: warning: {refused}; a real launch on this host refuses it\n" in dry.out
+    assert not (tmp_path / "runs").exists()

@@ -177,14 +177,15 @@ def _pattern(wanted: frozenset[str]) -> re.Pattern:
 def last_return(path: str | Path, within: str | None = None) -> float | None:
     """The last finite ``mean_return`` of the bundled trainers' metrics.csv."""
     try:
-        with files.open_regular(path, within) as handle:
-            header = handle.readline(4096).decode(errors="replace").strip().split(",")
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - 4096))
-            lines = handle.read().decode(errors="replace").splitlines()
+        fd, info = files.open_fd(path, within)
+        try:  # its first line and its last 4 KiB, however large it is (or grows)
+            head, tail = os.pread(fd, 4096, 0), os.pread(fd, 4096, max(0, info.st_size - 4096))
+        finally:
+            os.close(fd)
     except OSError:
         return None
+    header = head.split(b"\n", 1)[0].decode(errors="replace").strip().split(",")
+    lines = tail.decode(errors="replace").splitlines()
     if "mean_return" not in header:
         return None
     column = header.index("mean_return")
