@@ -11,12 +11,18 @@ Chosen: the real default job (2 workers) for every seed, run one after another (
 share the 2 cores and measure nothing).  Deselect with `-m "not slow"`.
 """  # noqa: E501
 
+import doctest
+import importlib.util
 import json
 import re
 import time
 from pathlib import Path
 
 import pytest
+
+from conftest import ROOT
+from launcher.run.logs import Collapse
+
 
 SEEDS = [None, 1, 2, 3]  # None = the default seed from examples/agents/CartPole-v1.yaml
 RUN_DIR = re.compile(r"^\[train_multigpu\] exit code 0 \(success\); run directory: (\S+)$", re.M)
@@ -58,3 +64,39 @@ def test_default_jax_job_solves_cartpole(run_cli):
     print(f"jax: eval mean return {evaluation['mean_return']}, {wall:.0f} s start to exit")
     assert evaluation["iterations"] == 100, evaluation
     assert evaluation["mean_return"] >= 475, evaluation
+
+
+def _trainer_outputs():
+    spec = importlib.util.spec_from_file_location(
+        "trainer_outputs", ROOT / "examples" / "trainers" / "trainer_outputs.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trainer_outputs_doctests():
+    """examples/ is outside pytest's doctest paths: its progress line and ETA examples run here."""
+    outputs = _trainer_outputs()
+    assert doctest.testmod(outputs).failed == 0
+
+
+def test_eta_is_not_shown_before_the_rate_after_compilation_is_known():
+    """A JAX job: iteration 1 compiles for 60 s, every later one takes 0.5 s. The old estimate (all
+    iterations so far, first included) said 49m30s after iteration 1 and 16m40s after iteration 2."""
+    outputs = _trainer_outputs()
+    eta, now, shown = outputs.Eta(total=100, start_iteration=0), 0.0, []
+    for iteration in range(1, 101):
+        now += 60.0 if iteration == 1 else 0.5
+        shown.append(eta.update(iteration, now))
+    assert shown[:2] == [None, None]
+    assert shown[2] == pytest.approx(0.5 * 97) and shown[50] == pytest.approx(0.5 * 49) and shown[-1] == 0.0
+    line = outputs.progress_line(1, 100, 35.5, 20.5, 1024, None)
+    assert line.endswith(" eta=?")
+    # the launcher's console still folds it into the live line
+    collapse = Collapse()
+    folded = collapse.feed(f"{line}\n{outputs.progress_line(3, 100, 2400.0, 33.0, 3072, 48.5)}\n".encode())
+    assert folded == f"\r{line}\x1b[K\r{outputs.progress_line(3, 100, 2400.0, 33.0, 3072, 48.5)}\x1b[K".encode()
+    # a resumed run restarts the warm-up: no estimate from the earlier process's rate
+    resumed = outputs.Eta(total=100, start_iteration=40)
+    assert [resumed.update(i, t) for i, t in [(41, 10.0), (42, 10.5), (43, 11.0)]] == [None, None, 0.5 * 57]

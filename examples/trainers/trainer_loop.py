@@ -285,6 +285,7 @@ def iterate(t: Training) -> None:
     tracker = EpisodeTracker(t.num_envs)
     window: collections.deque = collections.deque(maxlen=RETURN_WINDOW)
     progress = out.Progress()  # the per-iteration line; rewritten in place on a terminal
+    eta = out.Eta(t.max_iterations, t.start_iteration)  # none while compilation (iteration 1) dominates
     timesteps = t.max_iterations * rollouts
     steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
@@ -356,10 +357,14 @@ def iterate(t: Training) -> None:
                 sync_s,
                 checkpoint_s,
             )
-            eta_s = (time.perf_counter() - t_start) / (iteration - t.start_iteration) * (t.max_iterations - iteration)
             progress.show(
                 out.progress_line(
-                    iteration, t.max_iterations, steps_per_iteration / dt, mean_return, t.env_steps, eta_s
+                    iteration,
+                    t.max_iterations,
+                    steps_per_iteration / dt,
+                    mean_return,
+                    t.env_steps,
+                    eta.update(iteration, time.perf_counter()),
                 )
             )
         if crash and crash == (iteration, topo.rank) and not topo.restarted:

@@ -183,16 +183,54 @@ def append_metrics(
         )
 
 
+class Eta:
+    """The time the remaining iterations take, once this process's iteration rate is known.
+
+    The first ``warmup`` iterations of a process (from the start or a resume) are not timed: they
+    hold JAX's compilation (seconds, against tenths of a second for a compiled iteration), and
+    counting them gave ``eta=38m53s`` for a job that ended 70 s later.  The rate is known once
+    ``timed`` iterations after them have run; before that there is no estimate (``None``), except
+    after the last iteration, when nothing remains (0).
+
+    >>> eta = Eta(total=10, start_iteration=0)
+    >>> [eta.update(i, now) for i, now in [(1, 30.0), (2, 31.0), (3, 32.0), (4, 33.5)]]
+    [None, None, 7.0, 7.0]
+    >>> Eta(total=3, start_iteration=2).update(3, 50.0)  # a resume that runs only the last iteration
+    0.0
+    """
+
+    def __init__(self, total: int, start_iteration: int, warmup: int = 1, timed: int = 2) -> None:
+        self.total, self.warm = total, start_iteration + warmup  # the clock starts when iteration `warm` ends
+        self.timed = timed
+        self.t0: float | None = None
+
+    def update(self, iteration: int, now: float) -> float | None:
+        """Seconds left after ``iteration`` ended at ``now`` (``time.perf_counter()``), or None."""
+        if iteration >= self.total:
+            return 0.0
+        if iteration == self.warm:
+            self.t0 = now
+        done = iteration - self.warm
+        if self.t0 is None or done < self.timed:
+            return None
+        return (now - self.t0) / done * (self.total - iteration)
+
+
 def progress_line(
-    iteration: int, total: int, steps_per_s: float, mean_return: float, env_steps: int, eta_s: float
+    iteration: int, total: int, steps_per_s: float, mean_return: float, env_steps: int, eta_s: float | None
 ) -> str:
-    """The per-iteration line (rank 0).
+    """The per-iteration line (rank 0); ``eta=?`` while the rate is not known (:class:`Eta`).
 
     >>> progress_line(3, 150, 5099.4, 27.73, 1536, 75.2)
     '[iter    3/150] env_steps/s=    5099 mean_return=   27.7 env_steps=1536 eta=1m15s'
+    >>> progress_line(1, 150, 35.5, 20.55, 1024, None)
+    '[iter    1/150] env_steps/s=      36 mean_return=   20.6 env_steps=1024 eta=?'
     """
     ret = f"{mean_return:7.1f}" if mean_return == mean_return else "    n/a"
-    eta = f"{int(eta_s) // 60}m{int(eta_s) % 60:02d}s" if eta_s >= 60 else f"{eta_s:.0f}s"
+    if eta_s is None:
+        eta = "?"
+    else:
+        eta = f"{int(eta_s) // 60}m{int(eta_s) % 60:02d}s" if eta_s >= 60 else f"{eta_s:.0f}s"
     rate = f"env_steps/s={steps_per_s:8.0f}"
     return f"[iter {iteration:4d}/{total}] {rate} mean_return={ret} env_steps={env_steps} eta={eta}"
 
