@@ -329,6 +329,33 @@ def test_malformed_json_everywhere_else_is_named_not_fatal(tmp_path, capsys):
             assert "Traceback" not in capsys.readouterr().err
 
 
+def test_a_hostile_config_yaml_is_named_not_fatal(tmp_path):
+    """config.yaml is read without a YAML parser by the listing, and with one by runs show (its
+    "chosen" differences): a YAML alias bomb, nesting without end, NaN, binary, a profile named like
+    a path."""
+    laughs = ["a0: &a0 [" + ", ".join(['"lol"'] * 9) + "]"]
+    laughs += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    cases = {
+        "alias bomb": CONFIG + "\n".join(laughs) + "\n",
+        "nested 100,000 deep": CONFIG + "deep: " + "[" * 100_000 + "]" * 100_000 + "\n",
+        "nan and inf": CONFIG + "seed: .nan\nmax_iterations: .inf\n",
+        "binary": "\x00\xff\x01launcher:\n\x00",
+        "a profile named like a path": CONFIG + "profile:\n  name: ../../../../tmp/x\n",
+        "not a mapping": "- 1\n- 2\n",
+    }
+    root = tmp_path / "runs"
+    for number, text in enumerate(cases.values()):
+        make_run(root, f"2026-01-01_10-00-{number:02d}_yaml", config_yaml=text)
+    HOSTILE.extend(f"config.yaml: {case}" for case in cases)
+    assert len(strict_json(cli("--json", root=root).stdout)) == len(cases)
+    for number, case in enumerate(cases):
+        shown = cli("show", f"2026-01-01_10-00-{number:02d}", "--json", root=root)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, (case, shown.stderr[-2000:])
+        data = strict_json(shown.stdout)
+        if case == "alias bomb":
+            assert data["chosen"]["a9"][1] == "(too large to show)"
+
+
 # -- item 1: a path the user names is written through, never replaced ----------------------------
 def _two_runs_with_curves(root: Path) -> None:
     make_run(root, "2026-01-01_10-00-00_a", composition_json={"overrides": ["seed=1"], "script_args": [], "cwd": "/"})
