@@ -230,7 +230,7 @@ def test_silent_listener_is_one_line_within_15_s(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("given", ["127.0.0.1:41999", "ray://127.0.0.1:10001", "http://127.0.0.1:8265/api", "http://"])
+@pytest.mark.parametrize("given", ["127.0.0.1:41999", "ray://127.0.0.1:10001", "ftp://127.0.0.1:8265", "http://"])
 def test_address_that_is_not_the_dashboards_url_is_one_fast_line(tmp_path, given):
     """Ray's client takes anything but http(s):// for a GCS or Ray Client address and resolves it itself:
     tens of seconds, its own warnings, and 127.0.0.1 replaced with this machine's address."""
@@ -269,6 +269,20 @@ def test_credentials_in_the_address_are_masked(tmp_path, form, where):
         result = _run(tmp_path, *args, address=given)
     shown = given.replace(password, "***")
     _one_error(result, f"{where}={shown}: ")
+    assert "s3cr3t" not in result.stdout + result.stderr
+
+
+def test_password_in_the_address_is_not_in_the_job(tmp_path):
+    """The carried config travels in the runtime_env (Ray logs it): its ray.address is masked too."""
+    result = _run(
+        tmp_path,
+        "submit=ray",
+        "launcher.nproc_per_node=1",
+        "ray.address='http://me:pw-s3cr3t@head:8265'",
+        "dry_run=true",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "address: http://me:***@head:8265" in result.stdout
     assert "s3cr3t" not in result.stdout + result.stderr
 
 

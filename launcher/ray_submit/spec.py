@@ -26,6 +26,7 @@ per node, and starts one train_multigpu per bundle.
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,8 @@ JOB_MODULE = "launcher.ray_submit.job"
 STOP_WAIT_VAR = "RAY_JOB_STOP_WAIT_TIME_S"
 STOP_WAIT_MARGIN_S = 15
 HINT = "docs/ray.md"
+# the password of http://USER:PASSWORD@HOST (greedy: a password may hold '@'; the host part never has '/')
+CREDENTIALS = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@\s]*):([^/\s]*)@")
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,17 @@ class JobSpec:
         if self.nnodes > 1:
             shown["placement_group"] = {"strategy": "STRICT_SPREAD", "bundles": [dict(self.bundle)] * self.nnodes}
         return shown
+
+
+def shown_address(where: str) -> str:
+    """The address as every message and record shows it: a password masked.
+
+    >>> shown_address("http://me:pa@ss@head:8265/")
+    'http://me:***@head:8265/'
+    >>> shown_address("http://head:8265")
+    'http://head:8265'
+    """
+    return CREDENTIALS.sub(r"\1:***@", where, count=1)
 
 
 def nproc(cfg: TrainConfig) -> int:
@@ -196,6 +210,8 @@ def job_config(cfg: TrainConfig, run_dir: str) -> TrainConfig:
     job.submit = type(cfg.submit).none
     job.dry_run = False
     job.run_dir = run_dir
+    if job.ray.address:  # unused there (submit=none), and the runtime_env it travels in is logged
+        job.ray.address = shown_address(str(job.ray.address))
     if nnodes(cfg) > 1 and job.launcher.topology is Topology.single_node:
         job.launcher.topology = Topology.multinode
     return job

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -28,6 +27,7 @@ from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..names import PROG, swept
 from . import spec as spec_mod
+from .spec import CREDENTIALS, shown_address
 
 RECORD = "ray_job.json"
 ADDRESS_VAR = "RAY_ADDRESS"  # Ray's own convention (its CLI reads it too)
@@ -41,13 +41,11 @@ ADDRESS_HINT = "e.g. ray.address=http://HEAD:8265 (`ray start --head` prints it)
 # answers hung it forever): to connect, and for each answer; a submission uploads (working_dir, the
 # secrets) and waits for Ray to accept the job, so it may take longer
 CONNECT_TIMEOUT_S = 5.0
-READ_TIMEOUT_S = 8.0
+READ_TIMEOUT_S = 5.0
 SUBMIT_TIMEOUT_S = 120.0
 # following: how long the cluster may stay silent before the job's state is given up as unknown
 FOLLOW_PATIENCE_S = 60.0
-TAIL_HEARTBEAT_S = 20.0  # the log stream pings the dashboard this often; no pong within half of it ends it
-# the password of http://USER:PASSWORD@HOST (greedy: a password may hold '@'; the host part never has '/')
-_CREDENTIALS = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*://)?[^:/@\s]*):([^/\s]*)@")
+TAIL_HEARTBEAT_S = 60.0  # the log stream pings the dashboard this often; no pong within half of it ends it
 
 
 @dataclass
@@ -75,17 +73,6 @@ def address(cfg: TrainConfig, env) -> tuple[str, str]:
     return key, where
 
 
-def shown_address(where: str) -> str:
-    """The address as every message and record shows it: a password masked.
-
-    >>> shown_address("http://me:pa@ss@head:8265/")
-    'http://me:***@head:8265/'
-    >>> shown_address("http://head:8265")
-    'http://head:8265'
-    """
-    return _CREDENTIALS.sub(r"\1:***@", where, count=1)
-
-
 def check_address(key: str, where: str) -> None:
     """Only the dashboard's ``http(s)://HOST[:PORT]``: anything else Ray's client takes for a GCS or Ray
     Client address, which it resolves itself -- slowly, with warnings of its own, and it may replace a
@@ -100,7 +87,7 @@ def check_address(key: str, where: str) -> None:
 
     try:
         parts = urlsplit(where.strip())
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.path in ("", "/")
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)  # a path: behind a proxy
         parts.port  # noqa: B018 (raises on a port that is not a number)
     except ValueError:
         ok = False
@@ -125,7 +112,7 @@ def _shown_override(item: str) -> str:
 
 def _scrub(text: str, where: str) -> str:
     """``text`` (Ray's or requests' words) without the address's password."""
-    match = _CREDENTIALS.match(where)
+    match = CREDENTIALS.match(where)
     if not match or not match.group(2):
         return text
     return text.replace(where, shown_address(where)).replace(match.group(2), "***")
@@ -244,7 +231,7 @@ class Submitter:
             missing = [p for p in (Path(planned_dir).parent, *Path(planned_dir).parent.parents) if not p.exists()]
             run_dir = str(make_run_dir(one, True))
             job = spec_mod.build(cfg, run_dir, order)
-            (Path(run_dir) / "config.yaml").write_text(resolved_yaml)
+            (Path(run_dir) / "config.yaml").write_text(resolved_yaml.replace(where, shown_address(where)))
             if composed is not None:
                 record.write_json(Path(run_dir) / record.COMPOSITION, composed)
             try:
@@ -427,10 +414,13 @@ def follow(client, job: RayJob) -> int:
     """Stream the job's output until it ends; its launch's exit code. Ctrl+C stops it (130)."""
     import asyncio
 
+    shown = [0]  # characters of the job's log printed so far
+
     async def tail() -> None:
         async for lines in _tail(client, job.job_id):
             sys.stdout.write(lines)
             sys.stdout.flush()
+            shown[0] += len(lines)
 
     with _TermAsInterrupt() as handler:
         try:
@@ -439,11 +429,19 @@ def follow(client, job: RayJob) -> int:
             except Exception as err:  # the stream broke (the dashboard restarted, a proxy): the state still tells
                 why = (str(err).strip().splitlines() or [type(err).__name__])[0]
                 print(f"[{PROG}] the job's log stream ended ({why}); waiting for its state", flush=True)
+                broke = True
+            else:
+                broke = False
             while True:  # the log stream ends with the job; its state follows soon after
                 job.state, info = _state(client, job.job_id)
                 if job.state in TERMINAL:
                     break
                 time.sleep(0.5)
+            if broke:  # the rest of the output, from the job's log (the stream sent it from its start)
+                try:
+                    sys.stdout.write(client.get_job_logs(job.job_id)[shown[0] :])
+                except Exception:  # the output stays in `ray job logs`
+                    pass
         except KeyboardInterrupt:
             signum = getattr(handler, "received", signal.SIGINT)
             print(f"\n[{PROG}] stopping Ray job {job.job_id} ...", flush=True)
