@@ -14,7 +14,11 @@ share the 2 cores and measure nothing).  Deselect with `-m "not slow"`.
 import doctest
 import importlib.util
 import json
+import math
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +26,6 @@ import pytest
 
 from conftest import ROOT
 from launcher.run.logs import Collapse
-
 
 SEEDS = [None, 1, 2, 3]  # None = the default seed from examples/agents/CartPole-v1.yaml
 RUN_DIR = re.compile(r"^\[train_multigpu\] exit code 0 \(success\); run directory: (\S+)$", re.M)
@@ -100,3 +103,39 @@ def test_eta_is_not_shown_before_the_rate_after_compilation_is_known():
     # a resumed run restarts the warm-up: no estimate from the earlier process's rate
     resumed = outputs.Eta(total=100, start_iteration=40)
     assert [resumed.update(i, t) for i, t in [(41, 10.0), (42, 10.5), (43, 11.0)]] == [None, None, 0.5 * 57]
+
+
+ENTROPY_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import gymnasium, jax, jax.numpy as jnp, numpy as np
+import trainer_jax
+
+spaces = dict(observation_space=gymnasium.spaces.Box(-1.0, 1.0, (4,)), action_space=gymnasium.spaces.Discrete(2))
+policy = trainer_jax._configured(trainer_jax.CategoricalPolicy, {})(**spaces, device=jax.devices("cpu")[0])
+policy.init_state_dict(role="policy")
+obs = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (16, 4)), jnp.float32)
+
+def entropy(params):  # what skrl's JAX PPO adds to the policy loss, times -entropy_loss_scale
+    _, outputs = policy.act({"observations": obs}, role="policy", params=params)
+    return policy.get_entropy(outputs["stddev"], role="policy").mean()
+
+value, grad = jax.value_and_grad(entropy)(policy.state_dict.params)
+print(float(value), max(float(jnp.abs(g).max()) for g in jax.tree.leaves(grad)))
+"""
+
+
+def test_jax_categorical_policy_entropy_bonus_has_a_gradient():
+    """skrl 2.1's JAX categorical policy reports ``stddev`` as NaN and PPO takes the entropy from it:
+    the bonus was NaN with a zero gradient (``entropy_loss_scale`` silently off in JAX, on in torch)."""
+    r = subprocess.run(
+        [sys.executable, "-c", ENTROPY_PROBE, str(ROOT / "examples" / "trainers")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    value, grad = (float(x) for x in r.stdout.split()[-2:])
+    assert 0.0 < value <= math.log(2) + 1e-6, r.stdout  # a two-action entropy
+    assert grad > 0.0, r.stdout

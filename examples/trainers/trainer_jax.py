@@ -115,6 +115,18 @@ class CategoricalPolicy(CachedReduce, CategoricalMixin, Model):
         )
         CategoricalMixin.__init__(self, unnormalized_log_prob=True)
 
+    def act(self, inputs, *, role="", params=None):
+        """skrl's categorical ``act``, with the logits where PPO's entropy bonus looks for them.
+
+        skrl 2.1's JAX ``CategoricalMixin`` returns ``stddev`` filled with NaN, and PPO computes the
+        entropy from it (``get_entropy(outputs["stddev"])``, which expects the logits): the bonus
+        was a NaN constant with no gradient, so ``entropy_loss_scale`` did nothing in JAX while the
+        torch back end applied it (the logged entropy loss was NaN).
+        """
+        actions, outputs = CategoricalMixin.act(self, inputs, role=role, params=params)
+        outputs["stddev"] = outputs["net_output"]
+        return actions, outputs
+
     @nn.compact
     def __call__(self, inputs, role):
         return nn.Dense(int(self.action_space.n))(_body(inputs["observations"], self.hidden, self.activation)), {}
