@@ -7,6 +7,7 @@ launch's live state run while it runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -595,41 +596,82 @@ def signal_mask(pid: int, field: str) -> int | None:
         return None
 
 
+def fill(pipe_w: int) -> None:
+    """Fill a pipe to the last byte, through a non-blocking description of its own (the launcher's
+    stays blocking: its next write to the pipe waits until the test reads)."""
+    filler = os.open(f"/proc/self/fd/{pipe_w}", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        for chunk in (b"." * 4096, b"."):
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    os.write(filler, chunk)
+    finally:
+        os.close(filler)
+
+
+def read_through(pipe_r: int, marker: bytes, timeout: float = 60.0) -> bytes:
+    """What the pipe holds up to the end of the line that has ``marker`` (the filler's dots left out)."""
+    data, deadline = b"", time.monotonic() + timeout
+    while not (marker in data and data.endswith(b"\n")) and time.monotonic() < deadline:
+        try:
+            chunk = os.read(pipe_r, 1 << 16)
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data.lstrip(b".")
+
+
 def test_a_stack_request_never_ends_the_launcher_of_an_open_record(tmp_path):
     """``runs stacks`` checks that the launcher handles SIGUSR2, then sends it; the launch may start or
-    end between. So while its record is open (status.json names it, no exit code) the launcher
-    handles SIGUSR2 or ignores it, never leaves it to the default action (which ends the process):
-    watched from the record's first moment, and the signal sent the moment the handler goes (after
-    the launch, before the end is written or the launcher exits). The launch still exits 0."""
+    end in between. Wherever status.json names a launcher, SIGUSR2 is handled or ignored, never left
+    to its default action (which ends the process). The launcher is held at its two console lines by
+    a full stdout pipe: right after it opened its record (before the launch) and right after it
+    closed it (before it exits); there it ignores SIGUSR2, gets one, and the launch still exits 0."""
     bit = 1 << (signal.SIGUSR2 - 1)
-    for attempt in range(3):  # the moment the handler goes is seen by polling /proc: retried only when missed
-        proc = launch(tmp_path, f"ending{attempt}", *JAX)
-        record_file, handled, default_while_open, sent = None, False, [], None
-        while proc.poll() is None:
-            record_file = record_file or next((tmp_path / "runs").glob(f"*_ending{attempt}/status.json"), None)
-            try:
-                still_open = record_file is not None and json.loads(record_file.read_text())["exit_code"] is None
-            except (OSError, ValueError):
-                still_open = False  # being written
-            caught, ignored = signal_mask(proc.pid, "SigCgt"), signal_mask(proc.pid, "SigIgn")
-            if caught is None or ignored is None:
-                break
-            if still_open and not (caught | ignored) & bit:
-                default_while_open.append("handled before" if handled else "not yet handled")
-            if caught & bit:
-                handled = True
-            elif handled:
-                sent = ignored & bit
-                os.kill(proc.pid, signal.SIGUSR2)  # what a runs stacks that checked a moment ago sends
-                break
-        assert finish(proc) == 0, (default_while_open, proc.err)
-        assert default_while_open == []  # the record named it while SIGUSR2 would have ended it
-        if sent is not None:
-            break
-    assert sent is not None, "three launches ended before the test saw the handler go"
-    assert sent, "the launcher stopped handling SIGUSR2 without ignoring it"
-    status = json.loads((run_dir_of(tmp_path, f"ending{attempt}") / "status.json").read_text())
-    assert (status["exit_code"], status["reason"]) == (0, "success")
+    until = tmp_path / "until"
+    pipe_r, pipe_w = os.pipe()
+    os.set_blocking(pipe_r, False)
+    fill(pipe_w)  # the launcher's first line ("run directory: ...") waits
+    argv = [sys.executable, "-m", "launcher", "device=cpu", f"run_root={tmp_path / 'runs'}", f"script={WORKER}"]
+    argv += [*JAX, "launcher.nproc_per_node=2", "run_name=held", "--", "--lines", "0", "--until", str(until)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=launch_env(), stdout=pipe_w, stderr=subprocess.DEVNULL)
+    try:
+        status = run_dir_of(tmp_path, "held") / "status.json"
+
+        def recorded() -> dict | None:
+            with contextlib.suppress(OSError, ValueError):
+                return json.loads(status.read_text())
+            return None
+
+        wait_for(lambda: recorded() is not None, what="the open record")
+        assert recorded()["exit_code"] is None and proc.poll() is None
+        assert (signal_mask(proc.pid, "SigCgt") & bit, signal_mask(proc.pid, "SigIgn") & bit) == (0, bit)
+        os.kill(proc.pid, signal.SIGUSR2)  # as the launch starts
+        assert read_through(pipe_r, b"run directory:").startswith(b"[train_multigpu] run directory: ")
+        fill(pipe_w)  # the launcher's last line ("exit code ...") waits
+        until.touch()  # the ranks end: the launch ends
+        wait_for(lambda: (recorded() or {}).get("exit_code") is not None, what="the record's end")
+        assert proc.poll() is None  # held at its last line
+        assert (signal_mask(proc.pid, "SigCgt") & bit, signal_mask(proc.pid, "SigIgn") & bit) == (0, bit)
+        os.kill(proc.pid, signal.SIGUSR2)  # as the launch ends: what a runs stacks that checked a moment ago sends
+        assert b"exit code 0 (success)" in read_through(pipe_r, b"exit code")
+        assert proc.wait(timeout=60) == 0
+        assert (recorded()["exit_code"], recorded()["reason"]) == (0, "success")
+    finally:
+        until.touch()
+        os.close(pipe_w)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:  # a held launcher: its pipe read until it ends
+            with contextlib.suppress(BlockingIOError):
+                os.read(pipe_r, 1 << 16)
+            time.sleep(0.05)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(pipe_r)
 
 
 def test_stacks_of_an_ended_run_is_refused(launches):
