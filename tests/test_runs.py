@@ -3,7 +3,9 @@ ranks) read back — each status with its exit code, logs, ids, ``--json``, ``--
 ``stacks`` — and directories that are half written, old or hand-edited.
 
 The launches are shared (one module fixture starts them side by side); only the checks of one
-launch's live state run while it runs."""
+launch's live state run while it runs. ``--follow`` and a stack request as a launch starts and ends
+have launches of their own, held where the test needs them (by files the test creates, by a full
+stdout pipe)."""
 
 from __future__ import annotations
 
