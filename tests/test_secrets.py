@@ -316,14 +316,42 @@ def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, wor
     assert f"SECRET_SHA MY_API_TOKEN - {sha(from_ray)}" in result.stdout
     files = assert_nowhere(result, tmp_path, sentinel, from_ray)
     assert {"config.yaml", "ray_job.json", "status.json", "rank0.log"} <= {p.name for p in files}
-    # nor on the head: Ray's session directories (its logs -- the runtime_env agent's --, the job's
-    # driver log, runtime_resources), what the GCS keeps and the dashboard shows of the job, any
-    # process's command line
+    assert_not_on_the_head(ray_cluster, result, sentinel, from_ray)
+
+
+def test_ray_two_node_job_gets_the_secret(ray_cluster, tmp_path, worker, sentinel):
+    """The same on two nodes: the driver takes the values and hands them to each node's launcher
+    (in its actor's call, not the runtime_env); both ranks see the value, Ray's logs do not."""
+    import subprocess
+    import sys
+
+    env = clean_env(RAY_ADDRESS=ray_cluster.address)
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        f"run_root={tmp_path / 'runs'}",
+        "submit=ray",
+        f"ray.python={sys.executable}",
+    ]
+    argv += ["ray.follow=true", "launcher.nnodes=2", "launcher.nproc_per_node=1", "launcher.local_nodes=true"]
+    argv += ["log_all_ranks=true", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}"]
+    result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(f"SECRET_SHA HF_TOKEN - {sha(sentinel)}") == 2, result.stdout
+    assert_nowhere(result, tmp_path, sentinel)
+    assert_not_on_the_head(ray_cluster, result, sentinel)
+
+
+def assert_not_on_the_head(ray_cluster, result, *values: str) -> None:
+    """No value in Ray's session directories (its logs -- the runtime_env agent's --, the job's driver
+    log, runtime_resources), in what the GCS keeps and the dashboard shows of the job, nor in any
+    process's command line."""
     ray_files = [p for p in ray_cluster.temp_dir.rglob("*") if p.is_file() and not p.is_symlink() and not p.is_socket()]
     assert any(p.name == "runtime_env_agent.log" for p in ray_files)
     for path in ray_files:
         data = path.read_bytes()
-        for value in (sentinel, from_ray):
+        for value in values:
             assert value.encode() not in data, f"secret in Ray's {path}"
     from ray.job_submission import JobSubmissionClient
 
@@ -331,7 +359,7 @@ def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, wor
     client = JobSubmissionClient(ray_cluster.address)
     shown = repr(client.get_job_info(job_id)) + repr(client.list_jobs())
     assert job_id in shown
-    for value in (sentinel, from_ray):
+    for value in values:
         assert value not in shown, "secret in the job's details (the GCS, the dashboard)"
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             try:
