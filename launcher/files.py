@@ -1,11 +1,14 @@
 """Files others may have written, and files the user names: one reader, one writer.
 
 **Reading** (``train_multigpu runs``: a run root is often shared, and anyone who can write there can
-put anything under a name the records use): :func:`open_regular` opens a regular file and nothing
-else -- a FIFO, a device, a socket or a directory is refused without being opened (opening a FIFO
-blocks, a device may act on being opened), a symbolic link that leaves ``within`` (the run root) is
-refused, and the file is opened by the inode that was checked (``O_PATH``, then ``/proc/self/fd``),
-so nothing swapped in between is read. :func:`read_bytes` adds a size cap per kind of file,
+put anything under a name the records use): :func:`open_regular` reads a regular file and nothing
+else. A name that is not a link is opened once, non-blocking and without following a link
+(``O_NOFOLLOW|O_NONBLOCK``: a FIFO opens without waiting for a writer) and anything but a regular
+file is refused; a symbolic link is looked at through ``O_PATH`` first, so a link to a device or a
+FIFO is refused without its target being opened (opening a FIFO blocks, a device may act on being
+opened), then opened by the inode that was checked (``/proc/self/fd``): nothing swapped in between
+is read. Where the opened file really is must be inside ``within`` (the run root): a link, or a
+linked directory on the way, that leaves it is refused. :func:`read_bytes` adds a size cap per kind of file,
 :func:`read_json` a JSON object with NaN/Infinity (and numbers too large for a float) read as null
 and nesting bounded. Everything refused is an :class:`Unreadable` (an ``OSError``): callers that
 already handle ``OSError`` name the reason (``strerror``) and go on.
@@ -113,6 +116,8 @@ def open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) ->
         try:  # the common case, one open: not a link (a FIFO opens without blocking, and is refused)
             fd = os.open(name, _READ | getattr(os, "O_NOFOLLOW", 0))
         except OSError as err:
+            if err.errno == errno.ENXIO:  # a socket: named for what it is
+                raise Unreadable(f"not a regular file ({kind(os.lstat(name).st_mode)})") from None
             if err.errno != errno.ELOOP:
                 raise
         else:

@@ -165,6 +165,33 @@ def test_a_link_to_dev_zero_is_not_read_without_end(tmp_path):
     assert stat.S_ISCHR(os.stat("/dev/zero").st_mode)
 
 
+def test_sockets_under_record_names_are_named(tmp_path, capsys):
+    import socket
+
+    from launcher.runs import cli as runs_cli
+
+    root = tmp_path / "runs"
+    run_dir = make_run(root, "2026-01-01_10-00-00_sock", status_json=None, config_yaml=None, logs__rank0_log=None)
+    bound = []
+    for name in ("status.json", "config.yaml", "logs/rank0.log"):
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(run_dir / name))
+        bound.append(server)
+    HOSTILE.extend(["socket status.json", "socket config.yaml", "socket rank0.log"])
+    try:
+        assert runs_cli.main(["--json", "--root", str(root)]) == 0
+        problems = strict_json(capsys.readouterr().out)[0]["problems"]
+        assert problems[:2] == [
+            "status.json: not a regular file (a socket)",
+            "config.yaml: not a regular file (a socket)",
+        ]
+        assert runs_cli.main(["logs", "last", "--root", str(root)]) == 2
+        assert "cannot be read: not a regular file (a socket)" in capsys.readouterr().err
+    finally:
+        for server in bound:
+            server.close()
+
+
 def test_a_huge_record_is_refused_by_its_size_not_read(tmp_path):
     """A 200 MB status.json (sparse: no disk) and config.yaml: named, not read (it took 10 s and 838 MB)."""
     root = tmp_path / "runs"
