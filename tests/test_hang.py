@@ -380,3 +380,29 @@ def test_the_rank_wrapper_finds_the_launcher_above_torchrun():
     env.pop("TRAIN_MULTIGPU_LAUNCH_ID")
     found = subprocess.run([sys.executable, "-c", agent], env=env, capture_output=True, text=True, check=True)
     assert int(found.stdout) != os.getpid()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "symlink to a fifo", "directory", "symlink to /dev/zero"])
+def test_a_beat_file_replaced_by_a_fifo_or_other_non_file_never_blocks_the_launcher(tmp_path, kind):
+    """A rank that replaces its beat file with a FIFO (no writer) made the launcher's monitor block in
+    open() for ever: the launch never ended and SIGTERM / Ctrl+C could not stop it (found by the
+    hostile pass of issue 18). A beat file that is not a regular file is no beat; reading it returns at once."""
+    beat = tmp_path / "rank0.beat"
+    if kind == "fifo":
+        os.mkfifo(beat)
+    elif kind == "symlink to a fifo":
+        os.mkfifo(tmp_path / "pipe")
+        beat.symlink_to(tmp_path / "pipe")
+    elif kind == "directory":
+        beat.mkdir()
+    else:
+        beat.symlink_to("/dev/zero")
+    code = f"from launcher.run import beats; print(beats.read_beat({str(beat)!r}))"
+    # a child process: a read that blocks must fail this test, not hang pytest
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"reading a beat file that is a {kind} blocked for 15 s")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None", done.stdout

@@ -15,6 +15,7 @@ small read, never failing on a half-written or missing file.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,12 +47,22 @@ def parse(text: str) -> tuple[int | None, int | None]:
 
 
 def read_beat(path: Path | str) -> Beat | None:
-    """The last beat written to ``path``, or None when the rank has never beaten (no file)."""
+    """The last beat written to ``path``, or None when the rank has never beaten (no file) or the
+    path is not a regular file: a FIFO (opened without waiting for a writer: a plain open of one
+    would block the launcher for good), a device, a directory, a symlink to one of them."""
     try:
-        with open(path, "rb") as handle:
-            mtime = os.fstat(handle.fileno()).st_mtime
-            text = handle.read(64).decode("ascii", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
         return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        text = os.read(fd, 64).decode("ascii", errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    mtime = info.st_mtime
     iteration, total = parse(text)
     return Beat(mtime, iteration, total)
