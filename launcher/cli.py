@@ -51,6 +51,7 @@ def _run_once(session: Session, overrides: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    secrets.forget()  # the secret values errors mask are this command line's (secrets.remember)
     if argv[:1] == ["runs"]:  # the run records read back (launcher/runs/): a subcommand, no Hydra
         from .runs import cli as runs_cli
 
@@ -169,7 +170,12 @@ def _dispatch(
             import hydra
 
             # no primary config directory: the profile search path names them all, the shipped one last
-            hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(task)()
+            main_ = hydra.main(config_path=None, config_name=compose.CONFIG_NAME, version_base="1.3")(task)
+            if _shows_config(line.hydra_flags):  # Hydra prints the config itself: secret values masked
+                with secrets.hydra_shows_masked(resolve="--resolve" in line.hydra_flags):
+                    main_()
+            else:
+                main_()
         else:
             _run_once(session, [searchpath, *overrides])
     except SystemExit as exit_:
@@ -195,6 +201,12 @@ def _dispatch(
         if not user_full_error:
             os.environ.pop("HYDRA_FULL_ERROR", None)
     return session.finish()
+
+
+def _shows_config(hydra_flags: list[str]) -> bool:
+    """Hydra prints a config it composed (--cfg, --info, --help, ...) and runs no job."""
+    shows = {"--cfg", "--info", "--help", "--hydra-help", "--shell-completion"}
+    return any(grammar.HYDRA_LONG.get(flag, flag) in shows for flag in hydra_flags)
 
 
 def entry() -> None:

@@ -9,20 +9,31 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import secrets
 from .names import override_key
 
 EXIT_USAGE = 2
 
 
 class UserError(Exception):
-    """A mistake in the command line or config: names the key, the bad value and what is allowed."""
+    """A mistake in the command line or config: names the key, the bad value and what is allowed.
+
+    A secret never shows: the value of a secret key (or a map holding one) is ``***``, and so is
+    that value, or any other secret value this process was given, wherever ``allowed`` or ``hint``
+    quote it (:func:`launcher.secrets.shown`, :func:`launcher.secrets.redact`).
+
+    >>> print(UserError("worker_env.HF_TOKEN", "abc", "contradicts +worker_env.HF_TOKEN=x", "not 'abc'"))
+    worker_env.HF_TOKEN=***: contradicts +worker_env.HF_TOKEN=x (not '***')
+    """
 
     def __init__(self, key: str, value: Any, allowed: str, hint: str | None = None) -> None:
-        self.key, self.value, self.allowed, self.hint = key, value, allowed, hint
-        message = f"{key}={value!s}: {allowed}"
+        shown = secrets.shown(key, value)
+        self.key, self.value, self.allowed, self.hint = key, shown, allowed, hint
+        message = f"{key}={shown!s}: {allowed}"
         if hint:
             message += f" ({hint})"
-        super().__init__(message)
+        hidden = [value, value.strip("'\" ")] if shown is not value and isinstance(value, str) else []
+        super().__init__(secrets.redact(message, hidden))
 
     @classmethod
     def from_omegaconf(cls, err: Exception, override: str | None = None) -> UserError:
@@ -47,11 +58,14 @@ _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def one_line(message: str) -> str:
-    r"""The message as one printable line: control characters (a value may hold any) escaped.
+    r"""The message as one printable line: control characters (a value may hold any) escaped, and
+    every secret value this process was given masked (:func:`launcher.secrets.redact`: the one error
+    path prints through here).
 
     >>> one_line("task=a\nb\x1e: bad")
     'task=a\\nb\\x1e: bad'
     """
+    message = secrets.redact(message)
     return _LINE_BREAKING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
 
 

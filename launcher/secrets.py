@@ -13,17 +13,27 @@ hands Hydra ``+worker_env.HF_TOKEN=***`` (``***1,***2`` for the values of a ``-m
 the values in a :class:`Vault`; the launch puts them back into its typed config (:meth:`Vault.reveal`).
 So whatever Hydra writes or prints -- ``multirun.yaml``, ``.hydra/``, ``override_dirname``, ``--cfg``,
 the sweep table, its own error messages -- shows the masked form. A value that is a reference
-(``${oc.env:HF_TOKEN}``) is not a secret value and is left to OmegaConf.
+(``${oc.env:HF_TOKEN}``) is not a secret value and is left to OmegaConf. What Hydra prints of a
+config it composed itself (``--cfg``, ``--info``, ``--help``: a profile file's values, a reference
+that ``--resolve`` resolves) goes through :func:`hydra_shows_masked`.
+
+Errors: every :class:`~launcher.errors.UserError` shows its value through :func:`shown` (``***`` for
+a secret key's value, or a map holding one), and every error line is passed through :func:`redact`,
+which masks each secret value this process was given (:func:`remember`: the grammar and :func:`hide`
+note them as they read them), wherever the message quotes it: the value of another override it
+contradicts, Hydra's own words, a hint that shows the value quoted. No caller has to remember to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
-from .errors import UserError
+# (UserError is imported where it is raised: launcher.errors imports this module to mask its values)
 
 MASK = "***"
 _SUFFIXES = ("TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "KEY", "KEYS", "CREDENTIAL", "CREDENTIALS")
@@ -46,6 +56,123 @@ def is_secret(name: str) -> bool:
     return any(part.endswith(_SUFFIXES) or part in _WHOLE for part in _PARTS.split(upper) if part)
 
 
+# keys of the schema whose names read as secret ones but whose values are not: k8s.secret_env names
+# Kubernetes Secrets (NAME:secret/key), profile.pass_rl_library is a switch
+NOT_SECRET_KEYS = ("k8s.secret_env", "profile.pass_rl_library")
+_REFERENCE = re.compile(r"\$\{[^${}]*\}")
+# the names in a map as typed: ``{HF_TOKEN: abc}``
+_MAP_NAMES = re.compile(r"[\w.\-]+(?=\s*:)")
+
+
+def _path(key: str) -> str:
+    return key.lstrip("+~").split("@", 1)[0]
+
+
+def secret_key(key: str) -> bool:
+    """A config key (as typed or as shown) whose value is a secret: its last segment names one.
+
+    >>> [secret_key(k) for k in ("+worker_env.HF_TOKEN", "HF_TOKEN", "profile.env.PASSWD", "k8s.secret_env", "seed")]
+    [True, True, True, False, False]
+    """
+    path = _path(key)
+    return path not in NOT_SECRET_KEYS and is_secret(path.rsplit(".", 1)[-1])
+
+
+def holds_secret(value: Any) -> bool:
+    """A map with a secret-named key at any depth: typed (``{env_vars: {HF_TOKEN: abc}}``) or composed.
+
+    >>> holds_secret("{env_vars: {HF_TOKEN: abc}}"), holds_secret({"a": {"HF_TOKEN": "x"}}), holds_secret("{A: 1}")
+    (True, True, False)
+    """
+    if isinstance(value, str):
+        return "{" in value and any(is_secret(name) for name in _MAP_NAMES.findall(value))
+    if isinstance(value, Mapping):
+        return any(is_secret(str(k)) or holds_secret(v) for k, v in value.items())
+    if isinstance(value, Sequence):
+        return any(holds_secret(v) for v in value)
+    return False
+
+
+def shown(key: str, value: Any) -> Any:
+    """A value as an error shows it: ``***`` for a secret key's value or a map holding a secret; a
+    pure reference (``${oc.env:HF_TOKEN}``) holds no value and is shown as typed.
+
+    >>> shown("worker_env.HF_TOKEN", "abc"), shown("worker_env.HF_TOKEN", "${oc.env:T}"), shown("worker_env", {"HF_TOKEN": "abc"})
+    ('***', '${oc.env:T}', '***')
+    >>> shown("seed", "abc"), shown("k8s.secret_env", "[HF_TOKEN:hf/token]"), shown("worker_env.HF_TOKEN", "")
+    ('abc', '[HF_TOKEN:hf/token]', '')
+    """  # noqa: E501
+    if value is None or value == "" or value == MASK or _path(key) in NOT_SECRET_KEYS:
+        return value
+    if isinstance(value, str) and _REFERENCE.fullmatch(value.strip()):
+        return value
+    if secret_key(key) or holds_secret(value):
+        return MASK
+    return value
+
+
+# -- the secret values this process was given, masked in every error line ----------------------
+
+# Module state on purpose: the values typed on this command line (the launcher is one process per
+# command; cli.main starts from an empty set), so that an error built anywhere -- Hydra's own
+# words included -- never quotes one. Never written, never printed.
+_given: set[str] = set()
+_QUOTES = "'\" \t"
+
+
+def forget() -> None:
+    """A new command line (cli.main): no value of an earlier one is masked any more."""
+    _given.clear()
+
+
+def remember(override: str) -> None:
+    """Note the value(s) of an override whose key (or map) holds a secret, as typed: the whole text,
+    without its quotes, and each item of a ``,`` list or of a map's secret entries.
+
+    >>> forget(); remember("+worker_env.HF_TOKEN='a b',c"); remember("seed=1"); sorted(_given)
+    ["'a b'", "'a b',c", 'a b', "a b',c", 'c']
+    >>> forget()
+    """
+    key, eq, text = override.partition("=")
+    path = _path(key)
+    if not eq or not text.strip() or path in NOT_SECRET_KEYS:
+        return
+    if holds_secret(text):  # a map: the values after its secret names
+        found = re.findall(r"([\w.\-]+)\s*:\s*([^,{}\[\]]*)", text)
+        remember_values([text, *(value for name, value in found if is_secret(name))])
+    elif secret_key(path):
+        remember_values([text, *text.split(",")])
+
+
+def remember_values(values: Iterable[Any]) -> None:
+    """Note secret values (as Hydra read them: :func:`hide`; as typed: :func:`remember`)."""
+    for value in values:
+        for form in (str(value), str(value).strip(_QUOTES)):
+            if form.strip() and form != MASK and not _REFERENCE.fullmatch(form.strip()):
+                _given.add(form)
+
+
+def redact(text: str, values: Iterable[str] = ()) -> str:
+    """``text`` with every remembered secret value (and ``values``) as ``***``, longest first. A
+    value shorter than 8 characters is masked where it stands as a value (after ``=``, a quote,
+    ``:``, ``,`` or a bracket, up to the end of a word), so that a secret ``a`` or ``1`` does not
+    garble ``a --flag`` or ``nproc_per_node=10``.
+
+    >>> redact("x=abc: contradicts y=abcdef12 (abcd, 'abc', a abc)", ["abc", "abcdef12"])
+    "x=***: contradicts y=*** (abcd, '***', a abc)"
+    """
+    forms = {v for v in (*_given, *values) if v and v.strip()}
+    for value in sorted(forms, key=len, reverse=True):
+        if value not in text:
+            continue
+        if len(value) >= 8:
+            text = text.replace(value, MASK)
+        else:
+            tail = r"(?!\w)" if re.search(r"\w$", value) else ""
+            text = re.sub(r"(?:(?<=[=':\",{\[(])|^)" + re.escape(value) + tail, lambda _: MASK, text)
+    return text
+
+
 def mask_env(env: Mapping[str, str]) -> dict[str, str]:
     return {key: (MASK if is_secret(key) and value else value) for key, value in env.items()}
 
@@ -66,13 +193,17 @@ def export_line(key: str, value: str) -> str:
 
 
 def mask_override(text: str) -> str:
-    """``+worker_env.HF_TOKEN=abc`` -> ``+worker_env.HF_TOKEN=***`` (the last key segment decides).
+    """``+worker_env.HF_TOKEN=abc`` -> ``+worker_env.HF_TOKEN=***`` (the last key segment decides;
+    a map holding a secret is masked whole).
 
     >>> mask_override("+worker_env.HF_TOKEN=abc"), mask_override("seed=1")
     ('+worker_env.HF_TOKEN=***', 'seed=1')
+    >>> mask_override("+worker_env={HF_TOKEN: abc}"), mask_override("k8s.secret_env=[HF_TOKEN:hf/token]")
+    ('+worker_env=***', 'k8s.secret_env=[HF_TOKEN:hf/token]')
     """
     key, eq, value = text.partition("=")
-    if eq and value and is_secret(key.lstrip("+~-").rsplit(".", 1)[-1]):
+    path = key.lstrip("+~-")
+    if eq and value and path not in NOT_SECRET_KEYS and (secret_key(path) or holds_secret(value)):
         return f"{key}={MASK}"
     return text
 
@@ -89,6 +220,46 @@ def mask_config(cfg):
     if isinstance(env_vars, Mapping):
         masked.ray.runtime_env["env_vars"] = mask_env({str(k): v for k, v in env_vars.items()})
     return masked
+
+
+def mask_composed(cfg, resolve: bool):
+    """A composed DictConfig with the secret values of SECTIONS as ``***``, in place (what Hydra
+    prints of it). A pure reference stays as written unless ``resolve``: resolved, it would show
+    the value it reads."""
+    from omegaconf import DictConfig, OmegaConf, flag_override
+
+    for section in SECTIONS:
+        node = OmegaConf.select(cfg, section, throw_on_missing=False, throw_on_resolution_failure=False)
+        if not isinstance(node, DictConfig) or node._is_none():
+            continue
+        with flag_override(node, ["readonly", "struct"], [False, False]):
+            for name in list(node.keys()):
+                raw = node._get_node(name)._value()
+                if not is_secret(str(name)) or raw is None or raw == "" or raw == MASK:
+                    continue
+                if isinstance(raw, str) and _REFERENCE.fullmatch(raw.strip()) and not resolve:
+                    continue
+                node[name] = MASK
+    return cfg
+
+
+@contextlib.contextmanager
+def hydra_shows_masked(resolve: bool):
+    """While Hydra prints a config it composes itself (``--cfg``, ``--info``, ``--help``; the job
+    function never runs then): every composition it makes has its secret values masked. Hydra has
+    no hook between composing and printing, so its ``compose_config`` is wrapped for the call."""
+    from hydra._internal.hydra import Hydra
+
+    original = Hydra.compose_config
+
+    def compose_config(self, *args, **kwargs):
+        return mask_composed(original(self, *args, **kwargs), resolve)
+
+    Hydra.compose_config = compose_config
+    try:
+        yield
+    finally:
+        Hydra.compose_config = original
 
 
 # -- secrets typed on the command line ---------------------------------------------------------
@@ -161,14 +332,17 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
     >>> hide(["+worker_env.HF_TOKEN=a,b"], True)[0], hide(["+worker_env.HF_TOKEN=${oc.env:T}"], False)[0]
     (['+worker_env.HF_TOKEN=***1,***2'], ['+worker_env.HF_TOKEN=${oc.env:T}'])
     """
+    from .errors import UserError
+
     vault, out = Vault(), []
     for override in overrides:
+        remember(override)
         key, eq, text = override.partition("=")
         path = key.lstrip("+~")
         section, name = _section_name(path)
         # a map holding a section (worker_env, ray.runtime_env: {env_vars: ...}) with a secret-named key
         section_of = next((s for s in SECTIONS if s == path or s.startswith(path + ".")), None)
-        if section_of and eq and any(is_secret(part) for part in re.findall(r"[\w.\-]+(?=\s*:)", text)):
+        if section_of and eq and holds_secret(text):
             raise UserError(
                 path, MASK, "secrets are given one by one, never as a map", f"e.g. +{section_of}.NAME=VALUE"
             )
@@ -182,6 +356,7 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
         if key.startswith("~"):  # a delete: the value is only a guard; delete by name
             out.append(key)
             continue
+        remember_values(values)
         placeholders = [MASK] if len(values) == 1 else [f"{MASK}{i}" for i in range(1, len(values) + 1)]
         vault.values[path] = dict(zip(placeholders, values))
         out.append(f"{key}={','.join(placeholders)}")
@@ -191,6 +366,8 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
 def _parse_values(key: str, path: str, text: str, multirun: bool) -> list[str] | None:
     """The value(s) of one secret override as Hydra reads them (quotes, sweeps), never echoed."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from .errors import UserError
 
     try:
         parsed = OverridesParser.create().parse_override(f"{key}={text}")
@@ -205,7 +382,12 @@ def _parse_values(key: str, path: str, text: str, multirun: bool) -> list[str] |
             raise UserError(
                 path, MASK, "one value (a ',' outside quotes makes a list of values to sweep with -m)", _quote_hint(key)
             )
-        values = list(parsed.sweep_iterator())
+        try:
+            values = list(parsed.sweep_iterator())
+        except Exception:  # glob(): it chooses among a config group's options, and needs Hydra's loader
+            raise UserError(
+                path, MASK, "one value, or values to sweep: a,b, choice(a,b) or range(1,3)", _quote_hint(key)
+            ) from None
     else:
         values = [parsed.value()]
     if values == [None]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import ALLREDUCE, clean_env
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -582,3 +582,168 @@ def test_every_variable_the_launch_sets_is_refused(run_cli, tmp_path, topology):
     new = set(line.split()[1:]) - {"OMP_NUM_THREADS", "JAX_PLATFORMS", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
     assert "TRAIN_MULTIGPU_LAUNCH_ID" in new and ("RANK" in new or "JAX_RANK" in new), new
     assert new <= set(plan.LAUNCH_VARS), new - set(plan.LAUNCH_VARS)
+
+
+# -- a secret key given twice, and every other error that could show a value (issue #18, item 2) --
+
+TWICE = "contradicts {first}=*** (give each key once)"
+
+
+@pytest.mark.parametrize(
+    "first, second, shown",
+    [
+        ("+worker_env.API_TOKEN", "+worker_env.API_TOKEN", "worker_env.API_TOKEN"),
+        ("worker_env.API_TOKEN", "worker_env.API_TOKEN", "worker_env.API_TOKEN"),
+        ("++worker_env.API_TOKEN", "++worker_env.API_TOKEN", "worker_env.API_TOKEN"),
+        ("+worker_env.API_TOKEN", "++worker_env.API_TOKEN", "worker_env.API_TOKEN"),
+        ("+profile.env.DB_PASSWORD", "+profile.env.DB_PASSWORD", "profile.env.DB_PASSWORD"),
+        (
+            "+ray.runtime_env.env_vars.HF_TOKEN",
+            "+ray.runtime_env.env_vars.HF_TOKEN",
+            "ray.runtime_env.env_vars.HF_TOKEN",
+        ),
+    ],
+)
+@pytest.mark.parametrize("extra", [["dry_run=true"], ["-m", "seed=1,2"], ["--cfg", "job"], ["save_profile=team"]])
+def test_a_secret_key_given_twice_shows_neither_value(run_cli, tmp_path, sentinel, first, second, shown, extra):
+    """Both orders: the secret first (the message quotes it as what the second contradicts), and
+    second (the value the message is about). A value with a space is still one value."""
+    for values in ([sentinel, "other"], ["other", sentinel], [f"a {sentinel}", "b"]):
+        result = run_cli(*extra, f"{first}={values[0]}", f"{second}={values[1]}")
+        line = one_error_line(result)
+        assert line == f"train_multigpu: error: {shown}=***: " + TWICE.format(first=first), line
+        assert not list(tmp_path.iterdir())
+        assert_nowhere(result, tmp_path, sentinel)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        # a -m sweep over secret values, given again
+        (
+            ["-m", "+worker_env.HF_TOKEN={s},b", "+worker_env.HF_TOKEN=c"],
+            "worker_env.HF_TOKEN=***: contradicts +worker_env.HF_TOKEN=*** (give each key once)",
+        ),
+        # maps holding a secret, given twice (either one the secret)
+        (
+            ["+worker_env={{HF_TOKEN: {s}}}", "+worker_env={{A: 1}}"],
+            "worker_env={{A: 1}}: contradicts +worker_env=*** (give each key once)",
+        ),
+        (
+            ["+worker_env={{A: 1}}", "+worker_env={{HF_TOKEN: {s}}}"],
+            "worker_env=***: contradicts +worker_env={{A: 1}} (give each key once)",
+        ),
+        (
+            ["+ray.runtime_env={{env_vars: {{HF_TOKEN: {s}}}}}", "+ray.runtime_env={{x: 1}}"],
+            "ray.runtime_env={{x: 1}}: contradicts +ray.runtime_env=*** (give each key once)",
+        ),
+        # a secret-named key outside the worker environment: not a key, and its value shown nowhere
+        (["+HF_TOKEN={s}"], "HF_TOKEN=***: not a train_multigpu key"),
+        (["HF_TOKEN={s}"], "HF_TOKEN=***: Key 'HF_TOKEN' not in 'TrainConfig'"),
+        (["+foo.HF_TOKEN={s}"], "foo=***: not a train_multigpu key"),
+        (["+foo.HF_TOKEN='{s}"], "foo.HF_TOKEN=***: Hydra's override grammar needs this value quoted"),
+        (["+foo.HF_TOKEN={s},b"], "foo.HF_TOKEN=***: a comma list is a sweep: one job per value"),
+        # a sweep function over a secret: one line, not Hydra's traceback
+        (
+            ["-m", "+worker_env.HF_TOKEN=glob(*{s})"],
+            "worker_env.HF_TOKEN=***: one value, or values to sweep: a,b, choice(a,b) or range(1,3)",
+        ),
+    ],
+)
+def test_every_error_masks_a_secret(run_cli, tmp_path, sentinel, args, message):
+    result = run_cli(*[a.format(s=sentinel) for a in args], "dry_run=true")
+    line = one_error_line(result)
+    assert line.startswith("train_multigpu: error: " + message.format(s=sentinel)), line
+    assert "*" * 4 not in line.replace("***1", "").replace("***2", ""), line
+    assert not list(tmp_path.iterdir())
+    assert_nowhere(result, tmp_path, sentinel)
+
+
+def test_the_before_stop_hook_commands(run_cli, tmp_path, sentinel):
+    """What /work/shared/hooks/before-stop runs, in an empty folder: no value shown, no file written."""
+    twice = run_cli(f"+worker_env.HOOK_API_TOKEN={sentinel}", "+worker_env.HOOK_API_TOKEN=other", "dry_run=true")
+    assert one_error_line(twice) == (
+        "train_multigpu: error: worker_env.HOOK_API_TOKEN=***: contradicts +worker_env.HOOK_API_TOKEN=*** "
+        "(give each key once)"
+    )
+    sweep = run_cli("-m", "seed=1,2", f"+worker_env.HOOK_API_TOKEN={sentinel}", "dry_run=true")
+    assert sweep.returncode == 0, sweep.stderr
+    for result in (twice, sweep):
+        assert_nowhere(result, tmp_path, sentinel)
+    assert not list(tmp_path.iterdir())
+
+
+def test_rerun_with_a_secret_given_twice(run_cli, tmp_path, sentinel):
+    first = run_cli("run_name=r", "launcher.nproc_per_node=1", f"script={ALLREDUCE}")
+    assert first.returncode == 0, first.stdout + first.stderr
+    for typed in (
+        [f"+worker_env.HF_TOKEN={sentinel}", "+worker_env.HF_TOKEN=x"],
+        ["+worker_env.HF_TOKEN=x", f"+worker_env.HF_TOKEN={sentinel}"],
+    ):
+        result = run_cli("runs", "rerun", "last", *typed)
+        assert one_error_line(result) == (
+            "train_multigpu: error: worker_env.HF_TOKEN=***: contradicts +worker_env.HF_TOKEN=*** (give each key once)"
+        )
+        assert_nowhere(result, tmp_path, sentinel)
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+
+
+PROFILE_WITH_SECRETS = """# @package _global_
+defaults:
+  - examples
+  - _self_
+profile:
+  name: withsecret
+  env:
+    DB_PASSWORD: {s}
+worker_env:
+  HF_TOKEN: {s}
+"""
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--cfg", "job"], ["--cfg", "all"], ["--cfg", "job", "--resolve"], ["--info", "config"], ["--info"], ["--help"]],
+)
+def test_hydra_shows_no_secret_of_a_profile_or_a_resolved_reference(run_cli, tmp_path, sentinel, flags):
+    """Hydra prints the composed config itself (--cfg, --info, --help): a profile file's secret values
+    and a reference it resolves (--resolve) show as ***, like the dry run shows them; a reference
+    unresolved stays as typed."""
+    folder = tmp_path / ".train_multigpu" / "profile"
+    folder.mkdir(parents=True)
+    (folder / "withsecret.yaml").write_text(PROFILE_WITH_SECRETS.format(s=sentinel))
+    env = clean_env(MY_API_TOKEN=sentinel + "env")
+    result = run_cli(*flags, "profile=withsecret", "+worker_env.MY_API_TOKEN=${oc.env:MY_API_TOKEN}", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "HF_TOKEN: '***'" in result.stdout and "DB_PASSWORD: '***'" in result.stdout, result.stdout
+    if "--resolve" in flags:
+        assert "MY_API_TOKEN: '***'" in result.stdout
+    else:
+        assert "MY_API_TOKEN: ${oc.env:MY_API_TOKEN}" in result.stdout
+    assert_nowhere(result, tmp_path / "runs", sentinel, sentinel + "env")
+    assert sentinel not in result.stdout + result.stderr
+    assert {p.name for p in tmp_path.iterdir()} == {".train_multigpu"}
+
+
+def test_names_of_secrets_are_not_secrets(run_cli, tmp_path):
+    """k8s.secret_env names Kubernetes Secrets and profile.pass_rl_library is a switch: their values are
+    shown in errors and recorded as typed (runs rerun launches them again), though their names read as
+    secret ones. Every such key of the schema is listed in secrets.NOT_SECRET_KEYS."""
+    import dataclasses
+
+    from launcher import secrets
+    from launcher.config import schema
+
+    def keys(cls, prefix=""):
+        for f in dataclasses.fields(cls):
+            kind = getattr(schema, f.type, None) if isinstance(f.type, str) else f.type
+            if dataclasses.is_dataclass(kind):
+                yield from keys(kind, f"{prefix}{f.name}.")
+            else:
+                yield prefix + f.name
+
+    named = {key for key in keys(schema.TrainConfig) if secrets.is_secret(key.rsplit(".", 1)[-1])}
+    assert named == set(secrets.NOT_SECRET_KEYS)
+    assert secrets.mask_override("k8s.secret_env=[HF_TOKEN:hf/token]") == "k8s.secret_env=[HF_TOKEN:hf/token]"
+    result = run_cli("profile.pass_rl_library=maybe", "dry_run=true")
+    assert "profile.pass_rl_library=maybe: " in one_error_line(result)

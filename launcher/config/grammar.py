@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import UserError
-from ..secrets import mask_override
+from ..secrets import mask_override, remember
 from .schema import TORCHRUN_FLAGS
 
 # Isaac Lab flag -> config key
@@ -137,6 +137,8 @@ def parse(argv: list[str]) -> CommandLine:
     if "--" in argv:
         cut = argv.index("--")
         argv, after = argv[:cut], list(argv[cut + 1 :])
+    for token in argv:  # a secret value typed here is masked in every error line (secrets.redact)
+        remember(token)
     forwarded: list[str] = []
     order = line.order
     multinode_flags = False
@@ -297,16 +299,21 @@ _HYDRA_EXAMPLES = {
 
 
 def _given(given: dict[str, tuple[str, str]], key: str, value: str, typed: str) -> None:
-    """The same key twice with two values: Hydra would keep the last one silently; we refuse.
+    """The same key twice with two values: Hydra would keep the last one silently; we refuse. A
+    secret's values show as ``***`` (both of them).
 
     >>> _given({"launcher.nproc_per_node": ("2", "--num_gpus 2")}, "launcher.nproc_per_node", "4", "launcher.nproc_per_node=4")
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: launcher.nproc_per_node=4: contradicts --num_gpus 2 (give each key once)
+    >>> _given({"worker_env.HF_TOKEN": ("abc", "+worker_env.HF_TOKEN=abc")}, "worker_env.HF_TOKEN", "x", "worker_env.HF_TOKEN=x")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: worker_env.HF_TOKEN=***: contradicts +worker_env.HF_TOKEN=*** (give each key once)
     """  # noqa: E501
     earlier = given.get(key)
     if earlier is not None and _unquoted(earlier[0]) != _unquoted(value):
-        raise UserError(key, value, f"contradicts {earlier[1]}", "give each key once")
+        raise UserError(key, value, f"contradicts {mask_override(earlier[1])}", "give each key once")
     given.setdefault(key, (value, typed))
 
 
