@@ -30,6 +30,7 @@ from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
 SUBMIT = "submit.json"  # slurm/submit.py writes it
+RAY_JOB = "ray_job.json"  # ray_submit/submit.py writes it
 MULTIRUN = "multirun"
 RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
 STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
@@ -81,6 +82,7 @@ class RunInfo:
     pid: int | None = None
     host: str | None = None
     slurm: dict | None = None  # {job_id, state, log}
+    ray: dict | None = None  # {job_id, state, address}: submit=ray
     stragglers: list | None = None  # [{rank, iteration_s, median_s}] the launch named (status.json)
     trainer_dir: str | None = None  # where the trainer wrote (checkpoints, metrics): run_dir, or a resumed run's
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
@@ -422,7 +424,7 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
         info.problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
         info.start_time = 0.0
         return info
-    if SUBMIT in names:
+    if SUBMIT in names or RAY_JOB in names:  # a submitted job: the records of its nodes
         _read_slurm(info, Path(path), names)
     else:
         info.record_dirs = [path]
@@ -468,9 +470,13 @@ _PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
 
 def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
     """A submit=slurm job: submit.json, then the record of its latest restart, each node's."""
-    submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {}
-    job_id = submit.get("job_id")
-    info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
+    if SUBMIT not in names:  # submit=ray: the submitter's record (the job's end, when it saw it)
+        ray = _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
+        info.ray = {k: ray[k] if isinstance(ray.get(k), str) else None for k in ("job_id", "state", "address")}
+    else:
+        submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {}
+        job_id = submit.get("job_id")
+        info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
     base = run_dir
     restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
     if restarts:

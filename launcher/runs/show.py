@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import files, record
 from ..errors import one_line
 from ..tables import table
-from . import chosen, live, read, slurm_state
+from . import chosen, live, ray_state, read, slurm_state
 from .logs import record_dirs
 from .read import RunInfo
 
@@ -126,6 +126,7 @@ def listing_lines(runs: list[RunInfo]) -> list[str]:
 def _all(root: Path) -> list[RunInfo]:
     runs = read.read_all(root)
     slurm_state.apply(runs)
+    ray_state.apply(runs)
     return runs
 
 
@@ -151,6 +152,7 @@ def listing(args: argparse.Namespace) -> int:
 def _one(args: argparse.Namespace) -> RunInfo:
     info = read.find(args.root, read.resolve(args.root, args.id))
     slurm_state.apply([info])
+    ray_state.apply([info])
     return info
 
 
