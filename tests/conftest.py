@@ -43,6 +43,16 @@ def isaaclab(tmp_path, monkeypatch) -> Path:
     return root
 
 
+def unavailable(switch: str, reason: str) -> None:
+    """Skip the calling test, saying why -- or fail it when ``TRAIN_MULTIGPU_REQUIRE_<switch>=1``:
+    CI (.ci/run) sets the switches for what it installs, so there a skip would hide a broken setup.
+    (SLURM, Ray and netns have their own copies: slurm_cluster.py, ray_cluster.py, netns.py.)"""
+    var = f"TRAIN_MULTIGPU_REQUIRE_{switch}"
+    if os.environ.get(var) == "1":
+        pytest.fail(f"{reason} ({var}=1: required here)", pytrace=False)
+    pytest.skip(reason)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {
         k: v for k, v in os.environ.items() if k not in ("ISAACLAB_PATH", "HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES")

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import k8s_models
-from conftest import ROOT, clean_env, make_facts
+from conftest import ROOT, clean_env, make_facts, unavailable
 from launcher.config import grammar
 from launcher.config.compose import compose
 from launcher.config.schema import K8sConfig, K8sKind
@@ -357,7 +357,7 @@ def test_sweep_creates_one_job_per_point(run_cli, tmp_path):
 @pytest.mark.parametrize("case", ["no kubectl", "no context", "no cluster"])
 def test_without_a_cluster_one_error_and_the_manifest_is_kept(run_cli, tmp_path, case):
     if case != "no kubectl" and shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed")
+        unavailable("KUBECTL", "kubectl is not installed (.ci/setup installs it)")
     env = clean_env()
     if case == "no kubectl":
         env["PATH"] = str(tmp_path / "empty-bin")
@@ -391,8 +391,26 @@ def test_without_a_cluster_one_error_and_the_manifest_is_kept(run_cli, tmp_path,
         "no cluster": "submit=k8s: kubectl create failed in context lab: ",
     }[case]
     assert line.startswith(f"train_multigpu: error: {expected}") and line.endswith(f"{path})"), line
-    if case == "no cluster":
-        assert "127.0.0.1:1" in line and "connection refused" in line
+    if case == "no cluster":  # kubectl 1.32: "dial tcp 127.0.0.1:1: connect: connection refused"; 1.20:
+        # "The connection to the server 127.0.0.1:1 was refused"
+        assert "127.0.0.1:1" in line and "refused" in line
+
+
+def test_a_sweep_says_each_points_error_once(run_cli, tmp_path):
+    """Each point's error is its row of the sweep's table, and nowhere else (it was printed as an
+    error line too). No kubectl here (an empty PATH), so every point fails the same way."""
+    result = run_cli("-m", *ARGS, "seed=1,2", env=clean_env(PATH=str(tmp_path / "empty-bin")))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    console = result.stdout + result.stderr
+    paths = sorted((tmp_path / "runs").rglob("trainjob.yaml"))
+    assert len(paths) == 2
+    for path in paths:
+        message = (
+            f"submit=k8s: kubectl is not on PATH (install kubectl and choose a context; the manifest is saved: {path})"
+        )
+        assert console.count(message) == 1, console
+    assert console.count("kubectl is not on PATH") == 2, console
+    assert "[train_multigpu] sweep: 0 of 2 job(s) created" in result.stdout
 
 
 def test_help_mentions_the_k8s_keys(run_cli):

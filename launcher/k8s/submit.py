@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from .. import checks, probe, record, secrets, tables
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
-from ..errors import UserError
+from ..errors import EXIT_USAGE, UserError
 from ..names import PROG, override_key, swept
 from ..probe import HostFacts
 from . import launch as k8s_launch
@@ -231,8 +232,19 @@ def _kubectl(kubectl: str, args: Sequence[str], path: Path) -> subprocess.Comple
         ) from None
 
 
+# kubectl's own log lines (klog: W1201 17:09:47.067663   27687 loader.go:223] Config not found: ...),
+# printed before its error by some versions: not the error
+_KLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
+
+
 def _why(out: subprocess.CompletedProcess) -> str:
+    r"""kubectl's error: its last two lines, its log lines left out when it said more.
+
+    >>> _why(subprocess.CompletedProcess([], 1, "", "W1201 17:09:47.067663   27687 loader.go:223] Config not found: /x\nerror: current-context is not set\n"))
+    'error: current-context is not set'
+    """  # noqa: E501
     lines = [line.strip() for line in (out.stderr or out.stdout).strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not _KLOG.match(line)] or lines
     return " ".join(lines[-2:]) or f"exit code {out.returncode}"
 
 
@@ -278,7 +290,10 @@ def run(
 ) -> int:
     """Create one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``submissions``.
     ``make_run_dir(cfg, create)`` gives the run directory (``create=False``: where a real submission
-    would write, for the dry run). ``check_only``: validate, write and create nothing."""
+    would write, for the dry run). ``check_only``: validate, write and create nothing.
+
+    A sweep point that fails here is one row of the sweep's table (:func:`summary`), its error in it:
+    the point returns exit code 2 rather than raising, which would print the same line once more."""
     overrides = tuple(composition.overrides)
     try:
         refuse_secret_values(vault, overrides)
@@ -298,9 +313,12 @@ def run(
         (run_dir / "config.yaml").write_text(resolved_yaml())
         created = create(path)
     except UserError as err:
-        if not check_only:
-            submissions.append(Submission(overrides, "", None, str(err)))
-        raise
+        if check_only:
+            raise
+        submissions.append(Submission(overrides, "", None, str(err)))
+        if composition.sweep_job is None:
+            raise
+        return EXIT_USAGE
     record.write_json(
         run_dir / "submit.json",
         {
