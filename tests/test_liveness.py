@@ -539,3 +539,80 @@ def test_help_names_the_keys():
     assert result.returncode == 0
     assert "launcher.node_timeout (a node whose launcher is silent" in result.stdout
     assert "launcher.node_port" in result.stdout
+
+
+# -- a stranger on node 0's port (issue 18's hostile pass): raw sockets on loopback -----------------
+
+
+def _helloed(port: int, node: int = 1, nnodes: int = 3) -> socket.socket:
+    """A raw connection that said a valid hello and got node 0's welcome."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(f"hello {liveness.GREETING} {node} {nnodes}\n".encode())
+    assert sock.recv(100) == b"welcome\n"
+    return sock
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("code", ["256", "99999999999999999999", "-1", "x", ""])
+def test_a_goodbye_with_a_code_no_launcher_sends_ends_node_0s_launch_naming_the_node(code):
+    """``bye 256`` made node 0's launch end with exit code 256, which the shell sees as 0 (success);
+    ``bye -1`` or ``bye x`` was taken for a success and the node silently left the watch. A launcher's
+    exit code is 0..255: anything else is a goodbye node 0 cannot read, and the node is lost, named."""
+    port = free_port()
+    hub = channel(0, 3, port)
+    try:
+        sock = _helloed(port)
+        sock.sendall(f"bye {code}\n".encode() if code else b"bye\n")
+        found = lost_within(hub, 5)
+        assert found is not None, "the goodbye was taken for a success"
+        assert (found.node, found.exit_code, found.source) == (1, NODE_LOST, liveness.SOURCE)
+        said = repr(f"bye {code}" if code else "bye")
+        assert found.exception == f"node 1 (127.0.0.1) lost: its launcher said a goodbye no launcher sends ({said})"
+        sock.close()
+    finally:
+        hub.close(1)
+
+
+@pytest.mark.timeout(60)
+def test_a_hang_line_names_the_node_that_sent_it_in_printable_text():
+    """A connected node that says ``hang 7 <escape sequence>`` (there is no node 7) made node 0 report a
+    hang found on node 7, with the terminal's escape sequence in the summary."""
+    port = free_port()
+    hub = channel(0, 3, port)
+    try:
+        sock = _helloed(port)
+        sock.sendall(b"hang 7 \x1b[2J\x07HANG on node 7: made up\n")
+        found = lost_within(hub, 5)
+        assert found is not None and (found.node, found.exit_code) == (1, liveness.EXIT_HANG)
+        assert found.exception == "?[2J?HANG on node 7: made up"
+        sock.close()
+    finally:
+        hub.close(1)
+
+
+@pytest.mark.timeout(120)
+def test_connections_that_never_say_hello_are_bounded_and_a_real_node_still_joins():
+    """Thousands of connections that say nothing each held a file descriptor of node 0's launcher
+    until ``node_timeout``: with the common limit of 1024 descriptors, a stranger could leave the
+    launcher unable to open a file. At most ``MAX_STRANGERS`` are kept (the oldest is closed)."""
+    port = free_port()
+    hub = channel(0, 3, port, timeout=30)
+    clients = []
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(400):
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        end = time.monotonic() + 20
+        while len(hub._peers) < liveness.MAX_STRANGERS and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(0.5)
+        held = len(os.listdir("/proc/self/fd")) - before - len(clients)
+        assert held <= liveness.MAX_STRANGERS + 2, held
+        real = _helloed(port, node=2)
+        assert lost_within(hub, 0.5) is None
+        assert hub.watched() == [2]
+        real.close()
+    finally:
+        for sock in clients:
+            sock.close()
+        hub.close(1)

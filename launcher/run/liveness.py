@@ -76,6 +76,7 @@ RETRY_S = 0.5
 GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close after our bye
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
 MAX_LINE = 1024
+MAX_STRANGERS = 64  # (node 0) connections that have not said hello yet, kept at most (the oldest is closed)
 HANG_SOURCE = "node hang"  # Failure.source of a hang another node found: take this node's stacks
 EXIT_HANG = 124  # the hang's exit code (run/progress.py's; this module imports no monitor)
 STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
@@ -339,6 +340,9 @@ class NodeLiveness:
         except OSError:
             return
         sock.setblocking(False)
+        strangers = [peer for peer in self._peers.values() if peer.node is None]
+        if len(strangers) >= MAX_STRANGERS:  # each holds a file descriptor: a flood must not exhaust them
+            self._drop(min(strangers, key=lambda peer: peer.last_seen))
         self._peers[sock] = _Peer(sock, _display(address[0]), time.monotonic())
         self._selector.register(sock, selectors.EVENT_READ)
 
@@ -370,10 +374,14 @@ class NodeLiveness:
         if what == "bye":  # that node's launch ended: no longer watched (node 0's: nobody is)
             watched = self._watches(peer)
             self._drop(peer)
-            code = words[1] if len(words) > 1 and words[1].isdigit() else "0"
-            if watched and code != "0":  # it failed (or was stopped): so does the launch here
+            code = exit_code_of(words)
+            if watched and code is None:  # a launcher's exit code is 0..255: not a goodbye of this protocol
+                said = " ".join(words)
+                self._declare(peer.node, f"its launcher said a goodbye no launcher sends ({said!r})", peer.address)  # type: ignore[arg-type]
+                return
+            if watched and code != 0:  # it failed (or was stopped): so does the launch here
                 why = f"its launch ended with exit code {code}"
-                self._declare(peer.node, why, peer.address, int(code))  # type: ignore[arg-type]
+                self._declare(peer.node, why, peer.address, code)  # type: ignore[arg-type]
             if self.hub and peer.node is not None:
                 self._ended.add(peer.node)
             # (a node 0 that ends before it answered this node's hello: a launch this one is not part of)
@@ -497,7 +505,8 @@ class NodeLiveness:
                 self._drop(peer)
                 continue
             try:
-                peer.sock.send(f"bye {self._exit_code}\n".encode())
+                code = self._exit_code if 0 <= self._exit_code <= 255 else 1
+                peer.sock.send(f"bye {code}\n".encode())
                 peer.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 self._drop(peer)
@@ -604,13 +613,14 @@ class HangRelay:
         """A line of the relay's from ``sender`` (node 0 on the other nodes)."""
         what = words[0]
         if self.hub and what == "hang" and len(words) > 2 and words[1].isdigit():
-            return self._ask(int(words[1]), " ".join(words[2:]), now, connected)
+            # the node that found it is the one that said so (not the number it gives)
+            return self._ask(sender, wire_text(" ".join(words[2:])), now, connected)
         if self.hub and what == "stacked":
             self._stacked.add(sender)
             return self.settle(now, connected, True)
         if not self.hub and what == "stacks" and len(words) > 2 and words[1].isdigit():
             if self.hang is None:
-                self.hang = (int(words[1]), " ".join(words[2:]))
+                self.hang = (int(words[1]), wire_text(" ".join(words[2:])))
             self._deadline = now + self.wait_s if self._deadline is None else self._deadline
         elif not self.hub and what == "teardown":
             self.teardown = True
@@ -644,12 +654,26 @@ class HangRelay:
 
 
 def wire_text(text: str) -> str:
-    """A headline as one line of ASCII (the wire's words).
+    """A headline as one line of printable ASCII (the wire's words; no terminal escape sequence).
 
-    >>> wire_text("HANG on node 1: no progress\\nfrom rank 3 for 4 s – über")
-    'HANG on node 1: no progress from rank 3 for 4 s ? ?ber'
+    >>> wire_text("HANG on node 1: no progress\\nfrom rank 3 for 4 s – über"), wire_text("\\x1b[2J\\x07x")
+    ('HANG on node 1: no progress from rank 3 for 4 s ? ?ber', '?[2J?x')
     """
-    return " ".join(text.split()).encode("ascii", errors="replace").decode()[: MAX_LINE - 32]
+    ascii_text = " ".join(text.split()).encode("ascii", errors="replace").decode()
+    return "".join(char if char.isprintable() else "?" for char in ascii_text)[: MAX_LINE - 32]
+
+
+def exit_code_of(words: list[str]) -> int | None:
+    """The exit code in a ``bye <code>`` line: 0..255 (a process's), else None.
+
+    >>> exit_code_of(["bye", "0"]), exit_code_of(["bye", "7"]), exit_code_of(["bye", "256"])
+    (0, 7, None)
+    >>> exit_code_of(["bye", "-1"]), exit_code_of(["bye", "x"]), exit_code_of(["bye"])
+    (None, None, None)
+    """
+    if len(words) != 2 or not words[1].isdigit() or len(words[1]) > 3 or int(words[1]) > 255:
+        return None
+    return int(words[1])
 
 
 def summary(failure: Failure) -> str:
