@@ -69,7 +69,7 @@ def with_hosts(argv: list[str], hosts: dict[str, str], folder: Path) -> list[str
     import shutil
 
     if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("resolving example cluster names needs root and unshare (a private /etc/hosts)")
+        unavailable("ROOT", "resolving example cluster names needs root and unshare (a private /etc/hosts)")
     table = folder / "etc-hosts"
     # this machine's own entries stay (its own host name resolves as it does outside: where it does
     # not, the launcher tells torchrun is_host=0 and the command would differ), the cluster's are added

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from launcher.run import stacks
 from netns import Hosts
 from supervise_util import REPO, finish, run_dir, spawner, status, survivors, wait_for_files
@@ -274,7 +275,7 @@ def test_a_hang_without_stacks_still_ends_124_with_the_progress_lines_and_one_me
     py-spy. This kernel has no Yama (no /proc/sys/kernel/yama), so the same-user refusals of
     ptrace_scope 1..3 cannot exist here."""
     if case == "refused" and (os.geteuid() != 0 or shutil.which("setpriv") is None):
-        pytest.skip("needs root and setpriv")
+        unavailable("ROOT", "needs root and setpriv")
     real = stacks.find_py_spy()
     as_nobody = f'#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {real} "$@"\n'
     python, env = interpreter_without_py_spy(tmp_path, as_nobody if case == "refused" else None)
@@ -309,9 +310,10 @@ def test_no_py_spy_says_what_to_install():
     assert stacks.one_line(found).startswith("rank 0 no stack (py-spy not found: pip install py-spy")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv")
 def test_py_spy_without_ptrace_permission_says_why(tmp_path):
     """The real py-spy, run as nobody against a process of root's: the kernel refuses the attach."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        unavailable("ROOT", "needs root and setpriv")
     binary = stacks.find_py_spy()
     assert binary is not None
     unprivileged = tmp_path / "py-spy-as-nobody"
@@ -406,3 +408,23 @@ def test_a_beat_file_replaced_by_a_fifo_or_other_non_file_never_blocks_the_launc
         pytest.fail(f"reading a beat file that is a {kind} blocked for 15 s")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "None", done.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_flood_of_stack_requests_takes_a_bounded_number_of_captures_and_the_launch_goes_on(tmp_path):
+    """SIGUSR2 sent 30 times, 0.1 s apart (faster than a capture: py-spy takes about a second): each
+    request started a capture of its own, queued behind the others, so the launcher went on taking
+    stacks (pausing every rank each time) long after the requests stopped, and its end waited for
+    all of them (issue 18's hostile pass). A request made while a capture is queued is served by that
+    capture: at most one runs and one waits."""
+    proc, pids = launch(tmp_path, jax=True, args=("--mode", "silent", "--seconds", "12"))
+    wait_for_files(pids, 2, "rank*.pid", timeout=60)
+    for _ in range(30):
+        os.kill(proc.pid, signal.SIGUSR2)
+        time.sleep(0.1)
+    code, out, err = finish(proc, timeout=90)
+    assert code == 0, out + err
+    captures = sorted((run_dir(tmp_path) / "stacks").iterdir())
+    # 3 s of requests: one capture running and one queued at any time; a capture takes >= 0.3 s here
+    assert 1 <= len(captures) <= 12, [p.name for p in captures]
+    assert all(sorted(p.name for p in c.iterdir()) == ["rank0.txt", "rank1.txt", "summary.txt"] for c in captures)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, unavailable
 from inproc import environment, run_main
 from test_cli import assert_usage_error
 
@@ -202,7 +202,7 @@ def test_unwritable_run_root_for_a_normal_user(tmp_path):
 
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to switch to an unprivileged user")
+        unavailable("ROOT", "needs root and setpriv to switch to an unprivileged user")
     probe = subprocess.run(
         [*nobody, "-c", "import launcher"], cwd="/", env=clean_env(), capture_output=True, timeout=60
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env
+from conftest import clean_env, unavailable
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -457,7 +457,7 @@ def test_compare_out_writes_through_a_link_and_into_an_existing_file(tmp_path):
 def full_disk(tmp_path):
     """A real 16 KiB tmpfs (root only): writes of more than that fail with ENOSPC."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
+        unavailable("ROOT", "mounting a small tmpfs needs root")
     where = tmp_path / "full"
     where.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(where)], check=True)

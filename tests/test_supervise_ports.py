@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import unavailable
 from supervise_util import REPO, env, finish, run_dir, spawner, start, status
 
 HINT = "choose a free port, or stop what holds it; ss -ltnp names it"
@@ -115,8 +116,9 @@ def test_free_ports_are_chosen_when_none_is_given(taken_port):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset")
 def test_omp_threads_follow_the_affinity_mask_and_torchrun_prints_no_banner(tmp_path):
+    if shutil.which("taskset") is None:
+        unavailable("ROOT", "needs taskset (util-linux)")
     proc, _ = spawner(tmp_path, nproc=1, args=("--mode", "ok"))
     code, out, err = finish(proc)
     assert code == 0, err
