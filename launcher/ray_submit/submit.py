@@ -36,6 +36,7 @@ EXTRA_HINT = "pip install 'train_multigpu[ray]' (the Job Submission API needs ra
 ADDRESS_FORM = (
     "the Ray dashboard's HTTP address, http://HOST:PORT or https://HOST:PORT (not a GCS address HOST:PORT, nor ray://)"
 )
+DOWN_HINT = "the dashboard's address, e.g. http://HEAD:8265; is the cluster up (`ray status`)?"
 ADDRESS_HINT = "e.g. ray.address=http://HEAD:8265 (`ray start --head` prints it)"
 # every request to the cluster has a deadline (Ray's client sets none: a listener that accepts and never
 # answers hung it forever): to connect, and for each answer; a submission uploads (working_dir, the
@@ -153,6 +154,44 @@ def store_secrets(client, values) -> str:
     return f"gcs://{name} {pad.hex()}"
 
 
+def _ray_installed() -> bool:
+    """Whether Ray can be imported, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules["ray"] is None
+        return False
+
+
+def _silent(where: str) -> str | None:
+    """Why nothing answers HTTP at the dashboard's address (None: something did, even an error status or
+    a certificate Ray's client may still accept), asked with the standard library and a deadline."""
+    import ssl
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(where.strip())
+    host = parts.netloc.rpartition("@")[2]  # no credentials: any HTTP answer will do
+    url = parts._replace(netloc=host, path=parts.path.rstrip("/") + "/api/version", query="", fragment="").geturl()
+    try:
+        urllib.request.urlopen(url, timeout=READ_TIMEOUT_S).close()  # noqa: S310 (http(s) checked)
+    except urllib.error.HTTPError:
+        return None
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, ssl.SSLError):
+            return None
+        if isinstance(err.reason, TimeoutError):
+            return f"no answer within {READ_TIMEOUT_S:g} s"
+        return _scrub(str(getattr(err.reason, "strerror", None) or err.reason), where)
+    except TimeoutError:
+        return f"no answer within {READ_TIMEOUT_S:g} s"
+    except (OSError, ValueError) as err:  # a reset, a malformed answer
+        return _scrub(str(err) or type(err).__name__, where)
+    return None
+
+
 class _OnlyThisAddress:
     """While Ray's client is made: without $RAY_ADDRESS / $RAY_API_SERVER_ADDRESS, which it would take
     instead of the address it is given."""
@@ -177,17 +216,22 @@ class Submitter:
 
     def client(self, key: str, where: str):
         if where not in self.clients:
+            if not _ray_installed():
+                _ray_client_class()  # its one line: not installed
+            silent = _silent(where)  # before Ray's import (seconds): a dead address fails fast
+            if silent:
+                raise UserError(
+                    key, shown_address(where), f"no Ray Job Submission API answers there ({silent})", DOWN_HINT
+                )
             client_class = _ray_client_class()
             try:
                 with _OnlyThisAddress():
                     self.clients[where] = client_class(where)
                 self.clients[where].origin = (key, where)
             except Exception as err:  # ConnectionError, a timeout, ValueError (a malformed address), ...
+                why = _why(err, where)
                 raise UserError(
-                    key,
-                    shown_address(where),
-                    f"no Ray Job Submission API answers there ({_why(err, where)})",
-                    "the dashboard's address, e.g. http://HEAD:8265; is the cluster up (`ray status`)?",
+                    key, shown_address(where), f"no Ray Job Submission API answers there ({why})", DOWN_HINT
                 ) from None
         return self.clients[where]
 
