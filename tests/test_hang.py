@@ -408,3 +408,28 @@ def test_a_beat_file_replaced_by_a_fifo_or_other_non_file_never_blocks_the_launc
         pytest.fail(f"reading a beat file that is a {kind} blocked for 15 s")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "None", done.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_flood_of_stack_requests_takes_a_bounded_number_of_captures_and_the_launch_goes_on(tmp_path):
+    """SIGUSR2 sent 60 times, 0.06 s apart (faster than a capture of 4 ranks on 2 cores): each
+    request started a capture of its own, queued behind the others, so the launcher went on taking
+    stacks (pausing every rank each time) long after the requests stopped, and its end waited for
+    all of them (issue 18's hostile pass). A request made while a capture is queued is served by that
+    capture: at most one runs and one waits."""
+    proc, pids = launch(tmp_path, jax=True, nproc=4, args=("--mode", "silent", "--seconds", "12"))
+    wait_for_files(pids, 4, "rank*.pid", timeout=60)
+    for _ in range(60):
+        os.kill(proc.pid, signal.SIGUSR2)
+        time.sleep(0.06)
+    last_request = time.time()
+    code, out, err = finish(proc, timeout=90)
+    assert code == 0, out + err
+    captures = sorted((run_dir(tmp_path) / "stacks").iterdir())
+    # a capture's name is the second it started: those started in a later second than the last request
+    # answer no request of their own (1 at most: the one queued then; 2 allow for the second's edge)
+    later = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(int(last_request) + 1))
+    after = [p.name for p in captures if p.name[: len(later)] >= later]
+    assert 1 <= len(captures) and len(after) <= 2, [p.name for p in captures]
+    ranks = [f"rank{rank}.txt" for rank in range(4)]
+    assert all(sorted(p.name for p in c.iterdir()) == [*ranks, "summary.txt"] for c in captures)

@@ -142,6 +142,7 @@ class ProgressMonitor:
         self._requested = threading.Event()
         self._lock = threading.Lock()  # one capture at a time
         self._threads: list[threading.Thread] = []
+        self._queued = threading.Semaphore(1)  # held by the one capture on demand that waits for its turn
 
     # -- observing -----------------------------------------------------------------------
     def _observe(self, codes: Sequence[int | None], now: float) -> None:
@@ -216,9 +217,12 @@ class ProgressMonitor:
     def check(self, codes: Sequence[int | None]) -> Failure | None:
         if self._requested.is_set():
             self._requested.clear()
-            thread = threading.Thread(target=self._on_demand, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            # a capture that waits for its turn serves this request too: a flood of SIGUSR2 takes at
+            # most one capture running and one waiting, not one per signal queued for ever
+            if self._queued.acquire(blocking=False):
+                thread = threading.Thread(target=self._on_demand, daemon=True)
+                thread.start()
+                self._threads = [*(t for t in self._threads if t.is_alive()), thread]
         mono = time.monotonic()
         if not self.active or mono < self.next_poll:
             return None
@@ -325,6 +329,7 @@ class ProgressMonitor:
 
     def _on_demand(self) -> None:
         with self._lock:
+            self._queued.release()  # its turn: a request from now on needs a capture of its own
             try:
                 target, _ = stacks.capture(
                     self.run_dir, self.rank_pids(), self.plan.node_rank, False, "stacks on demand (SIGUSR2)"
