@@ -1,11 +1,14 @@
-"""The learning target (slow: 9 minutes measured on 2 cores at load 9; quiet, the docs' figures
-add up to about 2.5 minutes): the default job, started the way a user starts it -- through ``train_multigpu`` (``python -m launcher``), 2 workers, CartPole-v1, default
-hyperparameters -- reaches a deterministic evaluation return >= 475:
+"""The learning target (slow; quiet, the docs' figures add up to a few minutes; far more at load):
+the default job, started the way a user starts it -- through ``train_multigpu`` (``python -m
+launcher``), 2 workers, CartPole-v1, default hyperparameters -- reaches a deterministic evaluation
+return >= 475 for the default seed and 3 others:
 
-- torch (torchrun, gloo): the default seed and 3 others, each job well under 2 minutes start to exit;
-- JAX (``launcher=skrl_jax``, 2 ranks, jax.distributed with gloo CPU collectives): the default seed
-  (docs/example_trainers.md claims it; JIT compilation makes it the slower one, about 75 s quiet,
-  258 s measured at load 9; bounded by the launch timeout only).
+- torch (torchrun, gloo): each job well under 2 minutes start to exit;
+- JAX (``launcher=skrl_jax``, 2 ranks, jax.distributed with gloo CPU collectives): bounded by the
+  launch timeout only (compilation, and the load of a shared CI machine). The result of a JAX run
+  depends on the CPU (XLA's and YNNPACK's float reductions differ between AVX2 and AVX-512), so a
+  single lucky seed proves nothing: the seeds and both instruction sets were measured
+  (docs/example_trainers.md), and the test takes four of them.
 
 Chosen: the real default job (2 workers) for every seed, run one after another (parallel runs would
 share the 2 cores and measure nothing).  Deselect with `-m "not slow"`.
@@ -59,14 +62,23 @@ def test_default_job_solves_cartpole_for_four_seeds(run_cli):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(480)
-def test_default_jax_job_solves_cartpole(run_cli):
-    evaluation, info, wall, out = _train(run_cli, "launcher=skrl_jax", timeout=420)
-    assert "CartPole-v1 | jax | 2 worker(s) x 8 envs" in out, out[-3000:]
-    assert info["seed"] == 42 and info["world_size"] == 2, info
-    print(f"jax: eval mean return {evaluation['mean_return']}, {wall:.0f} s start to exit")
-    assert evaluation["iterations"] == 100, evaluation
-    assert evaluation["mean_return"] >= 475, evaluation
+@pytest.mark.timeout(1800)
+def test_default_jax_job_solves_cartpole_for_four_seeds(run_cli):
+    results = {}
+    for seed in SEEDS:
+        evaluation, info, wall, out = _train(
+            run_cli, "launcher=skrl_jax", *([] if seed is None else [f"seed={seed}"]), timeout=420
+        )
+        assert "CartPole-v1 | jax | 2 worker(s) x 8 envs" in out, out[-3000:]
+        assert info["seed"] == (42 if seed is None else seed) and info["world_size"] == 2, info
+        assert evaluation["iterations"] == 100, evaluation
+        # no estimate while iteration 1 compiles; one from iteration 3 on
+        assert re.search(r"^\[iter +1/100\] .* eta=\?$", out, re.M), out[-3000:]
+        assert re.search(r"^\[iter +3/100\] .* eta=\d+(m\d\ds|s)$", out, re.M), out[-3000:]
+        results[seed] = (evaluation["mean_return"], wall)
+    print("jax: seed -> (eval mean return, wall s):", results)
+    for seed, (ret, _) in results.items():
+        assert ret >= 475, f"seed {seed}: evaluation return {ret} < 475 ({results})"
 
 
 def _trainer_outputs():

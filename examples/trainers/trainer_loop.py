@@ -24,7 +24,7 @@ import numpy as np
 
 import trainer_outputs as out
 from trainer_env import EpisodeTracker, env_seeds, evaluate, make_vec_env
-from trainer_ppo import pop_stats
+from trainer_ppo import for_framework, pop_stats
 
 CHECKPOINT_FORMAT = 1
 RETURN_WINDOW = 10  # finished episodes per worker averaged into "mean_return"
@@ -163,6 +163,7 @@ class Training:
 
 def run(*, args, topo, hp: dict, backend_factory: Callable[..., Backend]) -> int:
     """Train; returns the process exit code."""
+    hp = for_framework(hp, args.ml_framework)
     seed = args.seed if args.seed is not None else int(hp.get("seed", 42))
     rank_seed = seed + topo.rank
     num_envs = args.num_envs or int(hp["num_envs"])

@@ -4,6 +4,30 @@ from __future__ import annotations
 
 import numpy as np
 
+FRAMEWORKS = ("torch", "jax")
+
+
+def for_framework(hp: dict, framework: str) -> dict:
+    """The hyperparameters one back end trains with: the agent file's shared keys, with its
+    ``torch:`` or ``jax:`` section (same layout, any subset) merged over them; both sections are
+    dropped from the result, which is what run_info.json records.
+
+    >>> hp = {"seed": 42, "agent": {"rollouts": 64, "learning_epochs": 5}, "jax": {"agent": {"learning_epochs": 10}}}
+    >>> for_framework(hp, "jax")
+    {'seed': 42, 'agent': {'rollouts': 64, 'learning_epochs': 10}}
+    >>> for_framework(hp, "torch")
+    {'seed': 42, 'agent': {'rollouts': 64, 'learning_epochs': 5}}
+    """
+
+    def merge(base: dict, over: dict) -> dict:
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        return out
+
+    shared = {k: v for k, v in hp.items() if k not in FRAMEWORKS}
+    return merge(shared, hp.get(framework) or {})
+
 
 def build_agent(
     ppo,
