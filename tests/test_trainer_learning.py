@@ -81,19 +81,22 @@ def test_default_jax_job_solves_cartpole_for_four_seeds(run_cli):
         assert ret >= 475, f"seed {seed}: evaluation return {ret} < 475 ({results})"
 
 
-def _trainer_outputs():
-    spec = importlib.util.spec_from_file_location(
-        "trainer_outputs", ROOT / "examples" / "trainers" / "trainer_outputs.py"
-    )
+def _trainer_module(name: str = "trainer_outputs"):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "trainers" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_trainer_outputs_doctests():
-    """examples/ is outside pytest's doctest paths: its progress line and ETA examples run here."""
-    outputs = _trainer_outputs()
-    assert doctest.testmod(outputs).failed == 0
+_trainer_outputs = _trainer_module
+
+
+@pytest.mark.parametrize("name", ["trainer_outputs", "trainer_ppo"])
+def test_trainer_doctests(name):
+    """examples/ is outside pytest's doctest paths: the progress line, the ETA and the per-framework
+    hyperparameters (the agent file's jax: section) are checked here."""
+    result = doctest.testmod(_trainer_module(name))
+    assert result.attempted and not result.failed
 
 
 def test_eta_is_not_shown_before_the_rate_after_compilation_is_known():
