@@ -291,6 +291,28 @@ def test_a_kubectl_that_does_not_answer_is_one_error(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_a_kubectl_that_prints_bytes_that_are_not_utf8_is_one_error(tmp_path, monkeypatch, stream):
+    """kubectl's output that is not UTF-8 (a broken plugin, a proxy's page) was a UnicodeDecodeError
+    traceback (issue 18's hostile pass); it is kubectl's error line, undecodable bytes replaced."""
+    redirect = "" if stream == "stdout" else " >&2"
+    script = (
+        "#!/bin/sh\n"
+        'if [ "$1" = config ]; then echo lab; exit 0; fi\n'
+        f"printf 'error: \\377\\376 refused\\n'{redirect}\n"
+        "exit 1\n"
+    )
+    (tmp_path / "kubectl").write_text(script)
+    (tmp_path / "kubectl").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UserError) as err:
+        submit.create(tmp_path / "trainjob.yaml")
+    assert str(err.value) == (
+        "submit=k8s: kubectl create failed in context lab: error: \ufffd\ufffd refused "
+        f"(the manifest is saved: {tmp_path}/trainjob.yaml)"
+    ), str(err.value)
+
+
 def test_image_is_required():
     cfg, line = composed(("submit=k8s",))
     with pytest.raises(UserError) as err:

@@ -225,7 +225,9 @@ def manifest_file(cfg: TrainConfig) -> str:
 
 def _kubectl(kubectl: str, args: Sequence[str], path: Path) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([kubectl, *args], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT_S)
+        return subprocess.run(  # its output may not be UTF-8 (a plugin's, a proxy's page): replaced, not a traceback
+            [kubectl, *args], capture_output=True, encoding="utf-8", errors="replace", timeout=KUBECTL_TIMEOUT_S
+        )
     except subprocess.TimeoutExpired:
         raise UserError(
             "submit", "k8s", f"kubectl {args[0]} did not answer within {KUBECTL_TIMEOUT_S} s", f"manifest: {path}"
