@@ -14,6 +14,7 @@ import copy
 import functools
 import os
 import shutil
+import subprocess
 from dataclasses import replace
 from datetime import datetime
 
@@ -476,3 +477,36 @@ ERRORS_MD = [
 def test_errors_md_lists_every_k8s_message():
     text = (ROOT / "docs" / "errors.md").read_text()
     assert [phrase for phrase in ERRORS_MD if phrase not in text] == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink to /dev/null", "directory"])
+def test_a_manifest_path_that_is_not_a_regular_file_is_refused_not_waited_on(run_cli, tmp_path, kind):
+    """``run_dir=`` names an existing directory whose ``trainjob.yaml`` is a FIFO: the submission
+    blocked for good opening it (issue 18's hostile pass); a symlink to /dev/null swallowed the
+    manifest and kubectl was asked to create nothing. Refused, one line, before anything is created
+    (kubectl is a stand-in that records being asked)."""
+    bin_dir = tmp_path.parent / f"{tmp_path.name}-bin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").write_text(f"#!/bin/sh\ntouch {tmp_path}/kubectl_asked\necho fake-context\n")
+    (bin_dir / "kubectl").chmod(0o755)
+    run_dir = tmp_path / "mine"
+    run_dir.mkdir()
+    path = run_dir / "trainjob.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/null")
+    env = clean_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    try:
+        result = run_cli(*ARGS, f"run_dir={run_dir}", env=env, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"submit=k8s blocked on a manifest path that is a {kind}")
+    what = {"fifo": "a FIFO", "symlink to /dev/null": "a character device", "directory": "a directory"}[kind]
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"train_multigpu: error: run_dir={path}: not a regular file ({what}) (choose another run_dir, or remove it)"
+    )
+    assert not (tmp_path / "kubectl_asked").exists()
+    assert sorted(p.name for p in run_dir.iterdir()) == ["trainjob.yaml"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from .. import checks, probe, record, secrets, tables
+from .. import checks, files, probe, record, secrets, tables
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import EXIT_USAGE, UserError
 from ..names import PROG, override_key, swept
@@ -279,6 +279,16 @@ def create(path: Path) -> str:
     return out.stdout.strip()
 
 
+def refuse_unwritable(run_dir: Path, manifest_name: str) -> None:
+    """``run_dir=`` may name an existing directory: its manifest and config.yaml are written through
+    (files.write_through), and one that is not a regular file (a FIFO: opening it would wait for a
+    reader for good; /dev/null: kubectl would be given nothing) is refused before anything is written."""
+    for name in (manifest_name, "config.yaml"):
+        problem = files.refusal(run_dir / name, "run_dir")
+        if problem is not None:
+            raise UserError("run_dir", run_dir / name, problem.allowed, "choose another run_dir, or remove it")
+
+
 def run(
     cfg: TrainConfig,
     composition: Composition,
@@ -305,14 +315,16 @@ def run(
         text = manifest.to_yaml(rendered)
         planned_dir = str(make_run_dir(cfg, False))
         if cfg.dry_run:
+            refuse_unwritable(Path(planned_dir), manifest_file(cfg))
             print(f"# {planned_dir}/{manifest_file(cfg)} (dry run: nothing written, nothing created)")
             print(text, end="")
             submissions.append(Submission(overrides, planned_dir, name, DRY_RUN))
             return 0
         run_dir = Path(make_run_dir(cfg, True))
         path = run_dir / manifest_file(cfg)
-        path.write_text(text)
-        (run_dir / "config.yaml").write_text(resolved_yaml())
+        refuse_unwritable(run_dir, path.name)
+        files.write_through(path, text.encode(), "run_dir")
+        files.write_through(run_dir / "config.yaml", resolved_yaml().encode(), "run_dir")
         created = create(path)
     except UserError as err:
         if check_only:
