@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.parse
-import urllib.request
 
 from . import read
 from .read import RunInfo
@@ -29,6 +27,9 @@ _STATUSES = {
 
 def _ask(address: str, job_id: str, timeout: float) -> str | None:
     """The job's state from the dashboard at ``address`` (None: no answer, or no such job)."""
+    import urllib.parse  # here: only a Ray run without its state asks (urllib.request is ~40 modules)
+    import urllib.request
+
     url = f"{address.rstrip('/')}/api/jobs/{urllib.parse.quote(job_id, safe='')}"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (http(s) checked)
