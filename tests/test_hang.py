@@ -433,3 +433,33 @@ def test_a_flood_of_stack_requests_takes_a_bounded_number_of_captures_and_the_la
     assert 1 <= len(captures) and len(after) <= 2, [p.name for p in captures]
     ranks = [f"rank{rank}.txt" for rank in range(4)]
     assert all(sorted(p.name for p in c.iterdir()) == [*ranks, "summary.txt"] for c in captures)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "directory"])
+def test_progress_json_is_written_whatever_a_rank_left_at_its_temporary_name(tmp_path, kind):
+    """progress.json is written as ``progress.json.tmp`` and renamed, in the logs directory the ranks
+    can write into. A FIFO left at that name blocked the launcher's monitor for good (the launch never
+    ended); a symlink made it write through into the file it points at (issue 18's hostile pass)."""
+    tmp = tmp_path / "progress.json.tmp"
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    if kind == "fifo":
+        os.mkfifo(tmp)
+    elif kind == "symlink":
+        tmp.symlink_to(outside)
+    else:
+        tmp.mkdir()
+    target = str(tmp_path / "progress.json")
+    code = f"import pathlib; from launcher.run import progress; progress.write_json(pathlib.Path({target!r}), {{1: 1}})"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"writing progress.json blocked for 15 s on a {kind} at its temporary name")
+    assert outside.read_text() == "keep\n"
+    if kind == "directory":  # cannot be removed: not written, said as an OSError (the monitor skips that write)
+        assert "OSError" in done.stderr or "IsADirectoryError" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "progress.json").read_text()) == {"1": 1}
+    assert not tmp.exists() and not tmp.is_symlink()

@@ -103,9 +103,17 @@ class RankProgress:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Atomically, as launcher.record.write_json (run/ does not import the record)."""
+    """Atomically, as launcher.record.write_json (run/ does not import the record). The temporary
+    name is in a directory the ranks can write into: whatever is there (a FIFO would block the open
+    for good, a symlink would be written through) is removed and the file created afresh."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    try:
+        tmp.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(json.dumps(data, indent=2) + "\n")
     tmp.replace(path)
 
 
