@@ -463,3 +463,27 @@ def test_progress_json_is_written_whatever_a_rank_left_at_its_temporary_name(tmp
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "progress.json").read_text()) == {"1": 1}
     assert not tmp.exists() and not tmp.is_symlink()
+
+
+def test_the_flight_recorders_pipes_are_written_only_when_they_are_fifos(tmp_path):
+    """On a hang the launcher writes a byte into every ``<stem><R>.pipe`` (NCCL's dump pipes, in the run
+    directory the ranks write into). A directory there raised IsADirectoryError out of the hang path
+    (a traceback instead of the hang's summary); a regular file, or a symlink to one, had its first
+    byte overwritten (issue 18's hostile pass). Only a FIFO with a reader is written to."""
+    from launcher.names import FR_PIPE_FILE_VAR
+    from launcher.run import flight_recorder
+
+    stem = str(tmp_path / "pipe_rank_")
+    (tmp_path / "pipe_rank_0.pipe").mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    (tmp_path / "pipe_rank_1.pipe").symlink_to(outside)
+    (tmp_path / "pipe_rank_2.pipe").write_text("x")
+    os.mkfifo(tmp_path / "pipe_rank_3.pipe")
+    reader = os.open(tmp_path / "pipe_rank_3.pipe", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert flight_recorder.trigger_dumps({FR_PIPE_FILE_VAR: stem}) == [str(tmp_path / "pipe_rank_3.pipe")]
+        assert os.read(reader, 10) == b"1"
+    finally:
+        os.close(reader)
+    assert outside.read_text() == "keep\n" and (tmp_path / "pipe_rank_2.pipe").read_text() == "x"

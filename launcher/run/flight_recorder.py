@@ -17,9 +17,9 @@ GPU only: on CPU (gloo) nothing is recorded; none of this has run on a GPU here.
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import os
+import stat
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,12 +56,12 @@ def trigger_dumps(env: Mapping[str, str]) -> list[str]:
     written = []
     for path in sorted(glob.glob(glob.escape(stem) + "*.pipe")):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as err:  # ENXIO: no reader (the rank is gone); ENOENT: removed meanwhile
-            if err.errno not in (errno.ENXIO, errno.ENOENT, errno.EACCES):
-                raise
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError:  # ENXIO: no reader (the rank is gone); ENOENT: removed meanwhile; EISDIR ...
             continue
         try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # not a rank's pipe (a file, a symlink to one): untouched
+                continue
             os.write(fd, b"1")
             written.append(path)
         except OSError:
