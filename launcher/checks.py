@@ -181,10 +181,10 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts, refuse: Refu
     key, value = _key("nproc_per_node"), str(launcher.nproc_per_node).strip()
     jax = launcher.topology is Topology.skrl_jax
     allowed = "an integer >= 1, or auto (all visible GPUs, else all usable CPU cores), gpu or cpu"
-    if value == "auto":
-        count = facts.visible_gpus if device == "cuda" else facts.usable_cpus
-    elif value == "gpu":
-        if facts.visible_gpus == 0:
+    if value == "auto" and device == "cpu":
+        count = facts.usable_cpus
+    elif value in ("auto", "gpu"):
+        if facts.visible_gpus == 0:  # an error in a dry run too: there is no count to plan
             raise UserError(key, value, "no GPU is visible on this machine", f"from {facts.gpus_source}")
         count = facts.visible_gpus
     elif value == "cpu":

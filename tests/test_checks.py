@@ -382,6 +382,19 @@ def test_a_dry_run_warns_once_per_fact_of_this_host_and_a_real_launch_refuses_th
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_dry_run_of_cuda_without_a_gpu_has_no_count_to_plan(run_cli):
+    """device=cuda with nproc_per_node=auto on a host without GPUs: one line, never a traceback
+    (the plan divided the cores by 0 workers)."""
+    from conftest import clean_env
+
+    result = run_cli("device=cuda", "dry_run=true", env=clean_env(CUDA_VISIBLE_DEVICES=""))
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1].startswith(
+        "train_multigpu: error: launcher.nproc_per_node=auto: no GPU is visible on this machine"
+    ), result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_a_mistake_in_the_config_is_still_an_error_in_a_dry_run(run_cli):
     result = run_cli("launcher.nproc_per_node=0", "dry_run=true")
     assert (
