@@ -505,8 +505,8 @@ def test_trainer_rank_crash_restarts_and_resumes_from_its_checkpoint(tmp_path):
     """Global rank 1 (node 1) exits 3 right after iteration 2 (its checkpoint is written by rank 0
     on node 0); with max_restarts=1 both nodes restart their workers, rank 0 resumes from
     iter_000002.ckpt and the run ends at iteration 4: no completed iteration is lost or redone.
-    This passes only when rank 0's own worker fails on the broken collective first, so that node 0
-    counts the restart too (see the xfail reason)."""
+    Both nodes restart together because the trainer keys restarts by a generation all ranks agree
+    through the store, not by the per-node TORCHELASTIC_RESTART_COUNT (the comment above)."""
     with Hosts(2) as hosts:
         extra = ("max_iterations=4", "launcher.max_restarts=1", "+worker_env.TRAIN_MULTIGPU_EXAMPLE_CRASH='2:1'")
         procs = [launch(h, tmp_path / f"n{h.index}", *trainer(hosts, h.index, *extra)) for h in hosts]
