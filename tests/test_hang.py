@@ -487,3 +487,28 @@ def test_the_flight_recorders_pipes_are_written_only_when_they_are_fifos(tmp_pat
     finally:
         os.close(reader)
     assert outside.read_text() == "keep\n" and (tmp_path / "pipe_rank_2.pipe").read_text() == "x"
+
+
+@pytest.mark.timeout(120)
+def test_a_hang_whose_stacks_cannot_be_saved_still_ends_124_with_its_summary(tmp_path):
+    """A rank that leaves a file named ``stacks`` in the run directory: saving the hang's stacks raised
+    NotADirectoryError out of the launcher (a traceback, exit code 1, no summary; issue 18's hostile
+    pass). The launch ends as a hang all the same, and the summary says where each rank waits and
+    why the stacks were not saved."""
+    script = tmp_path / "blocks_stacks.py"
+    script.write_text(
+        "import os, time\n"
+        "beat = os.environ['TRAIN_MULTIGPU_HEARTBEAT_FILE']\n"
+        "open(beat, 'w').write('1 10')\n"
+        "if os.environ.get('RANK') == '0':\n"
+        "    open(os.path.join(os.path.dirname(os.path.dirname(beat)), 'stacks'), 'w').write('x')\n"
+        "time.sleep(1000)\n"
+    )
+    proc, pids = spawner(tmp_path, "launcher.hang_timeout=2", script=script)
+    code, out, err = finish(proc, timeout=90)
+    assert code == 124, out + err
+    assert "Traceback" not in err, err
+    assert "rank 0 waits in time.sleep (blocks_stacks.py:6); rank 1 in time.sleep (blocks_stacks.py:6)" in err
+    stacks_file = run_dir(tmp_path) / "stacks"
+    assert f"stacks not saved: {stacks_file}/" in err and "Not a directory" in err, err
+    assert stacks_file.read_text() == "x"

@@ -339,12 +339,15 @@ class ProgressMonitor:
         with self._lock:
             self._queued.release()  # its turn: a request from now on needs a capture of its own
             try:
-                target, _ = stacks.capture(
+                target, said = stacks.capture(
                     self.run_dir, self.rank_pids(), self.plan.node_rank, False, "stacks on demand (SIGUSR2)"
                 )
             except OSError as err:
                 self.say(f"could not write the stacks: {err}")
                 return
+        if target is None:
+            self.say(f"could not write the stacks: {said.splitlines()[-1]}")
+            return
         self.say(f"stacks of every rank of node {self.plan.node_rank}: {target}")
 
     def close(self) -> None:

@@ -333,9 +333,11 @@ def save(target: Path, stacks: dict[int, RankStack], node: int, summary: str) ->
 
 def capture(
     run_dir: Path, pids: dict[int, int], node: int, hang: bool, headline: str, before: tuple[str, ...] = ()
-) -> tuple[Path, str]:
+) -> tuple[Path | None, str]:
     """Dump every rank, save the capture; returns its directory and its summary text (``headline``,
-    the lines ``before``, where each rank waits, the directory)."""
+    the lines ``before``, where each rank waits, the directory). A capture that cannot be saved (the
+    run directory is the ranks' to write into: ``stacks`` may be a file) returns None and a summary
+    whose last line says why: the stacks were taken, a hang still has its summary."""
     target = new_dir(run_dir, hang)
     stacks = dump(pids, find_py_spy())
     lines = [headline, *before]
@@ -358,5 +360,9 @@ def capture(
         lines.append(detail)
     lines.append(f"stacks: {target}/rank<R>.txt (one file per rank of node {node})")
     summary = "\n".join(lines)
-    save(target, stacks, node, summary)
+    try:
+        save(target, stacks, node, summary)
+    except OSError as err:
+        lines[-1] = f"stacks not saved: {target}/: {err.strerror or err}"
+        return None, "\n".join(lines)
     return target, summary
