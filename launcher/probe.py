@@ -475,14 +475,15 @@ def preflight(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse =
             )
         )
     if cfg.python is not None and shutil.which(cfg.python) is None:
-        refuse(
-            UserError(
-                "python",
-                cfg.python,
-                "no such interpreter: not an executable file, nor a command on PATH",
-                "set python= to an interpreter that exists, or leave it unset",
-            )
+        missing = UserError(
+            "python",
+            cfg.python,
+            "no such interpreter: not an executable file, nor a command on PATH",
+            "set python= to an interpreter that exists, or leave it unset",
         )
+        if not cfg.python.strip():  # no host has it: a mistake in the config, an error in a dry run too
+            raise missing
+        refuse(missing)
     try:
         script_exists(cfg, settled.script)
     except UserError as err:
