@@ -15,6 +15,7 @@ from launcher.config import grammar
 from launcher.config.compose import compose, with_default_profile
 from launcher.probe import HostFacts
 from ray_cluster import ray_cluster  # noqa: F401  (the real two-raylet Ray fixture, used by name)
+from require import unavailable
 from slurm_cluster import slurm_cluster  # noqa: F401  (the real one-host SLURM fixture, used by name)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,16 +42,6 @@ def isaaclab(tmp_path, monkeypatch) -> Path:
     script.write_text("print('isaac lab train.py')\n")
     monkeypatch.setenv("ISAACLAB_PATH", str(root))
     return root
-
-
-def unavailable(switch: str, reason: str) -> None:
-    """Skip the calling test, saying why -- or fail it when ``TRAIN_MULTIGPU_REQUIRE_<switch>=1``:
-    CI (.ci/run) sets the switches for what it installs, so there a skip would hide a broken setup.
-    (SLURM, Ray and netns have their own copies: slurm_cluster.py, ray_cluster.py, netns.py.)"""
-    var = f"TRAIN_MULTIGPU_REQUIRE_{switch}"
-    if os.environ.get(var) == "1":
-        pytest.fail(f"{reason} ({var}=1: required here)", pytrace=False)
-    pytest.skip(reason)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

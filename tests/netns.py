@@ -38,6 +38,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 
+import require
+
 PREFIX = "tmgns"
 """Every namespace this module creates is named ``<PREFIX>-<pid>-<counter>-<role>``."""
 
@@ -89,16 +91,12 @@ def netns_unavailable() -> str | None:
     return None
 
 
-REQUIRE_VAR = "TRAIN_MULTIGPU_REQUIRE_NETNS"
+REQUIRE_VAR = require.variable("NETNS")
 
 
 def skip_unavailable(reason: str) -> None:
     """Skip the calling test because namespaces cannot be made; fail it instead under REQUIRE_VAR=1."""
-    import pytest
-
-    if os.environ.get(REQUIRE_VAR) == "1":
-        pytest.fail(f"network namespaces required ({REQUIRE_VAR}=1) but unavailable: {reason}", pytrace=False)
-    pytest.skip(reason)
+    require.unavailable("NETNS", f"network namespaces unavailable: {reason}")
 
 
 def _pid_alive(pid: int) -> bool:

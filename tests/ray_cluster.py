@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+import require
 from ports import free_ports
 
 HEAD_IP, WORKER_IP = "127.0.0.2", "127.0.0.3"
@@ -40,9 +41,7 @@ class RayCluster:
 
 
 def _unavailable(reason: str):
-    if os.environ.get("TRAIN_MULTIGPU_REQUIRE_RAY") == "1":
-        pytest.fail(f"Ray test cluster required but unavailable: {reason}", pytrace=False)
-    pytest.skip(f"Ray test cluster unavailable: {reason}")
+    require.unavailable("RAY", f"Ray test cluster unavailable: {reason}")
 
 
 def _start(argv: list[str], log: Path, env: dict) -> subprocess.Popen:

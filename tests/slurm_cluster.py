@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+import require
+
 INFRA = Path(__file__).resolve().parent / "infra"
 TERMINAL_STATES = {
     "COMPLETED",
@@ -41,9 +43,7 @@ class SlurmCluster:
 
 
 def _unavailable(reason: str):
-    if os.environ.get("TRAIN_MULTIGPU_REQUIRE_SLURM") == "1":
-        pytest.fail(f"SLURM test cluster required but unavailable: {reason}", pytrace=False)
-    pytest.skip(f"SLURM test cluster unavailable: {reason}")
+    require.unavailable("SLURM", f"SLURM test cluster unavailable: {reason}")
 
 
 @pytest.fixture(scope="session")

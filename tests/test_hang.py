@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
 from launcher.run import stacks
 from netns import Hosts
+from require import unavailable
 from supervise_util import REPO, finish, run_dir, spawner, status, survivors, wait_for_files
 from test_multinode_launcher import launch as launch_on
 

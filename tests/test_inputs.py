@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, unavailable
+from conftest import clean_env
 from inproc import environment, run_main
+from require import unavailable
 from test_cli import assert_usage_error
 
 PREFIX = "train_multigpu: error: "

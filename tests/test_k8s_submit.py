@@ -22,13 +22,14 @@ import pytest
 import yaml
 
 import k8s_models
-from conftest import ROOT, clean_env, make_facts, unavailable
+from conftest import ROOT, clean_env, make_facts
 from launcher.config import grammar
 from launcher.config.compose import compose
 from launcher.config.schema import K8sConfig, K8sKind
 from launcher.errors import UserError
 from launcher.k8s import manifest as k8s_manifest
 from launcher.k8s import submit
+from require import unavailable
 
 NOW = datetime(2026, 12, 1, 10, 15, 0)
 

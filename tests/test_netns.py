@@ -128,7 +128,9 @@ def test_require_switch_turns_the_skip_into_a_failure(monkeypatch):
     tests instead of skipping them quietly."""
     monkeypatch.setattr(netns, "netns_unavailable", lambda: "no namespaces in this test")
     monkeypatch.setenv(netns.REQUIRE_VAR, "1")
-    with pytest.raises(pytest.fail.Exception, match="required .* unavailable: no namespaces in this test"):
+    with pytest.raises(
+        pytest.fail.Exception, match="unavailable: no namespaces in this test .*REQUIRE_NETNS=1: required here"
+    ):
         with Hosts(1):
             pass
     monkeypatch.delenv(netns.REQUIRE_VAR)

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import clean_env, unavailable
+from conftest import clean_env
+from require import unavailable
 
 pytestmark = pytest.mark.timeout(240)
 

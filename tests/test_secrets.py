@@ -291,16 +291,11 @@ def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, t
     assert_nowhere(result, tmp_path, sentinel)
 
 
-def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, worker, sentinel):
-    """submit=ray: a worker_env secret travels as a runtime_env variable of its own (never inside the
-    carried config), a ray.runtime_env.env_vars secret as Ray's own; the job's ranks see both, and
-    neither reaches the console (the followed job's output included) nor any file of the run."""
-    import subprocess
+def _ray_submit(tmp_path) -> list[str]:
+    """``train_multigpu submit=ray`` into this test's run root, the job run by this interpreter."""
     import sys
 
-    from_ray = sentinel + "-ray"
-    env = clean_env(RAY_ADDRESS=ray_cluster.address)
-    argv = [
+    return [
         sys.executable,
         "-m",
         "launcher",
@@ -308,6 +303,17 @@ def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, wor
         "submit=ray",
         f"ray.python={sys.executable}",
     ]
+
+
+def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, worker, sentinel):
+    """submit=ray: a worker_env secret travels as a runtime_env variable of its own (never inside the
+    carried config), a ray.runtime_env.env_vars secret as Ray's own; the job's ranks see both, and
+    neither reaches the console (the followed job's output included) nor any file of the run."""
+    import subprocess
+
+    from_ray = sentinel + "-ray"
+    env = clean_env(RAY_ADDRESS=ray_cluster.address)
+    argv = _ray_submit(tmp_path)
     argv += ["ray.follow=true", "launcher.nproc_per_node=1", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}"]
     argv += [f"+ray.runtime_env.env_vars.MY_API_TOKEN={from_ray}"]
     result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
@@ -323,17 +329,9 @@ def test_ray_two_node_job_gets_the_secret(ray_cluster, tmp_path, worker, sentine
     """The same on two nodes: the driver takes the values and hands them to each node's launcher
     (in its actor's call, not the runtime_env); both ranks see the value, Ray's logs do not."""
     import subprocess
-    import sys
 
     env = clean_env(RAY_ADDRESS=ray_cluster.address)
-    argv = [
-        sys.executable,
-        "-m",
-        "launcher",
-        f"run_root={tmp_path / 'runs'}",
-        "submit=ray",
-        f"ray.python={sys.executable}",
-    ]
+    argv = _ray_submit(tmp_path)
     argv += ["ray.follow=true", "launcher.nnodes=2", "launcher.nproc_per_node=1", "launcher.local_nodes=true"]
     argv += ["log_all_ranks=true", f"script={worker}", f"+worker_env.HF_TOKEN={sentinel}"]
     result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=200)

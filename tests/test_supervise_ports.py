@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unavailable
+from require import unavailable
 from supervise_util import REPO, env, finish, run_dir, spawner, start, status
 
 HINT = "choose a free port, or stop what holds it; ss -ltnp names it"

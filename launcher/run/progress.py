@@ -47,6 +47,24 @@ from .failure import Failure
 
 EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
 HANG_SOURCE = "hang"
+
+
+def hang_failure(
+    node: int, headline: str, now: float, *, rank: int | None = None, local_rank: int | None = None, log: str = ""
+) -> Failure:
+    """How a hang ends a launch (exit 124, source ``hang``); the stalled rank where this node found it."""
+    return Failure(
+        node=node,
+        rank=rank,
+        local_rank=local_rank,
+        exit_code=EXIT_HANG,
+        exception=headline,
+        time=now,
+        source=HANG_SOURCE,
+        log=log,
+    )
+
+
 HANG_REASON = "hang"
 PROGRESS_FILE = "progress.json"
 POLL_S = 1.0  # how often the files are looked at
@@ -288,14 +306,12 @@ class ProgressMonitor:
         first = max(stalled, key=lambda p: p.quiet_s)
         env = procs.environ(pids[first.rank]) if first.rank in pids else {}
         local = env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", ""))
-        return Failure(
-            node=self.plan.node_rank,
+        return hang_failure(
+            self.plan.node_rank,
+            headline,
+            now,
             rank=first.rank,
             local_rank=int(local) if local.isdigit() else None,
-            exit_code=EXIT_HANG,
-            exception=headline,
-            time=now,
-            source=HANG_SOURCE,
             log=str(logs.rank_log(self.log_dir, first.rank)),
         )
 
@@ -309,15 +325,7 @@ class ProgressMonitor:
         self.say(f"node {found.node} found a hang: taking the stack of every rank of node {node} (py-spy)")
         self._observe((), now)
         self._take(headline, now)
-        return Failure(
-            node=found.node,
-            rank=None,
-            local_rank=None,
-            exit_code=EXIT_HANG,
-            exception=headline,
-            time=now,
-            source=HANG_SOURCE,
-        )
+        return hang_failure(found.node, headline, now)
 
     def _take(self, headline: str, now: float) -> dict[int, int]:
         """Every rank's stack (and NCCL flight-recorder dump) into ``stacks/<stamp>_hang``; the pids."""
