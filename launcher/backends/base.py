@@ -13,7 +13,7 @@ Import rule: this module and every back end's ``describe``/``logs``/``cancel`` s
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -115,7 +115,13 @@ class Status:
 
 
 class Backend(Protocol):
-    """One ``submit=`` value. ``dryrun`` is pure; ``submit`` is the only step that writes or starts."""
+    """One ``submit=`` value. ``dryrun`` is pure; ``submit`` is the only step that writes or starts.
+
+    The session's one path, for a single launch and for every point of a ``-m`` sweep alike:
+    ``dryrun`` every point (that *is* the sweep's pre-check: a mistake in any point stops everything
+    before anything is written), print the requests (dry run) or ``submit_all`` them, then ``wait``
+    for what the back end waits for (local launches and Ray jobs end; SLURM and Kubernetes return at
+    submission), then ``summary`` for a sweep."""
 
     name: str
 
@@ -123,8 +129,26 @@ class Backend(Protocol):
 
     def submit(self, request: Request) -> Handle: ...
 
+    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+        """Every point of a sweep (SLURM: one job array); default: one submit each, a refusal recorded."""
+        ...
+
+    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+        """Exit codes, one per handle: what the run ended with where the back end follows it, 0 for a
+        submitted job nobody waits for, the refusal's code for a refused one."""
+        ...
+
     def describe(self, handle: Handle) -> Status: ...
 
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]: ...
 
     def cancel(self, handle: Handle) -> None: ...
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A sweep point its back end refused at submission (sbatch said no): its row in the summary."""
+
+    run_dir: str
+    error: str
+    exit_code: int = 2
