@@ -303,6 +303,28 @@ def test_a_node_whose_launch_failed_before_node_0_answered_still_ends_node_0(sta
 
 
 @pytest.mark.timeout(60)
+def test_a_failed_node_says_goodbye_even_when_node_0_is_too_busy_to_answer_its_hello_in_time():
+    """Node 0's launcher under load answers node 1's hello later than node 1 waits for it (CI saw a
+    JAX node 0 wait 60 s after node 1 failed: node 1 dropped its unanswered connection silently).
+    Node 0 reads a connection's lines in order, so ``bye <code>`` after an unanswered hello is read
+    as that node's goodbye: node 1 sends it. Node 0 here is a real socket that answers nothing for
+    longer than node 1's wait, then reads what it got."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        mine = NodeLiveness(NodeWatch(1, 2, "127.0.0.1", port, QUICK, str(port)), err=io.StringIO())
+        mine.start()
+        conn, _ = server.accept()
+        mine.close(7)  # longer than its wait for a welcome: node 0 has not read anything yet
+        conn.settimeout(5)
+        received = b""
+        while chunk := conn.recv(4096):
+            received += chunk
+        conn.close()
+    lines = [line for line in received.decode().splitlines() if line != "beat"]
+    assert lines == [f"hello {liveness.GREETING} 1 2", "bye 7"], received
+
+
+@pytest.mark.timeout(60)
 def test_node_0_ending_normally_ends_the_watch_and_a_wrong_node_is_refused():
     port = free_port()
     with Node(0, 2, port) as hub:

@@ -500,8 +500,12 @@ class NodeLiveness:
             self._listener.close()
             self._listener = None
         self._join_to_say_it_failed()
+        # a failed node's hello node 0 has not answered yet (node 0 busy): node 0 reads a connection's
+        # lines in order, so the bye after the hello is still that node's goodbye (refused or "later":
+        # node 0 drops the connection at the hello and never reads the bye)
+        telling = not self.hub and self._exit_code != 0 and not self._done
         for peer in list(self._peers.values()):
-            if not self._watches(peer):
+            if not (self._watches(peer) or (telling and peer.node == 0)):
                 self._drop(peer)
                 continue
             try:
