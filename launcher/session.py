@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import checks, errors, paths, probe, record, secrets
+from . import checks, errors, facts, paths, probe, record, secrets
 from . import plan as plan_mod
 from .addresses import Endpoint
 from .config import compose, profiles, schema
@@ -483,7 +483,7 @@ def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path, trainer_dir: str | N
     return trainer_dir or str(record_dir)
 
 
-def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: dict[str, list[str]]) -> list[str]:
+def _dry_run_notes(cfg: schema.TrainConfig, settled: facts.Settled, presets: dict[str, list[str]]) -> list[str]:
     """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
     found when ISAACLAB_PATH is unset."""
     from hydra.core.hydra_config import HydraConfig
@@ -507,7 +507,7 @@ def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: di
     return notes
 
 
-def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
+def _rendezvous_hint(cfg: schema.TrainConfig, settled: facts.Settled, logs: Path) -> None:
     """After a failed multi-node torchrun launch: say what the rendezvous waited for, when torchrun's
     output shows that the nodes never all met (docs/multinode.md)."""
     from . import rendezvous
@@ -523,7 +523,7 @@ def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Pat
         endpoint = str(settled.rdzv_endpoint)
     else:
         endpoint = str(
-            Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
+            Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or facts.MASTER_DEFAULT_PORT)
         )
     waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
     met = any(logs.glob("rank*.log")) or any(logs.glob("rank*.exit.json"))  # workers start after the rendezvous

@@ -28,8 +28,8 @@ from .. import probe, record, secrets, tables
 from ..config import grammar
 from ..config.schema import SlurmConfig, Topology, TrainConfig
 from ..errors import UserError
+from ..facts import HostFacts
 from ..names import PROG, override_key, swept
-from ..probe import HostFacts
 from . import batch
 from .env import SlurmAllocation
 
