@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from . import checks, errors, facts, paths, probe, record, secrets
 from . import plan as plan_mod
 from .addresses import Endpoint
-from .config import compose, profiles, schema
+from .config import compose, isaaclab, profiles, schema
 from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
@@ -497,10 +497,10 @@ def _dry_run_notes(cfg: schema.TrainConfig, settled: facts.Settled, presets: dic
             f"presets: applied {', '.join(applied) or '-'}; "
             f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
         )
-    checkout = compose.isaaclab_checkout(os.environ)
+    checkout = isaaclab.isaaclab_checkout(os.environ)
     if (
         checkout is not None
-        and checkout.how != compose.ISAACLAB_ENV
+        and checkout.how != isaaclab.ISAACLAB_ENV
         and settled.script.startswith(checkout.root + os.sep)
     ):
         notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
