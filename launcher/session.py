@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from . import checks, errors, facts, paths, probe, record, secrets
 from . import plan as plan_mod
 from .addresses import Endpoint
-from .config import compose, isaaclab, profiles, schema
+from .config import compose, isaaclab, profiles, schema, translate
 from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
@@ -437,7 +437,7 @@ def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
     try:
         return compose.to_typed(cfg, presets)
     except OmegaConfBaseException as err:
-        raise UserError.from_omegaconf(err) from err
+        raise translate.from_omegaconf(err) from err
 
 
 def _multirun() -> bool:
