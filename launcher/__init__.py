@@ -10,11 +10,13 @@ The package is laid out in the order a launch flows through it (README.md, "Layo
 
 Import rules (tests/test_layout.py checks them):
 
-- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses`` are leaves: any module may import
-  them, they import none of the rooms below.
+- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses``, ``tables``, ``files``, ``facts``
+  are leaves: any module may import them, they import only each other. No import cycle anywhere
+  (lazy imports count): a shared name lives in a leaf.
 - ``config/`` and the pure stages (``checks``, ``rendezvous``, ``plan``) never import ``run/``,
   ``sweep/``, ``slurm/``, ``record``, ``session`` or ``cli``.
-- ``run/`` (processes and signals) imports only the leaves and ``plan``'s data types;
+- ``run/`` (processes and signals: the only code that starts, signals or kills a process or
+  installs a signal handler) imports only the leaves and ``plan``'s data types;
   ``run/worker.py`` and ``run/watchdog.py`` run as separate processes and import nothing of the
   package beyond the standard library (the watchdog: ``run/procs.py``).
 - ``slurm/``, ``ray_submit/`` and ``sweep/`` may use the stages before them; ``session`` may use

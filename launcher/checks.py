@@ -17,16 +17,12 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from . import rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
 from .config.schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
 from .errors import UserError
-
-if TYPE_CHECKING:
-    from .probe import HostFacts
+from .facts import C10D_DEFAULT_PORT, MASTER_DEFAULT_PORT, NODE_PORT_DEFAULT, HostFacts, Settled
 
 # what a check does with a refusal that comes from a fact of this host: raise it (a real launch), or
 # collect it (a dry run: the plan is printed, then a warning per refusal)
@@ -37,52 +33,11 @@ def refuse_now(error: UserError) -> None:
     raise error
 
 
-C10D_DEFAULT_PORT = 29400
-MASTER_DEFAULT_PORT = 29500
 RDZV_BACKENDS = ("static", "c10d", "etcd", "etcd-v2")
 START_METHODS = ("spawn", "fork", "forkserver")
 # CPU workers (device=cpu) allowed per usable core: beyond it a launch thrashes or runs out of memory
 CPU_WORKERS_PER_CORE = 4
 _INTERFACE = re.compile(r"^[A-Za-z0-9_.:@\-]{1,15}$")
-
-
-@dataclass(frozen=True)
-class Facing:
-    """The network interface this node reaches the other nodes through, found by probe.locate
-    (probe.source_address) when launcher.network_interface is not set."""
-
-    interface: str
-    address: str  # this node's address on it
-    target: str  # what it faces, for the dry run: "the rendezvous endpoint 10.0.0.1:29400"
-
-
-@dataclass(frozen=True)
-class Settled:
-    """Values derived from the config and the host; everything the plan needs beyond the config."""
-
-    device: str  # "cuda" or "cpu"
-    nproc_per_node: int
-    nnodes: str  # as torchrun takes it: "2" or "1:4"
-    min_nodes: int
-    max_nodes: int
-    script: str
-    rdzv_endpoint: Endpoint | None = None
-    coordinator: Endpoint | None = None  # JAX, None until chosen on a single node
-    # torchrun's rendezvous backend across nodes (c10d, static, ...); None for JAX
-    rdzv_backend: str | None = None
-    rdzv_conf: tuple[tuple[str, str], ...] = ()  # the user's launcher.rdzv_conf, parsed
-    # filled in by locate() (it looks at the machine): --local_addr, and whether this machine holds
-    # the c10d endpoint's address (None: not looked at, or the endpoint does not resolve here)
-    local_addr: str | None = None
-    endpoint_here: bool | None = None
-    # filled in by locate() on a node that does not hold the c10d endpoint: whether this machine's own
-    # host name resolves here (torch's is_host guess resolves it, and fails when it does not)
-    own_name_resolves: bool | None = None
-    # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
-    facing: Facing | None = None
-    # node liveness (run/liveness.py): node 0's launcher listens at this port, the others connect to
-    # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
-    node_hub: Endpoint | None = None
 
 
 def _key(name: str) -> str:
@@ -99,7 +54,6 @@ MIN_STRAGGLER_FACTOR = 1.0
 MAX_STRAGGLER_FACTOR = 1000.0
 # launcher.node_timeout: below a second a busy launcher's beat would be late; null or 0 turns it off
 MIN_NODE_TIMEOUT_S, MAX_NODE_TIMEOUT_S = 1, 3600
-NODE_PORT_DEFAULT = "the rendezvous port + 1"
 
 
 def _seconds(

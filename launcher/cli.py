@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from . import errors, record, secrets
-from .config import compose, grammar, profiles
+from . import record, secrets
+from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
 from .run.signals import Interrupts
@@ -82,7 +82,7 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
     try:
         save_as, overrides = profiles.split_save(line.overrides)
         # secret values typed here never reach Hydra (nor anything it writes or prints)
-        overrides, vault = secrets.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
+        overrides, vault = grammar.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))
@@ -192,9 +192,9 @@ def _dispatch(
         if broken is not None:
             error(str(broken))
             return EXIT_USAGE
-        if not (_is_config_error(err) or errors.hydra_value_error(err)):
+        if not (_is_config_error(err) or translate.hydra_value_error(err)):
             raise
-        error(errors.from_hydra(err, overrides))
+        error(translate.from_hydra(err, overrides))
         return EXIT_USAGE
     finally:
         sys.argv = saved_argv

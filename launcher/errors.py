@@ -1,7 +1,8 @@
 """The one error type a user can cause. The CLI prints it in one line and exits with code 2.
 
 Hydra's and OmegaConf's own errors (unknown key, wrong type, unknown option) are turned into the
-same one-line form by :func:`from_hydra` / :meth:`UserError.from_omegaconf`.
+same one-line form by :mod:`launcher.config.translate`. A leaf: it imports only ``secrets`` (to mask
+a secret's value wherever a message quotes it).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import re
 from typing import Any
 
 from . import secrets
-from .names import override_key
 
 EXIT_USAGE = 2
 
@@ -35,24 +35,7 @@ class UserError(Exception):
         hidden = [value, value.strip("'\" ")] if shown is not value and isinstance(value, str) else []
         super().__init__(secrets.redact(message, hidden))
 
-    @classmethod
-    def from_omegaconf(cls, err: Exception, override: str | None = None) -> UserError:
-        """From an OmegaConf error: its first line says what is wrong, ``full_key`` says where."""
-        reason = str(err).splitlines()[0].strip()
-        key = getattr(err, "full_key", None) or "config"
-        node = getattr(err, "child_node", None)
-        raw = node._value() if node is not None and hasattr(node, "_value") else None
-        # an interpolation as written (``${x}``: a reference, never a secret value); else nothing
-        value: Any = raw if isinstance(raw, str) and raw.startswith("${") and raw.endswith("}") else ""
-        if override and "=" in override:
-            key, value = override.lstrip("+~").split("=", 1)
-        if "not in" in reason and key != "config":
-            reason += "; train_multigpu --cfg job lists the keys"
-        return cls(key, value, reason)
 
-
-_OVERRIDE_IN_MESSAGE = re.compile(r"(?:Could not override '([^']+)'|Error merging override (\S+))")
-_MISSING_OPTION = re.compile(r"Could not (?:find|load) '([^/']+)/([^']*)'")
 # characters that end a line for str.splitlines (or a terminal): shown escaped in a message
 _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -67,157 +50,3 @@ def one_line(message: str) -> str:
     """
     message = secrets.redact(message)
     return _LINE_BREAKING.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), message)
-
-
-_GROUP_NOT_STRING = re.compile(r"Config group override must be a string or a list")
-_AMBIGUOUS = re.compile(r"Ambiguous value for argument '([^']*)'")
-
-
-def shell_word(text: str) -> str:
-    r"""``text`` as one word for a POSIX shell, in the least surprising quotes.
-
-    >>> print(shell_word("task=x"), shell_word("a=b c"), shell_word("it's"), shell_word("x='it\\'s'"))
-    task=x 'a=b c' "it's" "x='it\\'s'"
-    """
-    if re.fullmatch(r"[\w@%+=:,./-]+", text, flags=re.ASCII):
-        return text
-    if "'" not in text:
-        return f"'{text}'"
-    return '"' + re.sub(r'([\\"$`])', r"\\\1", text) + '"'
-
-
-def bad_env_name(key: str, shown: str) -> Optional[UserError]:  # noqa: F821
-    """``worker_env.1ABC``: Hydra's grammar cannot read such a key, whatever the quoting; the name
-    is the mistake (the same line as checks.py gives a name Hydra can read, ``BAD-NAME``).
-
-    >>> print(bad_env_name("+worker_env.1ABC", "x"))
-    worker_env.1ABC=x: not an environment variable name: letters, digits and '_', not starting with a digit
-    >>> bad_env_name("worker_env.A_1", "x") is None
-    True
-    """
-    key = key.lstrip("+~")
-    for section in ("worker_env.", "profile.env."):
-        name = key[len(section) :]
-        if key.startswith(section) and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name, flags=re.ASCII):
-            return UserError(
-                key, shown, "not an environment variable name: letters, digits and '_', not starting with a digit"
-            )
-    return None
-
-
-def quoting_hint(override: str) -> UserError:
-    r"""A value Hydra's override grammar cannot read as typed: name the key and show what works --
-    the Isaac Lab flag (no Hydra quoting at all) where the key has one, and the quoted override.
-
-    >>> print(quoting_hint("task=it's"))
-    task=it's: Hydra's override grammar needs this value quoted (write --task "it's", or "task='it\\'s'")
-    >>> print(quoting_hint("launcher.rdzv_id=a=b"))
-    launcher.rdzv_id=a=b: Hydra's override grammar needs this value quoted (write --rdzv_id a=b, or "launcher.rdzv_id='a=b'")
-    >>> print(quoting_hint("+worker_env.X=café"))
-    worker_env.X=café: Hydra's override grammar needs this value quoted (write "+worker_env.X='café'")
-    """  # noqa: E501
-    from .config.grammar import FLAG_TO_KEY, quote
-
-    raw_key, _, value = override.partition("=")
-    key = raw_key.lstrip("+~")
-    if (name_error := bad_env_name(raw_key, value)) is not None:
-        return name_error
-    flags = [name for name, flag_key in FLAG_TO_KEY.items() if flag_key == key]
-    hydra_form = f"{raw_key}={quote(value)}"
-    quoted = shell_word(hydra_form)
-    if quoted == hydra_form:  # no shell quotes: the shell would strip the quotes Hydra needs
-        quoted = f'"{quoted}"'
-    hint = f"write --{flags[0]} {shell_word(value)}, or {quoted}" if flags else f"write {quoted}"
-    return UserError(key, value, "Hydra's override grammar needs this value quoted", hint)
-
-
-def _unreadable_override(overrides: list[str]) -> str | None:
-    """The first override Hydra's grammar cannot parse, as one line naming its key."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    parser = OverridesParser.create()
-    for override in overrides:
-        try:
-            parser.parse_overrides([override])
-        except OverrideParseException:
-            return str(quoting_hint(override))
-    return None
-
-
-def _reads_as_scalar(value: str) -> bool:
-    """Hydra reads this unquoted value as a number or a bool, not a name."""
-    if value.strip().lower() in ("true", "false"):
-        return True
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
-
-
-def hydra_value_error(err: Exception) -> bool:
-    """A ValueError Hydra raises for a user's override (no HydraException): from_hydra explains it."""
-    return isinstance(err, ValueError) and bool(_GROUP_NOT_STRING.search(str(err)))
-
-
-def from_hydra(err: Exception, overrides: list[str]) -> str:
-    """One line for a Hydra composition error (unknown group option, key or type, an override its
-    grammar cannot read)."""
-    from hydra.errors import OverrideParseException
-
-    text = str(err)
-    if isinstance(err, OverrideParseException):
-        line = _unreadable_override(overrides)
-        if line:
-            return line
-    from .config.grammar import GROUPS, quote
-
-    ambiguous = _AMBIGUOUS.search(text)
-    if ambiguous:
-        key, _, value = ambiguous.group(1).partition("=")
-        key = key.lstrip("+~")
-        return str(
-            UserError(
-                key,
-                value,
-                "a comma list is a sweep: one job per value",
-                f"add -m to sweep, or quote it as one string: {shell_word(f'{key}={quote(value)}')}",
-            )
-        )
-    if _GROUP_NOT_STRING.search(text):
-        for override in overrides:
-            key, _, value = override.partition("=")
-            group = key.lstrip("+~").split("@")[0]
-            if group in GROUPS and _reads_as_scalar(value):
-                return str(
-                    UserError(
-                        group,
-                        value,
-                        f"a {group} name",
-                        f"quote a name that reads as a number: {shell_word(f'{group}={quote(value)}')}",
-                    )
-                )
-    missing = _MISSING_OPTION.search(text)
-    if missing:
-        group, option = missing.groups()
-        options = re.findall(r"^\t(\S+)$", text.split("Config search path")[0], flags=re.M)
-        allowed = f"no such {group} option" + (f"; available: {', '.join(options)}" if options else "")
-        return str(
-            UserError(
-                group, option, allowed, f"train_multigpu --info searchpath shows where {group}/ configs are looked up"
-            )
-        )
-    named = _OVERRIDE_IN_MESSAGE.search(text)
-    cause = err.__cause__
-    if named and cause is not None:
-        target = named.group(1) or named.group(2)
-        override = next((o for o in overrides if override_key(o) == override_key(target)), target)
-        return str(UserError.from_omegaconf(cause, override))
-    lines = [line.strip() for line in text.splitlines() if line.strip() and "HYDRA_FULL_ERROR" not in line]
-    message = "; ".join(lines[:3])
-    for override in overrides:  # Hydra's own words, led by the key of the override they are about
-        key, _, value = override.partition("=")
-        if f"'{key.lstrip('+~')}'" in text or f"'{override}'" in text:
-            return str(UserError(key.lstrip("+~"), value, message))
-    return message

@@ -17,12 +17,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from . import rendezvous
 from .addresses import Endpoint
-from .checks import NODE_PORT_DEFAULT, Settled
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
+from .facts import NODE_PORT_DEFAULT, HostFacts, Settled
 from .names import (
     BACKEND_VAR,
     FR_BUFFER_VARS,
@@ -39,9 +38,6 @@ from .names import (
     RANK_LOGS_VAR,
     RUN_DIR_VAR,
 )
-
-if TYPE_CHECKING:
-    from .probe import HostFacts
 
 # torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
 TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_FLAGS)

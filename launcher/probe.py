@@ -16,23 +16,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from . import checks, paths
 from .addresses import Endpoint, is_loopback
 from .config.schema import Topology, TrainConfig
 from .errors import UserError
-
-
-@dataclass(frozen=True)
-class HostFacts:
-    python: str
-    visible_gpus: int
-    gpus_source: str  # where the count came from, for messages
-    usable_cpus: int
-    examples_dir: str
-    env: Mapping[str, str] = field(default_factory=dict)
+from .facts import MASTER_DEFAULT_PORT, NODE_PORT_DEFAULT, Facing, HostFacts, Settled
 
 
 def count_visible_devices(value: str) -> int:
@@ -323,7 +314,7 @@ def script_exists(cfg: TrainConfig, script: str, before_submit: bool = False) ->
         raise UserError(key, script, "the training script does not exist", f"profile={cfg.profile.name}")
 
 
-def _node0(cfg: TrainConfig, settled: checks.Settled) -> tuple[str, Endpoint] | None:
+def _node0(cfg: TrainConfig, settled: Settled) -> tuple[str, Endpoint] | None:
     """What the nodes meet at: (description, endpoint) of the c10d endpoint, the static master or
     the JAX coordinator; None on one node."""
     if settled.max_nodes < 2:
@@ -333,11 +324,11 @@ def _node0(cfg: TrainConfig, settled: checks.Settled) -> tuple[str, Endpoint] | 
     if settled.coordinator is not None:
         return "the JAX coordinator", settled.coordinator
     if cfg.launcher.master_addr is not None:
-        return "the master", Endpoint(cfg.launcher.master_addr, cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
+        return "the master", Endpoint(cfg.launcher.master_addr, cfg.launcher.master_port or MASTER_DEFAULT_PORT)
     return None
 
 
-def _resolvable(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse) -> set[str]:
+def _resolvable(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse) -> set[str]:
     """Every host name the launch connects to resolves here, in bounded time (RESOLVE_TIMEOUT_S):
     torch would otherwise fail minutes later with a traceback. Returns the names that do not."""
     launcher = cfg.launcher
@@ -369,7 +360,7 @@ def _resolvable(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse
     return unresolved
 
 
-def _facing(cfg: TrainConfig, settled: checks.Settled) -> checks.Facing | None:
+def _facing(cfg: TrainConfig, settled: Settled) -> Facing | None:
     """The non-loopback interface this machine would use to reach node 0 (None: loopback, no route,
     or an address no interface holds)."""
     found = _node0(cfg, settled)
@@ -382,7 +373,7 @@ def _facing(cfg: TrainConfig, settled: checks.Settled) -> checks.Facing | None:
     interface = interface_of(address)
     if interface is None:
         return None
-    return checks.Facing(interface, address, f"{what} {endpoint}")
+    return Facing(interface, address, f"{what} {endpoint}")
 
 
 def own_name_resolves() -> bool:
@@ -393,7 +384,7 @@ def own_name_resolves() -> bool:
         return False
 
 
-def locate(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse = checks.refuse_now) -> checks.Settled:
+def locate(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse = checks.refuse_now) -> Settled:
     """What only this machine can say about the addresses of a multi-node launch: that its host
     names resolve, the interface facing node 0 (when launcher.network_interface is unset), whether
     it holds the c10d endpoint (then node 0 hosts the rendezvous store: is_host), whether its own
@@ -446,7 +437,7 @@ def _port_taken(key: str, value: object, port: int) -> UserError:
     )
 
 
-def port_taken_at_launch(cfg: TrainConfig, settled: checks.Settled, port: int) -> UserError:
+def port_taken_at_launch(cfg: TrainConfig, settled: Settled, port: int) -> UserError:
     """The preflight message for a port that was free at the check but taken when torchrun (or JAX's
     coordinator) bound it (another launch started at the same time): the key that chose the port,
     as the user wrote it."""
@@ -455,12 +446,12 @@ def port_taken_at_launch(cfg: TrainConfig, settled: checks.Settled, port: int) -
         return _port_taken(_key("coordinator_address"), launcher.coordinator_address or str(settled.coordinator), port)
     if settled.rdzv_endpoint is not None and settled.rdzv_endpoint.port == port:
         return _port_taken(_key("rdzv_endpoint"), launcher.rdzv_endpoint or str(settled.rdzv_endpoint), port)
-    if launcher.master_port is None and port == checks.MASTER_DEFAULT_PORT:
-        return _port_taken(_key("master_port"), f"{checks.MASTER_DEFAULT_PORT} (torchrun's default)", port)
+    if launcher.master_port is None and port == MASTER_DEFAULT_PORT:
+        return _port_taken(_key("master_port"), f"{MASTER_DEFAULT_PORT} (torchrun's default)", port)
     return _port_taken(_key("master_port"), launcher.master_port if launcher.master_port is not None else port, port)
 
 
-def preflight(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse = checks.refuse_now) -> None:
+def preflight(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse = checks.refuse_now) -> None:
     """Checks that look at the machine: the run directory can be made, the interpreter and the
     script exist, node 0's ports are free. Nothing is created before they all pass."""
     key, where = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
@@ -499,8 +490,8 @@ def preflight(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse =
             ports.append(
                 (
                     "launcher.master_port",
-                    f"{checks.MASTER_DEFAULT_PORT} (torchrun's default)",
-                    checks.MASTER_DEFAULT_PORT,
+                    f"{MASTER_DEFAULT_PORT} (torchrun's default)",
+                    MASTER_DEFAULT_PORT,
                 )
             )
     if settled.rdzv_endpoint is not None and _bound_here(settled.rdzv_endpoint.host, launcher.node_rank):
@@ -510,7 +501,7 @@ def preflight(cfg: TrainConfig, settled: checks.Settled, refuse: checks.Refuse =
         ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
     if settled.node_hub is not None and launcher.node_rank == 0:  # node 0's launcher listens (run/liveness.py)
         node_port = settled.node_hub.port
-        given = launcher.node_port if launcher.node_port is not None else f"{node_port} ({checks.NODE_PORT_DEFAULT})"
+        given = launcher.node_port if launcher.node_port is not None else f"{node_port} ({NODE_PORT_DEFAULT})"
         ports.append(("launcher.node_port", given, node_port))
     for key, value, port in ports:
         if port_in_use(port):

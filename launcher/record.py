@@ -93,7 +93,7 @@ def composition(overrides, line, cwd: str, notes: dict | None = None) -> dict:
 
 def mask_placeholders(override: str) -> str:
     """A secret override as recorded: its value ``***``; a sweep job's keeps the number of its value
-    (``***2``: the second value typed for that key, ``secrets.hide``'s placeholder), so the jobs of a
+    (``***2``: the second value typed for that key, ``config.grammar.hide``'s placeholder), so the jobs of a
     sweep over secret values are told apart (``runs``' SWEPT column) without recording any value.
 
     >>> mask_placeholders("+worker_env.HF_TOKEN=***2"), mask_placeholders("+worker_env.HF_TOKEN=***1,***2")

@@ -8,20 +8,24 @@ token. What is masked: the dry run's text, ``env.json``, ``command.sh`` (which r
 from the caller's environment instead) and ``config.yaml``. The plan given to the supervisor keeps
 the real values.
 
-A secret typed on the command line (``+worker_env.HF_TOKEN=abc``) never reaches Hydra: :func:`hide`
-hands Hydra ``+worker_env.HF_TOKEN=***`` (``***1,***2`` for the values of a ``-m`` sweep) and keeps
-the values in a :class:`Vault`; the launch puts them back into its typed config (:meth:`Vault.reveal`).
-So whatever Hydra writes or prints -- ``multirun.yaml``, ``.hydra/``, ``override_dirname``, ``--cfg``,
-the sweep table, its own error messages -- shows the masked form. A value that is a reference
-(``${oc.env:HF_TOKEN}``) is not a secret value and is left to OmegaConf. What Hydra prints of a
-config it composed itself (``--cfg``, ``--info``, ``--help``: a profile file's values, a reference
-that ``--resolve`` resolves) goes through :func:`hydra_shows_masked`.
+A secret typed on the command line (``+worker_env.HF_TOKEN=abc``) never reaches Hydra:
+:func:`launcher.config.grammar.hide` hands Hydra ``+worker_env.HF_TOKEN=***`` (``***1,***2`` for the
+values of a ``-m`` sweep) and keeps the values in a :class:`Vault`; the launch puts them back into
+its typed config (:meth:`Vault.reveal`). So whatever Hydra writes or prints -- ``multirun.yaml``,
+``.hydra/``, ``override_dirname``, ``--cfg``, the sweep table, its own error messages -- shows the
+masked form. A value that is a reference (``${oc.env:HF_TOKEN}``) is not a secret value and is left
+to OmegaConf. What Hydra prints of a config it composed itself (``--cfg``, ``--info``, ``--help``: a
+profile file's values, a reference that ``--resolve`` resolves) goes through
+:func:`hydra_shows_masked`.
 
 Errors: every :class:`~launcher.errors.UserError` shows its value through :func:`shown` (``***`` for
 a secret key's value, or a map holding one), and every error line is passed through :func:`redact`,
-which masks each secret value this process was given (:func:`remember`: the grammar and :func:`hide`
-note them as they read them), wherever the message quotes it: the value of another override it
-contradicts, Hydra's own words, a hint that shows the value quoted. No caller has to remember to.
+which masks each secret value this process was given (:func:`remember`: the grammar and its
+:func:`~launcher.config.grammar.hide` note them as they read them), wherever the message quotes it:
+the value of another override it contradicts, Hydra's own words, a hint that shows the value quoted.
+No caller has to remember to.
+
+A leaf: it imports nothing of the package (:mod:`launcher.errors` imports it to mask values).
 """
 
 from __future__ import annotations
@@ -32,8 +36,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
-
-# (UserError is imported where it is raised: launcher.errors imports this module to mask its values)
 
 MASK = "***"
 _SUFFIXES = ("TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "KEY", "KEYS", "CREDENTIAL", "CREDENTIALS")
@@ -145,7 +147,7 @@ def remember(override: str) -> None:
 
 
 def remember_values(values: Iterable[Any]) -> None:
-    """Note secret values (as Hydra read them: :func:`hide`; as typed: :func:`remember`)."""
+    """Note secret values (as Hydra read them: :func:`launcher.config.grammar.hide`; as typed: :func:`remember`)."""
     for value in values:
         for form in (str(value), str(value).strip(_QUOTES)):
             if form.strip() and form != MASK and not _REFERENCE.fullmatch(form.strip()):
@@ -268,7 +270,7 @@ def hydra_shows_masked(resolve: bool):
 SECTIONS = ("worker_env", "profile.env", "ray.runtime_env.env_vars")
 
 
-def _section_name(path: str) -> tuple[str | None, str]:
+def section_name(path: str) -> tuple[str | None, str]:
     """``worker_env.HF_TOKEN`` -> ``("worker_env", "HF_TOKEN")``; not an env entry -> ``(None, "")``."""
     for section in SECTIONS:
         if path.startswith(section + "."):
@@ -294,7 +296,7 @@ class Vault:
     def reveal(self, cfg):
         """Put the real values back into the typed config, where Hydra left a placeholder of ours."""
         for path, by_placeholder in self.values.items():
-            section, name = _section_name(path)
+            section, name = section_name(path)
             env = section_env(cfg, section)
             if env.get(name) in by_placeholder:
                 env[name] = by_placeholder[env[name]]
@@ -313,88 +315,8 @@ class Vault:
             key, _, value = override.partition("=")
             by_placeholder = self.values.get(key.lstrip("+~"))
             if by_placeholder is not None and value in by_placeholder:
-                name = _section_name(key.lstrip("+~"))[1]
+                name = section_name(key.lstrip("+~"))[1]
                 env[name] = by_placeholder[value]
                 override = f"{key}=${{oc.env:{name}}}"
             out.append(override)
         return out, env
-
-
-def _quote_hint(key: str) -> str:
-    return f"""quote the whole value: '{key}="..."'"""
-
-
-def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
-    """Replace the values of secret ``worker_env``/``profile.env`` overrides by placeholders.
-
-    >>> hide(["seed=1,2", "+worker_env.HF_TOKEN=abc"], True)
-    (['seed=1,2', '+worker_env.HF_TOKEN=***'], Vault(values={'worker_env.HF_TOKEN': {'***': 'abc'}}))
-    >>> hide(["+worker_env.HF_TOKEN=a,b"], True)[0], hide(["+worker_env.HF_TOKEN=${oc.env:T}"], False)[0]
-    (['+worker_env.HF_TOKEN=***1,***2'], ['+worker_env.HF_TOKEN=${oc.env:T}'])
-    """
-    from .errors import UserError
-
-    vault, out = Vault(), []
-    for override in overrides:
-        remember(override)
-        key, eq, text = override.partition("=")
-        path = key.lstrip("+~")
-        section, name = _section_name(path)
-        # a map holding a section (worker_env, ray.runtime_env: {env_vars: ...}) with a secret-named key
-        section_of = next((s for s in SECTIONS if s == path or s.startswith(path + ".")), None)
-        if section_of and eq and holds_secret(text):
-            raise UserError(
-                path, MASK, "secrets are given one by one, never as a map", f"e.g. +{section_of}.NAME=VALUE"
-            )
-        if section is None or not is_secret(name) or not eq or not text:
-            out.append(override)
-            continue
-        values = _parse_values(key, path, text, multirun)
-        if values is None:  # null, or a reference such as ${oc.env:NAME}: no secret value here
-            out.append(override)
-            continue
-        if key.startswith("~"):  # a delete: the value is only a guard; delete by name
-            out.append(key)
-            continue
-        remember_values(values)
-        placeholders = [MASK] if len(values) == 1 else [f"{MASK}{i}" for i in range(1, len(values) + 1)]
-        vault.values[path] = dict(zip(placeholders, values))
-        out.append(f"{key}={','.join(placeholders)}")
-    return out, vault
-
-
-def _parse_values(key: str, path: str, text: str, multirun: bool) -> list[str] | None:
-    """The value(s) of one secret override as Hydra reads them (quotes, sweeps), never echoed."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from .errors import UserError
-
-    try:
-        parsed = OverridesParser.create().parse_override(f"{key}={text}")
-    except Exception:
-        from .errors import bad_env_name
-
-        raise bad_env_name(key, MASK) or UserError(
-            path, MASK, "not a value Hydra's override grammar can read", _quote_hint(key)
-        ) from None
-    if parsed.is_sweep_override():
-        if not multirun:
-            raise UserError(
-                path, MASK, "one value (a ',' outside quotes makes a list of values to sweep with -m)", _quote_hint(key)
-            )
-        try:
-            values = list(parsed.sweep_iterator())
-        except Exception:  # glob(): it chooses among a config group's options, and needs Hydra's loader
-            raise UserError(
-                path, MASK, "one value, or values to sweep: a,b, choice(a,b) or range(1,3)", _quote_hint(key)
-            ) from None
-    else:
-        values = [parsed.value()]
-    if values == [None]:
-        return None
-    if any(isinstance(value, (list, dict)) or value is None for value in values):
-        raise UserError(path, MASK, "a string", _quote_hint(key))
-    values = [str(value) for value in values]
-    if len(values) == 1 and "${" in values[0]:
-        return None
-    return values

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import checks, errors, paths, probe, record, secrets
+from . import checks, errors, facts, paths, probe, record, secrets
 from . import plan as plan_mod
 from .addresses import Endpoint
-from .config import compose, profiles, schema
+from .config import compose, isaaclab, profiles, schema, translate
 from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
@@ -437,7 +437,7 @@ def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
     try:
         return compose.to_typed(cfg, presets)
     except OmegaConfBaseException as err:
-        raise UserError.from_omegaconf(err) from err
+        raise translate.from_omegaconf(err) from err
 
 
 def _multirun() -> bool:
@@ -483,7 +483,7 @@ def _trainer_dir(cfg: schema.TrainConfig, record_dir: Path, trainer_dir: str | N
     return trainer_dir or str(record_dir)
 
 
-def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: dict[str, list[str]]) -> list[str]:
+def _dry_run_notes(cfg: schema.TrainConfig, settled: facts.Settled, presets: dict[str, list[str]]) -> list[str]:
     """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
     found when ISAACLAB_PATH is unset."""
     from hydra.core.hydra_config import HydraConfig
@@ -497,17 +497,17 @@ def _dry_run_notes(cfg: schema.TrainConfig, settled: checks.Settled, presets: di
             f"presets: applied {', '.join(applied) or '-'}; "
             f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
         )
-    checkout = compose.isaaclab_checkout(os.environ)
+    checkout = isaaclab.isaaclab_checkout(os.environ)
     if (
         checkout is not None
-        and checkout.how != compose.ISAACLAB_ENV
+        and checkout.how != isaaclab.ISAACLAB_ENV
         and settled.script.startswith(checkout.root + os.sep)
     ):
         notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
     return notes
 
 
-def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Path) -> None:
+def _rendezvous_hint(cfg: schema.TrainConfig, settled: facts.Settled, logs: Path) -> None:
     """After a failed multi-node torchrun launch: say what the rendezvous waited for, when torchrun's
     output shows that the nodes never all met (docs/multinode.md)."""
     from . import rendezvous
@@ -523,7 +523,7 @@ def _rendezvous_hint(cfg: schema.TrainConfig, settled: checks.Settled, logs: Pat
         endpoint = str(settled.rdzv_endpoint)
     else:
         endpoint = str(
-            Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
+            Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or facts.MASTER_DEFAULT_PORT)
         )
     waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
     met = any(logs.glob("rank*.log")) or any(logs.glob("rank*.exit.json"))  # workers start after the rendezvous

@@ -13,7 +13,7 @@ import pytest
 from launcher import checks, paths, plan
 from launcher.config import grammar
 from launcher.config.compose import compose, with_default_profile
-from launcher.probe import HostFacts
+from launcher.facts import HostFacts
 from ray_cluster import ray_cluster  # noqa: F401  (the real two-raylet Ray fixture, used by name)
 from require import unavailable
 from slurm_cluster import slurm_cluster  # noqa: F401  (the real one-host SLURM fixture, used by name)

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import clean_env
 from launcher.config import compose
+from launcher.config.isaaclab import IsaacLabCheckout, isaaclab_checkout
 from launcher.run.supervise import WORKER_WRAPPER
 from test_cli import assert_usage_error
 
@@ -218,11 +219,11 @@ def test_a_package_outside_a_checkout_selects_nothing(run_cli, tmp_path):
 
 def test_checkout_lookup_is_pure_and_reads_isaaclab_path_first(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(fake_isaaclab(tmp_path / "Lab")))
-    found = compose.isaaclab_checkout({})
+    found = isaaclab_checkout({})
     assert (
         found is not None and found.root == str(tmp_path / "Lab") and "found through the isaaclab package" in found.how
     )
-    assert compose.isaaclab_checkout({"ISAACLAB_PATH": "/x"}) == compose.IsaacLabCheckout("/x", "ISAACLAB_PATH")
+    assert isaaclab_checkout({"ISAACLAB_PATH": "/x"}) == IsaacLabCheckout("/x", "ISAACLAB_PATH")
     assert compose.with_default_profile([], {}) == ["profile=isaaclab"]
     assert compose.with_default_profile(["profile=examples"], {}) == ["profile=examples"]
     assert not (tmp_path / "Lab" / "IMPORTED").exists()

@@ -22,6 +22,7 @@ LEAVES = {
     "launcher.addresses",
     "launcher.tables",
     "launcher.files",
+    "launcher.facts",
 }
 LATER_STAGES = (
     "launcher.run",
@@ -83,8 +84,6 @@ def test_imports_point_one_way(module):
         assert "launcher.cli" not in own, "nothing imports cli"
     if module in LEAVES:
         allowed = LEAVES | {"launcher"}
-        if module == "launcher.errors":  # turning Hydra's errors into one line quotes as the grammar does
-            allowed |= {"launcher.config", "launcher.config.grammar"}
         assert own <= allowed, f"a leaf imports only leaves: {sorted(own - allowed)}"
     if within(module, ("launcher.config", "launcher.checks", "launcher.rendezvous", "launcher.plan")):
         bad = {m for m in own if within(m, LATER_STAGES)}
@@ -139,3 +138,283 @@ def test_the_wrapper_writes_json_as_the_record_does(tmp_path):
     record.write_json(tmp_path / "b.json", data)
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text()) == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]  # no temporary file left
+
+
+# -- no import cycle -------------------------------------------------------------------------------
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def import_edges(path: Path, name: str | None = None) -> dict[str, int]:
+    """The package's modules ``path`` imports, with the line of the first import of each: imports
+    inside functions (lazy ones) count, those under ``if TYPE_CHECKING:`` do not (they never run).
+    ``from pkg import name`` is an edge to ``pkg.name`` when that is a module, else to ``pkg``.
+    (``importlib.import_module`` with a computed name, as backends/ registers its implementations,
+    is not seen.) ``name``: the module's, when ``path`` is not in the package (a test's)."""
+    name = name or module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: dict[str, int] = {}
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                for other in child.orelse:
+                    visit_node(other)
+            else:
+                visit_node(child)
+
+    def visit_node(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    found.setdefault(alias.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            submodules = [f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in MODULES]
+            for submodule in submodules:
+                found.setdefault(submodule, node.lineno)
+            if len(submodules) < len(node.names) and target in MODULES:
+                found.setdefault(target, node.lineno)
+        visit(node)
+
+    visit(ast.parse(path.read_text()))
+    found.pop(name, None)
+    return found
+
+
+def import_cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) through every strongly connected group of modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def connect(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                connect(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = {stack.pop()}
+            while module not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                groups.append(group)
+
+    for module in sorted(graph):
+        if module not in index:
+            connect(module)
+    cycles = []
+    for group in groups:
+        start = min(group)
+        paths = {start: [start]}  # breadth-first inside the group: the shortest way back to start
+        queue = [start]
+        while queue:
+            module = queue.pop(0)
+            for target in sorted(graph[module]):
+                if target == start:
+                    cycles.append([*paths[module], start])
+                    queue = []
+                    break
+                if target in group and target not in paths:
+                    paths[target] = [*paths[module], target]
+                    queue.append(target)
+    return cycles
+
+
+def test_the_package_has_no_import_cycle():
+    graph = {module: import_edges(path) for module, path in MODULES.items()}
+    cycles = import_cycles(graph)
+    shown = [
+        " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:])) + f" -> {cycle[-1]}"
+        for cycle in cycles
+    ]
+    assert not cycles, "import cycles (a shared name belongs in a leaf both import):\n" + "\n".join(shown)
+
+
+def test_the_cycle_finder_finds_a_lazy_cycle_and_ignores_type_checking(tmp_path):
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 1}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"]]
+    assert import_cycles({"a": {"b": 1}, "b": {}}) == []
+    source = tmp_path / "checks.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from .config import schema\n"
+        "if TYPE_CHECKING:\n"
+        "    from .probe import HostFacts\n"
+        "def f():\n"
+        "    from .plan import LAUNCH_VARS\n"
+        "    import launcher.record\n"
+    )
+    edges = import_edges(source, "launcher.checks")
+    assert edges == {"launcher.config.schema": 2, "launcher.plan": 6, "launcher.record": 7}, edges
+
+
+# -- only run/ starts processes or installs signal handlers ----------------------------------------
+
+# what starts a process, replaces this one, kills one or installs a signal handler: run/'s alone
+# (run/worker.py and run/watchdog.py are run/ too)
+STARTS_OR_SIGNALS = {
+    "subprocess.Popen",
+    "subprocess.call",
+    "subprocess.check_call",
+    "subprocess.check_output",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+    "os.fork",
+    "os.forkpty",
+    "os.system",
+    "os.popen",
+    "os.posix_spawn",
+    "os.posix_spawnp",
+    "os.kill",
+    "os.killpg",
+    "pty.fork",
+    "pty.spawn",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
+    "signal.signal",
+    "signal.setitimer",
+    "signal.alarm",
+    "signal.set_wakeup_fd",
+    "signal.siginterrupt",
+    "signal.pthread_kill",
+    "signal.pidfd_send_signal",
+    "faulthandler.register",
+}
+STARTS_OR_SIGNALS_PREFIXES = ("os.exec", "os.spawn", "multiprocessing.", "ctypes.")
+REFUSED_MODULES = {"ctypes", "multiprocessing", "pty"}  # imported at all: prctl, process pools, terminals
+# named exceptions outside run/, each with its reason (a new one is a decision, written here)
+PROCESS_RULE_EXCEPTIONS = {
+    ("launcher.runs.live", "os.kill"): "`runs stacks ID` asks a running launcher for its ranks' stacks (SIGUSR2, "
+    "which run/signals.py handles): a request, never a stop; runs/ may not import run/ (its listing stays light)",
+}
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def process_calls(path: Path) -> list[tuple[int, str]]:
+    """(line, what) for every use of a process or signal mechanism in ``path``: a name from
+    STARTS_OR_SIGNALS however imported (called or handed on), a ``preexec_fn``, ``.send_signal``,
+    ``prctl``, an import of a REFUSED_MODULES module, and a ``subprocess.run`` without a ``timeout``."""
+    tree = ast.parse(path.read_text())
+    aliases: dict[str, str] = {}  # local name -> the dotted name it stands for
+    found: set[tuple[int, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                aliases[alias.asname or alias.name.split(".")[0]] = (
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
+                if alias.name.split(".")[0] in REFUSED_MODULES:
+                    found.add((node.lineno, f"import {alias.name}"))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            if node.module.split(".")[0] in REFUSED_MODULES:
+                found.add((node.lineno, f"from {node.module} import ..."))
+
+    def resolved(node: ast.expr) -> str | None:
+        dotted = _dotted(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        return ".".join(filter(None, [aliases.get(head, head), rest]))
+
+    callees = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callees[id(node.func)] = node
+            if any(keyword.arg == "preexec_fn" for keyword in node.keywords):
+                found.add((node.lineno, "preexec_fn="))
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("send_signal", "prctl"):
+                found.add((node.lineno, f".{node.func.attr}()"))
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):
+            continue
+        name = resolved(node)
+        if name in STARTS_OR_SIGNALS or (name or "").startswith(STARTS_OR_SIGNALS_PREFIXES):
+            found.add((node.lineno, name))
+        elif name == "subprocess.run":
+            call = callees.get(id(node))
+            if call is None:
+                found.add((node.lineno, "subprocess.run handed on (call it, with a timeout)"))
+            elif not any(
+                k.arg == "timeout" and not (isinstance(k.value, ast.Constant) and k.value.value is None)
+                for k in call.keywords
+            ):
+                found.add((node.lineno, "subprocess.run without a timeout"))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not within(m, ("launcher.run",))))
+def test_only_run_starts_processes_or_installs_signal_handlers(module):
+    """Outside run/: no process started (Popen, fork, exec, spawn, a preexec_fn, ctypes' prctl), none
+    killed or signalled, no signal handler installed; a short synchronous query (sbatch, squeue,
+    kubectl, nvidia-smi) through ``subprocess.run`` with a timeout stays where it is."""
+    found = [
+        f"line {line}: {what}"
+        for line, what in process_calls(MODULES[module])
+        if (module, what) not in PROCESS_RULE_EXCEPTIONS
+    ]
+    assert not found, f"only launcher/run/ starts processes or touches signals (README.md, Layout): {found}"
+
+
+def test_every_process_rule_exception_is_still_used():
+    for (module, what), reason in PROCESS_RULE_EXCEPTIONS.items():
+        assert reason and (module, what) in {(module, w) for _, w in process_calls(MODULES[module])}, (module, what)
+
+
+def test_the_process_rule_sees_every_spelling(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "import os, signal, subprocess as sp\n"
+        "from os import execvp\n"
+        "from signal import signal as install\n"
+        "def f(h):\n"
+        "    import ctypes\n"
+        "    sp.Popen(['x'], preexec_fn=h)\n"
+        "    execvp('x', ['x'])\n"
+        "    install(15, h)\n"
+        "    signal.setitimer(signal.ITIMER_REAL, 1)\n"
+        "    sp.run(['squeue'])\n"
+        "    sp.run(['squeue'], timeout=None)\n"
+        "    sp.run(['sbatch'], timeout=5)\n"
+        "    os.fork()\n"
+        "    h.send_signal(15)\n"
+        "    return sp.run\n"
+    )
+    found = {what for _, what in process_calls(source)}
+    assert found == {
+        "import ctypes",
+        "subprocess.Popen",
+        "preexec_fn=",
+        "os.execvp",
+        "signal.signal",
+        "signal.setitimer",
+        "subprocess.run without a timeout",
+        "os.fork",
+        ".send_signal()",
+        "subprocess.run handed on (call it, with a timeout)",
+    }, found
+    assert [line for line, what in process_calls(source) if what == "subprocess.run without a timeout"] == [10, 11]

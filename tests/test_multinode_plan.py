@@ -12,6 +12,7 @@ from launcher import checks, plan, probe, rendezvous
 from launcher.config import grammar
 from launcher.config.compose import compose, with_default_profile
 from launcher.errors import UserError
+from launcher.facts import Facing
 
 C10D = ["launcher=multinode", "launcher.nnodes=2", "launcher.rdzv_endpoint=10.0.0.1:29400"]
 STATIC = ["launcher=multinode", "launcher.nnodes=2", "launcher.master_addr=10.0.0.1", "launcher.master_port=29500"]
@@ -123,7 +124,7 @@ def test_network_interface_reaches_gloo_and_nccl_unless_a_profile_says_otherwise
 
 def test_the_interface_facing_node_0_reaches_gloo_nccl_and_local_addr():
     """Issue 13 item 23, pure: what probe.locate found (probe.source_address) is passed in."""
-    facing = checks.Facing("eth1", "10.0.0.2", "the rendezvous endpoint 10.0.0.1:29400")
+    facing = Facing("eth1", "10.0.0.2", "the rendezvous endpoint 10.0.0.1:29400")
     cfg = compose(C10D + ["launcher.node_rank=1"])
     settled = replace(checks.validate(cfg, make_facts()), facing=facing, local_addr="10.0.0.2")
     p = plan.build(cfg, settled, make_facts())

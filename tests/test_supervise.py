@@ -7,6 +7,7 @@ launch.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -219,3 +220,49 @@ def test_a_node_without_rank_0_says_where_its_logs_are(tmp_path):
         " (log_all_ranks=true shows them here)"
     ) in out
     assert "rank 1 done" in (logs / "rank1.log").read_text() and "rank 1 done" not in out
+
+
+# the middle process: ray_submit/job.py's node launcher actor, which starts a launcher tied to itself
+_TIED_PARENT = """
+import os, signal, sys, time
+from launcher.run import procs
+procs.start_tied([sys.executable, "-c", sys.argv[1], sys.argv[2]], dict(os.environ), signal.SIGTERM)
+time.sleep(600)
+"""
+# the launcher it starts: ties its own ranks to itself (run/group.py), then waits
+_TIED_CHILD = """
+import os, pathlib, signal, sys, time
+from launcher.run import procs
+out = pathlib.Path(sys.argv[1])
+signal.signal(signal.SIGTERM, lambda *_: (out.joinpath("sigterm").write_text(""), os._exit(0)))
+procs.die_with_parent_preexec(os.getpid())  # what group.start does before it starts the ranks
+out.joinpath("ready").write_text(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+def test_a_tied_child_gets_sigterm_when_its_starter_dies_after_tying_its_own_children(tmp_path):
+    """run/procs.start_tied (the Ray node launcher): the launcher gets SIGTERM when the process that
+    started it dies, also after it prepared to tie its own ranks to itself (loading libc there must
+    not clear its own parent-death signal, as ``prctl(PR_SET_PDEATHSIG, 0)`` once did)."""
+    import subprocess
+    import sys
+
+    parent = subprocess.Popen([sys.executable, "-c", _TIED_PARENT, _TIED_CHILD, str(tmp_path)])
+    try:
+        wait_for_files(tmp_path, 1, pattern="ready", timeout=60)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "sigterm").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "sigterm").exists(), "the tied child outlived its starter"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        child = int((tmp_path / "ready").read_text() or 0) if (tmp_path / "ready").exists() else 0
+        if child:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

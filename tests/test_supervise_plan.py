@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from launcher import checks
 from launcher import plan as plan_mod
-from launcher import probe as host
 from launcher.config.schema import Device, LauncherConfig, Topology, TrainConfig
+from launcher.facts import HostFacts
 
 WRAPPER = "/pkg/launcher/run/worker.py"
 
 
 def _plan(**launcher) -> plan_mod.LaunchPlan:
     cfg = TrainConfig(launcher=LauncherConfig(nproc_per_node="2", **launcher), device=Device.cpu, script="/s/train.py")
-    facts = host.HostFacts(python="/py", visible_gpus=0, gpus_source="test", usable_cpus=4, examples_dir="/e", env={})
+    facts = HostFacts(python="/py", visible_gpus=0, gpus_source="test", usable_cpus=4, examples_dir="/e", env={})
     settled = checks.validate(cfg, facts)
     if cfg.launcher.topology is Topology.skrl_jax:
         from dataclasses import replace

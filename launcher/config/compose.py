@@ -15,9 +15,9 @@ from .. import paths
 from ..errors import UserError
 from ..names import override_key
 from . import schema
+from .isaaclab import ISAACLAB_ENV, isaaclab_checkout, isaaclab_root
 
 CONFIG_NAME = "train_multigpu"
-ISAACLAB_ENV = "ISAACLAB_PATH"
 PRESETS_GROUP = "presets"
 _PRESET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 
@@ -31,41 +31,6 @@ def _plain_name(name: str) -> bool:
     except ValueError:
         return True
     return False
-
-
-@dataclasses.dataclass(frozen=True)
-class IsaacLabCheckout:
-    root: str  # the checkout: <root>/scripts/reinforcement_learning/train.py
-    how: str  # ISAACLAB_ENV, or how it was found
-
-
-# an Isaac Lab source checkout holds its package at <root>/source/isaaclab/isaaclab
-ISAACLAB_TRAIN = ("scripts", "reinforcement_learning", "train.py")
-_CHECKOUT_DEPTH = 4  # package directory -> checkout root: at most this many levels up
-
-
-def isaaclab_checkout(env: Mapping[str, str]) -> IsaacLabCheckout | None:
-    """Isaac Lab's checkout: ``$ISAACLAB_PATH``, else the source checkout that the importable
-    ``isaaclab`` package lives in (Isaac Lab's uv workflow does not always export ISAACLAB_PATH).
-    The package is located with ``importlib.util.find_spec``, never imported (start-up budget); a
-    package without a checkout around it (a wheel in site-packages) finds nothing."""
-    if env.get(ISAACLAB_ENV):
-        return IsaacLabCheckout(env[ISAACLAB_ENV], ISAACLAB_ENV)
-    import importlib.util
-    import os
-
-    try:
-        spec = importlib.util.find_spec("isaaclab")
-    except (ImportError, ValueError):
-        return None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        package = Path(location).resolve()
-        for root in list(package.parents)[:_CHECKOUT_DEPTH]:
-            if root.joinpath(*ISAACLAB_TRAIN).is_file():
-                how = f"ISAACLAB_PATH unset; found through the isaaclab package at {package}"
-                return IsaacLabCheckout(str(root).rstrip(os.sep) or os.sep, how)
-    return None
 
 
 def with_default_profile(overrides: Sequence[str], env: Mapping[str, str]) -> list[str]:
@@ -93,23 +58,7 @@ def register(config_groups: str | None = None) -> None:
         primary.hydra.help.template = primary.hydra.help.template.replace("$APP_CONFIG_GROUPS", config_groups)
     ConfigStore.instance().store(name=CONFIG_NAME, node=primary, provider="train_multigpu")
     OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
-    OmegaConf.register_new_resolver("tmg_isaaclab_root", _isaaclab_root, replace=True)
-
-
-def _isaaclab_root() -> str:
-    """``${tmg_isaaclab_root:}`` (profile=isaaclab): $ISAACLAB_PATH, else the checkout of the importable
-    isaaclab package; neither: an error naming both."""
-    import os
-
-    from omegaconf.errors import InterpolationResolutionError
-
-    checkout = isaaclab_checkout(os.environ)
-    if checkout is None:
-        raise InterpolationResolutionError(
-            f"Environment variable '{ISAACLAB_ENV}' not found, "
-            "and no importable isaaclab package lives in an Isaac Lab checkout"
-        )
-    return checkout.root
+    OmegaConf.register_new_resolver("tmg_isaaclab_root", isaaclab_root, replace=True)
 
 
 def preset_overrides(overrides: Sequence[str]) -> list[tuple[int, list[str]]]:

@@ -8,15 +8,28 @@
 - Hydra's own flags (``--cfg job``, ``-m``, ``--config-dir D``, ...) are kept for Hydra, in front.
 - ``env.*`` and ``agent.*`` overrides (Isaac Lab's training script's own Hydra keys) and any other
   ``--flag`` are forwarded to the training script, as Isaac Lab does.
+- A secret value typed for a ``worker_env``/``profile.env`` key never reaches Hydra: :func:`hide`
+  swaps it for a placeholder and keeps it in a :class:`launcher.secrets.Vault`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import UserError
-from ..secrets import mask_override, remember
+from ..secrets import (
+    MASK,
+    SECTIONS,
+    Vault,
+    holds_secret,
+    is_secret,
+    mask_override,
+    remember,
+    remember_values,
+    section_name,
+)
 from .schema import TORCHRUN_FLAGS
 
 # Isaac Lab flag -> config key
@@ -471,3 +484,100 @@ def _translate(name: str, value: str) -> list[str]:
             return []
         raise UserError("--ml_framework", value, "jax or torch")
     return [f"{FLAG_TO_KEY[name]}={quote(value)}"]
+
+
+def bad_env_name(key: str, shown: str) -> UserError | None:
+    """``worker_env.1ABC``: Hydra's grammar cannot read such a key, whatever the quoting; the name
+    is the mistake (the same line as checks.py gives a name Hydra can read, ``BAD-NAME``).
+
+    >>> print(bad_env_name("+worker_env.1ABC", "x"))
+    worker_env.1ABC=x: not an environment variable name: letters, digits and '_', not starting with a digit
+    >>> bad_env_name("worker_env.A_1", "x") is None
+    True
+    """
+    key = key.lstrip("+~")
+    for section in ("worker_env.", "profile.env."):
+        name = key[len(section) :]
+        if key.startswith(section) and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name, flags=re.ASCII):
+            return UserError(
+                key, shown, "not an environment variable name: letters, digits and '_', not starting with a digit"
+            )
+    return None
+
+
+# -- secret values typed on the command line: hidden from Hydra, kept in a Vault (launcher.secrets) --
+
+
+def _quote_hint(key: str) -> str:
+    return f"""quote the whole value: '{key}="..."'"""
+
+
+def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
+    """Replace the values of secret ``worker_env``/``profile.env`` overrides by placeholders.
+
+    >>> hide(["seed=1,2", "+worker_env.HF_TOKEN=abc"], True)
+    (['seed=1,2', '+worker_env.HF_TOKEN=***'], Vault(values={'worker_env.HF_TOKEN': {'***': 'abc'}}))
+    >>> hide(["+worker_env.HF_TOKEN=a,b"], True)[0], hide(["+worker_env.HF_TOKEN=${oc.env:T}"], False)[0]
+    (['+worker_env.HF_TOKEN=***1,***2'], ['+worker_env.HF_TOKEN=${oc.env:T}'])
+    >>> from launcher.secrets import forget; forget()  # the values above are masked no more
+    """
+    vault, out = Vault(), []
+    for override in overrides:
+        remember(override)
+        key, eq, text = override.partition("=")
+        path = key.lstrip("+~")
+        section, name = section_name(path)
+        # a map holding a section (worker_env, ray.runtime_env: {env_vars: ...}) with a secret-named key
+        section_of = next((s for s in SECTIONS if s == path or s.startswith(path + ".")), None)
+        if section_of and eq and holds_secret(text):
+            raise UserError(
+                path, MASK, "secrets are given one by one, never as a map", f"e.g. +{section_of}.NAME=VALUE"
+            )
+        if section is None or not is_secret(name) or not eq or not text:
+            out.append(override)
+            continue
+        values = _parse_values(key, path, text, multirun)
+        if values is None:  # null, or a reference such as ${oc.env:NAME}: no secret value here
+            out.append(override)
+            continue
+        if key.startswith("~"):  # a delete: the value is only a guard; delete by name
+            out.append(key)
+            continue
+        remember_values(values)
+        placeholders = [MASK] if len(values) == 1 else [f"{MASK}{i}" for i in range(1, len(values) + 1)]
+        vault.values[path] = dict(zip(placeholders, values))
+        out.append(f"{key}={','.join(placeholders)}")
+    return out, vault
+
+
+def _parse_values(key: str, path: str, text: str, multirun: bool) -> list[str] | None:
+    """The value(s) of one secret override as Hydra reads them (quotes, sweeps), never echoed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_override(f"{key}={text}")
+    except Exception:
+        raise bad_env_name(key, MASK) or UserError(
+            path, MASK, "not a value Hydra's override grammar can read", _quote_hint(key)
+        ) from None
+    if parsed.is_sweep_override():
+        if not multirun:
+            raise UserError(
+                path, MASK, "one value (a ',' outside quotes makes a list of values to sweep with -m)", _quote_hint(key)
+            )
+        try:
+            values = list(parsed.sweep_iterator())
+        except Exception:  # glob(): it chooses among a config group's options, and needs Hydra's loader
+            raise UserError(
+                path, MASK, "one value, or values to sweep: a,b, choice(a,b) or range(1,3)", _quote_hint(key)
+            ) from None
+    else:
+        values = [parsed.value()]
+    if values == [None]:
+        return None
+    if any(isinstance(value, (list, dict)) or value is None for value in values):
+        raise UserError(path, MASK, "a string", _quote_hint(key))
+    values = [str(value) for value in values]
+    if len(values) == 1 and "${" in values[0]:
+        return None
+    return values

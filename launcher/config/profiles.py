@@ -308,9 +308,9 @@ def env_references_unresolved():
     from omegaconf import OmegaConf
     from omegaconf.resolvers import oc
 
-    from . import compose
+    from .isaaclab import isaaclab_root
 
-    originals = {"oc.env": oc.env, "tmg_isaaclab_root": compose._isaaclab_root}
+    originals = {"oc.env": oc.env, "tmg_isaaclab_root": isaaclab_root}
 
     def lenient(resolver):
         def call(*args):

@@ -28,7 +28,7 @@ import re
 from ..addresses import Endpoint
 from ..config.schema import Topology, TrainConfig
 from ..errors import UserError
-from ..probe import HostFacts
+from ..facts import HostFacts
 from .env import K8sEnvError, NotInPodError, PodTopology
 
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from .. import checks, files, probe, record, secrets, tables
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import EXIT_USAGE, UserError
+from ..facts import HostFacts
 from ..names import PROG, override_key, swept
-from ..probe import HostFacts
 from . import launch as k8s_launch
 from . import manifest
 from .env import PodTopology

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from ..names import PROG
+from ..run import procs, signals
 from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, SECRETS_VAR, node_overrides
 
 JOB_CONFIG_NAME = "ray_job"
@@ -102,16 +103,6 @@ def launch(text: str, order: list[str], overrides: list[str]) -> int:
 # -- several nodes: the driver and its actors ------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the launcher's child: SIGTERM when the actor that started it dies (Linux prctl)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class NodeLauncher:
     """One node's train_multigpu, in a Ray actor that holds the node's bundle."""
 
@@ -133,17 +124,16 @@ class NodeLauncher:
         return host, port
 
     def run(self, argv: list[str], env: dict[str, str]) -> int:
-        import subprocess
-
         if self.stopped:
             return 128 + signal.SIGTERM
-        self.process = subprocess.Popen(argv, env={**os.environ, **env}, preexec_fn=_die_with_parent)
+        # SIGTERM when this actor dies (run/procs.py: PR_SET_PDEATHSIG, libc loaded before the fork)
+        self.process = procs.start_tied(argv, {**os.environ, **env}, signal.SIGTERM)
         return self.process.wait()
 
     def stop(self, signum: int) -> None:
         self.stopped = True
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signum)
+            procs.kill([self.process.pid], signum)
 
 
 def drive(text: str, order: str, nodes: int, cfg, hidden: dict[str, str]) -> int:
@@ -163,8 +153,7 @@ def drive(text: str, order: str, nodes: int, cfg, hidden: dict[str, str]) -> int
     def on_signal(signum, frame):
         received.append(signum)
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, on_signal)
+    signals.install({signum: on_signal for signum in signals.FORWARDED_SIGNALS})  # kept to the end
     ray.init(log_to_driver=True, logging_level=logging.WARNING)
     ranks = nproc(cfg)
     cpus, gpus = ranks * cfg.ray.num_cpus_per_rank, ranks * gpus_per_rank(cfg)

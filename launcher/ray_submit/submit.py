@@ -26,6 +26,7 @@ from .. import record, tables
 from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..names import PROG, swept
+from ..run.signals import TermAsInterrupt
 from . import spec as spec_mod
 from .spec import CREDENTIALS, shown_address
 
@@ -415,24 +416,6 @@ def _stop(client, jobs: Sequence[RayJob], timeout: float = 120.0) -> None:
                 pending.remove(job)
 
 
-class _TermAsInterrupt:
-    """While following: SIGTERM/SIGHUP to train_multigpu stop the job like Ctrl+C."""
-
-    def __enter__(self):
-        self.saved = {}
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            self.saved[signum] = signal.signal(signum, self._raise)
-        return self
-
-    def _raise(self, signum, frame):
-        self.received = signum
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        for signum, handler in self.saved.items():
-            signal.signal(signum, handler)
-
-
 async def _tail(client, job_id: str):
     """The job's output as the dashboard streams it (its websocket, as Ray's ``tail_job_logs``), with
     deadlines Ray's lacks: to connect, and a heartbeat (a dashboard that stops answering ends the stream
@@ -466,7 +449,7 @@ def follow(client, job: RayJob) -> int:
             sys.stdout.flush()
             shown[0] += len(lines)
 
-    with _TermAsInterrupt() as handler:
+    with TermAsInterrupt() as handler:
         try:
             try:
                 asyncio.run(tail())
@@ -503,7 +486,7 @@ def follow_many(submitter: Submitter, interrupts=None, fail_fast: bool = False) 
     """A sweep's jobs: one line as each ends; Ctrl+C (the sweep's Interrupts) or fail_fast stops the rest."""
     running = [job for job in submitter.jobs if job.job_id]
     codes: list[int] = []
-    with _TermAsInterrupt():
+    with TermAsInterrupt():
         try:
             while running:
                 if interrupts is not None and interrupts.received is not None:

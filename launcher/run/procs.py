@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..names import LAUNCH_ID_VAR
 
@@ -24,14 +24,22 @@ PR_SET_CHILD_SUBREAPER = 36
 _libc = None
 
 
-def _prctl(option: int, value: int) -> bool:
+def _load_libc():
+    """libc, loaded once, with ``prctl`` resolved: a ``preexec_fn`` runs between fork and exec, where
+    an import or a symbol lookup may deadlock on a lock another thread held at the fork."""
     global _libc
-    try:
-        if _libc is None:
-            import ctypes
+    if _libc is None:
+        import ctypes
 
-            _libc = ctypes.CDLL(None, use_errno=True)
-        return _libc.prctl(option, value, 0, 0, 0) == 0
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl  # noqa: B018 (resolved now, cached on the object)
+        _libc = libc
+    return _libc
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        return _load_libc().prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):  # not Linux
         return False
 
@@ -41,16 +49,29 @@ def become_subreaper() -> bool:
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def die_with_parent_preexec(parent: int):
-    """A ``preexec_fn``: the child gets SIGKILL when ``parent`` dies (and exits at once if it already has)."""
-    _prctl(PR_SET_PDEATHSIG, 0)  # load libc in the parent, before fork: preexec must not import
+def die_with_parent_preexec(parent: int, signum: int = signal.SIGKILL):
+    """A ``preexec_fn``: the child gets ``signum`` when ``parent`` dies (and exits at once, as if it
+    had, if it already has). libc is loaded here, in the parent, before the fork: the preexec_fn
+    neither imports nor loads anything (and this process's own parent-death signal is left alone)."""
+    try:
+        _load_libc()
+    except (OSError, AttributeError):  # not Linux: the preexec_fn does nothing
+        pass
 
     def preexec() -> None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:
-            os._exit(137)
+            os._exit(128 + signum)
 
     return preexec
+
+
+def start_tied(argv: Sequence[str], env: Mapping[str, str], signum: int = signal.SIGTERM):
+    """Start ``argv`` (a ``subprocess.Popen``) as a child that gets ``signum`` when this process dies
+    (PR_SET_PDEATHSIG): a Ray actor's node launcher (ray_submit/job.py) stops with the actor."""
+    import subprocess
+
+    return subprocess.Popen(list(argv), env=dict(env), preexec_fn=die_with_parent_preexec(os.getpid(), signum))
 
 
 def _stat(pid: int) -> tuple[str, int] | None:

@@ -1,6 +1,7 @@
 """Which signals a launch handles; one context manager that installs handlers and restores the
-previous ones on the way out (a launch, a sweep and a parallel sweep's lanes all use it); and a
-sweep's hold on the stop signals (:class:`Interrupts`)."""
+previous ones on the way out (a launch, a sweep and a parallel sweep's lanes all use it); a
+sweep's hold on the stop signals (:class:`Interrupts`); and SIGTERM as Ctrl+C while a remote job is
+followed (:class:`TermAsInterrupt`)."""
 
 from __future__ import annotations
 
@@ -18,18 +19,42 @@ STACK_SIGNALS = (signal.SIGUSR2,)  # every rank's stack into the run directory (
 Handler = Callable[[int, object], None] | int | signal.Handlers
 
 
+def install(installed: Mapping[int, Handler]) -> dict[int, Handler]:
+    """Install ``installed`` (signal -> handler); the previous handlers. For a program that keeps its
+    handlers to the end (ray_submit/job.py's driver); a launch restores them: :func:`handlers`."""
+    return {sig: signal.signal(sig, handler) for sig, handler in installed.items()}
+
+
 @contextmanager
 def handlers(installed: Mapping[int, Handler]) -> Iterator[None]:
     """Install ``installed`` (signal -> handler); restore every previous handler on exit, also those
     of signals given a new handler inside the block."""
     previous = {sig: signal.getsignal(sig) for sig in installed}
     try:
-        for sig, handler in installed.items():
-            signal.signal(sig, handler)
+        install(installed)
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        install(previous)
+
+
+class TermAsInterrupt:
+    """While following a remote job (ray_submit/submit.py): SIGTERM and SIGHUP raise
+    KeyboardInterrupt, so they stop the job as Ctrl+C does; ``received`` names the signal that came
+    (unset: none, or Ctrl+C itself)."""
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> TermAsInterrupt:
+        self._stack.enter_context(handlers({sig: self._raise for sig in (signal.SIGTERM, signal.SIGHUP)}))
+        return self
+
+    def _raise(self, signum: int, frame: object) -> None:
+        self.received = signum
+        raise KeyboardInterrupt
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stack.close()
 
 
 class Stoppable(Protocol):

@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from ..config.schema import Topology, TrainConfig
 from ..errors import UserError
-from ..probe import HostFacts
+from ..facts import HostFacts
 from .env import NotInAllocationError, SlurmAllocation, SlurmEnvError
 
 PORT_BASE = 20000

@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import probe, record, secrets, tables
-from ..config import grammar
+from ..config import grammar, translate
 from ..config.schema import SlurmConfig, Topology, TrainConfig
 from ..errors import UserError
+from ..facts import HostFacts
 from ..names import PROG, override_key, swept
-from ..probe import HostFacts
 from . import batch
 from .env import SlurmAllocation
 
@@ -202,7 +202,7 @@ def _job_config(
     try:
         job = compose.to_typed(hydra_compose(compose.CONFIG_NAME, overrides=[searchpath, *job_overrides_]), presets)
     except OmegaConfBaseException as err:
-        raise UserError.from_omegaconf(err) from err
+        raise translate.from_omegaconf(err) from err
     job.script_args += list(script_args)
     return job
 

@@ -21,8 +21,8 @@ from types import MappingProxyType
 from ..addresses import parse_endpoint
 from ..config.schema import Device, TrainConfig
 from ..errors import UserError
+from ..facts import HostFacts
 from ..names import swept
-from ..probe import HostFacts
 from ..tables import table
 
 
