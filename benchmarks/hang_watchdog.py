@@ -104,7 +104,7 @@ def monitor_poll_s(ranks: int = 8, count: int = 2000) -> float:
     """One look of the progress monitor (and its progress.json every other time), as the launcher does it."""
     from launcher.config.schema import Topology
     from launcher.plan import LaunchPlan, ProcessSpec
-    from launcher.run import progress
+    from launcher.run.monitor import progress
 
     with tempfile.TemporaryDirectory(dir=REPO) as tmp:
         log_dir = Path(tmp) / "logs"

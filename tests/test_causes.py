@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.run import causes, oom
-from launcher.run.failure import Failure
+from launcher.run.postmortem import causes, oom
+from launcher.run.postmortem.failure import Failure
 from require import unavailable, variable
 from supervise_util import REPO, env, finish, run_dir, start, status
 

@@ -19,8 +19,8 @@ import pytest
 from conftest import build, clean_env
 from launcher import plan
 from launcher.addresses import Endpoint
-from launcher.run import causes, flight_recorder, oom
-from launcher.run.failure import Failure
+from launcher.run.postmortem import causes, flight_recorder, oom
+from launcher.run.postmortem.failure import Failure
 from supervise_util import REPO, finish, run_dir
 
 HANG = REPO / "tests" / "workers" / "hang.py"

@@ -111,13 +111,19 @@ def test_imports_point_one_way(module):
 
 @pytest.mark.parametrize(
     "module",
-    ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names", "launcher.run.beats"],
+    [
+        "launcher.run.worker",
+        "launcher.run.process.procs",
+        "launcher.run.watchdog",
+        "launcher.names",
+        "launcher.run.monitor.beats",
+    ],
 )
 def test_separate_programs_use_the_standard_library_only(module):
     """The rank wrapper runs under the user's interpreter (python=), which may not have the package;
     the watchdog runs with -S (no site-packages)."""
     allowed = (
-        {"launcher", "launcher.run", "launcher.names", "launcher.run.procs"}
+        {"launcher", "launcher.run", "launcher.names", "launcher.run.process", "launcher.run.process.procs"}
         if module != "launcher.run.worker"
         else set()
     )

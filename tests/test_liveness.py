@@ -25,8 +25,8 @@ import pytest
 from conftest import build
 from launcher import plan
 from launcher.plan import NodeWatch
-from launcher.run import liveness
-from launcher.run.liveness import NodeLiveness
+from launcher.run.monitor import liveness
+from launcher.run.monitor.liveness import NodeLiveness
 from netns import Hosts
 from ports import free_port
 from test_checks import error_of

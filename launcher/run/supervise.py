@@ -72,15 +72,16 @@ from typing import IO
 from .. import paths
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
-from . import causes, flight_recorder, liveness, oom
-from . import failure as failure_mod
 from .console import Console
-from .detect import FailureDetector, Monitor
-from .failure import Failure
-from .group import ProcessGroup
-from .progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
-from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
-from .stragglers import StragglerMonitor
+from .monitor import liveness
+from .monitor.progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
+from .monitor.stragglers import StragglerMonitor
+from .postmortem import causes, flight_recorder, oom
+from .postmortem import failure as failure_mod
+from .postmortem.detect import FailureDetector, Monitor
+from .postmortem.failure import Failure
+from .process.group import ProcessGroup
+from .process.signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL

@@ -11,7 +11,7 @@ import threading
 import time
 
 from launcher.plan import NodeWatch
-from launcher.run.liveness import NodeLiveness
+from launcher.run.monitor.liveness import NodeLiveness
 
 node, nnodes, port, timeout = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 channel = NodeLiveness(NodeWatch(node, nnodes, "127.0.0.1", port, timeout, str(port)))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import logs
+from .. import logs
 
 EXIT_RECORD = re.compile(r"^rank(\d+)\.exit\.json$")
 TAIL_LINES = 20

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ..plan import LaunchPlan
+from ...plan import LaunchPlan
+from .. import logs
 from . import failure as failure_mod
-from . import logs
 from .failure import Failure, exit_code_of
 
 # torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):

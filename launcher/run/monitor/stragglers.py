@@ -25,9 +25,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..plan import LaunchPlan
+from ...plan import LaunchPlan
+from ..postmortem.failure import Failure
 from . import beats
-from .failure import Failure
 
 POLL_S = 1.0
 WINDOW = 5  # looks (a second apart) an iteration time is measured over

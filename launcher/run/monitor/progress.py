@@ -41,9 +41,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..plan import LaunchPlan
-from . import beats, flight_recorder, logs, procs, stacks
-from .failure import Failure
+from ...plan import LaunchPlan
+from .. import logs
+from ..postmortem import flight_recorder, stacks
+from ..postmortem.failure import Failure
+from ..process import procs
+from . import beats
 
 EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
 HANG_SOURCE = "hang"

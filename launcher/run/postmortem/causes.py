@@ -37,7 +37,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import flight_recorder, logs, oom
+from .. import logs
+from . import flight_recorder, oom
 from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
 
 TEXT_LINES = 60

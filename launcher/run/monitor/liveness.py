@@ -57,11 +57,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..addresses import Endpoint
-from ..errors import UserError
-from ..names import PROG
-from ..plan import NodeWatch
-from .failure import Failure
+from ...addresses import Endpoint
+from ...errors import UserError
+from ...names import PROG
+from ...plan import NodeWatch
+from ..postmortem.failure import Failure
 
 EXIT_NODE_LOST = 125
 REASON = "node lost"
