@@ -132,7 +132,7 @@ def monitor_poll_s(ranks: int = 8, count: int = 2000) -> float:
         monitor = progress.ProgressMonitor(plan, log_dir, dict, lambda _text: None)
         start = time.perf_counter()
         for i in range(count):
-            monitor.next_poll = 0.0
+            monitor.observer.next_tick = 0.0
             monitor.next_write = 0.0 if i % 2 else float("inf")
             assert monitor.check([None]) is None
         return (time.perf_counter() - start) / count

@@ -74,6 +74,7 @@ from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
 from .console import Console
 from .monitor import liveness
+from .monitor.observer import Observer
 from .monitor.progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
 from .monitor.stragglers import StragglerMonitor
 from .postmortem import causes, flight_recorder, oom
@@ -132,7 +133,9 @@ class Supervisor:
             agent_quiet=lambda: self.stopping or self.failure is not None,
         )
         self.detector = FailureDetector(plan, log_dir)
-        self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
+        # the ranks' files, read once per tick for both policies below (run/monitor/observer.py)
+        self.observer = Observer(log_dir)
+        self.stragglers = StragglerMonitor(plan, log_dir, self.console.say, self.observer)  # never a failure
         # multi-node: this node's launcher and the others' watch each other (run/liveness.py)
         self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
         self.progress = ProgressMonitor(  # run/progress.py; the one writer of progress.json
@@ -142,6 +145,7 @@ class Supervisor:
             self.console.say,
             self.stragglers.record,
             self.liveness.report_hang if self.liveness is not None else lambda headline: None,
+            self.observer,
         )
         self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         if self.liveness is not None:
