@@ -12,7 +12,7 @@
    median of the per-iteration figure in the trainer's metrics.csv (first 5 iterations dropped).
    Also, timed in-process (load-proof): the trainer's heartbeat (one pwrite per iteration), a
    truncating rewrite (open "w", what a naive script does) for comparison, and the launcher's
-   once-a-second look at 8 ranks' files (launcher/run/progress.py) with its progress.json.
+   once-a-second look at 8 ranks' files (launcher/run/monitor/progress.py) with its progress.json.
 
 Prints medians and the ratio on/off. The machine's load is printed first: on a shared 2-core
 machine the pairs' spread is the noise.

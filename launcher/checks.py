@@ -80,7 +80,7 @@ class Settled:
     own_name_resolves: bool | None = None
     # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
     facing: Facing | None = None
-    # node liveness (run/liveness.py): node 0's launcher listens at this port, the others connect to
+    # node liveness (run/monitor/liveness.py): node 0's launcher listens at this port, the others connect to
     # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
     node_hub: Endpoint | None = None
 
@@ -444,7 +444,7 @@ def node_hub(
     min_nodes: int,
     max_nodes: int,
 ) -> Endpoint | None:
-    """Where the nodes' launchers meet to watch each other (run/liveness.py): node 0's host, as in
+    """Where the nodes' launchers meet to watch each other (run/monitor/liveness.py): node 0's host, as in
     the rendezvous endpoint, the static master or the JAX coordinator, and ``launcher.node_port``
     (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX``, whose
     nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not node 0).

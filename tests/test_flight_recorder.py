@@ -1,4 +1,4 @@
-"""PyTorch's NCCL flight recorder on CUDA launches (launcher/plan.py, launcher/run/flight_recorder.py).
+"""PyTorch's NCCL flight recorder on CUDA launches (launcher/plan.py, launcher/run/postmortem/flight_recorder.py).
 
 No GPU exists here: the GPUs are faked as host facts (``gpus=2``, or ``CUDA_VISIBLE_DEVICES`` for the
 dry run and the launch), nothing else. NCCL's flight recorder itself is GPU-only: in the launch below

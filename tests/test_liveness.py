@@ -1,4 +1,4 @@
-"""Nodes watch each other (launcher/run/liveness.py, issue 12 item 5).
+"""Nodes watch each other (launcher/run/monitor/liveness.py, issue 12 item 5).
 
 The channel itself between real launcher-side processes on loopback (fast: no torch, no JAX), and
 whole launches across network namespaces (tests/netns.py) while the ranks are quiet (they sleep

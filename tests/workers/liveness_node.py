@@ -1,4 +1,4 @@
-"""One node's liveness channel (launcher/run/liveness.py) alone, as a launcher would run it, for
+"""One node's liveness channel (launcher/run/monitor/liveness.py) alone, as a launcher would run it, for
 tests/test_liveness.py: ``liveness_node.py NODE_RANK NNODES PORT TIMEOUT`` (node 0's host: 127.0.0.1).
 
 Prints ``UP`` once started (not node 0: once node 0 answered its hello), ``LOST <text>`` when it

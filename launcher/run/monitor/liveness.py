@@ -79,7 +79,7 @@ GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
 MAX_STRANGERS = 64  # (node 0) connections that have not said hello yet, kept at most (the oldest is closed)
 HANG_SOURCE = "node hang"  # Failure.source of a hang another node found: take this node's stacks
-EXIT_HANG = 124  # the hang's exit code (run/progress.py's; this module imports no monitor)
+EXIT_HANG = 124  # the hang's exit code (run/monitor/progress.py's; this module imports no monitor)
 STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
 
 

@@ -1,7 +1,7 @@
 """The observer: this node's ranks as their files show them, read once per tick for every policy.
 
 Once a second (:data:`POLL_S`) the observer lists the log directory and reads, per rank, its
-heartbeat file ``logs/rank<R>.beat`` (run/beats.py: one ``stat`` and one small read) and the
+heartbeat file ``logs/rank<R>.beat`` (run/monitor/beats.py: one ``stat`` and one small read) and the
 modification time of its log ``logs/rank<R>.log`` (output: a ``stat``). Each tick yields one frozen
 :class:`Snapshot`; the policies over it are the hang watchdog (run/monitor/progress.py) and the
 straggler detection (run/monitor/stragglers.py). Whichever policy asks first in a tick makes the

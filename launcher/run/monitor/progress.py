@@ -11,16 +11,16 @@ the straggler detection) and keeps per rank:
 - ``running``: after its first sign of life. ``launcher.hang_timeout`` seconds without a new one and
   the rank has stalled.
 
-A stalled rank ends the launch as a failure (:class:`launcher.run.failure.Failure` with source
-``hang``): every rank's stack is taken with py-spy (run/stacks.py) into
+A stalled rank ends the launch as a failure (:class:`launcher.run.postmortem.failure.Failure` with source
+``hang``): every rank's stack is taken with py-spy (run/postmortem/stacks.py) into
 ``<run_dir>/stacks/<stamp>_hang/``, the summary names the stalled rank(s) and where each rank waits,
 and the supervisor tears the launch down with exit code :data:`EXIT_HANG` (status.json reason
 ``hang``). A rank whose process has ended is never stalled (its exit is the failure detector's).
 
 Each node's launcher watches only its own ranks; a hang found on any node makes every node take its
-own ranks' stacks (:meth:`ProgressMonitor.hang_elsewhere`, told through run/liveness.py) before any
+own ranks' stacks (:meth:`ProgressMonitor.hang_elsewhere`, told through run/monitor/liveness.py) before any
 node stops a rank. On CUDA launches every rank's NCCL flight recorder is asked for a dump first, and
-waited for (run/flight_recorder.py). With torchrun's own output handling
+waited for (run/postmortem/flight_recorder.py). With torchrun's own output handling
 (``--tee``/``--redirects``/``--log_dir``) the rank logs do not exist: only heartbeats count, and a
 rank is watched from its first beat on.
 
@@ -127,9 +127,9 @@ def write_json(path: Path, data: dict) -> None:
 
 
 class ProgressMonitor:
-    """A :class:`launcher.run.detect.Monitor`: progress per rank, progress.json, the hang watchdog
+    """A :class:`launcher.run.postmortem.detect.Monitor`: progress per rank, progress.json, the hang watchdog
     and stacks on demand. ``rank_pids()``: global rank -> pid of this node's live rank processes
-    (run/group.py); ``say(text)``: a line of the launcher's own on the console; ``observer``: the
+    (run/process/group.py); ``say(text)``: a line of the launcher's own on the console; ``observer``: the
     ranks' files, shared with the straggler detection (its own when not given)."""
 
     def __init__(
@@ -145,7 +145,7 @@ class ProgressMonitor:
         self.plan, self.log_dir, self.rank_pids, self.say = plan, log_dir, rank_pids, say
         self.observer = observer if observer is not None else Observer(log_dir)
         self.seen = Snapshot()  # the last snapshot judged
-        self.on_hang = on_hang  # a hang found here, before the stacks are taken (run/liveness.py tells the nodes)
+        self.on_hang = on_hang  # a hang found here, before the stacks are taken (liveness.py tells the nodes)
         self.stragglers = stragglers  # the straggler monitor's entries, kept in progress.json
         self.run_dir = log_dir.parent
         self.hang_timeout, self.startup_timeout = plan.hang_timeout, plan.startup_timeout
@@ -297,7 +297,7 @@ class ProgressMonitor:
         )
 
     def hang_elsewhere(self, found: Failure) -> Failure:
-        """Another node found a hang (run/liveness.py relayed it): this node's ranks' stacks are taken
+        """Another node found a hang (run/monitor/liveness.py relayed it): this node's ranks' stacks are taken
         all the same (the rank that stalled may be one of them), and the launch ends as a hang here too."""
         now = time.time()
         node = self.plan.node_rank

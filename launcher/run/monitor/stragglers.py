@@ -47,7 +47,7 @@ def stragglers(times: dict[int, float], factor: float) -> list[tuple[int, float,
 
 
 class StragglerMonitor:
-    """A :class:`launcher.run.detect.Monitor` that never fails the launch. ``say(text)``: a line of
+    """A :class:`launcher.run.postmortem.detect.Monitor` that never fails the launch. ``say(text)``: a line of
     the launcher's own on the console; ``observer``: the ranks' files, shared with the hang watchdog
     (its own when not given)."""
 

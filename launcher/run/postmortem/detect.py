@@ -1,6 +1,6 @@
 """Failure detection: which rank failed first, and how (seen through its exit record, its exit status
 or torchrun's report). The supervisor asks every monitor once per poll; this is the first monitor,
-the hang watchdog (run/progress.py) is another with the same :class:`Monitor` shape."""
+the hang watchdog (run/monitor/progress.py) is another with the same :class:`Monitor` shape."""
 
 from __future__ import annotations
 
