@@ -1,17 +1,26 @@
 """One observer of the ranks' files (launcher/run/monitor/observer.py): each beat file is read once
 per tick, and the hang watchdog and the straggler detection judge the same snapshot. Real files in a
-real log directory; the monitors are the supervisor's own classes, called as its loop calls them."""
+real log directory; the monitors are the supervisor's own classes, called as its loop calls them;
+and the real launcher under strace."""
 
 from __future__ import annotations
 
+import datetime
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from launcher.config.schema import Topology
 from launcher.plan import LaunchPlan, ProcessSpec
-from launcher.run.monitor.observer import Observer
+from launcher.run.monitor.observer import POLL_S, Observer
 from launcher.run.monitor.progress import ProgressMonitor
 from launcher.run.monitor.stragglers import StragglerMonitor
+from require import unavailable
+from supervise_util import REPO, env
 
 RANKS = 4
 
@@ -101,3 +110,27 @@ def test_with_every_policy_off_no_file_is_looked_at(tmp_path):
     assert observer.snapshot.tick == 0 and not observer.reads
     progress.close()
     assert not (log_dir / "progress.json").exists()
+
+
+@pytest.mark.timeout(120)
+def test_the_real_launcher_reads_each_beat_file_once_a_second(tmp_path):
+    """Two JAX ranks beat every 50 ms for 6 s with the hang watchdog and the straggler detection both
+    on (the defaults); strace shows the launcher's main thread reading each beat file at most once
+    per POLL_S (before the observer: twice, once per monitor)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        unavailable("STRACE", "strace is not installed: the launcher's reads cannot be counted")
+    trace = tmp_path / "trace"
+    worker = REPO / "tests" / "workers" / "causes_worker.py"
+    argv = [strace, "-e", "trace=openat", "-tt", "-o", str(trace), sys.executable, "-m", "launcher"]
+    argv += ["device=cpu", f"run_root={tmp_path / 'runs'}", "launcher=skrl_jax", "launcher.nproc_per_node=2"]
+    argv += [f"script={worker}", "--", "--mode", "beat", "--seconds", "6", "--dt", "0.05", "--slow_dt", "0.05"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = trace.read_text().splitlines()
+    for rank in (0, 1):  # the launcher opens a beat file O_NONBLOCK to read it (the rank writes it)
+        reads = [line for line in lines if f"rank{rank}.beat" in line and "O_NONBLOCK" in line]
+        times = [datetime.datetime.strptime(line.split(" ", 1)[0], "%H:%M:%S.%f") for line in reads]
+        assert len(times) >= 3, reads
+        span = (times[-1] - times[0]).total_seconds()
+        assert len(times) <= span / POLL_S + 1, f"{len(times)} reads of rank{rank}.beat in {span:.1f} s"
