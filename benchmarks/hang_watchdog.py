@@ -12,7 +12,7 @@
    median of the per-iteration figure in the trainer's metrics.csv (first 5 iterations dropped).
    Also, timed in-process (load-proof): the trainer's heartbeat (one pwrite per iteration), a
    truncating rewrite (open "w", what a naive script does) for comparison, and the launcher's
-   once-a-second look at 8 ranks' files (launcher/run/progress.py) with its progress.json.
+   once-a-second look at 8 ranks' files (launcher/run/monitor/progress.py) with its progress.json.
 
 Prints medians and the ratio on/off. The machine's load is printed first: on a shared 2-core
 machine the pairs' spread is the noise.
@@ -104,7 +104,7 @@ def monitor_poll_s(ranks: int = 8, count: int = 2000) -> float:
     """One look of the progress monitor (and its progress.json every other time), as the launcher does it."""
     from launcher.config.schema import Topology
     from launcher.plan import LaunchPlan, ProcessSpec
-    from launcher.run import progress
+    from launcher.run.monitor import progress
 
     with tempfile.TemporaryDirectory(dir=REPO) as tmp:
         log_dir = Path(tmp) / "logs"
@@ -132,7 +132,7 @@ def monitor_poll_s(ranks: int = 8, count: int = 2000) -> float:
         monitor = progress.ProgressMonitor(plan, log_dir, dict, lambda _text: None)
         start = time.perf_counter()
         for i in range(count):
-            monitor.next_poll = 0.0
+            monitor.observer.next_tick = 0.0
             monitor.next_write = 0.0 if i % 2 else float("inf")
             assert monitor.check([None]) is None
         return (time.perf_counter() - start) / count

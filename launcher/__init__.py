@@ -18,7 +18,7 @@ Import rules (tests/test_layout.py checks them):
 - ``run/`` (processes and signals: the only code that starts, signals or kills a process or
   installs a signal handler) imports only the leaves and ``plan``'s data types;
   ``run/worker.py`` and ``run/watchdog.py`` run as separate processes and import nothing of the
-  package beyond the standard library (the watchdog: ``run/procs.py``).
+  package beyond the standard library (the watchdog: ``run/process/procs.py``).
 - ``slurm/``, ``ray_submit/`` and ``sweep/`` may use the stages before them; ``session`` may use
   everything; nothing imports ``cli``. ``ray_submit/job.py`` is the entry of a Ray job on the cluster
   and, like ``cli``, hands the launch to a ``session``.

@@ -398,7 +398,7 @@ def node_hub(
     min_nodes: int,
     max_nodes: int,
 ) -> Endpoint | None:
-    """Where the nodes' launchers meet to watch each other (run/liveness.py): node 0's host, as in
+    """Where the nodes' launchers meet to watch each other (run/monitor/liveness.py): node 0's host, as in
     the rendezvous endpoint, the static master or the JAX coordinator, and ``launcher.node_port``
     (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX``, whose
     nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not node 0).

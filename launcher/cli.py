@@ -13,7 +13,7 @@ from . import record, secrets
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
-from .run.signals import Interrupts
+from .run.process.signals import Interrupts
 from .session import Session, error
 from .sweep import points
 

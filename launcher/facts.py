@@ -12,7 +12,7 @@ from .addresses import Endpoint
 
 C10D_DEFAULT_PORT = 29400  # torchrun's c10d rendezvous endpoint without a port
 MASTER_DEFAULT_PORT = 29500  # torchrun's --master_port
-NODE_PORT_DEFAULT = "the rendezvous port + 1"  # launcher.node_port unset (run/liveness.py), as messages say it
+NODE_PORT_DEFAULT = "the rendezvous port + 1"  # launcher.node_port unset (run/monitor/liveness.py), as messages say it
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,6 @@ class Settled:
     own_name_resolves: bool | None = None
     # filled in by locate(): the interface facing node 0 (multi-node, no launcher.network_interface)
     facing: Facing | None = None
-    # node liveness (run/liveness.py): node 0's launcher listens at this port, the others connect to
+    # node liveness (run/monitor/liveness.py): node 0's launcher listens at this port, the others connect to
     # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
     node_hub: Endpoint | None = None

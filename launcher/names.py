@@ -21,7 +21,7 @@ RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
 # exported by the rank wrapper to each rank: <log_dir>/rank<R>.beat, written by the rank to show progress
 HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
-# the launch's marker: every process started for a launch carries it (run/procs.py finds them by it)
+# the launch's marker: every process started for a launch carries it (run/process/procs.py finds them by it)
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 
 

@@ -111,7 +111,7 @@ class ProcessSpec:
 
 @dataclass(frozen=True)
 class NodeWatch:
-    """How this node's launcher and the other nodes' watch each other (launcher/run/liveness.py):
+    """How this node's launcher and the other nodes' watch each other (launcher/run/monitor/liveness.py):
     node 0's launcher listens on ``port``, every other node's connects to ``host:port``; a node
     silent for ``timeout`` s, or gone without a goodbye, is lost."""
 
@@ -148,11 +148,11 @@ class LaunchPlan:
     # the NCCL flight recorder's file variables supervised() points into <run_dir>/nccl/ (CUDA torchrun
     # launches, those the user did not set; see flight_recorder_env)
     nccl_dump_vars: tuple[str, ...] = ()
-    # the hang watchdog (launcher/run/progress.py): seconds without progress, and before a rank's
+    # the hang watchdog (launcher/run/monitor/progress.py): seconds without progress, and before a rank's
     # first sign of life; None: off
     hang_timeout: float | None = None
     startup_timeout: float | None = None
-    # a rank this many times slower than the others' median is named (run/stragglers.py); None: off
+    # a rank this many times slower than the others' median is named (run/monitor/stragglers.py); None: off
     straggler_factor: float | None = None
     # the launchers of a multi-node launch watch each other (None: they do not)
     nodes: NodeWatch | None = None

@@ -499,7 +499,7 @@ def preflight(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse = checks
     if settled.coordinator is not None and _bound_here(settled.coordinator.host, launcher.node_rank):
         value = launcher.coordinator_address or str(settled.coordinator)
         ports.append(("launcher.coordinator_address", value, settled.coordinator.port))
-    if settled.node_hub is not None and launcher.node_rank == 0:  # node 0's launcher listens (run/liveness.py)
+    if settled.node_hub is not None and launcher.node_rank == 0:  # node 0's launcher listens (run/monitor/liveness.py)
         node_port = settled.node_hub.port
         given = launcher.node_port if launcher.node_port is not None else f"{node_port} ({NODE_PORT_DEFAULT})"
         ports.append(("launcher.node_port", given, node_port))

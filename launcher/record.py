@@ -167,7 +167,7 @@ def write_end(
     failure: dict | None = None,
     stragglers: tuple[dict, ...] | list[dict] = (),
 ) -> None:
-    """``stragglers``: the ranks named slow (run/stragglers.py); the key is written only when there were any."""
+    """``stragglers``: the ranks named slow (run/monitor/stragglers.py); the key is written only when there were any."""
     ended = time.time()
     status = {
         "started": _iso(started),

@@ -32,7 +32,7 @@ from .config.schema import Topology
 from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
 from .names import PROG, swept
-from .run.signals import Interrupts
+from .run.process.signals import Interrupts
 from .slurm import launch as slurm_launch
 from .sweep import lanes
 
@@ -251,7 +251,7 @@ class Session:
             return 0
         # (imported here: a dry run or a failed check needs no supervisor; the start-up budget)
         from .run import supervise
-        from .run.liveness import EXIT_NODE_LOST
+        from .run.monitor.liveness import EXIT_NODE_LOST
         from .sweep import parallel
 
         # a parallel job's directory is made when it starts; a requeued SLURM job's record goes to restart<N>

@@ -1,4 +1,4 @@
-"""Why a rank died (launcher/run/causes.py, run/oom.py), with real processes: a rank OOM-killed in a
+"""Why a rank died (launcher/run/postmortem/causes.py, oom.py), with real processes: a rank OOM-killed in a
 memory cgroup the test sets up (its peer listed as a follower), os.abort(), and tracebacks with a
 CUDA out-of-memory and an NCCL error text (raised by a CPU rank: the texts are what torch prints,
 no GPU exists here). The classification of the other texts is checked on the texts themselves."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.run import causes, oom
-from launcher.run.failure import Failure
+from launcher.run.postmortem import causes, oom
+from launcher.run.postmortem.failure import Failure
 from require import unavailable, variable
 from supervise_util import REPO, env, finish, run_dir, start, status
 

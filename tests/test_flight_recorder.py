@@ -1,4 +1,4 @@
-"""PyTorch's NCCL flight recorder on CUDA launches (launcher/plan.py, launcher/run/flight_recorder.py).
+"""PyTorch's NCCL flight recorder on CUDA launches (launcher/plan.py, launcher/run/postmortem/flight_recorder.py).
 
 No GPU exists here: the GPUs are faked as host facts (``gpus=2``, or ``CUDA_VISIBLE_DEVICES`` for the
 dry run and the launch), nothing else. NCCL's flight recorder itself is GPU-only: in the launch below
@@ -19,8 +19,8 @@ import pytest
 from conftest import build, clean_env
 from launcher import plan
 from launcher.addresses import Endpoint
-from launcher.run import causes, flight_recorder, oom
-from launcher.run.failure import Failure
+from launcher.run.postmortem import causes, flight_recorder, oom
+from launcher.run.postmortem.failure import Failure
 from supervise_util import REPO, finish, run_dir
 
 HANG = REPO / "tests" / "workers" / "hang.py"

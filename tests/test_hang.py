@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.run import stacks
+from launcher.run.postmortem import stacks
 from netns import Hosts
 from require import unavailable
 from supervise_util import REPO, finish, run_dir, spawner, status, survivors, wait_for_files
@@ -257,7 +257,7 @@ def interpreter_without_py_spy(tmp: Path, py_spy: str | None = None) -> tuple[st
     path = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not Path(d, "py-spy").exists()]
     env = {**os.environ, "PATH": os.pathsep.join(path), "PYTHONPATH": str(REPO)}
     found = subprocess.run(
-        [str(python), "-c", "from launcher.run import stacks; print(stacks.find_py_spy())"],
+        [str(python), "-c", "from launcher.run.postmortem import stacks; print(stacks.find_py_spy())"],
         env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     assert found == ("None" if py_spy is None else str(venv / "bin" / "py-spy"))
@@ -400,7 +400,7 @@ def test_a_beat_file_replaced_by_a_fifo_or_other_non_file_never_blocks_the_launc
         beat.mkdir()
     else:
         beat.symlink_to("/dev/zero")
-    code = f"from launcher.run import beats; print(beats.read_beat({str(beat)!r}))"
+    code = f"from launcher.run.monitor import beats; print(beats.read_beat({str(beat)!r}))"
     # a child process: a read that blocks must fail this test, not hang pytest
     try:
         done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=15)
@@ -451,7 +451,10 @@ def test_progress_json_is_written_whatever_a_rank_left_at_its_temporary_name(tmp
     else:
         tmp.mkdir()
     target = str(tmp_path / "progress.json")
-    code = f"import pathlib; from launcher.run import progress; progress.write_json(pathlib.Path({target!r}), {{1: 1}})"
+    code = (
+        "import pathlib; from launcher.run.monitor import progress; "
+        f"progress.write_json(pathlib.Path({target!r}), {{1: 1}})"
+    )
     try:
         done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=15)
     except subprocess.TimeoutExpired:
@@ -471,7 +474,7 @@ def test_the_flight_recorders_pipes_are_written_only_when_they_are_fifos(tmp_pat
     (a traceback instead of the hang's summary); a regular file, or a symlink to one, had its first
     byte overwritten (issue 18's hostile pass). Only a FIFO with a reader is written to."""
     from launcher.names import FR_PIPE_FILE_VAR
-    from launcher.run import flight_recorder
+    from launcher.run.postmortem import flight_recorder
 
     stem = str(tmp_path / "pipe_rank_")
     (tmp_path / "pipe_rank_0.pipe").mkdir()

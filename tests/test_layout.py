@@ -110,13 +110,19 @@ def test_imports_point_one_way(module):
 
 @pytest.mark.parametrize(
     "module",
-    ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names", "launcher.run.beats"],
+    [
+        "launcher.run.worker",
+        "launcher.run.process.procs",
+        "launcher.run.watchdog",
+        "launcher.names",
+        "launcher.run.monitor.beats",
+    ],
 )
 def test_separate_programs_use_the_standard_library_only(module):
     """The rank wrapper runs under the user's interpreter (python=), which may not have the package;
     the watchdog runs with -S (no site-packages)."""
     allowed = (
-        {"launcher", "launcher.run", "launcher.names", "launcher.run.procs"}
+        {"launcher", "launcher.run", "launcher.names", "launcher.run.process", "launcher.run.process.procs"}
         if module != "launcher.run.worker"
         else set()
     )
@@ -299,7 +305,8 @@ REFUSED_MODULES = {"ctypes", "multiprocessing", "pty"}  # imported at all: prctl
 # named exceptions outside run/, each with its reason (a new one is a decision, written here)
 PROCESS_RULE_EXCEPTIONS = {
     ("launcher.runs.live", "os.kill"): "`runs stacks ID` asks a running launcher for its ranks' stacks (SIGUSR2, "
-    "which run/signals.py handles): a request, never a stop; runs/ may not import run/ (its listing stays light)",
+    "which run/process/signals.py handles): a request, never a stop; runs/ may not import run/ "
+    "(its listing stays light)",
 }
 
 

@@ -1,4 +1,4 @@
-"""Nodes watch each other (launcher/run/liveness.py, issue 12 item 5).
+"""Nodes watch each other (launcher/run/monitor/liveness.py, issue 12 item 5).
 
 The channel itself between real launcher-side processes on loopback (fast: no torch, no JAX), and
 whole launches across network namespaces (tests/netns.py) while the ranks are quiet (they sleep
@@ -25,8 +25,8 @@ import pytest
 from conftest import build
 from launcher import plan
 from launcher.plan import NodeWatch
-from launcher.run import liveness
-from launcher.run.liveness import NodeLiveness
+from launcher.run.monitor import liveness
+from launcher.run.monitor.liveness import NodeLiveness
 from netns import Hosts
 from ports import free_port
 from test_checks import error_of

@@ -394,7 +394,7 @@ def test_node_killed_mid_run_fails_the_survivor_quickly(tmp_path):
         rc = procs[0].wait(45)
         elapsed = time.monotonic() - t0
     # whichever node 0 sees first: its rank's collective failing (exit 1), or node 1's launcher
-    # gone without a goodbye (the nodes' liveness channel, run/liveness.py: exit 125, node 1 named)
+    # gone without a goodbye (the nodes' liveness channel, run/monitor/liveness.py: exit 125, node 1 named)
     assert rc in (1, 125), procs[0].out[-3000:]
     assert f"[train_multigpu] exit code {rc}" in procs[0].out
     if rc == 125:

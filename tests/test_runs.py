@@ -1014,7 +1014,7 @@ def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "status:   failed (rank failed)" in lines and "exit:     7" in lines
-    assert "failure:  node 0, rank 1: exit code 7 [exit-code]" in lines  # the class, from run/causes.py
+    assert "failure:  node 0, rank 1: exit code 7 [exit-code]" in lines  # the class, from run/postmortem/causes.py
     assert f"          log: {fail}/logs/rank1.log" in lines
     tail = lines.index(f"          log: {fail}/logs/rank1.log") + 1
     assert lines[tail : tail + 2] == ["          last 4 line(s) of the log:", "            | rank 1 line 1"]

@@ -225,14 +225,14 @@ def test_a_node_without_rank_0_says_where_its_logs_are(tmp_path):
 # the middle process: ray_submit/job.py's node launcher actor, which starts a launcher tied to itself
 _TIED_PARENT = """
 import os, signal, sys, time
-from launcher.run import procs
+from launcher.run.process import procs
 procs.start_tied([sys.executable, "-c", sys.argv[1], sys.argv[2]], dict(os.environ), signal.SIGTERM)
 time.sleep(600)
 """
-# the launcher it starts: ties its own ranks to itself (run/group.py), then waits
+# the launcher it starts: ties its own ranks to itself (run/process/group.py), then waits
 _TIED_CHILD = """
 import os, pathlib, signal, sys, time
-from launcher.run import procs
+from launcher.run.process import procs
 out = pathlib.Path(sys.argv[1])
 signal.signal(signal.SIGTERM, lambda *_: (out.joinpath("sigterm").write_text(""), os._exit(0)))
 procs.die_with_parent_preexec(os.getpid())  # what group.start does before it starts the ranks
@@ -242,7 +242,7 @@ time.sleep(600)
 
 
 def test_a_tied_child_gets_sigterm_when_its_starter_dies_after_tying_its_own_children(tmp_path):
-    """run/procs.start_tied (the Ray node launcher): the launcher gets SIGTERM when the process that
+    """run/process/procs.start_tied (the Ray node launcher): the launcher gets SIGTERM when the process that
     started it dies, also after it prepared to tie its own ranks to itself (loading libc there must
     not clear its own parent-death signal, as ``prctl(PR_SET_PDEATHSIG, 0)`` once did)."""
     import subprocess

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from ..names import PROG
-from ..run import procs, signals
+from ..run.process import procs, signals
 from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, SECRETS_VAR, node_overrides
 
 JOB_CONFIG_NAME = "ray_job"
@@ -126,7 +126,7 @@ class NodeLauncher:
     def run(self, argv: list[str], env: dict[str, str]) -> int:
         if self.stopped:
             return 128 + signal.SIGTERM
-        # SIGTERM when this actor dies (run/procs.py: PR_SET_PDEATHSIG, libc loaded before the fork)
+        # SIGTERM when this actor dies (run/process/procs.py: PR_SET_PDEATHSIG, libc loaded before the fork)
         self.process = procs.start_tied(argv, {**os.environ, **env}, signal.SIGTERM)
         return self.process.wait()
 

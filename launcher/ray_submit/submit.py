@@ -26,7 +26,7 @@ from .. import record, tables
 from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..names import PROG, swept
-from ..run.signals import TermAsInterrupt
+from ..run.process.signals import TermAsInterrupt
 from . import spec as spec_mod
 from .spec import CREDENTIALS, shown_address
 

@@ -1,24 +1,27 @@
 """Running a plan on this node: the only place that starts processes or touches signals.
 
-- ``supervise``: one launch from start to outcome, built from the components below.
-- ``group``: the process group: start, signal, kill and reap the launch's processes.
-- ``detect``: failure detection: which rank failed first, and how.
-- ``console``: the console view (rank logs tailed to the terminal, the launcher's own lines).
-- ``signals``: one context manager that installs and restores signal handlers, and a sweep's
-  hold on the stop signals (``Interrupts``).
-- ``procs``: finding and killing processes through /proc and prctl (standard library only).
-- ``logs``: per-rank log files; ``failure``: exit records and the failure summary.
-- ``causes``: why a rank died (class, fix, followers); ``oom``: the kernel's OOM-kill counters;
-  ``flight_recorder``: PyTorch's NCCL flight recorder (dump directory, dumps on demand);
-  ``stragglers``: ranks much slower than the others, named from their heartbeats.
-- ``worker``: the rank wrapper, a separate program (standard library only).
-- ``watchdog``: a separate process that kills what a SIGKILLed launcher left behind.
-- ``liveness``: the nodes' launchers watch each other (a monitor); a lost node ends the launch.
-- ``progress``: the hang watchdog, a monitor like ``detect``'s: every rank's progress (``beats``:
-  heartbeat files, and rank-log output), ``logs/progress.json``, a stalled rank ends the launch;
-  ``stacks``: every rank's Python stack (py-spy) into ``<run_dir>/stacks/``, on a hang or SIGUSR2.
+Here, what a launch is made of: ``supervise`` (one launch from start to outcome, built from the
+rooms below), ``console`` (the console view: rank logs tailed to the terminal, the launcher's own
+lines), ``logs`` (per-rank log files), and two separate programs: ``worker`` (the rank wrapper,
+standard library only) and ``watchdog`` (a process that kills what a SIGKILLed launcher left
+behind). They stay here because other interpreters run them by path or module name
+(``launcher.paths.WORKER_WRAPPER``, ``python -m launcher.run.watchdog``).
 
-A change to "how ranks are killed" belongs in ``group.py`` (and ``procs.py``).
+- ``process/``: the process group. ``group`` starts, signals, kills and reaps the launch's
+  processes; ``procs`` finds and kills processes through /proc and prctl (standard library only);
+  ``signals`` installs and restores signal handlers, and holds a sweep's stop signals (``Interrupts``).
+- ``monitor/``: while the launch runs. ``beats`` (heartbeat files); ``observer`` reads every rank's
+  beat and log once per tick into one snapshot with one rate estimator; over it, two policies:
+  ``progress`` (the hang watchdog: a stalled rank ends the launch, ``logs/progress.json``) and
+  ``stragglers`` (ranks much slower than the others, named); ``liveness`` (the nodes' launchers
+  watch each other: a lost node ends the launch) speaks ``liveness_wire`` (the pure wire protocol).
+- ``postmortem/``: how it ended. ``detect`` (which rank failed first, and how), ``failure`` (exit
+  records and the failure summary), ``causes`` (why a rank died: class, fix, followers), ``oom``
+  (the kernel's OOM-kill counters), ``stacks`` (every rank's Python stack, py-spy, into
+  ``<run_dir>/stacks/``, on a hang or SIGUSR2), ``flight_recorder`` (PyTorch's NCCL flight recorder).
+
+A change to "how ranks are killed" belongs in ``process/group.py`` (and ``process/procs.py``); a new
+watch over the ranks is one more policy over ``monitor/observer.py``'s snapshot.
 
 Imports the package's leaves and ``plan``'s data types; never ``config/``, ``sweep/``, ``slurm/``.
 """

@@ -11,7 +11,7 @@ from typing import IO
 from ..names import PROG
 from ..plan import LaunchPlan
 from . import logs
-from .detect import PORT_IN_USE
+from .postmortem.detect import PORT_IN_USE
 
 
 class Console:

@@ -1,6 +1,6 @@
 """Runs a launch plan and supervises it, from start to outcome. The work is done by components:
-the process group (run/group.py: start, signal, kill, reap), the monitors that detect failures
-(run/detect.py, and the hang watchdog run/progress.py), and the console view (run/console.py).
+the process group (run/process/group.py: start, signal, kill, reap), the monitors that detect failures
+(run/postmortem/detect.py, and the hang watchdog run/monitor/progress.py), and the console view (run/console.py).
 This module decides when to stop and how the launch ends.
 
 Processes
@@ -23,13 +23,13 @@ Fail fast
     report) ends the launch: the other ranks get SIGTERM (torchrun sends it itself, every
     ``--monitor_interval``, 0.1 s by default) and, ``FAILURE_KILL_S`` later, everything left gets
     SIGKILL. The launch exits with that rank's own exit code, and prints the failure summary with
-    its cause (run/causes.py: the class, a one-line fix, the ranks that only followed it; OOM
-    counters read at the start, run/oom.py). Stragglers (run/stragglers.py) are named, never stopped.
+    its cause (run/postmortem/causes.py: the class, a one-line fix, the ranks that only followed it; OOM
+    counters read at the start, run/postmortem/oom.py). Stragglers (run/monitor/stragglers.py) are named, never stopped.
 
 Hangs
     A rank that shows no progress (heartbeat or output) for ``launcher.hang_timeout`` seconds, or
     none at all for ``launcher.startup_timeout`` after it started, ends the launch as a failure with
-    every rank's stack saved: exit code 124, reason ``hang`` (run/progress.py, docs/hangs.md).
+    every rank's stack saved: exit code 124, reason ``hang`` (run/monitor/progress.py, docs/hangs.md).
     SIGUSR2 takes every rank's stack without stopping anything.
 
 SIGUSR1
@@ -40,13 +40,13 @@ SIGUSR1
     directly, so the CLI turns the relay off there.
 
 Sweeps
-    A sweep (``-m``) holds the signals for its whole length (run/signals.py's ``Interrupts``), not
+    A sweep (``-m``) holds the signals for its whole length (run/process/signals.py's ``Interrupts``), not
     job by job: the first SIGINT/SIGTERM/SIGHUP stops the running job(s) as above and the sweep
     starts no more; a second Ctrl+C kills at once. ``sweep.fail_fast`` stops a parallel sweep's
     other jobs with :meth:`Supervisor.halt`: their outcome says so instead of reporting a failure.
 
 Nodes
-    In a multi-node launch this node's launcher keeps a liveness beat with the others' (run/liveness.py,
+    In a multi-node launch this node's launcher keeps a liveness beat with the others' (run/monitor/liveness.py,
     a monitor like the failure detector): another node lost ends the launch here too, as a failure
     (SIGTERM to torchrun or the JAX ranks), with exit code 125 and reason ``node lost``; another node
     whose launch failed ends it with that node's exit code and reason ``node failed``. A hang found on
@@ -72,15 +72,17 @@ from typing import IO
 from .. import paths
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
-from . import causes, flight_recorder, liveness, oom
-from . import failure as failure_mod
 from .console import Console
-from .detect import FailureDetector, Monitor
-from .failure import Failure
-from .group import ProcessGroup
-from .progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
-from .signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
-from .stragglers import StragglerMonitor
+from .monitor import liveness
+from .monitor.observer import Observer
+from .monitor.progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonitor
+from .monitor.stragglers import StragglerMonitor
+from .postmortem import causes, flight_recorder, oom
+from .postmortem import failure as failure_mod
+from .postmortem.detect import FailureDetector, Monitor
+from .postmortem.failure import Failure
+from .process.group import ProcessGroup
+from .process.signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
@@ -97,8 +99,8 @@ class Outcome:
     summary: str = ""  # the failure summary as printed
     port_in_use: int | None = None  # torchrun found this port taken (the CLI names the key)
     halted: bool = False  # stopped by the caller (Supervisor.halt), not failed
-    context: causes.Context | None = None  # what run/causes.py needs to name the cause (summarised)
-    stragglers: tuple[dict, ...] = ()  # run/stragglers.py: the ranks named slow (status.json keeps them)
+    context: causes.Context | None = None  # what run/postmortem/causes.py needs to name the cause (summarised)
+    stragglers: tuple[dict, ...] = ()  # run/monitor/stragglers.py: the ranks named slow (status.json keeps them)
     diagnosis: causes.Diagnosis | None = None
 
     def failure_record(self) -> dict | None:
@@ -116,7 +118,7 @@ def prepare(plan: LaunchPlan, log_dir: Path) -> LaunchPlan:
 
 class Supervisor:
     """One launch: its process group, its monitors and its console; decides when to stop.
-    ``exclusive``: see :class:`~launcher.run.group.ProcessGroup`."""
+    ``exclusive``: see :class:`~launcher.run.process.group.ProcessGroup`."""
 
     def __init__(
         self, plan: LaunchPlan, log_dir: Path, console: IO[bytes] | None = None, exclusive: bool = True
@@ -131,16 +133,19 @@ class Supervisor:
             agent_quiet=lambda: self.stopping or self.failure is not None,
         )
         self.detector = FailureDetector(plan, log_dir)
-        self.stragglers = StragglerMonitor(plan, log_dir, self.console.say)  # run/stragglers.py: never a failure
-        # multi-node: this node's launcher and the others' watch each other (run/liveness.py)
+        # the ranks' files, read once per tick for both policies below (run/monitor/observer.py)
+        self.observer = Observer(log_dir)
+        self.stragglers = StragglerMonitor(plan, log_dir, self.console.say, self.observer)  # never a failure
+        # multi-node: this node's launcher and the others' watch each other (run/monitor/liveness.py)
         self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
-        self.progress = ProgressMonitor(  # run/progress.py; the one writer of progress.json
+        self.progress = ProgressMonitor(  # run/monitor/progress.py; the one writer of progress.json
             plan,
             log_dir,
             self.group.rank_pids,
             self.console.say,
             self.stragglers.record,
             self.liveness.report_hang if self.liveness is not None else lambda headline: None,
+            self.observer,
         )
         self.monitors: list[Monitor] = [self.detector, self.progress, self.stragglers]
         if self.liveness is not None:
@@ -154,7 +159,7 @@ class Supervisor:
         self.stop_signal: int | None = None  # what stop() sent (processes started later get it too)
         self.exit_code: int | None = None  # the outcome's (None: wait() did not end normally)
         self.halted: str | None = None  # why the sweep stopped this launch (halt)
-        self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/causes.py)
+        self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/postmortem/causes.py)
         self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
         self.live_at_failure: frozenset[int] | None = None  # torchrun's ranks still running then
 
@@ -358,7 +363,7 @@ def run(
 
 
 def summarised(outcome: Outcome) -> Outcome:
-    """The outcome with its failure's cause (run/causes.py: the rank that only lost a peer gives way
+    """The outcome with its failure's cause (run/postmortem/causes.py: the rank that only lost a peer gives way
     to the one that failed, whose exit code the launch takes) and summary, printed on stderr."""
     if outcome.failure is not None:
         lines: list[str] = []

@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 
-from . import procs
+from .process import procs
 
 SWEEP_S = 10.0
 

@@ -10,7 +10,7 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
   (file descriptors 1 and 2, so child processes too) go to ``<dir>/rank<R>.log``; the supervisor
   shows the console from these files.
 - With a log dir, ``TRAIN_MULTIGPU_HEARTBEAT_FILE=<dir>/rank<R>.beat`` is exported to the script:
-  writing (or touching) it is a heartbeat the launcher's hang watchdog sees (run/beats.py).
+  writing (or touching) it is a heartbeat the launcher's hang watchdog sees (run/monitor/beats.py).
 - Lets the launcher's py-spy read its stack under Yama's ``ptrace_scope=1`` (``PR_SET_PTRACER``).
 - A non-zero exit leaves ``<dir>/rank<R>.exit.json`` (rank, exit code, exception, traceback) for
   the launcher's failure summary, and an uncaught exception is also written to torch elastic's

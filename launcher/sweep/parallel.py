@@ -21,8 +21,8 @@ from .. import record
 from ..errors import UserError
 from ..names import PROG
 from ..plan import LaunchPlan
-from ..run import procs
-from ..run.signals import Interrupts
+from ..run.process import procs
+from ..run.process.signals import Interrupts
 from ..run.supervise import POLL_S, Outcome, Supervisor, summarised
 from .lanes import FAIL_FAST_STOP, SKIPPED_FAIL_FAST, SKIPPED_INTERRUPTED, JobResult, Slot
 

@@ -1,4 +1,4 @@
-"""One node's liveness channel (launcher/run/liveness.py) alone, as a launcher would run it, for
+"""One node's liveness channel (launcher/run/monitor/liveness.py) alone, as a launcher would run it, for
 tests/test_liveness.py: ``liveness_node.py NODE_RANK NNODES PORT TIMEOUT`` (node 0's host: 127.0.0.1).
 
 Prints ``UP`` once started (not node 0: once node 0 answered its hello), ``LOST <text>`` when it
@@ -11,7 +11,7 @@ import threading
 import time
 
 from launcher.plan import NodeWatch
-from launcher.run.liveness import NodeLiveness
+from launcher.run.monitor.liveness import NodeLiveness
 
 node, nnodes, port, timeout = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 channel = NodeLiveness(NodeWatch(node, nnodes, "127.0.0.1", port, timeout, str(port)))

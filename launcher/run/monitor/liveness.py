@@ -28,7 +28,8 @@ in their first second) connects, says hello and then ``bye <code>`` all the same
 cannot reach node 0's port keeps trying (node 0 may start later) and says once that it is not
 watched yet.
 
-The wire: lines of ASCII words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0); from node 0
+The wire (run/monitor/liveness_wire.py: pure encoding and decoding, tested alone): lines of ASCII
+words. ``hello <GREETING> <node_rank> <nnodes>`` (to node 0); from node 0
 ``welcome``, ``refused <why>`` (a second node with the same node_rank, another nnodes: not watched)
 or ``later`` (that node's launch already ended here: node 0 is still ending this launch while the
 other node started its next, a ``-m`` sweep's next job: it tries again); ``beat``, ``bye <code>``;
@@ -43,7 +44,7 @@ node takes its stacks (the first node's own detection or the relay, whichever ca
 ``stacked``; once every node it asked said so, left, or ``STACKS_WAIT_S`` passed, node 0 sends
 ``teardown`` and every node ends its launch (exit code 124). A node waits for ``teardown`` at most
 ``STACKS_WAIT_S`` (node 0 gone: at once). :class:`HangRelay` holds those rules, pure (testable
-alone); :class:`NodeLiveness` carries its lines.
+alone); :class:`NodeLiveness` carries its lines (node 0: the hub; the others: members).
 """
 
 from __future__ import annotations
@@ -55,13 +56,15 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..addresses import Endpoint
-from ..errors import UserError
-from ..names import PROG
-from ..plan import NodeWatch
-from .failure import Failure
+from ...addresses import Endpoint
+from ...errors import UserError
+from ...names import PROG
+from ...plan import NodeWatch
+from ..postmortem.failure import Failure
+from . import liveness_wire as wire
+from .liveness_wire import GREETING
 
 EXIT_NODE_LOST = 125
 REASON = "node lost"
@@ -69,16 +72,14 @@ SOURCE = "node liveness"  # Failure.source of a lost node
 FAILED_REASON = "node failed"
 FAILED_SOURCE = "node failed"  # Failure.source of a node whose launch failed (its exit code is the launch's)
 SOURCES = (SOURCE, FAILED_SOURCE)
-GREETING = f"{PROG}-nodes-3"  # the protocol's name and version, in the hello
 BEAT_EVERY_S = 1.0
 CONNECT_TIMEOUT_S = 2.0
 RETRY_S = 0.5
 GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close after our bye
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
-MAX_LINE = 1024
 MAX_STRANGERS = 64  # (node 0) connections that have not said hello yet, kept at most (the oldest is closed)
 HANG_SOURCE = "node hang"  # Failure.source of a hang another node found: take this node's stacks
-EXIT_HANG = 124  # the hang's exit code (run/progress.py's; this module imports no monitor)
+EXIT_HANG = 124  # the hang's exit code (run/monitor/progress.py's; this module imports no monitor)
 STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
 
 
@@ -88,7 +89,7 @@ class _Peer:
     address: str
     last_seen: float
     node: int | None = None  # known from its hello (node 0's side); 0 on the other nodes' side
-    buffer: bytes = b""
+    frames: wire.Frames = field(default_factory=wire.Frames)
     welcomed: bool = False  # (the other nodes' side) node 0 answered the hello
 
 
@@ -212,7 +213,7 @@ class NodeLiveness:
         for _to, line in out:  # node 0 sends to every node, the others to node 0: their one peer
             for peer in list(self._peers.values()):
                 if self._watches(peer):
-                    self._send(peer, f"{line}\n".encode())
+                    self._send(peer, wire.frame(line))
 
     # -- start and close ------------------------------------------------------------------------
     def start(self) -> None:
@@ -308,7 +309,7 @@ class NodeLiveness:
             if now >= next_beat:
                 for peer in list(self._peers.values()):
                     if peer.node is not None:
-                        self._send(peer, b"beat\n")
+                        self._send(peer, wire.simple("beat"))
                 next_beat = now + self.interval
             for peer in list(self._peers.values()):
                 if now - peer.last_seen > self.watch.timeout:
@@ -330,7 +331,7 @@ class NodeLiveness:
         peer = _Peer(sock, self.watch.host, time.monotonic(), node=0)
         self._peers[sock] = peer
         self._selector.register(sock, selectors.EVENT_READ)
-        self._send(peer, f"hello {GREETING} {self.watch.node_rank} {self.watch.nnodes}\n".encode())
+        self._send(peer, wire.hello(self.watch.node_rank, self.watch.nnodes))
         return None
 
     def _accept(self) -> None:
@@ -360,24 +361,24 @@ class NodeLiveness:
             self._closed(peer)
             return
         peer.last_seen = time.monotonic()
-        peer.buffer += data
-        while b"\n" in peer.buffer and peer.sock in self._peers:
-            line, peer.buffer = peer.buffer.split(b"\n", 1)
-            self._handle(peer, line.decode("ascii", errors="replace").split(" "))
-        if len(peer.buffer) > MAX_LINE:  # not this protocol
+        for line in peer.frames.feed(data):
+            if peer.sock not in self._peers:
+                return
+            self._handle(peer, wire.decode(line))
+        if peer.frames.too_long:  # not this protocol
             self._drop(peer)
 
-    def _handle(self, peer: _Peer, words: list[str]) -> None:
-        what = words[0]
-        if what == "beat":
+    def _handle(self, peer: _Peer, message: wire.Message | None) -> None:
+        if message is None or message == wire.Simple("beat"):
             return
-        if what == "bye":  # that node's launch ended: no longer watched (node 0's: nobody is)
+        bye = isinstance(message, wire.Bye) or (isinstance(message, wire.Malformed) and message.word == "bye")
+        if bye:  # that node's launch ended: no longer watched (node 0's: nobody is)
             watched = self._watches(peer)
             self._drop(peer)
-            code = exit_code_of(words)
-            if watched and code is None:  # a launcher's exit code is 0..255: not a goodbye of this protocol
-                said = " ".join(words)
-                self._declare(peer.node, f"its launcher said a goodbye no launcher sends ({said!r})", peer.address)  # type: ignore[arg-type]
+            code = message.code if isinstance(message, wire.Bye) else None
+            if watched and isinstance(message, wire.Malformed):  # an exit code is 0..255: not this protocol's bye
+                why = f"its launcher said a goodbye no launcher sends ({message.line!r})"
+                self._declare(peer.node, why, peer.address)  # type: ignore[arg-type]
                 return
             if watched and code != 0:  # it failed (or was stopped): so does the launch here
                 why = f"its launch ended with exit code {code}"
@@ -387,46 +388,56 @@ class NodeLiveness:
             # (a node 0 that ends before it answered this node's hello: a launch this one is not part of)
             self._done = not self.hub and peer.welcomed
         elif self.hub:
-            if what == "hello" and peer.node is None:
-                self._hello(peer, words[1:])
-            elif what in HangRelay.WORDS and peer.node is not None:
-                self._relay_turn(words, peer.node)
-        elif what == "welcome":
+            self._hub_heard(peer, message)
+        else:
+            self._member_heard(peer, message)
+
+    def _hub_heard(self, peer: _Peer, message: wire.Message) -> None:
+        """(node 0) A line from another node's launcher."""
+        hello = isinstance(message, wire.Hello) or (isinstance(message, wire.Malformed) and message.word == "hello")
+        if hello and peer.node is None:
+            self._hello(peer, message)  # type: ignore[arg-type]
+        elif isinstance(message, wire.Relay) and peer.node is not None:
+            self._relay_turn(list(message.words), peer.node)
+
+    def _member_heard(self, peer: _Peer, message: wire.Message) -> None:
+        """(not node 0) A line from node 0's launcher."""
+        if message == wire.Simple("welcome"):
             peer.welcomed = True
-        elif what == "later":  # a launch of node 0's that this node's launch is not part of: try again
+        elif message == wire.Simple("later"):  # a launch of node 0's this node's launch is not part of: try again
             self._drop(peer)
-        elif what == "refused":
-            self._notice(f"node 0's launcher refused this node ({' '.join(words[1:])}): nodes are not watched")
+        elif isinstance(message, wire.Refused):
+            self._notice(f"node 0's launcher refused this node ({message.why}): nodes are not watched")
             self._drop(peer)
             self._done = True
-        elif what in HangRelay.WORDS and peer.welcomed:
-            self._relay_turn(words, 0)
-        elif what == "lost" and len(words) > 3 and words[1].isdigit() and words[2].isdigit():
-            self._declare(int(words[1]), " ".join(words[3:]) + " (seen by node 0)", None, int(words[2]))
+        elif isinstance(message, wire.Relay) and peer.welcomed:
+            self._relay_turn(list(message.words), 0)
+        elif isinstance(message, wire.LostNode):
+            self._declare(message.node, message.text + " (seen by node 0)", None, message.code)
 
-    def _hello(self, peer: _Peer, words: list[str]) -> None:
+    def _hello(self, peer: _Peer, message: wire.Hello | wire.Malformed) -> None:
         nnodes = self.watch.nnodes
         why = None
-        if len(words) != 3 or words[0] != GREETING or not words[1].isdigit() or not words[2].isdigit():
+        if isinstance(message, wire.Malformed):
             why = f"not a {GREETING} hello"
-        elif int(words[2]) != nnodes:
-            why = f"launcher.nnodes={words[2]} there, {nnodes} on node 0"
-        elif not 1 <= int(words[1]) < nnodes:
-            why = f"launcher.node_rank={words[1]}: node 0 expects 1..{nnodes - 1}"
-        elif any(other.node == int(words[1]) for other in self._peers.values()):
-            why = f"node {words[1]} is connected already: give every node its own launcher.node_rank"
-        elif int(words[1]) in self._ended:
+        elif message.nnodes != nnodes:
+            why = f"launcher.nnodes={message.nnodes} there, {nnodes} on node 0"
+        elif not 1 <= message.node < nnodes:
+            why = f"launcher.node_rank={message.node}: node 0 expects 1..{nnodes - 1}"
+        elif any(other.node == message.node for other in self._peers.values()):
+            why = f"node {message.node} is connected already: give every node its own launcher.node_rank"
+        elif message.node in self._ended:
             # that node's launch ended here already: this is its next one (a -m sweep's next job)
             # while this launch of node 0's is still ending; it joins node 0's next launch
-            self._send(peer, b"later\n")
+            self._send(peer, wire.simple("later"))
             self._drop(peer)
             return
         if why is not None:
-            self._send(peer, f"refused {why}\n".encode())
+            self._send(peer, wire.refused(why))
             self._drop(peer)
             return
-        peer.node = int(words[1])
-        self._send(peer, b"welcome\n")
+        peer.node = message.node
+        self._send(peer, wire.simple("welcome"))
 
     def _watches(self, peer: _Peer) -> bool:
         """Whether ``peer`` is a node watched: on node 0, one that said hello; on the others, node 0
@@ -453,7 +464,7 @@ class NodeLiveness:
         if self.hub:  # every other node stops too, naming the same node
             for peer in list(self._peers.values()):
                 if peer.node is not None:
-                    self._send(peer, f"lost {node} {code} {text}\n".encode())
+                    self._send(peer, wire.lost(node, code, text))
 
     def _send(self, peer: _Peer, data: bytes) -> None:
         try:
@@ -509,8 +520,7 @@ class NodeLiveness:
                 self._drop(peer)
                 continue
             try:
-                code = self._exit_code if 0 <= self._exit_code <= 255 else 1
-                peer.sock.send(f"bye {code}\n".encode())
+                peer.sock.send(wire.bye(self._exit_code))
                 peer.sock.shutdown(socket.SHUT_WR)
             except OSError:
                 self._drop(peer)
@@ -584,7 +594,7 @@ class HangRelay:
     ([], (0, 'HANG'), [], True)
     """
 
-    WORDS = frozenset({"hang", "stacks", "stacked", "teardown"})
+    WORDS = wire.RELAY_WORDS
     HUB, EVERY = "node 0", "every node"
 
     def __init__(self, node: int, hub: bool, wait_s: float | None = None) -> None:
@@ -604,7 +614,7 @@ class HangRelay:
         if self.hub:
             return self._ask(self.node, headline, now, connected)
         self._deadline = now + self.wait_s if self._deadline is None else self._deadline
-        return [(self.HUB, f"hang {self.node} {wire_text(headline)}")]
+        return [(self.HUB, f"hang {self.node} {wire.text(headline)}")]
 
     def taken(self, now: float, connected: set[int]) -> list[tuple[str, str]]:
         """This node's stacks are saved."""
@@ -618,13 +628,13 @@ class HangRelay:
         what = words[0]
         if self.hub and what == "hang" and len(words) > 2 and words[1].isdigit():
             # the node that found it is the one that said so (not the number it gives)
-            return self._ask(sender, wire_text(" ".join(words[2:])), now, connected)
+            return self._ask(sender, wire.text(" ".join(words[2:])), now, connected)
         if self.hub and what == "stacked":
             self._stacked.add(sender)
             return self.settle(now, connected, True)
         if not self.hub and what == "stacks" and len(words) > 2 and words[1].isdigit():
             if self.hang is None:
-                self.hang = (int(words[1]), wire_text(" ".join(words[2:])))
+                self.hang = (int(words[1]), wire.text(" ".join(words[2:])))
             self._deadline = now + self.wait_s if self._deadline is None else self._deadline
         elif not self.hub and what == "teardown":
             self.teardown = True
@@ -654,30 +664,7 @@ class HangRelay:
             return []
         self._deadline = now + self.wait_s
         self._asked = set(connected)
-        return [(self.EVERY, f"stacks {origin} {wire_text(headline)}")]
-
-
-def wire_text(text: str) -> str:
-    """A headline as one line of printable ASCII (the wire's words; no terminal escape sequence).
-
-    >>> wire_text("HANG on node 1: no progress\\nfrom rank 3 for 4 s – über"), wire_text("\\x1b[2J\\x07x")
-    ('HANG on node 1: no progress from rank 3 for 4 s ? ?ber', '?[2J?x')
-    """
-    ascii_text = " ".join(text.split()).encode("ascii", errors="replace").decode()
-    return "".join(char if char.isprintable() else "?" for char in ascii_text)[: MAX_LINE - 32]
-
-
-def exit_code_of(words: list[str]) -> int | None:
-    """The exit code in a ``bye <code>`` line: 0..255 (a process's), else None.
-
-    >>> exit_code_of(["bye", "0"]), exit_code_of(["bye", "7"]), exit_code_of(["bye", "256"])
-    (0, 7, None)
-    >>> exit_code_of(["bye", "-1"]), exit_code_of(["bye", "x"]), exit_code_of(["bye"])
-    (None, None, None)
-    """
-    if len(words) != 2 or not words[1].isdigit() or len(words[1]) > 3 or int(words[1]) > 255:
-        return None
-    return int(words[1])
+        return [(self.EVERY, f"stacks {origin} {wire.text(headline)}")]
 
 
 def summary(failure: Failure) -> str:

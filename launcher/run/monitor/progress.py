@@ -1,8 +1,9 @@
 """The hang watchdog: every rank's progress on this node, and what happens when one stops.
 
-A rank shows progress by a heartbeat (a write to ``logs/rank<R>.beat``, see run/beats.py) or by new
-output in its log ``logs/rank<R>.log`` (a script that never beats). Once a second the monitor
-looks at both files' modification times (a ``stat`` each, nothing more) and keeps per rank:
+A rank shows progress by a heartbeat (a write to ``logs/rank<R>.beat``, see run/monitor/beats.py) or
+by new output in its log ``logs/rank<R>.log`` (a script that never beats). The monitor is a policy
+over the observer's snapshot (run/monitor/observer.py: both files read once a second, shared with
+the straggler detection) and keeps per rank:
 
 - ``startup``: no beat and no output yet. After ``launcher.startup_timeout`` seconds of that (counted
   from when the rank's process started: the launch's start for JAX ranks, its log file appearing
@@ -10,16 +11,16 @@ looks at both files' modification times (a ``stat`` each, nothing more) and keep
 - ``running``: after its first sign of life. ``launcher.hang_timeout`` seconds without a new one and
   the rank has stalled.
 
-A stalled rank ends the launch as a failure (:class:`launcher.run.failure.Failure` with source
-``hang``): every rank's stack is taken with py-spy (run/stacks.py) into
+A stalled rank ends the launch as a failure (:class:`launcher.run.postmortem.failure.Failure` with source
+``hang``): every rank's stack is taken with py-spy (run/postmortem/stacks.py) into
 ``<run_dir>/stacks/<stamp>_hang/``, the summary names the stalled rank(s) and where each rank waits,
 and the supervisor tears the launch down with exit code :data:`EXIT_HANG` (status.json reason
 ``hang``). A rank whose process has ended is never stalled (its exit is the failure detector's).
 
 Each node's launcher watches only its own ranks; a hang found on any node makes every node take its
-own ranks' stacks (:meth:`ProgressMonitor.hang_elsewhere`, told through run/liveness.py) before any
+own ranks' stacks (:meth:`ProgressMonitor.hang_elsewhere`, told through run/monitor/liveness.py) before any
 node stops a rank. On CUDA launches every rank's NCCL flight recorder is asked for a dump first, and
-waited for (run/flight_recorder.py). With torchrun's own output handling
+waited for (run/postmortem/flight_recorder.py). With torchrun's own output handling
 (``--tee``/``--redirects``/``--log_dir``) the rank logs do not exist: only heartbeats count, and a
 rank is watched from its first beat on.
 
@@ -34,16 +35,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..plan import LaunchPlan
-from . import beats, flight_recorder, logs, procs, stacks
-from .failure import Failure
+from ...plan import LaunchPlan
+from .. import logs
+from ..postmortem import flight_recorder, stacks
+from ..postmortem.failure import Failure
+from ..process import procs
+from .observer import Observer, RankSeen, Snapshot
 
 EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
 HANG_SOURCE = "hang"
@@ -67,9 +70,7 @@ def hang_failure(
 
 HANG_REASON = "hang"
 PROGRESS_FILE = "progress.json"
-POLL_S = 1.0  # how often the files are looked at
 WRITE_S = 2.0  # how often progress.json is written
-RANK_FILE = re.compile(r"^rank(\d+)\.(log|beat)$")
 
 
 @dataclass
@@ -85,7 +86,6 @@ class RankProgress:
     ended: bool = False  # its process is gone: not watched any more
     quiet_s: float = 0.0  # seconds without progress, as last judged
     limit_key: str = "hang_timeout"  # the key it was judged by
-    _rate_from: tuple[float, int] | None = None
 
     @property
     def phase(self) -> str:
@@ -94,19 +94,10 @@ class RankProgress:
     def last_sign(self) -> float:
         return max(t for t in (self.last_beat, self.last_output, self.first_seen) if t is not None)
 
-    def beat(self, beat: beats.Beat) -> None:
-        if self.last_beat is not None and beat.mtime <= self.last_beat:
-            return
-        self.last_beat = beat.mtime
-        if beat.iteration is None:
-            return
-        if self._rate_from is None or beat.iteration < self._rate_from[1]:
-            self._rate_from = (beat.mtime, beat.iteration)
-        elif beat.mtime > self._rate_from[0] and beat.iteration > self._rate_from[1]:
-            self.iter_per_s = round((beat.iteration - self._rate_from[1]) / (beat.mtime - self._rate_from[0]), 4)
-            self._rate_from = (beat.mtime, beat.iteration)
-        self.iteration = beat.iteration
-        self.total = beat.total if beat.total is not None else self.total
+    def see(self, seen: RankSeen) -> None:
+        """What the observer saw of it on this tick."""
+        self.last_beat, self.last_output = seen.last_beat, seen.last_output
+        self.iteration, self.total, self.iter_per_s = seen.iteration, seen.total, seen.iter_per_s
 
     def as_dict(self) -> dict:
         return {
@@ -136,9 +127,10 @@ def write_json(path: Path, data: dict) -> None:
 
 
 class ProgressMonitor:
-    """A :class:`launcher.run.detect.Monitor`: progress per rank, progress.json, the hang watchdog
+    """A :class:`launcher.run.postmortem.detect.Monitor`: progress per rank, progress.json, the hang watchdog
     and stacks on demand. ``rank_pids()``: global rank -> pid of this node's live rank processes
-    (run/group.py); ``say(text)``: a line of the launcher's own on the console."""
+    (run/process/group.py); ``say(text)``: a line of the launcher's own on the console; ``observer``: the
+    ranks' files, shared with the straggler detection (its own when not given)."""
 
     def __init__(
         self,
@@ -148,9 +140,12 @@ class ProgressMonitor:
         say: Callable[[str], None],
         stragglers: Callable[[], list[dict]] = list,
         on_hang: Callable[[str], None] = lambda headline: None,
+        observer: Observer | None = None,
     ) -> None:
         self.plan, self.log_dir, self.rank_pids, self.say = plan, log_dir, rank_pids, say
-        self.on_hang = on_hang  # a hang found here, before the stacks are taken (run/liveness.py tells the nodes)
+        self.observer = observer if observer is not None else Observer(log_dir)
+        self.seen = Snapshot()  # the last snapshot judged
+        self.on_hang = on_hang  # a hang found here, before the stacks are taken (liveness.py tells the nodes)
         self.stragglers = stragglers  # the straggler monitor's entries, kept in progress.json
         self.run_dir = log_dir.parent
         self.hang_timeout, self.startup_timeout = plan.hang_timeout, plan.startup_timeout
@@ -161,7 +156,6 @@ class ProgressMonitor:
         self.jax_ranks = {spec.global_rank: i for i, spec in enumerate(plan.processes) if spec.global_rank is not None}
         for rank in self.jax_ranks:  # started by the launcher itself: their clock runs from now
             self.ranks[rank] = RankProgress(rank, self.started)
-        self.next_poll = 0.0
         self.next_write = 0.0
         self.summary = ""  # the hang's summary, once there was one
         self.stacks_dir: Path | None = None
@@ -171,33 +165,18 @@ class ProgressMonitor:
         self._queued = threading.Semaphore(1)  # held by the one capture on demand that waits for its turn
 
     # -- observing -----------------------------------------------------------------------
-    def _observe(self, codes: Sequence[int | None], now: float) -> None:
+    def _ended(self, codes: Sequence[int | None]) -> None:
         for rank, index in self.jax_ranks.items():
             if index < len(codes) and codes[index] is not None:
                 self.ranks[rank].ended = True
-        try:
-            entries = list(os.scandir(self.log_dir))
-        except OSError:
-            return
-        for entry in entries:
-            match = RANK_FILE.match(entry.name)
-            if not match:
-                continue
-            rank, kind = int(match.group(1)), match.group(2)
+
+    def _see(self, snapshot: Snapshot) -> None:
+        self.seen = snapshot
+        for rank, seen in snapshot.ranks.items():
             progress = self.ranks.get(rank)
             if progress is None:
-                progress = self.ranks[rank] = RankProgress(rank, now)
-            if kind == "beat":
-                beat = beats.read_beat(entry.path)
-                if beat is not None:
-                    progress.beat(beat)
-            else:
-                try:
-                    info = entry.stat()
-                except OSError:
-                    continue
-                if info.st_size > 0:
-                    progress.last_output = info.st_mtime
+                progress = self.ranks[rank] = RankProgress(rank, seen.first_seen)
+            progress.see(seen)
 
     def _stalled(self, now: float) -> list[RankProgress]:
         """A rank that beats is judged alone: ``hang_timeout`` since its last beat or output. A rank
@@ -249,12 +228,14 @@ class ProgressMonitor:
                 thread = threading.Thread(target=self._on_demand, daemon=True)
                 thread.start()
                 self._threads = [*(t for t in self._threads if t.is_alive()), thread]
-        mono = time.monotonic()
-        if not self.active or mono < self.next_poll:
+        if not self.active:
             return None
-        self.next_poll = mono + POLL_S
-        now = time.time()
-        self._observe(codes, now)
+        snapshot = self.observer.look()
+        if snapshot.tick == self.seen.tick:  # judged already: the next tick reads the files again
+            return None
+        mono, now = time.monotonic(), snapshot.time
+        self._ended(codes)
+        self._see(snapshot)
         stalled = self._stalled(now)
         if stalled:
             live = self.rank_pids()
@@ -316,14 +297,14 @@ class ProgressMonitor:
         )
 
     def hang_elsewhere(self, found: Failure) -> Failure:
-        """Another node found a hang (run/liveness.py relayed it): this node's ranks' stacks are taken
+        """Another node found a hang (run/monitor/liveness.py relayed it): this node's ranks' stacks are taken
         all the same (the rank that stalled may be one of them), and the launch ends as a hang here too."""
         now = time.time()
         node = self.plan.node_rank
         said = found.exception.split(": ", 1)[-1] if found.exception.startswith("HANG on node ") else found.exception
         headline = f"HANG on node {found.node} (found there; these are node {node}'s ranks): {said}"
         self.say(f"node {found.node} found a hang: taking the stack of every rank of node {node} (py-spy)")
-        self._observe((), now)
+        self._see(self.observer.read())
         self._take(headline, now)
         return hang_failure(found.node, headline, now)
 

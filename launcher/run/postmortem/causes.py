@@ -1,9 +1,9 @@
 """Why a rank died: the class of the first failure, what to do about it, and which other ranks
 failed only because of it (followers).
 
-Works on what detection found (:class:`~launcher.run.failure.Failure`) and what the launch left:
+Works on what detection found (:class:`~launcher.run.postmortem.failure.Failure`) and what the launch left:
 the ranks' exit records and logs, torchrun's report, the JAX ranks' exit statuses when the failure
-was seen, and the OOM-kill counters read before and after the launch (run/oom.py). It never
+was seen, and the OOM-kill counters read before and after the launch (run/postmortem/oom.py). It never
 changes how a failure is detected; it may name another rank as the cause when the one detected
 first only reported a lost peer.
 
@@ -37,7 +37,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import flight_recorder, logs, oom
+from .. import logs
+from . import flight_recorder, oom
 from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
 
 TEXT_LINES = 60
@@ -142,7 +143,7 @@ SIGNAL_FIX = {
     "SIGILL": "an illegal instruction: a binary built for another CPU or GPU architecture",
 }
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
-# the failures a rank's own end shows (run/detect.py); a hang or a lost node has its own summary
+# the failures a rank's own end shows (run/postmortem/detect.py); a hang or a lost node has its own summary
 DIAGNOSED_SOURCES = ("exit record", "torchrun report", "exit status")
 GONE = "gone without an exit record"
 OOM_FIX = (
@@ -456,7 +457,7 @@ def _candidates(failure: Failure, ctx: Context, evidence: oom.Evidence) -> list[
 
 
 def _dumps(log_dir: Path) -> str:
-    """The NCCL flight recorder's directory when it holds dumps (run/flight_recorder.py), else ''."""
+    """The NCCL flight recorder's directory when it holds dumps (run/postmortem/flight_recorder.py), else ''."""
     return str(flight_recorder.dump_dir(log_dir.parent)) if flight_recorder.dump_files(log_dir.parent) else ""
 
 

@@ -1,6 +1,6 @@
 """Failure detection: which rank failed first, and how (seen through its exit record, its exit status
 or torchrun's report). The supervisor asks every monitor once per poll; this is the first monitor,
-the hang watchdog (run/progress.py) is another with the same :class:`Monitor` shape."""
+the hang watchdog (run/monitor/progress.py) is another with the same :class:`Monitor` shape."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
-from ..plan import LaunchPlan
+from ...plan import LaunchPlan
+from .. import logs
 from . import failure as failure_mod
-from . import logs
 from .failure import Failure, exit_code_of
 
 # torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):

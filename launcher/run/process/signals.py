@@ -14,7 +14,7 @@ from typing import Protocol
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # stop the launch
 RELAYED_SIGNALS = (signal.SIGUSR1,)  # passed on to every group, never a reason to stop
-STACK_SIGNALS = (signal.SIGUSR2,)  # every rank's stack into the run directory (run/progress.py)
+STACK_SIGNALS = (signal.SIGUSR2,)  # every rank's stack into the run directory (run/monitor/progress.py)
 
 Handler = Callable[[int, object], None] | int | signal.Handlers
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import logs
+from .. import logs
 
 EXIT_RECORD = re.compile(r"^rank(\d+)\.exit\.json$")
 TAIL_LINES = 20
@@ -115,7 +115,7 @@ _ENTRY = re.compile(r"rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*\n\s*exitcode
 
 
 def parse_torchrun_entries(text: str, node: int, log_dir: Path) -> list[Failure]:
-    """Every failed worker torchrun's report names, in its order (run/causes.py looks at them all)."""
+    """Every failed worker torchrun's report names, in its order (run/postmortem/causes.py looks at them all)."""
     return [_reported(match, node, log_dir) for match in _ENTRY.finditer(text)]
 
 
@@ -134,7 +134,7 @@ def _reported(match: re.Match, node: int, log_dir: Path) -> Failure:
 
 def summary(failure: Failure, tail: int = TAIL_LINES, cause: Sequence[str] = ()) -> str:
     """The few lines a user reads first after a failed launch (``cause``: its class, fix and
-    followers, run/causes.py)."""
+    followers, run/postmortem/causes.py)."""
     who = "torchrun" if failure.rank is None else f"rank {failure.rank} (local rank {failure.local_rank})"
     how = f"exit code {failure.exit_code}" + (f" ({failure.signal})" if failure.signal else "")
     lines = [f"FAILED: node {failure.node}, {who}: {how}", *cause]

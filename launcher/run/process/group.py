@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import UserError
-from ..plan import LaunchPlan
-from . import logs, procs
+from ...errors import UserError
+from ...plan import LaunchPlan
+from .. import logs
+from . import procs
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the watchdog runs as python -m launcher.run.watchdog
 

@@ -16,7 +16,7 @@ import os
 import signal
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..names import LAUNCH_ID_VAR
+from ...names import LAUNCH_ID_VAR
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36

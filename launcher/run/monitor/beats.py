@@ -8,8 +8,9 @@ bundled trainers beat once per iteration; a user script can too (docs/hangs.md):
 
     pathlib.Path(os.environ["TRAIN_MULTIGPU_HEARTBEAT_FILE"]).touch()
 
-Readers (the progress monitor, the straggler monitor) call :func:`read_beat`, one ``stat`` and one
-small read, never failing on a half-written or missing file.
+The one reader, the observer (run/monitor/observer.py, once per tick for the hang watchdog and the
+straggler detection), calls :func:`read_beat`: one ``stat`` and one small read, never failing on a
+half-written or missing file.
 """
 
 from __future__ import annotations

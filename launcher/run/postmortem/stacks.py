@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from . import procs
+from ..process import procs
 
 PY_SPY = "py-spy"
 DUMP_TIMEOUT_S = 10.0

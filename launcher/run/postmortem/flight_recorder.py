@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..names import FR_DIR, FR_PIPE_FILE_VAR, FR_TEMP_FILE_VARS
+from ...names import FR_DIR, FR_PIPE_FILE_VAR, FR_TEMP_FILE_VARS
 
 READ_WITH = "python -m torch.distributed.flight_recorder.fr_trace"
 TORCH_TEMP_FILE = "/tmp/nccl_trace_rank_"  # torch's own default dump prefix (FlightRecorder.hpp)
