@@ -227,7 +227,7 @@ def test_one_secret_may_be_written_without_brackets():
         (
             ("k8s.nodes=2", "launcher.node_rank=0"),
             "launcher.node_rank=0: the pod's PET_NODE_RANK is 1 "
-            "(leave launcher.node_rank unset under launcher=k8s, or change the job (k8s.nodes=))",
+            "(leave launcher.node_rank unset under launcher=k8s, or change the job (submit=k8s launcher.nnodes=N))",
         ),
         (
             ("launcher=multinode", "launcher.nnodes=1:4"),
