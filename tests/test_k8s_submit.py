@@ -440,7 +440,14 @@ def test_a_sweep_says_each_points_error_once(run_cli, tmp_path):
 
 def test_help_mentions_the_k8s_keys(run_cli):
     out = run_cli("--help").stdout
-    for key in ("submit=k8s", "k8s.image", "k8s.kind=PyTorchJob", "k8s.secret_env", "launcher=k8s"):
+    for key in (
+        "submit=k8s",
+        "k8s.image",
+        "k8s.kind=PyTorchJob",
+        "k8s.secret_env",
+        "launcher=k8s",
+        "alias k8s.nodes, must agree",
+    ):
         assert key in out, key
 
 
@@ -473,6 +480,11 @@ ERRORS_MD = [
     "only runs inside a pod of a Kubeflow TrainJob or PyTorchJob",
     "cannot read the operator's environment",
     "launcher.from_k8s=true takes topology multinode (torchrun) or skrl_jax",
+    "says otherwise: k8s.nodes is the old spelling of launcher.nnodes, the job's node count",
+    "launcher.nnodes=5001: a node count from 1 to 5000",
+    "at most 5000 (one pod per node; Kubernetes supports 5000 nodes)",
+    "kubectl logs failed",
+    "kubectl delete failed",
 ]
 
 
