@@ -387,7 +387,9 @@ class Session:
             presets={k: tuple(v) for k, v in self.presets.items()},
         )
         number = None if job is None else job.num
-        launch = Launch(cfg, typed, _run_dir(cfg, create=False), self.vault, number, self._composed(job))
+        # the workstation's record of a submission is one directory, never a node's (launcher.nnodes: the pods)
+        here = replace(cfg, launcher=replace(cfg.launcher, nnodes="1"))
+        launch = Launch(cfg, typed, _run_dir(here, create=False), self.vault, number, self._composed(job))
         backend = backends.get("k8s")
         try:
             request = backend.dryrun(launch)
@@ -399,7 +401,7 @@ class Session:
                     submit.Submission(overrides, request.run_dir, request.payload.name, submit.DRY_RUN)
                 )
                 return 0
-            request = replace(request, run_dir=str(_run_dir(cfg, create=True)))
+            request = replace(request, run_dir=str(_run_dir(here, create=True)))
             handle = backend.submit(request)
         except UserError as err:
             if self.checking:

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 import k8s_models
-from conftest import ROOT, make_facts
+from conftest import ROOT, clean_env, make_facts
 from launcher import secrets
 from launcher.backends import get
 from launcher.backends.base import SUBMIT_RECORD, Handle, Launch, Refused, State, Typed
@@ -107,12 +107,24 @@ def test_node_counts_that_disagree_or_are_too_many_are_one_error(tmp_path, argv,
     assert not (tmp_path / "run").exists()
 
 
-def test_the_cli_makes_a_two_node_job_from_launcher_nnodes(run_cli, tmp_path):
-    result = run_cli("submit=k8s", IMAGE, "launcher.nnodes=2", "k8s.kind=PyTorchJob", "dry_run=true")
+def test_the_cli_makes_a_two_node_job_from_launcher_nnodes(run_cli, tmp_path, monkeypatch):
+    result = run_cli("submit=k8s", IMAGE, "launcher.nnodes=2", "k8s.kind=PyTorchJob", "dry_run=true", "run_name=ppo")
     assert result.returncode == 0, result.stderr
-    rendered = yaml.safe_load(result.stdout.split("\n", 1)[1])
+    head, text = result.stdout.split("\n", 1)
+    assert head.endswith("_ppo/pytorchjob.yaml (dry run: nothing written, nothing created)"), head
+    rendered = yaml.safe_load(text)
     k8s_models.load(rendered)
     assert spec_of(rendered) == (2, None)
+    kube = Kubectl(tmp_path.parent / f"{tmp_path.name}-kubectl", monkeypatch)
+    result = run_cli("submit=k8s", IMAGE, "launcher.nnodes=2", "run_name=ppo", env=clean_env(PATH=os.environ["PATH"]))
+    assert result.returncode == 0, result.stderr
+    # the workstation's record is one directory (not node 0's: launcher.nnodes counts the pods)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert run_dir.name.endswith("_ppo"), run_dir.name
+    handle = Handle.from_record(json.loads((run_dir / SUBMIT_RECORD).read_text()), str(run_dir))
+    assert handle.backend == "k8s" and handle.extra["manifest"] == str(run_dir / "trainjob.yaml")
+    assert spec_of(yaml.safe_load((run_dir / "trainjob.yaml").read_text())) == (2, None)
+    assert kube.argv()[-1][:2] == ["create", "-f"]
     result = run_cli("submit=k8s", IMAGE, "launcher.nnodes=2", "k8s.nodes=3", "dry_run=true")
     assert result.returncode == 2 and result.stderr.strip() == (
         "train_multigpu: error: launcher.nnodes=2: k8s.nodes=3 says otherwise: k8s.nodes is the old spelling of "
@@ -142,6 +154,7 @@ class Kubectl:
     ``answers`` (the first argument -> stdout, exit code), ``create`` echoing the created object."""
 
     def __init__(self, tmp_path, monkeypatch, answers: dict | None = None, sleep: float = 0):
+        tmp_path.mkdir(exist_ok=True)
         self.bin = tmp_path / "bin"
         self.bin.mkdir()
         self.calls = tmp_path / "kubectl_calls"
