@@ -326,6 +326,11 @@ def test_logs_and_cancel_say_kubectls_error_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(UserError) as err:
         backend().cancel(handle)
     assert str(err.value) == "cancel=ppo: kubectl delete failed: error: forbidden"
+    unknown = Handle("k8s", "ppo", str(tmp_path), {})  # a submit.json edited by hand
+    assert backend().describe(unknown).state is State.UNKNOWN
+    for call in (lambda: list(backend().logs(unknown)), lambda: backend().cancel(unknown)):
+        with pytest.raises(UserError, match="submit.json names no TrainJob or PyTorchJob"):
+            call()
 
 
 def test_cancel_deletes_the_job_where_it_was_created(tmp_path, monkeypatch):

@@ -129,7 +129,10 @@ class K8sBackend:
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
         """The job's pods' output (``rank``: node ``rank``'s pod alone), line by line; all pods' lines
         carry kubectl's ``[pod/NAME/container]`` prefix."""
-        selector = kubectl.pod_selector(handle.extra.get("kind", ""), handle.id, rank)
+        kind = handle.extra.get("kind", "")
+        if kind not in kubectl.RESOURCE:
+            raise UserError("logs", handle.id, "submit.json names no TrainJob or PyTorchJob")
+        selector = kubectl.pod_selector(kind, handle.id, rank)
         args = ["logs", "-l", selector, *self._scope(handle), "--tail=-1", "--max-log-requests=64"]
         args += ["--prefix"] if rank is None else []
         if not follow:
