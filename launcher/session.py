@@ -365,30 +365,53 @@ class Session:
         )
 
     def _submit_k8s(self, cfg: schema.TrainConfig) -> int:
-        """submit=k8s renders from this composition (``cfg``, already composed and typed here) and
-        the overrides as typed: nothing is composed a second time (launcher/k8s/submit.py)."""
+        """submit=k8s through its back end (launcher/k8s/backend.py): the request is made from this
+        composition (``cfg``, already composed and typed here) and what was typed: nothing is composed
+        a second time. A sweep point's refusal is its row of the sweep's table (exit code 2)."""
         from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf
 
+        from . import backends
+        from .backends.base import Launch, Typed
         from .k8s import submit
 
         job = lanes.job_info()
         # as typed: an interpolation (${oc.env:HF_TOKEN}) stays one, to be resolved in the pod
-        typed = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
-        return submit.run(
-            cfg,
-            submit.Composition(
-                overrides=tuple(typed),
-                hydra_flags=tuple(self.hydra_flags),
-                script_args=tuple(self.script_args),
-                sweep_job=None if job is None else job.num,
-            ),
-            _run_dir,
-            self.submissions,
-            lambda: OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
-            vault=self.vault,
-            check_only=self.checking,
+        overrides = tuple(OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False))
+        typed = Typed(
+            overrides=overrides,
+            hydra_flags=tuple(self.hydra_flags),
+            script_args=tuple(self.script_args),
+            order=tuple(self.order),
+            command=tuple(self.command),
+            presets={k: tuple(v) for k, v in self.presets.items()},
         )
+        number = None if job is None else job.num
+        # the workstation's record of a submission is one directory, never a node's (launcher.nnodes: the pods)
+        here = replace(cfg, launcher=replace(cfg.launcher, nnodes="1"))
+        launch = Launch(cfg, typed, _run_dir(here, create=False), self.vault, number, self._composed(job))
+        backend = backends.get("k8s")
+        try:
+            request = backend.dryrun(launch)
+            if self.checking:
+                return 0
+            if cfg.dry_run:
+                print(request.shown, end="", flush=True)
+                self.submissions.append(
+                    submit.Submission(overrides, request.run_dir, request.payload.name, submit.DRY_RUN)
+                )
+                return 0
+            request = replace(request, run_dir=str(_run_dir(here, create=True)))
+            handle = backend.submit(request)
+        except UserError as err:
+            if self.checking:
+                raise
+            self.submissions.append(submit.Submission(overrides, "", None, str(err)))
+            if job is None:
+                raise
+            return EXIT_USAGE
+        self.submissions.append(submit.Submission(overrides, handle.run_dir, handle.id))
+        return 0
 
     # -- after the last job --------------------------------------------------------------------
     def finish(self) -> int:

@@ -161,13 +161,13 @@ def test_explicit_keys_win():
             ["launcher=k8s", "launcher.nnodes=3"],
             trainjob_pod(1),
             "launcher.nnodes=3: the pod's PET_NNODES is 2 "
-            "(leave launcher.nnodes unset under launcher=k8s, or change the job (k8s.nodes=))",
+            "(leave launcher.nnodes unset under launcher=k8s, or change the job (submit=k8s launcher.nnodes=N))",
         ),
         (
             ["launcher=k8s", "launcher.node_rank=0"],
             pytorchjob_pod(1),
             "launcher.node_rank=0: the pod's PET_NODE_RANK is 1 "
-            "(leave launcher.node_rank unset under launcher=k8s, or change the job (k8s.nodes=))",
+            "(leave launcher.node_rank unset under launcher=k8s, or change the job (submit=k8s launcher.nnodes=N))",
         ),
         (
             ["launcher=k8s", "launcher.nproc_per_node=2"],

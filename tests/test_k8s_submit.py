@@ -23,6 +23,7 @@ import yaml
 
 import k8s_models
 from conftest import ROOT, clean_env, make_facts
+from launcher.backends.base import Typed
 from launcher.config import grammar
 from launcher.config.compose import compose
 from launcher.config.schema import K8sConfig, K8sKind
@@ -43,8 +44,8 @@ def composed(argv: tuple[str, ...]):
 def render(*argv: str, sweep_job: int | None = None) -> tuple[str, dict]:
     """What the session hands submit=k8s: the typed config and the overrides as typed."""
     cfg, line = composed(("submit=k8s", "k8s.image=ghcr.io/lab/isaac:2.3", *argv))
-    composition = submit.Composition(tuple(line.overrides), (), tuple(line.script_args), sweep_job)
-    return submit.build(copy.deepcopy(cfg), composition, make_facts(cpus=2), NOW)
+    typed = Typed(overrides=tuple(line.overrides), script_args=tuple(line.script_args))
+    return submit.build(copy.deepcopy(cfg), typed, make_facts(cpus=2), NOW, sweep_job)
 
 
 def container(manifest: dict) -> dict:
@@ -220,19 +221,19 @@ def test_one_secret_may_be_written_without_brackets():
         ),
         (
             ("k8s.nodes=2", "launcher.nnodes=3"),
-            "launcher.nnodes=3: the pod's PET_NNODES is 2 "
-            "(leave launcher.nnodes unset under launcher=k8s, or change the job (k8s.nodes=))",
+            "launcher.nnodes=3: k8s.nodes=2 says otherwise: k8s.nodes is the old spelling of launcher.nnodes, "
+            "the job's node count (set one of them, or both to the same count)",
         ),
         (
             ("k8s.nodes=2", "launcher.node_rank=0"),
             "launcher.node_rank=0: the pod's PET_NODE_RANK is 1 "
-            "(leave launcher.node_rank unset under launcher=k8s, or change the job (k8s.nodes=))",
+            "(leave launcher.node_rank unset under launcher=k8s, or change the job (submit=k8s launcher.nnodes=N))",
         ),
         (
             ("launcher=multinode", "launcher.nnodes=1:4"),
             "launcher.nnodes=1:4: an elastic node range is not submitted to Kubernetes: TrainJob's numNodes is one "
             "number (Trainer refuses numNodes with an elastic policy) and train_multigpu writes no elasticPolicy "
-            "(a fixed count: k8s.nodes=N)",
+            "(a fixed count: launcher.nnodes=N)",
         ),
         (
             ("k8s.runtime_kind=Runtime",),
@@ -318,7 +319,7 @@ def test_a_kubectl_that_prints_bytes_that_are_not_utf8_is_one_error(tmp_path, mo
 def test_image_is_required():
     cfg, line = composed(("submit=k8s",))
     with pytest.raises(UserError) as err:
-        submit.build(cfg, submit.Composition(tuple(line.overrides)), make_facts(), NOW)
+        submit.build(cfg, Typed(overrides=tuple(line.overrides)), make_facts(), NOW)
     assert str(err.value) == (
         "k8s.image=None: required: the container image the pods run (e.g. k8s.image=nvcr.io/nvidia/isaac-lab:2.3.0)"
     )
@@ -439,7 +440,14 @@ def test_a_sweep_says_each_points_error_once(run_cli, tmp_path):
 
 def test_help_mentions_the_k8s_keys(run_cli):
     out = run_cli("--help").stdout
-    for key in ("submit=k8s", "k8s.image", "k8s.kind=PyTorchJob", "k8s.secret_env", "launcher=k8s"):
+    for key in (
+        "submit=k8s",
+        "k8s.image",
+        "k8s.kind=PyTorchJob",
+        "k8s.secret_env",
+        "launcher=k8s",
+        "alias k8s.nodes, must agree",
+    ):
         assert key in out, key
 
 
@@ -472,6 +480,11 @@ ERRORS_MD = [
     "only runs inside a pod of a Kubeflow TrainJob or PyTorchJob",
     "cannot read the operator's environment",
     "launcher.from_k8s=true takes topology multinode (torchrun) or skrl_jax",
+    "says otherwise: k8s.nodes is the old spelling of launcher.nnodes, the job's node count",
+    "launcher.nnodes=5001: a node count from 1 to 5000",
+    "at most 5000 (one pod per node; Kubernetes supports 5000 nodes)",
+    "kubectl logs failed",
+    "kubectl delete failed",
 ]
 
 

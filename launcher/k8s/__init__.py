@@ -4,5 +4,8 @@
 - :mod:`.launch` -- ``launcher=k8s`` / ``k8s_jax``: the pod's topology into the config, PURE;
 - :mod:`.startup` -- a pod waits until node 0's host name resolves (its pod may start later);
 - :mod:`.manifest` -- the TrainJob / PyTorchJob manifest and the checks the operators make on it, PURE;
-- :mod:`.submit` -- ``submit=k8s``: write the manifest into the run directory, ``kubectl create`` it.
+- :mod:`.submit` -- ``submit=k8s``, PURE but for ``create``: the checked job, its manifest;
+- :mod:`.backend` -- ``submit=k8s`` as a Backend: dryrun, submit (write, ``kubectl create``), describe,
+  logs, cancel;
+- :mod:`.kubectl` -- every call to ``kubectl``, bounded in time (imports no Hydra: ``runs`` uses it).
 """

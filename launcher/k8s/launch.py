@@ -3,8 +3,8 @@
 :func:`settle` takes the typed config, this pod's :class:`PodTopology` (launcher/k8s/env.py) and the
 host facts, and returns the config with the topology filled in from the operator's variables --
 exactly what ``launcher=multinode`` (torchrun, c10d) or ``launcher=skrl_jax`` would be given by hand
-on each node. The plan is then built as for those launchers. It mirrors ``launcher=slurm``
-(launcher/slurm/launch.py).
+on each node. The plan is then built as for those launchers. The shape shared with ``launcher=slurm``
+is launcher/allocation.py's; this module is its Kubeflow pod :data:`READER`.
 
 From the pod's environment, unless the key is set explicitly:
 
@@ -25,8 +25,9 @@ from __future__ import annotations
 import copy
 import re
 
+from .. import allocation as common
 from ..addresses import Endpoint
-from ..config.schema import Topology, TrainConfig
+from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..facts import HostFacts
 from .env import K8sEnvError, NotInPodError, PodTopology
@@ -34,7 +35,7 @@ from .env import K8sEnvError, NotInPodError, PodTopology
 
 def launcher_name(cfg: TrainConfig) -> str:
     """The option the user chose: launcher=k8s (torchrun) or launcher=k8s_jax."""
-    return "k8s_jax" if cfg.launcher.topology is Topology.skrl_jax else "k8s"
+    return common.launcher_name(cfg, "k8s")
 
 
 def topology(env, name: str = "k8s") -> PodTopology:
@@ -53,13 +54,13 @@ def topology(env, name: str = "k8s") -> PodTopology:
 
 
 def _must_match(key: str, value: object, pod_value: object, variable: str) -> None:
-    if value is not None and str(value) != str(pod_value):
-        raise UserError(
-            key,
-            value,
-            f"the pod's {variable} is {pod_value}",
-            f"leave {key} unset under launcher=k8s, or change the job (k8s.nodes=)",
-        )
+    common.must_match(
+        key,
+        value,
+        pod_value,
+        f"the pod's {variable} is {pod_value}",
+        f"leave {key} unset under launcher=k8s, or change the job (submit=k8s launcher.nnodes=N)",
+    )
 
 
 def settle(cfg: TrainConfig, pod: PodTopology, facts: HostFacts) -> tuple[TrainConfig, HostFacts]:
@@ -70,23 +71,8 @@ def settle(cfg: TrainConfig, pod: PodTopology, facts: HostFacts) -> tuple[TrainC
     rank_var = "PET_NODE_RANK" if "PET_NODE_RANK" in facts.env else "RANK"
     _must_match("launcher.nnodes", launcher.nnodes, pod.nnodes, nnodes_var)
     _must_match("launcher.node_rank", launcher.node_rank, pod.node_rank, rank_var)
-    launcher.nnodes, launcher.node_rank = str(pod.nnodes), pod.node_rank
     endpoint = str(Endpoint(pod.master_addr, pod.master_port))
-    if launcher.topology is Topology.skrl_jax:
-        if launcher.coordinator_address is None:
-            launcher.coordinator_address = endpoint
-    elif launcher.topology is Topology.multinode:
-        if launcher.rdzv_endpoint is None and launcher.master_addr is None:
-            launcher.rdzv_endpoint = endpoint
-        if launcher.rdzv_id is None:
-            launcher.rdzv_id = f"k8s-{pod.job}"
-    else:
-        raise UserError(
-            "launcher.topology",
-            launcher.topology.value,
-            "launcher.from_k8s=true takes topology multinode (torchrun) or skrl_jax",
-            "use launcher=k8s or launcher=k8s_jax",
-        )
+    common.set_topology(cfg, pod.nnodes, pod.node_rank, endpoint, f"k8s-{pod.job}", READER)
     given = str(launcher.nproc_per_node).strip()
     if pod.nproc_per_node is not None and re.fullmatch(r"[0-9]+", pod.nproc_per_node):
         if given == "auto":
@@ -111,8 +97,7 @@ def describe(pod: PodTopology) -> str:
 
 def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, HostFacts, PodTopology | None]:
     """:func:`settle` against ``facts.env`` when ``launcher.from_k8s`` is set; else unchanged."""
-    if not cfg.launcher.from_k8s:
-        return cfg, facts, None
-    pod = topology(facts.env, launcher_name(cfg))
-    cfg, facts = settle(cfg, pod, facts)
-    return cfg, facts, pod
+    return common.from_environment(cfg, facts, READER)
+
+
+READER = common.Reader("from_k8s", "k8s", topology, settle)

@@ -16,7 +16,7 @@ labels too), the namespace and Secret names (RFC 1123), resource quantities, the
 reserves (Trainer's ``PET_*``: its webhook refuses them in ``trainer.env``), an elastic node range
 (TrainJob has no field for one: ``numNodes`` is a number), the image's length (500).
 
-Nothing here is sent anywhere: :mod:`launcher.k8s.submit` writes and creates what :func:`render` returns.
+Nothing here is sent anywhere: :mod:`launcher.k8s.backend` writes and creates what :func:`render` returns.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ PYTORCHJOB_SET_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PYTHO
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 MAX_IMAGE = 500  # TrainJob: trainer.image MaxLength
 MAX_COMMAND = 128  # TrainJob: trainer.command MaxItems
+MAX_NODES = 5000  # pods per job: Kubernetes' largest supported cluster ("Considerations for large clusters")
 
 DNS_LABEL_1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 DNS_LABEL_1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -214,6 +215,10 @@ def check(k8s: K8sConfig, elastic: str | None) -> tuple[SecretRef, ...]:
         )
     if k8s.nodes < 1:
         raise UserError("k8s.nodes", k8s.nodes, "at least 1")
+    if k8s.nodes > MAX_NODES:
+        raise UserError(
+            "k8s.nodes", k8s.nodes, f"at most {MAX_NODES} (one pod per node; Kubernetes supports {MAX_NODES} nodes)"
+        )
     if k8s.gpus_per_node < 0:
         raise UserError("k8s.gpus_per_node", k8s.gpus_per_node, "0 or more")
     if not (EXTENDED_RESOURCE.fullmatch(k8s.gpu_resource) and len(k8s.gpu_resource) <= 253):
@@ -242,7 +247,7 @@ def check(k8s: K8sConfig, elastic: str | None) -> tuple[SecretRef, ...]:
             elastic,
             "an elastic node range is not submitted to Kubernetes: TrainJob's numNodes is one number (Trainer "
             "refuses numNodes with an elastic policy) and train_multigpu writes no elasticPolicy",
-            "a fixed count: k8s.nodes=N",
+            "a fixed count: launcher.nnodes=N",
         )
     refs = secret_refs(k8s.secret_env)
     from ..plan import LAUNCH_VARS

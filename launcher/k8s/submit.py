@@ -1,13 +1,17 @@
-"""``submit=k8s``: from a workstation, write a Kubeflow TrainJob / PyTorchJob into the run directory and
-``kubectl create`` it in the current context.
+"""``submit=k8s``, the pure part: the Kubeflow TrainJob / PyTorchJob for one launch, checked as the
+operators and the pods will check it (launcher/k8s/backend.py shows it, writes it and creates it).
 
 Each pod runs ``train_multigpu launcher=k8s <the overrides as typed> submit=none [-- <script args>]``
 (``launcher=k8s_jax`` for a JAX launch), so every pod's launcher takes its topology from the operator's
 variables (launcher/k8s/launch.py). What is rendered comes from the composition the session already
-made and typed (``cfg``) and the overrides as typed (:class:`Composition`): nothing is composed again.
-Before anything is written, that composition is settled as node 0 and the last node of the job will
-settle it (the pod's variables as the operator will set them, the GPUs and CPUs ``k8s.*`` asks for) and
-validated (launcher/checks.py), and the manifest passes the operators' own rules (manifest.check).
+made and typed (``cfg``) and what was typed (:class:`~launcher.backends.base.Typed`): nothing is
+composed again. Before anything is written, that composition is settled as node 0 and the last node of
+the job will settle it (the pod's variables as the operator will set them, the GPUs and CPUs ``k8s.*``
+asks for) and validated (launcher/checks.py), and the manifest passes the operators' own rules
+(manifest.check).
+
+The job's shape is ``launcher.nnodes`` pods (``k8s.nodes``: its old spelling, which must agree) of
+``launcher.nproc_per_node`` ranks each.
 
 The training script is not looked for here: it lives in the image. A secret value typed on the
 command line (``+worker_env.HF_TOKEN=...``) is refused: it would have to be written into the manifest;
@@ -21,21 +25,19 @@ from __future__ import annotations
 
 import copy
 import math
-import re
-import shutil
-import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from .. import checks, files, probe, record, secrets, tables
+from .. import checks, files, nodes, secrets, tables
+from ..backends.base import DRY_RUN, Typed
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
-from ..errors import EXIT_USAGE, UserError
+from ..errors import UserError
 from ..facts import HostFacts
 from ..names import PROG, override_key, swept
+from . import kubectl, manifest
 from . import launch as k8s_launch
-from . import manifest
 from .env import PodTopology
 
 # overrides the pods must not inherit: they pick their own launcher, never submit, write their own run dir
@@ -43,19 +45,7 @@ _DROPPED = ("launcher", "submit", "dry_run", "run_dir")
 CONFIG_FLAGS = ("--config-dir", "-cd")
 ENTRY = PROG  # the console script the image provides
 TRAINJOB_MASTER_PORT = 29400  # Trainer v2: constants.ContainerTrainerPort
-DRY_RUN = "dry run"
-KUBECTL_TIMEOUT_S = 120
-
-
-@dataclass(frozen=True)
-class Composition:
-    """What the user typed, as the session holds it (``overrides``: Hydra's task overrides, secret values
-    masked; ``sweep_job``: the job's number in a ``-m`` sweep)."""
-
-    overrides: tuple[str, ...]
-    hydra_flags: tuple[str, ...] = ()
-    script_args: tuple[str, ...] = ()
-    sweep_job: int | None = None
+KUBECTL_TIMEOUT_S = kubectl.TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -96,9 +86,9 @@ def config_flags(hydra_flags: Sequence[str]) -> list[str]:
     return out
 
 
-def container_command(composition: Composition, jax: bool) -> list[str]:
-    command = [ENTRY, *config_flags(composition.hydra_flags), *job_overrides(composition.overrides, jax)]
-    return command + (["--", *composition.script_args] if composition.script_args else [])
+def container_command(typed: Typed, jax: bool) -> list[str]:
+    command = [ENTRY, *config_flags(typed.hydra_flags), *job_overrides(typed.overrides, jax)]
+    return command + (["--", *typed.script_args] if typed.script_args else [])
 
 
 def planned_nproc(cfg: TrainConfig) -> int | None:
@@ -201,16 +191,32 @@ def job_name(cfg: TrainConfig, number: int | None, now: datetime) -> str:
     return manifest.derived_name(cfg.run_name or PROG, now.strftime("%Y%m%d-%H%M%S"), number)
 
 
-def build(cfg: TrainConfig, composition: Composition, facts: HostFacts, now: datetime) -> tuple[str, dict]:
-    """Check everything and render: (the job's name, the manifest). Writes nothing."""
+def job_nodes(cfg: TrainConfig, overrides: Sequence[str]) -> int:
+    """How many pods: ``launcher.nnodes``, or ``k8s.nodes`` (its old spelling; both set: they agree).
+    A range typed as ``launcher.nnodes`` is refused first (manifest.check); one from elsewhere (a
+    launcher option, a profile) is no count for the pods and is left to ``k8s.nodes``."""
+    typed = set(map(override_key, overrides))
+    nnodes = None if ":" in str(cfg.launcher.nnodes) else cfg.launcher.nnodes
+    return nodes.job_nodes(
+        nnodes, "launcher.nnodes" in typed, "k8s.nodes", cfg.k8s.nodes, "k8s.nodes" in typed, manifest.MAX_NODES
+    )
+
+
+def build(
+    cfg: TrainConfig, typed: Typed, facts: HostFacts, now: datetime, number: int | None = None
+) -> tuple[str, dict]:
+    """Check everything and render: (the job's name, the manifest). Writes nothing; ``cfg`` is not
+    changed. ``number``: the point's number in a ``-m`` sweep."""
+    typed_range = ":" in str(cfg.launcher.nnodes) and "launcher.nnodes" in map(override_key, typed.overrides)
+    refs = manifest.check(cfg.k8s, str(cfg.launcher.nnodes) if typed_range else None)
+    cfg = copy.deepcopy(cfg)
     k8s = cfg.k8s
-    typed_range = ":" in str(cfg.launcher.nnodes) and "launcher.nnodes" in map(override_key, composition.overrides)
-    refs = manifest.check(k8s, str(cfg.launcher.nnodes) if typed_range else None)
-    name = job_name(cfg, composition.sweep_job, now)
+    k8s.nodes = job_nodes(cfg, typed.overrides)
+    name = job_name(cfg, number, now)
     manifest.check_name(k8s.kind, name, k8s.nodes, "k8s.job_name")
     nproc = planned_nproc(cfg)
-    check_pods(cfg, composition.overrides, name, nproc, facts)
-    command = container_command(composition, is_jax(cfg))
+    check_pods(cfg, typed.overrides, name, nproc, facts)
+    command = container_command(typed, is_jax(cfg))
     if len(command) > manifest.MAX_COMMAND:
         raise UserError(
             "k8s", k8s.kind.value, f"the container command has {len(command)} arguments, at most {manifest.MAX_COMMAND}"
@@ -223,60 +229,27 @@ def manifest_file(cfg: TrainConfig) -> str:
     return f"{cfg.k8s.kind.value.lower()}.yaml"
 
 
-def _kubectl(kubectl: str, args: Sequence[str], path: Path) -> subprocess.CompletedProcess:
+def create(path: Path) -> tuple[str, str]:
+    """``kubectl create -f PATH`` in the current context: (the context, the created object's ``kind/name``)."""
+    saved = f"the manifest is saved: {path}"
     try:
-        return subprocess.run(  # its output may not be UTF-8 (a plugin's, a proxy's page): replaced, not a traceback
-            [kubectl, *args], capture_output=True, encoding="utf-8", errors="replace", timeout=KUBECTL_TIMEOUT_S
-        )
-    except subprocess.TimeoutExpired:
-        raise UserError(
-            "submit", "k8s", f"kubectl {args[0]} did not answer within {KUBECTL_TIMEOUT_S} s", f"manifest: {path}"
-        ) from None
-
-
-# kubectl's own log lines (klog: W1201 17:09:47.067663   27687 loader.go:223] Config not found: ...),
-# printed before its error by some versions: not the error
-_KLOG = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\] ")
-
-
-def _why(out: subprocess.CompletedProcess) -> str:
-    r"""kubectl's error: its last two lines, its log lines left out when it said more.
-
-    >>> _why(subprocess.CompletedProcess([], 1, "", "W1201 17:09:47.067663   27687 loader.go:223] Config not found: /x\nerror: current-context is not set\n"))
-    'error: current-context is not set'
-    """  # noqa: E501
-    lines = [line.strip() for line in (out.stderr or out.stdout).strip().splitlines() if line.strip()]
-    lines = [line for line in lines if not _KLOG.match(line)] or lines
-    return " ".join(lines[-2:]) or f"exit code {out.returncode}"
-
-
-def create(path: Path) -> str:
-    """``kubectl create -f PATH`` in the current context; the created object's ``kind/name``."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        raise UserError(
-            "submit",
-            "k8s",
-            "kubectl is not on PATH",
-            f"install kubectl and choose a context; the manifest is saved: {path}",
-        )
-    context = _kubectl(kubectl, ["config", "current-context"], path)
-    if context.returncode != 0 or not context.stdout.strip():
-        raise UserError(
-            "submit",
-            "k8s",
-            f"kubectl has no current context ({_why(context)})",
-            f"kubectl config use-context NAME; the manifest is saved: {path}",
-        )
-    out = _kubectl(kubectl, ["create", "-f", str(path), "-o", "name"], path)
+        context = kubectl.run(["config", "current-context"], KUBECTL_TIMEOUT_S)
+        if context.returncode != 0 or not context.stdout.strip():
+            raise UserError(
+                "submit",
+                "k8s",
+                f"kubectl has no current context ({kubectl.why(context)})",
+                f"kubectl config use-context NAME; {saved}",
+            )
+        out = kubectl.run(["create", "-f", str(path), "-o", "name"], KUBECTL_TIMEOUT_S)
+    except kubectl.KubectlError as err:
+        hint = f"install kubectl and choose a context; {saved}" if "not on PATH" in str(err) else f"manifest: {path}"
+        raise UserError("submit", "k8s", str(err), hint) from None
     if out.returncode != 0:
         raise UserError(
-            "submit",
-            "k8s",
-            f"kubectl create failed in context {context.stdout.strip()}: {_why(out)}",
-            f"the manifest is saved: {path}",
+            "submit", "k8s", f"kubectl create failed in context {context.stdout.strip()}: {kubectl.why(out)}", saved
         )
-    return out.stdout.strip()
+    return context.stdout.strip(), out.stdout.strip()
 
 
 def refuse_unwritable(run_dir: Path, manifest_name: str) -> None:
@@ -289,79 +262,18 @@ def refuse_unwritable(run_dir: Path, manifest_name: str) -> None:
             raise UserError("run_dir", run_dir / name, problem.allowed, "choose another run_dir, or remove it")
 
 
-def run(
-    cfg: TrainConfig,
-    composition: Composition,
-    make_run_dir: Callable[..., Path],
-    submissions: list,
-    resolved_yaml: Callable[[], str],
-    vault: secrets.Vault | None = None,
-    check_only: bool = False,
-    facts: HostFacts | None = None,
-    now: datetime | None = None,
-) -> int:
-    """Create one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``submissions``.
-    ``make_run_dir(cfg, create)`` gives the run directory (``create=False``: where a real submission
-    would write, for the dry run). ``check_only``: validate, write and create nothing.
-
-    A sweep point that fails here is one row of the sweep's table (:func:`summary`), its error in it:
-    the point returns exit code 2 rather than raising, which would print the same line once more."""
-    overrides = tuple(composition.overrides)
-    try:
-        refuse_secret_values(vault, overrides)
-        name, rendered = build(cfg, composition, facts or probe.gather(), now or datetime.now())
-        if check_only:
-            return 0
-        text = manifest.to_yaml(rendered)
-        planned_dir = str(make_run_dir(cfg, False))
-        if cfg.dry_run:
-            refuse_unwritable(Path(planned_dir), manifest_file(cfg))
-            print(f"# {planned_dir}/{manifest_file(cfg)} (dry run: nothing written, nothing created)")
-            print(text, end="")
-            submissions.append(Submission(overrides, planned_dir, name, DRY_RUN))
-            return 0
-        run_dir = Path(make_run_dir(cfg, True))
-        path = run_dir / manifest_file(cfg)
-        refuse_unwritable(run_dir, path.name)
-        files.write_through(path, text.encode(), "run_dir")
-        files.write_through(run_dir / "config.yaml", resolved_yaml().encode(), "run_dir")
-        created = create(path)
-    except UserError as err:
-        if check_only:
-            raise
-        submissions.append(Submission(overrides, "", None, str(err)))
-        if composition.sweep_job is None:
-            raise
-        return EXIT_USAGE
-    record.write_json(
-        run_dir / "submit.json",
-        {
-            "kind": cfg.k8s.kind.value,
-            "name": name,
-            "namespace": cfg.k8s.namespace,
-            "created": created,
-            "manifest": str(path),
-            "overrides": list(overrides),
-        },
-    )
-    submissions.append(Submission(overrides, str(run_dir), name))
-    print(announce(cfg, name, path), flush=True)
-    return 0
-
-
-def announce(cfg: TrainConfig, name: str, path: Path) -> str:
-    kind = cfg.k8s.kind.value.lower()
-    namespace = f" -n {cfg.k8s.namespace}" if cfg.k8s.namespace else ""
+def announce(kind: str, name: str, namespace: str | None, path: Path) -> str:
+    scope = f" -n {namespace}" if namespace else ""
     pods = (
         f"trainer.kubeflow.org/trainjob-name={name}"
-        if cfg.k8s.kind is K8sKind.TrainJob
+        if kind == K8sKind.TrainJob.value
         else f"training.kubeflow.org/job-name={name}"
     )
     return "\n".join(
         [
-            f"[{PROG}] created {cfg.k8s.kind.value} {name}",
+            f"[{PROG}] created {kind} {name}",
             f"[{PROG}]   manifest: {path}",
-            f"[{PROG}]   follow:   kubectl get {kind} {name}{namespace}   kubectl logs -f -l {pods}{namespace}",
+            f"[{PROG}]   follow:   kubectl get {kind.lower()} {name}{scope}   kubectl logs -f -l {pods}{scope}",
         ]
     )
 

@@ -3,7 +3,8 @@
 :func:`settle` takes the typed config, this node's :class:`SlurmAllocation` and the host facts, and
 returns the config with the topology filled in from SLURM -- exactly what ``launcher=multinode``
 (torchrun, c10d) or ``launcher=skrl_jax`` would be given by hand on each node -- and the host facts
-narrowed to what SLURM allocated. The plan is then built as for those launchers.
+narrowed to what SLURM allocated. The plan is then built as for those launchers. The shape shared
+with ``launcher=k8s`` is launcher/allocation.py's; this module is its SLURM :data:`READER`.
 
 From the allocation, unless the key is set explicitly:
 
@@ -29,7 +30,8 @@ import copy
 import re
 from dataclasses import replace
 
-from ..config.schema import Topology, TrainConfig
+from .. import allocation as common
+from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..facts import HostFacts
 from .env import NotInAllocationError, SlurmAllocation, SlurmEnvError
@@ -50,7 +52,7 @@ def rendezvous_port(job_id: str) -> int:
 
 def launcher_name(cfg: TrainConfig) -> str:
     """The option the user chose: launcher=slurm (torchrun) or launcher=slurm_jax."""
-    return "slurm_jax" if cfg.launcher.topology is Topology.skrl_jax else "slurm"
+    return common.launcher_name(cfg, "slurm")
 
 
 def allocation(env, name: str = "slurm") -> SlurmAllocation:
@@ -69,13 +71,13 @@ def allocation(env, name: str = "slurm") -> SlurmAllocation:
 
 
 def _explicit_must_match(key: str, value: object, slurm_value: object, what: str, job: str) -> None:
-    if value is not None and str(value) != str(slurm_value):
-        raise UserError(
-            key,
-            value,
-            f"SLURM job {job} has {what} {slurm_value}",
-            f"leave {key} unset under launcher=slurm, or ask SLURM for what you want (slurm.nodes=)",
-        )
+    common.must_match(
+        key,
+        value,
+        slurm_value,
+        f"SLURM job {job} has {what} {slurm_value}",
+        f"leave {key} unset under launcher=slurm, or ask SLURM for what you want (slurm.nodes=)",
+    )
 
 
 def _cpus(alloc: SlurmAllocation, facts: HostFacts) -> tuple[int, str]:
@@ -98,23 +100,8 @@ def settle(cfg: TrainConfig, alloc: SlurmAllocation, facts: HostFacts) -> tuple[
         )
     _explicit_must_match("launcher.nnodes", launcher.nnodes, alloc.nnodes, "node count", job)
     _explicit_must_match("launcher.node_rank", launcher.node_rank, alloc.node_rank, "this node at rank", job)
-    launcher.nnodes, launcher.node_rank = str(alloc.nnodes), alloc.node_rank
     endpoint = f"{alloc.first_host}:{rendezvous_port(job)}"
-    if launcher.topology is Topology.skrl_jax:
-        if launcher.coordinator_address is None:
-            launcher.coordinator_address = endpoint
-    elif launcher.topology is Topology.multinode:
-        if launcher.rdzv_endpoint is None and launcher.master_addr is None:
-            launcher.rdzv_endpoint = endpoint
-        if launcher.rdzv_id is None:
-            launcher.rdzv_id = f"slurm-{job}"
-    else:
-        raise UserError(
-            "launcher.topology",
-            launcher.topology.value,
-            "launcher.from_slurm=true takes topology multinode (torchrun) or skrl_jax",
-            "use launcher=slurm or launcher=slurm_jax",
-        )
+    common.set_topology(cfg, alloc.nnodes, alloc.node_rank, endpoint, f"slurm-{job}", READER)
 
     # What this node was given: GPUs when SLURM says so, CPUs per task otherwise.
     if alloc.gpus_on_node is not None:
@@ -166,8 +153,7 @@ def describe(alloc: SlurmAllocation) -> str:
 
 def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, HostFacts, SlurmAllocation | None]:
     """:func:`settle` against ``facts.env`` when ``launcher.from_slurm`` is set; else unchanged."""
-    if not cfg.launcher.from_slurm:
-        return cfg, facts, None
-    alloc = allocation(facts.env, launcher_name(cfg))
-    cfg, facts = settle(cfg, alloc, facts)
-    return cfg, facts, alloc
+    return common.from_environment(cfg, facts, READER)
+
+
+READER = common.Reader("from_slurm", "slurm", allocation, settle)

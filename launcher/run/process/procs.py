@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ...names import LAUNCH_ID_VAR
 
@@ -72,6 +72,23 @@ def start_tied(argv: Sequence[str], env: Mapping[str, str], signum: int = signal
     import subprocess
 
     return subprocess.Popen(list(argv), env=dict(env), preexec_fn=die_with_parent_preexec(os.getpid(), signum))
+
+
+def follow_lines(argv: Sequence[str]) -> Iterator[str]:
+    """The output lines of a follower (``kubectl logs -f``) as they come; the reader stopping (close,
+    Ctrl+C) stops it."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, encoding="utf-8", errors="replace"
+    )
+    try:
+        assert proc.stdout is not None
+        yield from proc.stdout
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        proc.wait()
 
 
 def _stat(pid: int) -> tuple[str, int] | None:

@@ -1,0 +1,44 @@
+"""A job's node count on a back end: ``launcher.nnodes``, the one spelling on every back end, and a back
+end's older key for it (``k8s.nodes``, ``slurm.nodes``) kept as an alias that must agree (PURE).
+
+Either key is *set* when it was typed or holds something other than its default (1): set alone, it is
+the job's node count; both set to different counts is one :class:`UserError` naming both.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import UserError
+
+NNODES = "launcher.nnodes"
+
+
+def job_nodes(nnodes: object, nnodes_typed: bool, alias_key: str, alias: int, alias_typed: bool, most: int) -> int:
+    """The job's node count, 1 to ``most``.
+
+    >>> job_nodes("2", True, "k8s.nodes", 1, False, 5000), job_nodes("1", False, "k8s.nodes", 3, True, 5000)
+    (2, 3)
+    >>> job_nodes("3", True, "k8s.nodes", 2, True, 5000)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.nnodes=3: k8s.nodes=2 says otherwise: k8s.nodes is the old spelling of launcher.nnodes, the job's node count (set one of them, or both to the same count)
+    """  # noqa: E501
+    text = "" if nnodes is None else str(nnodes).strip()
+    own_set = text != "" and (nnodes_typed or text != "1")
+    alias_set = alias_typed or alias != 1
+    if own_set:
+        if not re.fullmatch(r"[0-9]+", text) or not 1 <= int(text) <= most:
+            raise UserError(NNODES, nnodes, f"a node count from 1 to {most}")
+        if alias_set and alias != int(text):
+            raise UserError(
+                NNODES,
+                nnodes,
+                f"{alias_key}={alias} says otherwise: {alias_key} is the old spelling of {NNODES}, "
+                "the job's node count",
+                "set one of them, or both to the same count",
+            )
+        return int(text)
+    if not 1 <= alias <= most:
+        raise UserError(alias_key, alias, f"a node count from 1 to {most}")
+    return alias
