@@ -210,6 +210,10 @@ def test_dry_run_sweep(run_cli, tmp_path, sentinel):
 FAKE_SBATCH = """#!/bin/sh
 script="$2"
 printf %s "${HF_TOKEN-unset}" | sha256sum | cut -d' ' -f1 > "$(dirname "$script")/sbatch_saw_hf_token.sha256"
+for task in 0 1; do  # a job array over secret values: each task's own copy
+  eval "value=\\${TRAIN_MULTIGPU_TASK${task}_HF_TOKEN-unset}"
+  printf %s "$value" | sha256sum | cut -d' ' -f1 >> "$(dirname "$script")/sbatch_saw_task_tokens.sha256"
+done
 echo "4242;cluster"
 """
 
@@ -234,8 +238,10 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
     assert len(scripts) == 2
     for script in scripts:
         assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
-        assert (script.parent / "sbatch_saw_hf_token.sha256").read_text().strip() == sha(sentinel)
         assert "+worker_env.HF_TOKEN=***" in (script.parent / "submit.json").read_text()
+    # one job array (issue 19): sbatch runs once, with the first point's copy of the script
+    assert (scripts[0].parent / "sbatch_saw_hf_token.sha256").read_text().strip() == sha(sentinel)
+    assert not (scripts[1].parent / "sbatch_saw_hf_token.sha256").exists()
     dry = run_cli("submit=slurm", f"+worker_env.HF_TOKEN={sentinel}", "dry_run=true", env=fake_sbatch)
     assert dry.returncode == 0 and "${oc.env:HF_TOKEN}" in dry.stdout, dry.stderr
     for each in (result, dry):
@@ -261,8 +267,11 @@ def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch
     first, second = sentinel + "a", sentinel + "b"
     result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
     assert result.returncode == 0, result.stdout + result.stderr
-    seen = sorted(p.read_text().strip() for p in (tmp_path / "runs").rglob("sbatch_saw_hf_token.sha256"))
-    assert seen == sorted([sha(first), sha(second)])
+    # one job array (issue 19): each task reads its own value from sbatch's environment
+    (seen,) = (tmp_path / "runs").rglob("sbatch_saw_task_tokens.sha256")
+    assert seen.read_text().split() == [sha(first), sha(second)]
+    script = (seen.parent / "job.sbatch").read_text()
+    assert 'export HF_TOKEN="${TRAIN_MULTIGPU_TASK1_HF_TOKEN}"' in script
     assert_nowhere(result, tmp_path, first, second)
 
 

@@ -118,29 +118,46 @@ def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_
     assert info["JobState"] == "FAILED" and info["ExitCode"] == "7:0", log_of(jax_dir, jax_job)
 
 
-def test_sweep_submits_one_job_per_point(slurm_cluster, run_cli):
+def test_sweep_is_one_job_array(slurm_cluster, run_cli):
+    """Issue 19 changed this test (it was test_sweep_submits_one_job_per_point): a -m sweep is ONE job
+    array, throttled by slurm.array_parallelism; each task runs its point in its own run directory."""
     result = run_cli(
         "-m",
         "seed=1,2,3",
         "submit=slurm",
         "slurm.cpus_per_task=1",
+        "slurm.array_parallelism=2",
         "launcher.nproc_per_node=1",
         f"script={ALLREDUCE}",
         "slurm.time=5",
         env=env(),
     )
     assert result.returncode == 0, result.stderr
-    jobs = submitted(result.stdout)
-    assert len(jobs) == 3 and len({run_dir for _, run_dir in jobs}) == 3
+    [array] = re.findall(r"submitted SLURM job array (\d+): 3 task\(s\), at most 2 at once", result.stdout)
+    jobs = re.findall(r"submitted SLURM job (\d+_\d+)\n.*script: (\S+)/job.sbatch", result.stdout)
+    assert [job for job, _ in jobs] == [f"{array}_{task}" for task in range(3)], result.stdout
+    assert len({run_dir for _, run_dir in jobs}) == 3
     assert "sweep: 3 of 3 job(s) submitted" in result.stdout
+    throttle = subprocess.run(["scontrol", "show", "job", array], capture_output=True, text=True, timeout=30)
+    assert "ArrayTaskThrottle=2" in throttle.stdout, throttle.stdout
     for point, (job, run_dir) in enumerate(jobs):
         assert re.search(rf"^  {point}  {job}\s+seed={point + 1}\s+{run_dir}$", result.stdout, re.M), result.stdout
-    for job, run_dir in jobs:
-        info = wait_job(job, timeout=120)
+    for point, (job, run_dir) in enumerate(jobs):
+        run_dir = Path(run_dir)
+        info = wait_job(job, timeout=180)
         out = log_of(run_dir, job)
         assert info["JobState"] == "COMPLETED", out
         assert "all_reduce sum=1 expected=1" in out
-        assert "--seed=" in (run_dir / "command.sh").read_text()
+        assert f"--seed={point + 1}" in (run_dir / "command.sh").read_text()
+        assert '"exit_code": 0' in (run_dir / "status.json").read_text()
+        record = json.loads((run_dir / "submit.json").read_text())
+        assert (record["format"], record["backend"], record["id"]) == (2, "slurm", job)
+    accounted = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", array], capture_output=True, text=True, timeout=30
+    )
+    if accounted.returncode == 0 and accounted.stdout.strip():  # sacct needs an accounting database
+        states = dict(line.split("|") for line in accounted.stdout.split())
+        assert all(states.get(job) == "COMPLETED" for job, _ in jobs), accounted.stdout
 
 
 def _wait_for(path: Path, text: str, job: str, timeout: float = 90) -> None:
