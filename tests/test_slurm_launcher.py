@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ALLREDUCE, ROOT, clean_env
+from launcher.backends.base import Handle, State, Status
+from launcher.slurm.backend import SlurmBackend
 from slurm_cluster import wait_job
 
 pytestmark = pytest.mark.timeout(240)
@@ -152,12 +154,42 @@ def test_sweep_is_one_job_array(slurm_cluster, run_cli):
         assert '"exit_code": 0' in (run_dir / "status.json").read_text()
         record = json.loads((run_dir / "submit.json").read_text())
         assert (record["format"], record["backend"], record["id"]) == (2, "slurm", job)
+        # what `runs` has: the handle alone -> the back end's state and logs
+        handle = Handle.from_record(record, str(run_dir))
+        status = SlurmBackend().describe(handle)
+        assert (status.state, status.detail, status.exit_code) == (State.SUCCEEDED, "COMPLETED", 0)
+        assert "all_reduce sum=1 expected=1" in "\n".join(SlurmBackend().logs(handle))
+        assert any("all_reduce" in line for line in SlurmBackend().logs(handle, rank=0))
     accounted = subprocess.run(
         ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", array], capture_output=True, text=True, timeout=30
     )
     if accounted.returncode == 0 and accounted.stdout.strip():  # sacct needs an accounting database
         states = dict(line.split("|") for line in accounted.stdout.split())
         assert all(states.get(job) == "COMPLETED" for job, _ in jobs), accounted.stdout
+
+
+def test_backend_describes_and_cancels_a_queued_job(slurm_cluster, run_cli):
+    """The back end's describe/cancel from submit.json's handle alone, on the real cluster: a job
+    held in the queue is PENDING; cancelled, it is STOPPED (CANCELLED)."""
+    result = run_cli(
+        "submit=slurm",
+        "slurm.cpus_per_task=1",
+        "launcher.nproc_per_node=1",
+        "slurm.time=5",
+        "+slurm.extra.begin=now+3600",
+        f"script={ALLREDUCE}",
+        env=env(),
+    )
+    assert result.returncode == 0, result.stderr
+    [(job, run_dir)] = submitted(result.stdout)
+    handle = Handle.from_record(json.loads((run_dir / "submit.json").read_text()), str(run_dir))
+    backend = SlurmBackend()
+    try:
+        assert handle.id == job and backend.describe(handle).state is State.PENDING
+    finally:
+        backend.cancel(handle)
+    assert wait_job(job, timeout=60)["JobState"] == "CANCELLED"
+    assert backend.describe(handle) == Status(State.STOPPED, "CANCELLED", 0)
 
 
 def _wait_for(path: Path, text: str, job: str, timeout: float = 90) -> None:

@@ -25,7 +25,6 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import files
-from ..backends.base import Handle
 from ..errors import UserError
 from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
@@ -475,14 +474,13 @@ def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
         ray = _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
         info.ray = {k: ray[k] if isinstance(ray.get(k), str) else None for k in ("job_id", "state", "address")}
     else:
-        # submit.json: the back end's Handle (format 2), or SLURM's format 1 ({"job_id": ...})
-        handle = Handle.from_record(_read_json(run_dir / SUBMIT, info.problems, info.within) or {}, str(run_dir))
-        slurm = handle is not None and handle.backend == "slurm"
-        info.slurm = {
-            "job_id": handle.id if slurm else None,
-            "state": None,
-            "log": handle.extra.get("log") if slurm else None,
-        }
+        # submit.json: a back end's handle (format 2: backends/base.Handle.as_record), or SLURM's
+        # format 1 ({"job_id": ...})
+        submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {}
+        job_id = submit.get("job_id") if "format" not in submit else None
+        if submit.get("backend") == "slurm":
+            job_id = submit.get("id")
+        info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
     base = run_dir
     restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
     if restarts:

@@ -1,16 +1,19 @@
 """What SLURM says about submitted runs (``submit=slurm``; submit.json holds the job id): ``squeue``
 for jobs in the queue, then ``sacct`` (needs an accounting database), then ``scontrol show job``
-(kept for MinJobAge after the end), through the back end (launcher/slurm/backend.states). Asked
-only when there are such runs and the commands exist; one short, read-only query per command for
-all jobs."""
+(kept for MinJobAge after the end). Asked only when there are such runs and the commands exist;
+one short, read-only query per command for all jobs."""
 
 from __future__ import annotations
 
-from ..slurm.backend import states  # the back end asks SLURM (bounded queries, no Hydra)
+import shutil
+import subprocess
+from collections.abc import Sequence
+
 from . import read
 from .read import RunInfo
 
-# SLURM job states -> our statuses, when the launcher's record does not say (docs/runs.md)
+TIMEOUT_S = 5.0
+# SLURM job states → our statuses, when the launcher's record does not say (docs/runs.md)
 _PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "RESV_DEL_HOLD"}
 _RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"}
 _ENDED = {
@@ -24,6 +27,40 @@ _ENDED = {
     "OUT_OF_MEMORY": read.FAILED,
     "BOOT_FAIL": read.FAILED,
 }
+
+
+def _query(argv: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout
+
+
+def states(job_ids: Sequence[str]) -> dict[str, str]:
+    """job id → SLURM state (first word, e.g. ``RUNNING``, ``CANCELLED``) for the jobs SLURM knows."""
+    found: dict[str, str] = {}
+    ids = [j for j in dict.fromkeys(job_ids) if j and j.replace("_", "").isdigit()]
+    if not ids:
+        return found
+    if shutil.which("squeue"):
+        for line in _query(["squeue", "-h", "-o", "%i %T", "-j", ",".join(ids)]).splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] in ids:
+                found[words[0]] = words[1]
+    left = [j for j in ids if j not in found]
+    if left and shutil.which("sacct"):
+        for line in _query(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(left)]).splitlines():
+            job, _, state = line.partition("|")
+            if job in left and state:
+                found[job] = state.split()[0]
+    left = [j for j in ids if j not in found]
+    if left and shutil.which("scontrol"):
+        for job in left[:20]:  # one call per job: only a few
+            for word in _query(["scontrol", "show", "job", "-o", job]).split():
+                if word.startswith("JobState="):
+                    found[job] = word.split("=", 1)[1]
+    return found
 
 
 def apply(runs: list[RunInfo]) -> None:
