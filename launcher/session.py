@@ -333,7 +333,7 @@ class Session:
         from omegaconf import OmegaConf
 
         from .backends.base import Launch, Typed
-        from .slurm.backend import SlurmBackend
+        from .slurm.backend import Shown, SlurmBackend
         from .slurm.submit import DRY_RUN, Submission
 
         job = lanes.job_info()
@@ -353,6 +353,9 @@ class Session:
         try:
             request = backend.dryrun(launch)
             if self.checking:
+                return 0
+            if cfg.dry_run and job is not None:  # shown with the others, as the job array it makes
+                self.submissions.append(Shown(request))
                 return 0
             if cfg.dry_run:
                 print(request.shown, end="")

@@ -205,45 +205,43 @@ class SlurmBackend:
             except UserError as err:
                 return [Refused(requests[0].run_dir, str(err))]
         out: list[Handle | Refused | None] = [None] * len(requests)
-        groups: dict[tuple, list[int]] = {}
-        for i, request in enumerate(requests):
-            job: SlurmJob = request.payload
-            groups.setdefault((repr(job.slurm), job.job_name, job.workdir), []).append(i)
-        for indices in groups.values():
+        for indices in _groups(requests):
             try:
-                handles = self._submit_array([requests[i] for i in indices])
+                handles = self._submit_array(_array([requests[i] for i in indices]))
             except UserError as err:
                 handles = [Refused(requests[i].run_dir, str(err)) for i in indices]
             for i, handle in zip(indices, handles):
                 out[i] = handle
         return [h for h in out if h is not None]
 
-    def _submit_array(self, requests: Sequence[Request]) -> list[Handle]:
-        from . import batch, submit
+    def show(self, requests: Sequence[Request]) -> str:
+        """What :meth:`submit_all` writes and submits, for a dry run: a sweep's job array script(s)
+        (each point's ``job.sbatch`` holds the same), or the one request's script."""
+        if len(requests) == 1:
+            return requests[0].shown
+        shown = []
+        for indices in _groups(requests):
+            array = _array([requests[i] for i in indices])
+            paths = "\n".join(f"#   {r.run_dir}/{SCRIPT_NAME}" for r in array.requests)
+            shown.append(
+                f"# job array of {len(array.requests)} task(s), written to each point's directory "
+                f"(dry run: nothing written, nothing submitted):\n{paths}\n{array.script}"
+            )
+        return "".join(shown)
 
-        jobs: list[SlurmJob] = [r.payload for r in requests]
-        first = jobs[0]
-        secret_env, task_env = _array_secrets(jobs)
-        submit.check_export(first.slurm, list(secret_env))
-        dirs = [Path(r.run_dir) for r in requests]
-        # each task writes into its own run directory when they are <sweep dir>/<task> (Hydra's sweep
-        # subdir); else all logs go to the sweep directory
-        parent = dirs[0].parent
-        own_dirs = all(d.parent == parent and d.name == str(i) for i, d in enumerate(dirs))
-        output = f"{parent}/%a/slurm-%A_%a.out" if own_dirs else f"{parent}/slurm-%A_%a.out"
-        script = batch.render_array(
-            first.slurm, [j.command for j in jobs], task_env, first.workdir, first.job_name, output
-        )
-        paths = [_write(d, {**r.files, SCRIPT_NAME: script}) for d, r in zip(dirs, requests)]
-        array_id = _sbatch(paths[0], secret_env)
+    def _submit_array(self, array: _ArrayJob) -> list[Handle]:
+        paths = [_write(Path(r.run_dir), {**r.files, SCRIPT_NAME: array.script}) for r in array.requests]
+        array_id = _sbatch(paths[0], array.secret_env)
         handles = []
-        for task, (run_dir, job) in enumerate(zip(dirs, jobs)):
+        for task, request in enumerate(array.requests):
             job_id = f"{array_id}_{task}"
-            log = output.replace("%A", array_id).replace("%a", str(task))
-            handle = Handle(self.name, job_id, str(run_dir), _extra(run_dir, job_id, job.overrides, log))
+            log = array.output.replace("%A", array_id).replace("%a", str(task))
+            run_dir = Path(request.run_dir)
+            handle = Handle(self.name, job_id, str(run_dir), _extra(run_dir, job_id, request.payload.overrides, log))
             record.write_json(run_dir / SUBMIT_RECORD, handle.as_record())
             handles.append(handle)
-        limit = f", at most {first.slurm.array_parallelism} at once" if first.slurm.array_parallelism else ""
+        throttle = array.requests[0].payload.slurm.array_parallelism
+        limit = f", at most {throttle} at once" if throttle else ""
         print(f"[{PROG}] submitted SLURM job array {array_id}: {len(handles)} task(s){limit}", flush=True)
         for handle in handles:
             print(announce(handle), flush=True)
@@ -293,11 +291,63 @@ class SlurmBackend:
             raise UserError("submit", "slurm", f"scancel {handle.id} refused: {out.stderr.strip()}")
 
 
+@dataclass(frozen=True)
+class _ArrayJob:
+    requests: tuple[Request, ...]
+    script: str
+    output: str
+    secret_env: Mapping[str, str] = field(repr=False)
+
+
+def _groups(requests: Sequence[Request]) -> list[list[int]]:
+    """The requests' indices by their ``#SBATCH`` settings: one job array each."""
+    groups: dict[tuple, list[int]] = {}
+    for i, request in enumerate(requests):
+        job: SlurmJob = request.payload
+        groups.setdefault((repr(job.slurm), job.job_name, job.workdir), []).append(i)
+    return list(groups.values())
+
+
+def _array(requests: Sequence[Request]) -> _ArrayJob:
+    """One job array's script (pure): task ``i`` runs ``requests[i]``'s command."""
+    from . import batch, submit
+
+    jobs: list[SlurmJob] = [r.payload for r in requests]
+    first = jobs[0]
+    secret_env, task_env = _array_secrets(jobs)
+    submit.check_export(first.slurm, list(secret_env))
+    dirs = [Path(r.run_dir) for r in requests]
+    # each task logs into its own run directory when they are <sweep dir>/<task> (Hydra's sweep
+    # subdir); else all logs go to the sweep directory
+    parent = dirs[0].parent
+    own_dirs = all(d.parent == parent and d.name == str(i) for i, d in enumerate(dirs))
+    output = f"{parent}/%a/slurm-%A_%a.out" if own_dirs else f"{parent}/slurm-%A_%a.out"
+    script = batch.render_array(first.slurm, [j.command for j in jobs], task_env, first.workdir, first.job_name, output)
+    return _ArrayJob(tuple(requests), script, output, secret_env)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A dry-run sweep point's request, shown with the others (:func:`submit_sweep`)."""
+
+    request: Request
+
+
 def submit_sweep(backend: SlurmBackend, items: list) -> list[int]:
     """A sweep's collected requests (in ``items``, the session's submissions) submitted as one job
-    array; each replaced in place by its :class:`~launcher.slurm.submit.Submission`. Exit codes."""
-    from .submit import Submission
+    array, or shown (:class:`Shown`, a dry run); each replaced in place by its
+    :class:`~launcher.slurm.submit.Submission`. Exit codes."""
+    from .submit import DRY_RUN, Submission
 
+    shown = [i for i, item in enumerate(items) if isinstance(item, Shown)]
+    if shown:
+        try:
+            print(backend.show([items[i].request for i in shown]), end="", flush=True)
+        except UserError as err:  # what sbatch's environment would need (check_export)
+            print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
+            return [2]
+        for i in shown:
+            items[i] = Submission(items[i].request.payload.overrides, items[i].request.run_dir, None, DRY_RUN)
     at = [i for i, item in enumerate(items) if isinstance(item, Request)]
     if not at:
         return []

@@ -41,7 +41,7 @@ HINT = "docs/slurm.md lists the slurm.* keys"
 # script (help, usage, version, parsable, test-only, wrap, quiet, verbose).
 SBATCH_LONG_OPTIONS = frozenset(
     """
-    acctg-freq array batch bb bbf begin cluster-constraint clusters comment constraint container
+    acctg-freq batch bb bbf begin cluster-constraint clusters comment constraint container
     contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu deadline delay-boot dependency
     distribution exclude exclusive export export-file extra-node-info get-user-env gid gpu-bind
     gpu-freq gpus gpus-per-socket gpus-per-task gres gres-flags hint hold ignore-pbs input
