@@ -349,7 +349,9 @@ class Session:
         if self.slurm is None:
             self.slurm = SlurmBackend()
         backend = self.slurm
-        launch = Launch(cfg, typed, _run_dir(cfg, create=False), self.vault, None if job is None else job.num)
+        # one directory for the whole job (its nodes' records go into node<R> inside): no _node0 suffix
+        one_dir = replace(cfg, launcher=replace(cfg.launcher, nnodes="1"))
+        launch = Launch(cfg, typed, _run_dir(one_dir, create=False), self.vault, None if job is None else job.num)
         try:
             request = backend.dryrun(launch)
             if self.checking:
@@ -364,7 +366,7 @@ class Session:
             if job is not None:  # a sweep point: submitted with the others, as one job array
                 self.submissions.append(request)
                 return 0
-            created = _run_dir(cfg, create=True)  # a new directory, never one that exists
+            created = _run_dir(one_dir, create=True)  # a new directory, never one that exists
             if str(created) != request.run_dir:
                 request = backend.dryrun(replace(launch, run_dir=created))
             handle = backend.submit(request)

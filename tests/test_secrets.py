@@ -375,6 +375,37 @@ def assert_not_on_the_head(ray_cluster, result, *values: str) -> None:
                 pass
 
 
+def test_slurm_array_over_secret_values_on_the_real_cluster(slurm_cluster, run_cli, tmp_path, worker, sentinel):
+    """A -m sweep over secret values is one job array (issue 19): each task's workers see their own
+    value, carried by sbatch's environment under the task's own name, never written."""
+    from conftest import ROOT
+    from slurm_cluster import wait_job
+
+    env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("HF_TOKEN", None)
+    first, second = sentinel + "a", sentinel + "b"
+    result = run_cli(
+        "-m",
+        "submit=slurm",
+        "slurm.cpus_per_task=1",
+        "slurm.time=5",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        f"+worker_env.HF_TOKEN={first},{second}",
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    array = result.stdout.split("submitted SLURM job array ", 1)[1].split(":")[0]
+    for task, value in enumerate((first, second)):
+        job = f"{array}_{task}"
+        info = wait_job(job, timeout=180)
+        (log,) = (tmp_path / "runs").rglob(f"slurm-{job}.out")
+        assert info["JobState"] == "COMPLETED", log.read_text()
+        assert f"SECRET_SHA HF_TOKEN - {sha(value)}" in log.read_text()
+        assert sha(first if task else second) not in log.read_text()
+    assert_nowhere(result, tmp_path, first, second)
+
+
 def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sbatch):
     result = run_cli("submit=slurm", "+slurm.extra.export=NONE", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
     assert one_error_line(result) == (

@@ -168,6 +168,33 @@ def test_sweep_is_one_job_array(slurm_cluster, run_cli):
         assert all(states.get(job) == "COMPLETED" for job, _ in jobs), accounted.stdout
 
 
+def test_launcher_nnodes_2_asks_sbatch_for_two_nodes(slurm_cluster, run_cli, tmp_path):
+    """One vocabulary (issue 19): launcher.nnodes=2 is a two-node job (before: refused, "node count 1
+    (... slurm.nodes=)"). The test cluster has ONE node (sinfo), so it cannot run one: sbatch itself
+    refuses the two-node request, which shows that --nodes=2 reached it; the job's own node-count
+    check passed on the way (test_slurm_submit.test_launcher_nnodes_makes_a_two_node_job)."""
+    nodes = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True, timeout=30).stdout.split()
+    if sum(int(n) for n in nodes) >= 2:
+        pytest.skip("this cluster has room for two nodes: test_submit_two_cpu_workers_completes covers a real job")
+    result = run_cli(
+        "submit=slurm",
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        "launcher.nproc_per_node=1",
+        "slurm.cpus_per_task=1",
+        "slurm.time=5",
+        f"script={ALLREDUCE}",
+        env=env(),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("train_multigpu: error: submit=slurm: sbatch refused the job: "), result.stderr
+    assert "node configuration is not available" in result.stderr and "Traceback" not in result.stderr
+    (script,) = (tmp_path / "runs").rglob("job.sbatch")
+    text = script.read_text()
+    assert "#SBATCH --nodes=2" in text and "srun --nodes 2 " in text and "launcher.nnodes=2" in text
+    assert "_node0" not in script.parent.name  # one directory for the job; its nodes' records go inside
+
+
 def test_backend_describes_and_cancels_a_queued_job(slurm_cluster, run_cli):
     """The back end's describe/cancel from submit.json's handle alone, on the real cluster: a job
     held in the queue is PENDING; cancelled, it is STOPPED (CANCELLED)."""
