@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -234,3 +236,16 @@ def test_help_mentions_the_slurm_keys(run_cli):
         "slurm_jax",
     ):
         assert text in result.stdout, text
+
+
+def test_the_describe_side_imports_no_hydra_and_answers_for_an_unknown_job(tmp_path):
+    """`runs` calls describe/logs from a handle alone: no Hydra imported, and a job SLURM does not
+    know (or no SLURM at all) is UNKNOWN, not an error."""
+    probe = (
+        "import sys; from launcher.slurm.backend import SlurmBackend; from launcher.backends.base import Handle; "
+        "h = Handle('slurm', '999999999', '/nonexistent'); s = SlurmBackend().describe(h); "
+        "print(s.state.value, list(SlurmBackend().logs(h)), "
+        "sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf', 'yaml'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "unknown [] []", out.stdout + out.stderr
