@@ -76,6 +76,7 @@ class Session:
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
     num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
     presets: dict[str, list[str]] = field(default_factory=dict)  # forwarded presets (compose.open_presets)
+    slurm: object | None = None  # submit=slurm: its slurm.backend.SlurmBackend, made by the first SLURM launch
     ray: object | None = None  # submit=ray: a ray_submit.submit.Submitter, made by the first Ray launch
     composition: dict | None = None  # record.composition: what was typed (<run_dir>/composition.json)
     trainer_dir: str | None = None  # runs resume: the run directory the training script continues in
@@ -325,25 +326,56 @@ class Session:
         return 0
 
     def _submit_slurm(self, cfg: schema.TrainConfig) -> int:
+        """submit=slurm through its back end (launcher/slurm/backend.py): dryrun (the checks and the
+        batch script, from this composition: nothing composed again), then submit. A -m sweep's
+        points are collected and submitted as ONE job array by :meth:`finish`."""
         from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf
 
-        from .slurm import submit
+        from .backends.base import Launch, Typed
+        from .slurm.backend import Shown, SlurmBackend
+        from .slurm.submit import DRY_RUN, Submission
 
-        return submit.run(
-            cfg,
+        job = lanes.job_info()
+        typed = Typed(
             # as typed: an ${oc.env:...} reference stays one (read naively, Hydra's list resolves it)
-            OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False),
-            self.hydra_flags,
-            self.script_args,
-            _run_dir,
-            probe.gather(),
-            self.submissions,
-            OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
-            vault=self.vault,
-            presets=self.presets,
-            check_only=self.checking,
+            overrides=tuple(OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)),
+            hydra_flags=tuple(self.hydra_flags),
+            script_args=tuple(self.script_args),
+            order=tuple(self.order),
+            command=tuple(self.command),
+            presets={k: tuple(v) for k, v in self.presets.items()},
         )
+        if self.slurm is None:
+            self.slurm = SlurmBackend()
+        backend = self.slurm
+        # one directory for the whole job (its nodes' records go into node<R> inside): no _node0 suffix
+        one_dir = replace(cfg, launcher=replace(cfg.launcher, nnodes="1"))
+        launch = Launch(cfg, typed, _run_dir(one_dir, create=False), self.vault, None if job is None else job.num)
+        try:
+            request = backend.dryrun(launch)
+            if self.checking:
+                return 0
+            if cfg.dry_run and job is not None:  # shown with the others, as the job array it makes
+                self.submissions.append(Shown(request))
+                return 0
+            if cfg.dry_run:
+                print(request.shown, end="")
+                self.submissions.append(Submission(request.payload.overrides, request.run_dir, None, DRY_RUN))
+                return 0
+            if job is not None:  # a sweep point: submitted with the others, as one job array
+                self.submissions.append(request)
+                return 0
+            created = _run_dir(one_dir, create=True)  # a new directory, never one that exists
+            if str(created) != request.run_dir:
+                request = backend.dryrun(replace(launch, run_dir=created))
+            handle = backend.submit(request)
+        except UserError as err:
+            if not self.checking:
+                self.submissions.append(Submission(launch.typed.overrides, "", None, str(err)))
+            raise
+        self.submissions.append(Submission(request.payload.overrides, handle.run_dir, handle.id))
+        return 0
 
     def _submit_ray(self, cfg: schema.TrainConfig) -> int:
         from hydra.core.hydra_config import HydraConfig
@@ -427,6 +459,11 @@ class Session:
         elif self.submissions and (len(self.submissions) > 1 or self.results):
             from .k8s import submit as k8s_submit
             from .slurm import submit as slurm_submit
+
+            if self.slurm is not None:  # a SLURM sweep: its points as one job array
+                from .slurm.backend import submit_sweep
+
+                self.exit_codes += submit_sweep(self.slurm, self.submissions)
 
             # a SLURM or Kubernetes sweep: its table says what was submitted
             summary = (

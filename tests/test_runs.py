@@ -1030,3 +1030,22 @@ def test_show_says_what_was_chosen_the_failure_the_command_and_where(launches):
     command = lines[lines.index("command:") + 1]
     assert "torch.distributed.run --nproc_per_node 2" in command and command.endswith("--fail 1:7 --distributed")
     assert f"  logs: {fail}/logs" in lines and f"  metrics: {fail}/metrics.csv" in lines
+
+
+def test_submit_json_of_both_formats_names_the_slurm_job(tmp_path):
+    """submit.json: format 2 (the back end's handle, issue 19) and SLURM's format 1 both name the
+    job; another back end's handle is no SLURM job (before, every submit.json was read as SLURM's)."""
+    records = {
+        "old": {"job_id": "41", "script": "/x/job.sbatch", "log": "/x/slurm-41.out"},
+        "new": {"format": 2, "backend": "slurm", "id": "42_1", "run_dir": "/x", "log": "/x/slurm-42_1.out"},
+        "pod": {"format": 2, "backend": "k8s", "id": "train-1", "run_dir": "/x"},
+    }
+    for second, (name, data) in enumerate(records.items()):
+        run_dir = tmp_path / "runs" / f"2026-01-01_00-00-0{second}_{name}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "submit.json").write_text(json.dumps(data))
+    runs = json.loads(runs_cli(tmp_path, "--json").stdout)
+    slurm = {item["id"].rsplit("_", 1)[-1]: item["slurm"] for item in runs}
+    assert (slurm["old"]["job_id"], slurm["old"]["log"]) == ("41", "/x/slurm-41.out")
+    assert (slurm["new"]["job_id"], slurm["new"]["log"]) == ("42_1", "/x/slurm-42_1.out")
+    assert slurm["pod"]["job_id"] is None

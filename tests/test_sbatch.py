@@ -141,7 +141,9 @@ def test_time_limit_seconds():
         ({"time": "2", "signal_seconds": 120}, "slurm.signal_seconds=120: must be shorter than time='2'"),
         ({"signal_seconds": 0}, "slurm.signal_seconds=0: must be between 1 and 65535"),
         ({"signal_seconds": 70000}, "slurm.signal_seconds=70000: must be between 1 and 65535"),
-        ({"extra": {"nodes": 2}}, "slurm.extra.nodes=2: set slurm.nodes instead"),
+        # issue 19: launcher.nnodes is the node count on every back end (slurm.nodes: its alias)
+        ({"extra": {"nodes": 2}}, "slurm.extra.nodes=2: set launcher.nnodes instead"),
+        ({"extra": {"array": "0-3"}}, "slurm.extra.array=0-3: set the launcher (a -m sweep is one job array"),
         ({"extra": {"--no-requeue": True}}, "slurm.extra.no-requeue=True: set slurm.requeue"),
         ({"extra": {"chdir": "/x"}}, "slurm.extra.chdir=/x: set the launcher (the directory"),
         (

@@ -210,6 +210,10 @@ def test_dry_run_sweep(run_cli, tmp_path, sentinel):
 FAKE_SBATCH = """#!/bin/sh
 script="$2"
 printf %s "${HF_TOKEN-unset}" | sha256sum | cut -d' ' -f1 > "$(dirname "$script")/sbatch_saw_hf_token.sha256"
+for task in 0 1; do  # a job array over secret values: each task's own copy
+  eval "value=\\${TRAIN_MULTIGPU_TASK${task}_HF_TOKEN-unset}"
+  printf %s "$value" | sha256sum | cut -d' ' -f1 >> "$(dirname "$script")/sbatch_saw_task_tokens.sha256"
+done
 echo "4242;cluster"
 """
 
@@ -234,8 +238,10 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
     assert len(scripts) == 2
     for script in scripts:
         assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
-        assert (script.parent / "sbatch_saw_hf_token.sha256").read_text().strip() == sha(sentinel)
         assert "+worker_env.HF_TOKEN=***" in (script.parent / "submit.json").read_text()
+    # one job array (issue 19): sbatch runs once, with the first point's copy of the script
+    assert (scripts[0].parent / "sbatch_saw_hf_token.sha256").read_text().strip() == sha(sentinel)
+    assert not (scripts[1].parent / "sbatch_saw_hf_token.sha256").exists()
     dry = run_cli("submit=slurm", f"+worker_env.HF_TOKEN={sentinel}", "dry_run=true", env=fake_sbatch)
     assert dry.returncode == 0 and "${oc.env:HF_TOKEN}" in dry.stdout, dry.stderr
     for each in (result, dry):
@@ -261,8 +267,11 @@ def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch
     first, second = sentinel + "a", sentinel + "b"
     result = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", env=fake_sbatch)
     assert result.returncode == 0, result.stdout + result.stderr
-    seen = sorted(p.read_text().strip() for p in (tmp_path / "runs").rglob("sbatch_saw_hf_token.sha256"))
-    assert seen == sorted([sha(first), sha(second)])
+    # one job array (issue 19): each task reads its own value from sbatch's environment
+    (seen,) = (tmp_path / "runs").rglob("sbatch_saw_task_tokens.sha256")
+    assert seen.read_text().split() == [sha(first), sha(second)]
+    script = (seen.parent / "job.sbatch").read_text()
+    assert 'export HF_TOKEN="${TRAIN_MULTIGPU_TASK1_HF_TOKEN}"' in script
     assert_nowhere(result, tmp_path, first, second)
 
 
@@ -364,6 +373,37 @@ def assert_not_on_the_head(ray_cluster, result, *values: str) -> None:
                 assert value.encode() not in cmdline.read_bytes(), f"secret in {cmdline}"
             except OSError:  # ended meanwhile
                 pass
+
+
+def test_slurm_array_over_secret_values_on_the_real_cluster(slurm_cluster, run_cli, tmp_path, worker, sentinel):
+    """A -m sweep over secret values is one job array (issue 19): each task's workers see their own
+    value, carried by sbatch's environment under the task's own name, never written."""
+    from conftest import ROOT
+    from slurm_cluster import wait_job
+
+    env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("HF_TOKEN", None)
+    first, second = sentinel + "a", sentinel + "b"
+    result = run_cli(
+        "-m",
+        "submit=slurm",
+        "slurm.cpus_per_task=1",
+        "slurm.time=5",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        f"+worker_env.HF_TOKEN={first},{second}",
+        env=env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    array = result.stdout.split("submitted SLURM job array ", 1)[1].split(":")[0]
+    for task, value in enumerate((first, second)):
+        job = f"{array}_{task}"
+        info = wait_job(job, timeout=180)
+        (log,) = (tmp_path / "runs").rglob(f"slurm-{job}.out")
+        assert info["JobState"] == "COMPLETED", log.read_text()
+        assert f"SECRET_SHA HF_TOKEN - {sha(value)}" in log.read_text()
+        assert sha(first if task else second) not in log.read_text()
+    assert_nowhere(result, tmp_path, first, second)
 
 
 def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sbatch):

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ALLREDUCE, ROOT, clean_env
-from slurm_cluster import wait_job
+from launcher.backends.base import Handle, State, Status
+from launcher.slurm.backend import SlurmBackend
+from slurm_cluster import job_info, wait_job
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -118,29 +120,107 @@ def test_failing_job_reports_failed_with_the_ranks_exit_code(slurm_cluster, run_
     assert info["JobState"] == "FAILED" and info["ExitCode"] == "7:0", log_of(jax_dir, jax_job)
 
 
-def test_sweep_submits_one_job_per_point(slurm_cluster, run_cli):
+def test_sweep_is_one_job_array(slurm_cluster, run_cli):
+    """Issue 19 changed this test (it was test_sweep_submits_one_job_per_point): a -m sweep is ONE job
+    array, throttled by slurm.array_parallelism; each task runs its point in its own run directory."""
     result = run_cli(
         "-m",
         "seed=1,2,3",
         "submit=slurm",
         "slurm.cpus_per_task=1",
+        "slurm.array_parallelism=2",
         "launcher.nproc_per_node=1",
         f"script={ALLREDUCE}",
         "slurm.time=5",
         env=env(),
     )
     assert result.returncode == 0, result.stderr
-    jobs = submitted(result.stdout)
-    assert len(jobs) == 3 and len({run_dir for _, run_dir in jobs}) == 3
+    [array] = re.findall(r"submitted SLURM job array (\d+): 3 task\(s\), at most 2 at once", result.stdout)
+    jobs = re.findall(r"submitted SLURM job (\d+_\d+)\n.*script: (\S+)/job.sbatch", result.stdout)
+    assert [job for job, _ in jobs] == [f"{array}_{task}" for task in range(3)], result.stdout
+    assert len({run_dir for _, run_dir in jobs}) == 3
     assert "sweep: 3 of 3 job(s) submitted" in result.stdout
+    throttle = subprocess.run(["scontrol", "show", "job", array], capture_output=True, text=True, timeout=30)
+    assert "ArrayTaskThrottle=2" in throttle.stdout, throttle.stdout
     for point, (job, run_dir) in enumerate(jobs):
         assert re.search(rf"^  {point}  {job}\s+seed={point + 1}\s+{run_dir}$", result.stdout, re.M), result.stdout
-    for job, run_dir in jobs:
-        info = wait_job(job, timeout=120)
+    for point, (job, run_dir) in enumerate(jobs):
+        run_dir = Path(run_dir)
+        info = wait_job(job, timeout=180)
         out = log_of(run_dir, job)
         assert info["JobState"] == "COMPLETED", out
         assert "all_reduce sum=1 expected=1" in out
-        assert "--seed=" in (run_dir / "command.sh").read_text()
+        assert f"--seed={point + 1}" in (run_dir / "command.sh").read_text()
+        assert '"exit_code": 0' in (run_dir / "status.json").read_text()
+        record = json.loads((run_dir / "submit.json").read_text())
+        assert (record["format"], record["backend"], record["id"]) == (2, "slurm", job)
+        # what `runs` has: the handle alone -> the back end's state and logs
+        handle = Handle.from_record(record, str(run_dir))
+        status = SlurmBackend().describe(handle)
+        assert (status.state, status.detail, status.exit_code) == (State.SUCCEEDED, "COMPLETED", 0)
+        assert "all_reduce sum=1 expected=1" in "\n".join(SlurmBackend().logs(handle))
+        assert any("all_reduce" in line for line in SlurmBackend().logs(handle, rank=0))
+    accounted = subprocess.run(
+        ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", array], capture_output=True, text=True, timeout=30
+    )
+    if accounted.returncode == 0 and accounted.stdout.strip():  # sacct needs an accounting database
+        states = dict(line.split("|") for line in accounted.stdout.split())
+        assert all(states.get(job) == "COMPLETED" for job, _ in jobs), accounted.stdout
+
+
+def test_launcher_nnodes_2_asks_sbatch_for_two_nodes(slurm_cluster, run_cli, tmp_path):
+    """One vocabulary (issue 19): launcher.nnodes=2 is a two-node job (before: refused, "node count 1
+    (... slurm.nodes=)"). The test cluster has ONE node (sinfo), so the job cannot start: SLURM holds
+    it (PartitionNodeLimit) as a two-node job, which shows that --nodes=2 reached it; the job's own
+    node-count check passed on the way (test_slurm_submit.test_launcher_nnodes_makes_a_two_node_job)."""
+    nodes = subprocess.run(["sinfo", "-h", "-o", "%D"], capture_output=True, text=True, timeout=30).stdout.split()
+    if sum(int(n) for n in nodes) >= 2:
+        pytest.skip("this cluster has room for two nodes: a real two-node job belongs here")
+    result = run_cli(
+        "submit=slurm",
+        "launcher=multinode",
+        "launcher.nnodes=2",
+        "launcher.nproc_per_node=1",
+        "slurm.cpus_per_task=1",
+        "slurm.time=5",
+        f"script={ALLREDUCE}",
+        env=env(),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    [(job, run_dir)] = submitted(result.stdout)
+    try:
+        info = job_info(job)
+        assert info["NumNodes"].split("-")[0] == "2", info
+        assert (info["JobState"], info["Reason"]) == ("PENDING", "PartitionNodeLimit"), info
+    finally:
+        subprocess.run(["scancel", job], timeout=30)
+    text = (run_dir / "job.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in text and "srun --nodes 2 " in text and "launcher.nnodes=2" in text
+    assert "_node0" not in run_dir.name  # one directory for the job; its nodes' records go inside
+
+
+def test_backend_describes_and_cancels_a_queued_job(slurm_cluster, run_cli):
+    """The back end's describe/cancel from submit.json's handle alone, on the real cluster: a job
+    held in the queue is PENDING; cancelled, it is STOPPED (CANCELLED)."""
+    result = run_cli(
+        "submit=slurm",
+        "slurm.cpus_per_task=1",
+        "launcher.nproc_per_node=1",
+        "slurm.time=5",
+        "+slurm.extra.begin=now+3600",
+        f"script={ALLREDUCE}",
+        env=env(),
+    )
+    assert result.returncode == 0, result.stderr
+    [(job, run_dir)] = submitted(result.stdout)
+    handle = Handle.from_record(json.loads((run_dir / "submit.json").read_text()), str(run_dir))
+    backend = SlurmBackend()
+    try:
+        assert handle.id == job and backend.describe(handle).state is State.PENDING
+    finally:
+        backend.cancel(handle)
+    assert wait_job(job, timeout=60)["JobState"] == "CANCELLED"
+    assert backend.describe(handle) == Status(State.STOPPED, "CANCELLED", 0)
 
 
 def _wait_for(path: Path, text: str, job: str, timeout: float = 90) -> None:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 
 import pytest
 
 from conftest import ROOT, clean_env
+from launcher.config import compose
+from launcher.slurm import batch
+from launcher.slurm.backend import job_config, job_nodes
 from launcher.slurm.submit import Submission, config_flags, job_command, job_overrides, summary
 
 PROFILE = """\
@@ -54,6 +59,43 @@ def test_job_overrides_and_command():
     assert config_flags(["-cd", "rel"])[1].startswith("/")
 
 
+@pytest.mark.parametrize(
+    "typed",
+    [
+        ["seed=3"],
+        ["launcher=multinode", "launcher.nnodes=2", "launcher.nproc_per_node=2"],
+        ["launcher=skrl_jax", "launcher.nproc_per_node=2", "slurm.cpus_per_task=2"],
+        ["launcher=slurm", "slurm.nodes=2", "launcher.node_rank=0"],
+        ["launcher.nproc_per_node=1", "launcher.hang_timeout=60", "run_name=x"],
+    ],
+)
+def test_the_jobs_config_is_derived_as_hydra_composes_it(typed):
+    """The back end derives the job's config from the launch's (nothing composed again): it is the
+    config the job's own launcher composes from its overrides, with the node count resolved."""
+    cfg = compose.compose([*typed, "submit=slurm", "dry_run=true"])
+    nodes = job_nodes(cfg, typed)
+    jax = cfg.launcher.topology.value == "skrl_jax"
+    composed = compose.compose(job_overrides([*typed, "submit=slurm", "dry_run=true"], jax, "/r/1"))
+    composed.slurm.nodes = nodes
+    assert job_config(cfg, typed, "/r/1", nodes) == composed
+
+
+def test_array_script_picks_each_tasks_command():
+    slurm = compose.compose(["slurm.array_parallelism=2", "slurm.cpus_per_task=1"]).slurm
+    text = batch.render_array(
+        slurm,
+        [["/py", "-m", "launcher", "seed=1"], ["/py", "-m", "launcher", "seed=2"]],
+        [{}, {"T": "T_1"}],
+        "/w",
+        "j",
+        "/r/%a/slurm-%A_%a.out",
+    )
+    assert "#SBATCH --array=0-1%2" in text and "#SBATCH --output=/r/%a/slurm-%A_%a.out" in text
+    assert "  0) set -- /py -m launcher seed=1" in text and "  1) set -- /py -m launcher seed=2" in text
+    assert 'export T="${T_1}"' in text and "unset T_1" in text
+    assert 'srun --nodes 1 --ntasks-per-node=1 --kill-on-bad-exit=1 --cpus-per-task=1 -- "$@" &' in text
+
+
 def test_summary_lists_each_point_by_its_own_overrides():
     rows = [
         Submission(("seed=1", "submit=slurm"), "/r/0", "11"),
@@ -97,6 +139,15 @@ def test_dry_run_prints_the_script_and_submits_nothing(run_cli, tmp_path):
     assert "seed=7" in job and "submit=none" in job and "dry_run=true" not in job
     assert job[-3:] == ["--", "--lr", "3e-4"]
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("nodes", [["launcher=multinode", "launcher.nnodes=2"], ["slurm.nodes=2"]])
+def test_launcher_nnodes_makes_a_two_node_job(run_cli, nodes):
+    """One vocabulary: launcher.nnodes=2 (before issue 19: refused, "node count 1 (... slurm.nodes=)"),
+    or its alias slurm.nodes=2, asks SLURM for two nodes; the job's own node-count check passes."""
+    result = run_cli("submit=slurm", *nodes, "launcher.nproc_per_node=1", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --nodes=2" in result.stdout and "srun --nodes 2 " in result.stdout
 
 
 def test_jax_launch_becomes_slurm_jax(run_cli):
@@ -143,8 +194,18 @@ def test_cluster_profile_carries_the_slurm_settings(run_cli, tmp_path):
             "launcher.nproc_per_node=2: more workers than the 1 CPU(s) SLURM allocated per node",
         ),
         (
+            # issue 19 changed this: launcher.nnodes is the job's node count, slurm.nodes its alias
             ["slurm.nodes=2", "launcher=multinode", "launcher.nnodes=3"],
-            "launcher.nnodes=3: SLURM job to be submitted has node count 2",
+            "slurm.nodes=2: disagrees with launcher.nnodes=3: slurm.nodes is an alias of launcher.nnodes",
+        ),
+        (["launcher.nnodes=1", "slurm.nodes=2"], "slurm.nodes=2: disagrees with launcher.nnodes=1"),
+        (
+            ["launcher=multinode", "launcher.nnodes=1:2"],
+            "launcher.nnodes=1:2: submit=slurm asks SLURM for a fixed node count: a whole number >= 1",
+        ),
+        (
+            ["slurm.array_parallelism=0"],
+            "slurm.array_parallelism=0: must be a positive integer: the most tasks of a sweep's job array running",
         ),
         (["script=/no/such/train.py"], "script=/no/such/train.py: the training script does not exist"),
     ],
@@ -175,3 +236,16 @@ def test_help_mentions_the_slurm_keys(run_cli):
         "slurm_jax",
     ):
         assert text in result.stdout, text
+
+
+def test_the_describe_side_imports_no_hydra_and_answers_for_an_unknown_job(tmp_path):
+    """`runs` calls describe/logs from a handle alone: no Hydra imported, and a job SLURM does not
+    know (or no SLURM at all) is UNKNOWN, not an error."""
+    probe = (
+        "import sys; from launcher.slurm.backend import SlurmBackend; from launcher.backends.base import Handle; "
+        "h = Handle('slurm', '999999999', '/nonexistent'); s = SlurmBackend().describe(h); "
+        "print(s.state.value, list(SlurmBackend().logs(h)), "
+        "sorted({m.split('.')[0] for m in sys.modules} & {'hydra', 'omegaconf', 'yaml'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "unknown [] []", out.stdout + out.stderr

@@ -374,21 +374,22 @@ def test_slurm_sweep_dry_run_shows_what_the_submission_writes(run_cli, tmp_path)
     dry = run_cli(*args, "dry_run=true", env=env)
     assert dry.returncode == 0, dry.stderr
     assert files_under(tmp_path) == ["bin", "bin/sbatch"]
-    scripts = dict(
-        re.findall(
-            r"^# (\S+/job\.sbatch) \(dry run: nothing written, nothing submitted\)\n(.*?)(?=^# /|^\[train_multigpu\])",
-            dry.stdout,
-            re.M | re.S,
-        )
-    )
+    # issue 19: a SLURM sweep is one job array: its script is shown once, with every point's path
+    head, script = re.search(
+        r"^# job array of 2 task\(s\), written to each point's directory \(dry run: nothing written, "
+        r"nothing submitted\):\n((?:#   \S+\n)+)(#!/bin/bash\n.*?)(?=^\[train_multigpu\])",
+        dry.stdout,
+        re.M | re.S,
+    ).groups()
+    paths = [line[len("#   ") :] for line in head.splitlines()]
     assert "sweep summary" not in dry.stdout  # one table
     assert re.findall(r"^  \d  (.*)$", dry.stdout, re.M) == [
-        f"dry run  seed={n + 1}     {path[: -len('/job.sbatch')]}" for n, path in enumerate(scripts)
+        f"dry run  seed={n + 1}     {path[: -len('/job.sbatch')]}" for n, path in enumerate(paths)
     ], dry.stdout
 
     real = run_cli(*args, env=env)
     assert real.returncode == 0, real.stderr
     assert "sweep summary" not in real.stdout
     written = sorted((tmp_path / "runs" / "multirun").glob("*/*/job.sbatch"))
-    assert [stamp.sub("T", str(p)) for p in written] == [stamp.sub("T", p) for p in scripts]
-    assert [stamp.sub("T", p.read_text()) for p in written] == [stamp.sub("T", text) for text in scripts.values()]
+    assert [stamp.sub("T", str(p)) for p in written] == [stamp.sub("T", p) for p in paths]
+    assert [stamp.sub("T", p.read_text()) for p in written] == [stamp.sub("T", script)] * 2

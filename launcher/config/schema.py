@@ -177,7 +177,8 @@ class Submit(Enum):
 class SlurmConfig:
     """What ``submit=slurm`` asks SLURM for (rendered by launcher/slurm/batch.py). Unset: cluster default."""
 
-    nodes: int = 1
+    # an alias of launcher.nnodes (the job's node count): null follows launcher.nnodes; set, it must agree
+    nodes: int | None = None
     gpus_per_node: int = 0  # 0: ask for no GPUs (CPU clusters)
     gpu_type: str | None = None  # --gpus-per-node=<type>:<count>
     cpus_per_task: int | None = None  # per node (one launcher task per node)
@@ -190,6 +191,8 @@ class SlurmConfig:
     # USR1 this many seconds before the time limit, forwarded to every worker; null: no warning
     signal_seconds: int | None = 120
     requeue: bool = True  # requeue on preemption / node failure
+    # a -m sweep is one job array (--array=0-N%P): at most this many of its tasks run at once; null: no limit
+    array_parallelism: int | None = None
     # passed to the training script when SLURM restarted the job (SLURM_RESTART_COUNT > 0); null: never
     resume_arg: str | None = "--resume"
     # escape hatch: more #SBATCH options by long name (+slurm.extra.constraint=a100,

@@ -29,7 +29,7 @@ from ..errors import UserError
 from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
-SUBMIT = "submit.json"  # slurm/submit.py writes it
+SUBMIT = "submit.json"  # a submitted run's back-end handle (backends/base.Handle)
 RAY_JOB = "ray_job.json"  # ray_submit/submit.py writes it
 MULTIRUN = "multirun"
 RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
@@ -474,8 +474,12 @@ def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
         ray = _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
         info.ray = {k: ray[k] if isinstance(ray.get(k), str) else None for k in ("job_id", "state", "address")}
     else:
+        # submit.json: a back end's handle (format 2: backends/base.Handle.as_record), or SLURM's
+        # format 1 ({"job_id": ...})
         submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {}
-        job_id = submit.get("job_id")
+        job_id = submit.get("job_id") if "format" not in submit else None
+        if submit.get("backend") == "slurm":
+            job_id = submit.get("id")
         info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
     base = run_dir
     restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))

@@ -41,7 +41,7 @@ HINT = "docs/slurm.md lists the slurm.* keys"
 # script (help, usage, version, parsable, test-only, wrap, quiet, verbose).
 SBATCH_LONG_OPTIONS = frozenset(
     """
-    acctg-freq array batch bb bbf begin cluster-constraint clusters comment constraint container
+    acctg-freq batch bb bbf begin cluster-constraint clusters comment constraint container
     contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu deadline delay-boot dependency
     distribution exclude exclusive export export-file extra-node-info get-user-env gid gpu-bind
     gpu-freq gpus gpus-per-socket gpus-per-task gres gres-flags hint hold ignore-pbs input
@@ -55,7 +55,8 @@ SBATCH_LONG_OPTIONS = frozenset(
 
 # sbatch option -> what sets it instead of slurm.extra
 KEY_OPTIONS = {
-    "nodes": "slurm.nodes",
+    "nodes": "launcher.nnodes",
+    "array": "the launcher (a -m sweep is one job array; slurm.array_parallelism throttles it)",
     "gpus-per-node": "slurm.gpus_per_node",
     "cpus-per-task": "slurm.cpus_per_task",
     "partition": "slurm.partition",
@@ -139,7 +140,17 @@ def extra_options(slurm: SlurmConfig) -> dict[str, Any]:
 
 def check(slurm: SlurmConfig) -> None:
     """Every ``slurm.*`` value can be written as a directive SLURM reads back as meant."""
-    _at_least("slurm.nodes", slurm.nodes, 1)
+    if slurm.nodes is not None:
+        _at_least("slurm.nodes", slurm.nodes, 1)
+    if slurm.array_parallelism is not None and (
+        isinstance(slurm.array_parallelism, bool) or slurm.array_parallelism < 1
+    ):
+        raise UserError(
+            "slurm.array_parallelism",
+            slurm.array_parallelism,
+            "must be a positive integer: the most tasks of a sweep's job array running at once",
+            "leave it unset for no limit",
+        )
     _at_least("slurm.gpus_per_node", slurm.gpus_per_node, 0)
     if slurm.cpus_per_task is not None:
         _at_least("slurm.cpus_per_task", slurm.cpus_per_task, 1)
@@ -199,14 +210,14 @@ def _extra_line(name: str, value: Any) -> str | None:
     return f"#SBATCH --{option}={_sbatch_value(_text(key, str(value) if isinstance(value, float) else value))}"
 
 
-def directives(slurm: SlurmConfig, workdir: str, job_name: str, output: str) -> list[str]:
-    """The ``#SBATCH`` lines, in a fixed order."""
+def directives(slurm: SlurmConfig, workdir: str, job_name: str, output: str, tasks: int | None = None) -> list[str]:
+    """The ``#SBATCH`` lines, in a fixed order; ``tasks``: a job array of that many tasks."""
     gpus = None
     if slurm.gpus_per_node:
         gpus = f"{slurm.gpu_type}:{slurm.gpus_per_node}" if slurm.gpu_type else slurm.gpus_per_node
     pairs: list[tuple[str, object]] = [
         ("job-name", job_name),
-        ("nodes", slurm.nodes),
+        ("nodes", slurm.nodes or 1),
         ("ntasks-per-node", 1),  # srun starts ONE launcher per node
         ("gpus-per-node", gpus),
         ("cpus-per-task", slurm.cpus_per_task),
@@ -218,6 +229,7 @@ def directives(slurm: SlurmConfig, workdir: str, job_name: str, output: str) -> 
         ("chdir", workdir),
         ("output", output),
         ("signal", f"B:USR1@{slurm.signal_seconds}" if slurm.signal_seconds else None),
+        ("array", _array(tasks, slurm.array_parallelism)),
     ]
     lines = [f"#SBATCH --{k}={_sbatch_value(str(v))}" for k, v in pairs if v is not None]
     lines.append("#SBATCH --requeue" if slurm.requeue else "#SBATCH --no-requeue")
@@ -228,8 +240,19 @@ def directives(slurm: SlurmConfig, workdir: str, job_name: str, output: str) -> 
     return lines
 
 
+def _array(tasks: int | None, parallelism: int | None) -> str | None:
+    """``--array=0-N[%P]``: one task per sweep point, at most P running at once.
+
+    >>> _array(3, None), _array(3, 2), _array(None, 2)
+    ('0-2', '0-2%2', None)
+    """
+    if tasks is None:
+        return None
+    return f"0-{tasks - 1}" + (f"%{parallelism}" if parallelism else "")
+
+
 def _srun_argv(slurm: SlurmConfig) -> list[str]:
-    argv = ["srun", "--nodes", str(slurm.nodes), "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    argv = ["srun", "--nodes", str(slurm.nodes or 1), "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if slurm.cpus_per_task is not None:
         # srun 22.05 no longer inherits --cpus-per-task from the batch allocation.
         argv.append(f"--cpus-per-task={slurm.cpus_per_task}")
@@ -244,12 +267,64 @@ def render(
     slurm: SlurmConfig, command: Sequence[str], env: Mapping[str, str], workdir: str, job_name: str, output: str
 ) -> str:
     """The batch script: directives, strict bash, exported env, one srun launcher per node."""
-    check(slurm)
+    _check_command(command)
+    return _script(slurm, env, workdir, job_name, output, None, [], shlex.join(_srun_argv(slurm) + ["--", *command]))
+
+
+def render_array(
+    slurm: SlurmConfig,
+    commands: Sequence[Sequence[str]],
+    task_env: Sequence[Mapping[str, str]],
+    workdir: str,
+    job_name: str,
+    output: str,
+) -> str:
+    """A job array's script: task ``i`` (``$SLURM_ARRAY_TASK_ID``) runs ``commands[i]`` as :func:`render`
+    runs its one command. ``task_env[i]``: variables task ``i`` exports, NAME -> the variable of sbatch's
+    environment holding its value (a sweep over secret values: each task reads its own, the others
+    are unset)."""
+    if not commands or len(task_env) != len(commands):
+        raise _cannot("a job array needs one command (and one task_env) per task")
+    sources = sorted({source for env in task_env for source in env.values()})
+    for env in task_env:
+        for name, source in env.items():
+            if not _ENV_NAME.match(name) or not _ENV_NAME.match(source):
+                raise _cannot(f"task env: {name!r}={source!r} is not a valid variable name")
+    case = ['case "${SLURM_ARRAY_TASK_ID:?not a task of a job array}" in']
+    for task, (command, env) in enumerate(zip(commands, task_env)):
+        _check_command(command)
+        case.append(f"  {task}) set -- {shlex.join(command)}")
+        case += [f'     export {name}="${{{source}}}"' for name, source in env.items()]
+        case.append("     ;;")
+    case += [
+        '  *) echo "train_multigpu: no task $SLURM_ARRAY_TASK_ID in this job array" >&2; exit 2 ;;',
+        "esac",
+    ]
+    if sources:
+        case.append("unset " + " ".join(sources))
+    srun = shlex.join(_srun_argv(slurm) + ["--"]) + ' "$@"'
+    return _script(slurm, {}, workdir, job_name, output, len(commands), case, srun)
+
+
+def _check_command(command: Sequence[str]) -> None:
     if isinstance(command, str) or not command:
         raise _cannot(f"command: expected a non-empty list of arguments, got {command!r}")
     for i, arg in enumerate(command):
         if "\x00" in arg:
             raise _cannot(f"command[{i}]={arg!r}: NUL character")
+
+
+def _script(
+    slurm: SlurmConfig,
+    env: Mapping[str, str],
+    workdir: str,
+    job_name: str,
+    output: str,
+    tasks: int | None,
+    prologue: Sequence[str],
+    srun: str,
+) -> str:
+    check(slurm)
     for key, value in (("workdir", workdir), ("output", output)):
         if _CONTROL.search(value) or not value.startswith("/"):
             raise _cannot(f"{key}={value!r}: must be an absolute path without control characters")
@@ -261,12 +336,14 @@ def render(
             raise _cannot(f"env.{name}: NUL character")
 
     lines = ["#!/bin/bash", "# Written by train_multigpu: one launcher per node, started by srun."]
-    lines += directives(slurm, workdir, job_name, output)
+    lines += directives(slurm, workdir, job_name, output, tasks)
     lines += ["", "set -euo pipefail", f"cd {shlex.quote(workdir)}"]
     if env:
         lines.append("")
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-    srun = shlex.join(_srun_argv(slurm) + ["--", *command])
+    if prologue:
+        lines += ["", "# this task's sweep point: its launcher command"]
+        lines += prologue
     if slurm.signal_seconds:
         lines += [
             "",

@@ -1,36 +1,27 @@
-"""``submit=slurm``: from a login node, write a batch script into the run directory and ``sbatch`` it.
+"""``submit=slurm``'s pure helpers: the job's command (its overrides, its Hydra flags), the allocation
+the request plans for node 0, the secrets check, and a sweep's summary table. The back end that
+uses them (dryrun, sbatch, squeue, scancel) is launcher/slurm/backend.py.
 
 The job runs ``<this python> -m launcher launcher=slurm <the same overrides> submit=none
 run_dir=<run dir> [-- <script args>]`` once per node (``srun --ntasks-per-node=1``), so every node's
 launcher derives its topology from SLURM (launcher/slurm/launch.py). A JAX launch
 (``launcher=skrl_jax``) becomes ``launcher=slurm_jax``.
-
-Before submitting, the job's own config is composed and validated against the allocation the
-``slurm.*`` keys ask for, so a mistake (more workers than ``slurm.gpus_per_node``, a missing
-script, a bad ``#SBATCH`` value) fails here, in one line, not in the queue.
-
-Everything but :func:`submit` is pure. ``sbatch`` is the only process started here: a short,
-synchronous query-like call, not a launch (launches belong to launcher/run/supervise.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from .. import probe, record, secrets, tables
-from ..config import grammar, translate
-from ..config.schema import SlurmConfig, Topology, TrainConfig
+from .. import tables
+from ..config import grammar
+from ..config.schema import SlurmConfig
 from ..errors import UserError
 from ..facts import HostFacts
 from ..names import PROG, override_key, swept
-from . import batch
 from .env import SlurmAllocation
 
 SCRIPT_NAME = "job.sbatch"
@@ -92,9 +83,9 @@ def planned_allocation(slurm: SlurmConfig) -> SlurmAllocation:
     """The allocation ``slurm.*`` asks for, as node 0 of the job will see it."""
     return SlurmAllocation(
         job_id="to be submitted",
-        nnodes=slurm.nodes,
+        nnodes=slurm.nodes or 1,
         node_rank=0,
-        hosts=tuple(f"node{i}" for i in range(slurm.nodes)),
+        hosts=tuple(f"node{i}" for i in range(slurm.nodes or 1)),
         cpus_per_task=slurm.cpus_per_task,
         ntasks_per_node=1,  # GPUs: planned_facts says how many
     )
@@ -107,60 +98,6 @@ def planned_facts(slurm: SlurmConfig, facts: HostFacts) -> HostFacts:
         visible_gpus=slurm.gpus_per_node,
         gpus_source=f"slurm.gpus_per_node={slurm.gpus_per_node}",
         usable_cpus=slurm.cpus_per_task or facts.usable_cpus,
-    )
-
-
-def script_text(cfg: TrainConfig, command: Sequence[str], run_dir: str, workdir: str) -> str:
-    job_name = cfg.slurm.job_name or cfg.run_name or PROG
-    return batch.render(cfg.slurm, command, {}, workdir, job_name, f"{run_dir}/slurm-%j.out")
-
-
-def submit(
-    script: str, run_dir: Path, overrides: Sequence[str], resolved_yaml: str, secret_env: dict | None = None
-) -> Submission:
-    """Write ``job.sbatch`` (and the resolved config) into ``run_dir``; ``sbatch --parsable`` it.
-    ``secret_env``: secret values the job reads from its environment (``${oc.env:NAME}`` in its
-    command): given to sbatch's environment only, which passes it to the job (``--export=ALL``)."""
-    path = run_dir / SCRIPT_NAME
-    path.write_text(script)
-    path.chmod(0o755)
-    (run_dir / "config.yaml").write_text(resolved_yaml)
-    sbatch = shutil.which("sbatch")
-    if sbatch is None:
-        raise UserError(
-            "submit", "slurm", "sbatch is not on PATH", f"submit from a SLURM login node; the script is {path}"
-        )
-    try:
-        out = subprocess.run(
-            [sbatch, "--parsable", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, **(secret_env or {})},
-        )
-    except subprocess.TimeoutExpired:
-        raise UserError("submit", "slurm", "sbatch did not answer within 120 s", f"script: {path}") from None
-    if out.returncode != 0:
-        why = " ".join(line.strip() for line in out.stderr.strip().splitlines()[-2:]) or f"exit code {out.returncode}"
-        raise UserError("submit", "slurm", f"sbatch refused the job: {why}", f"script: {path}")
-    job_id = out.stdout.strip().split(";")[0]
-    submission = Submission(tuple(overrides), str(run_dir), job_id)
-    record.write_json(
-        run_dir / "submit.json",
-        {"job_id": job_id, "script": str(path), "log": submission.log, "overrides": list(overrides)},
-    )
-    return submission
-
-
-def announce(submission: Submission) -> str:
-    job = submission.job_id
-    return "\n".join(
-        [
-            f"[{PROG}] submitted SLURM job {job}",
-            f"[{PROG}]   script: {submission.run_dir}/{SCRIPT_NAME}",
-            f"[{PROG}]   log:    {submission.log}   (per-rank logs under {submission.run_dir}/logs)",
-            f"[{PROG}]   follow: squeue -j {job}   scontrol show job {job}   tail -f {submission.log}",
-        ]
     )
 
 
@@ -188,35 +125,6 @@ def interpreter() -> str:
     return sys.executable
 
 
-def _job_config(
-    job_overrides_: Sequence[str], script_args: Sequence[str], presets: dict[str, list[str]] | None = None
-) -> TrainConfig:
-    """The job's config, composed as the job will compose it (inside the running Hydra app)."""
-    from hydra import compose as hydra_compose
-    from omegaconf.errors import OmegaConfBaseException
-
-    from ..config import compose, profiles
-
-    # the same profile search path the CLI gives Hydra (--config-dir is already in the app's)
-    searchpath = profiles.searchpath_override(os.environ, os.getcwd())
-    try:
-        job = compose.to_typed(hydra_compose(compose.CONFIG_NAME, overrides=[searchpath, *job_overrides_]), presets)
-    except OmegaConfBaseException as err:
-        raise translate.from_omegaconf(err) from err
-    job.script_args += list(script_args)
-    return job
-
-
-def check_job(job: TrainConfig, facts: HostFacts) -> None:
-    """Validate the job's config against the allocation it asks for, as node 0 will."""
-    from .. import checks
-    from . import launch as slurm_launch
-
-    job, node_facts = slurm_launch.settle(job, planned_allocation(job.slurm), planned_facts(job.slurm, facts))
-    settled = checks.validate(job, node_facts)
-    probe.script_exists(job, settled.script, before_submit=True)
-
-
 def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
     """Secrets reach the job through sbatch's environment: ``slurm.extra.export`` must pass them.
 
@@ -238,52 +146,3 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
             "through sbatch's environment, never the batch script",
             f"""e.g. slurm.extra.export=ALL, or 'slurm.extra.export="{value},{",".join(missing)}"'""",
         )
-
-
-def run(
-    cfg: TrainConfig,
-    overrides: Sequence[str],
-    hydra_flags: Sequence[str],
-    script_args: Sequence[str],
-    make_run_dir,
-    facts: HostFacts,
-    submissions: list,
-    resolved_yaml: str,
-    vault: secrets.Vault | None = None,
-    presets: dict[str, list[str]] | None = None,
-    check_only: bool = False,
-) -> int:
-    """Submit one job for ``cfg`` (one sweep point); append its :class:`Submission` to ``submissions``.
-    ``make_run_dir(cfg, create)`` gives the job's run directory (``create=False``: the one a real
-    submission would create, for the dry run). ``check_only``: validate, write and submit nothing.
-    ``overrides`` show secrets masked (see launcher/secrets.py); the job's command names them as
-    ``${oc.env:NAME}`` and sbatch's environment carries their values (``vault``). ``presets``: the
-    forwarded presets (compose.open_presets), for the job's own check."""
-    overrides = tuple(overrides)
-    by_reference, secret_env = (vault or secrets.Vault()).by_reference(overrides)
-    try:
-        check_export(cfg.slurm, list(secret_env))
-        jax = cfg.launcher.topology is Topology.skrl_jax
-        planned_dir = str(make_run_dir(cfg, False))
-        batch.check(cfg.slurm)  # names a bad slurm.* key before any directory exists
-        check_job(_job_config(job_overrides(overrides, jax, planned_dir), script_args, presets), facts)
-        if check_only:
-            return 0
-        run_dir = planned_dir if cfg.dry_run else str(make_run_dir(cfg, True))
-        command = job_command(
-            interpreter(), config_flags(hydra_flags), job_overrides(by_reference, jax, run_dir), script_args
-        )
-        text = script_text(cfg, command, run_dir, os.getcwd())
-        if cfg.dry_run:
-            print(f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)")
-            print(text, end="")
-            submissions.append(Submission(overrides, run_dir, None, DRY_RUN))
-            return 0
-        submission = submit(text, Path(run_dir), overrides, resolved_yaml, secret_env)
-    except UserError as err:
-        if not check_only:
-            submissions.append(Submission(overrides, "", None, str(err)))
-        raise
-    submissions.append(submission)
-    print(announce(submission), flush=True)
-    return 0

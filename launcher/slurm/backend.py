@@ -1,0 +1,525 @@
+"""``submit=slurm`` as a :class:`~launcher.backends.base.Backend`: a batch script per launch, one job
+array per ``-m`` sweep; ``squeue``/``sacct``/``scontrol`` say how a job is doing, ``scancel`` stops it.
+
+The job runs ``<this python> -m launcher launcher=slurm <the same overrides> submit=none
+run_dir=<run dir> [-- <script args>]`` once per node (``srun --ntasks-per-node=1``), so every node's
+launcher derives its topology from SLURM (launcher/slurm/launch.py). A JAX launch becomes
+``launcher=slurm_jax``.
+
+:meth:`SlurmBackend.dryrun` checks the job's own config -- derived from the launch's composed config,
+not composed again: the job's overrides differ from the launch's only in ``launcher``, ``submit``,
+``dry_run`` and ``run_dir`` -- against the allocation the request asks for, so a mistake (more
+workers than ``slurm.gpus_per_node``, a missing script, a bad ``#SBATCH`` value) fails in one line
+before anything is written. ``launcher.nnodes`` is the job's node count; ``slurm.nodes`` is an alias
+that must agree (:func:`job_nodes`).
+
+Import rule: the describe/logs/cancel side imports no Hydra (``runs`` calls it); ``dryrun`` imports
+the config, checks and probe lazily. ``sbatch``, ``squeue``, ``sacct``, ``scontrol`` and ``scancel``
+are short, synchronous, bounded queries (a timeout on each), not launches.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import record
+from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status
+from ..errors import UserError
+from ..names import PROG, override_key
+
+if TYPE_CHECKING:
+    from ..config.schema import SlurmConfig, TrainConfig
+    from ..facts import HostFacts
+
+SCRIPT_NAME = "job.sbatch"
+CONFIG_NAME = "config.yaml"
+QUERY_TIMEOUT_S = 5.0  # squeue / sacct / scontrol / scancel: a silent controller must not hang `runs`
+SBATCH_TIMEOUT_S = 120.0
+# SLURM job states -> State
+_PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED", "RESV_DEL_HOLD"}
+_RUNNING = {"RUNNING", "COMPLETING", "STAGE_OUT", "SIGNALING", "RESIZING"}
+_ENDED = {
+    "COMPLETED": State.SUCCEEDED,
+    "CANCELLED": State.STOPPED,
+    "PREEMPTED": State.STOPPED,
+    "DEADLINE": State.FAILED,
+    "TIMEOUT": State.FAILED,
+    "FAILED": State.FAILED,
+    "NODE_FAIL": State.FAILED,
+    "OUT_OF_MEMORY": State.FAILED,
+    "BOOT_FAIL": State.FAILED,
+}
+_TASK_SECRET = "TRAIN_MULTIGPU_TASK{task}_{name}"  # a sweep over secret values: task i's copy of NAME
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """A request's payload: what the batch script is made of (and the secrets sbatch carries)."""
+
+    slurm: SlurmConfig  # slurm.* with nodes resolved (launcher.nnodes)
+    command: tuple[str, ...]  # the job's launcher command, secrets as ${oc.env:NAME}
+    job_name: str
+    workdir: str
+    overrides: tuple[str, ...]  # as typed, secrets masked: the sweep summary's columns
+    secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # NAME -> value: sbatch's env only
+
+
+def job_nodes(cfg: TrainConfig, typed: Sequence[str]) -> int:
+    """The job's node count: ``launcher.nnodes``; ``slurm.nodes`` is an alias that must agree.
+    ``launcher.nnodes`` counts when typed (``typed``: the overrides) or other than 1."""
+    nnodes = cfg.launcher.nnodes
+    explicit = any(override_key(o) == "launcher.nnodes" for o in typed) or nnodes not in (None, "1")
+    if explicit and (nnodes is None or not str(nnodes).isdigit() or int(nnodes) < 1):
+        raise UserError(
+            "launcher.nnodes",
+            nnodes,
+            "submit=slurm asks SLURM for a fixed node count: a whole number >= 1",
+            "an elastic MIN:MAX range is not submitted to SLURM",
+        )
+    alias = cfg.slurm.nodes
+    if alias is not None and explicit and alias != int(nnodes):
+        raise UserError(
+            "slurm.nodes",
+            alias,
+            f"disagrees with launcher.nnodes={nnodes}: slurm.nodes is an alias of launcher.nnodes, "
+            "the job's node count",
+            "set launcher.nnodes alone, or both to the same value",
+        )
+    if alias is not None:
+        return alias
+    return int(nnodes) if explicit else 1
+
+
+def job_config(cfg: TrainConfig, typed: Sequence[str], run_dir: str, nodes: int) -> TrainConfig:
+    """The config the job's launcher composes on node 0, derived from the launch's: its overrides are
+    the launch's with ``launcher=slurm[_jax]`` (topology from the allocation: nnodes and node_rank
+    unless typed), ``submit=none``, no dry run and ``run_dir`` given (:func:`submit.job_overrides`)."""
+    import copy
+    from dataclasses import replace
+
+    from ..config.schema import Submit, Topology
+
+    job = copy.deepcopy(cfg)
+    keys = {override_key(o) for o in typed}
+    launcher = job.launcher
+    if launcher.topology is not Topology.skrl_jax:
+        launcher.topology = Topology.multinode
+    launcher.from_slurm = True
+    if "launcher.nnodes" not in keys:
+        launcher.nnodes = None
+    if "launcher.node_rank" not in keys:
+        launcher.node_rank = None
+    job.submit, job.dry_run, job.run_dir = Submit.none, False, run_dir
+    job.slurm = replace(job.slurm, nodes=nodes)
+    return job
+
+
+def check_job(job: TrainConfig, facts: HostFacts) -> None:
+    """Validate the job's config against the allocation it asks for, as node 0 will."""
+    from .. import checks, probe
+    from . import launch as slurm_launch
+    from .submit import planned_allocation, planned_facts
+
+    job, node_facts = slurm_launch.settle(job, planned_allocation(job.slurm), planned_facts(job.slurm, facts))
+    settled = checks.validate(job, node_facts)
+    probe.script_exists(job, settled.script, before_submit=True)
+
+
+def log_path(run_dir: str, job_id: str) -> str:
+    return f"{run_dir}/slurm-{job_id}.out"
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self) -> None:
+        self._facts: HostFacts | None = None
+
+    # -- dryrun: pure ------------------------------------------------------------------------------
+    def dryrun(self, launch: Launch) -> Request:
+        from omegaconf import OmegaConf
+
+        from .. import probe, secrets
+        from ..config.schema import Topology
+        from . import batch, submit
+
+        cfg, typed, run_dir = launch.cfg, launch.typed, str(launch.run_dir)
+        by_reference, secret_env = launch.vault.by_reference(typed.overrides)
+        submit.check_export(cfg.slurm, list(secret_env))
+        nodes = job_nodes(cfg, typed.overrides)
+        jax = cfg.launcher.topology is Topology.skrl_jax
+        batch.check(cfg.slurm)  # names a bad slurm.* key before the job's own checks
+        if self._facts is None:
+            self._facts = probe.gather()
+        job = job_config(cfg, typed.overrides, run_dir, nodes)
+        check_job(job, self._facts)
+        command = submit.job_command(
+            submit.interpreter(),
+            submit.config_flags(typed.hydra_flags),
+            submit.job_overrides(by_reference, jax, run_dir),
+            typed.script_args,
+        )
+        payload = SlurmJob(
+            slurm=job.slurm,
+            command=tuple(command),
+            job_name=cfg.slurm.job_name or cfg.run_name or PROG,
+            workdir=os.getcwd(),
+            overrides=tuple(secrets.mask_override(o) for o in typed.overrides),
+            secret_env=dict(secret_env),
+        )
+        script = batch.render(
+            payload.slurm, payload.command, {}, payload.workdir, payload.job_name, log_path(run_dir, "%j")
+        )
+        config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+        shown = f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)\n{script}"
+        return Request(self.name, run_dir, shown, {SCRIPT_NAME: script, CONFIG_NAME: config_yaml}, payload)
+
+    # -- submit ------------------------------------------------------------------------------------
+    def submit(self, request: Request) -> Handle:
+        """Write the files, ``sbatch`` the script (secrets through sbatch's environment only), record
+        the handle in submit.json and announce it."""
+        job: SlurmJob = request.payload
+        run_dir = Path(request.run_dir)
+        script = _write(run_dir, request.files)
+        job_id = _sbatch(script, job.secret_env)
+        handle = Handle(self.name, job_id, str(run_dir), _extra(run_dir, job_id, job.overrides))
+        record.write_json(run_dir / SUBMIT_RECORD, handle.as_record())
+        print(announce(handle), flush=True)
+        return handle
+
+    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+        """A sweep's points as ONE job array (one per distinct set of ``#SBATCH`` lines, should a
+        swept ``slurm.*`` key make them differ); a single request as a plain job."""
+        if len(requests) == 1:
+            try:
+                return [self.submit(requests[0])]
+            except UserError as err:
+                return [Refused(requests[0].run_dir, str(err))]
+        out: list[Handle | Refused | None] = [None] * len(requests)
+        for indices in _groups(requests):
+            try:
+                handles = self._submit_array(_array([requests[i] for i in indices]))
+            except UserError as err:
+                handles = [Refused(requests[i].run_dir, str(err)) for i in indices]
+            for i, handle in zip(indices, handles):
+                out[i] = handle
+        return [h for h in out if h is not None]
+
+    def show(self, requests: Sequence[Request]) -> str:
+        """What :meth:`submit_all` writes and submits, for a dry run: a sweep's job array script(s)
+        (each point's ``job.sbatch`` holds the same), or the one request's script."""
+        if len(requests) == 1:
+            return requests[0].shown
+        shown = []
+        for indices in _groups(requests):
+            array = _array([requests[i] for i in indices])
+            paths = "\n".join(f"#   {r.run_dir}/{SCRIPT_NAME}" for r in array.requests)
+            shown.append(
+                f"# job array of {len(array.requests)} task(s), written to each point's directory "
+                f"(dry run: nothing written, nothing submitted):\n{paths}\n{array.script}"
+            )
+        return "".join(shown)
+
+    def _submit_array(self, array: _ArrayJob) -> list[Handle]:
+        paths = [_write(Path(r.run_dir), {**r.files, SCRIPT_NAME: array.script}) for r in array.requests]
+        array_id = _sbatch(paths[0], array.secret_env)
+        handles = []
+        for task, request in enumerate(array.requests):
+            job_id = f"{array_id}_{task}"
+            log = array.output.replace("%A", array_id).replace("%a", str(task))
+            run_dir = Path(request.run_dir)
+            handle = Handle(self.name, job_id, str(run_dir), _extra(run_dir, job_id, request.payload.overrides, log))
+            record.write_json(run_dir / SUBMIT_RECORD, handle.as_record())
+            handles.append(handle)
+        throttle = array.requests[0].payload.slurm.array_parallelism
+        limit = f", at most {throttle} at once" if throttle else ""
+        print(f"[{PROG}] submitted SLURM job array {array_id}: {len(handles)} task(s){limit}", flush=True)
+        for handle in handles:
+            print(announce(handle), flush=True)
+        return handles
+
+    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+        """SLURM runs the jobs: nothing to wait for once they are queued."""
+        return [0 if isinstance(h, Handle) else h.exit_code for h in handles]
+
+    # -- describe / logs / cancel: no Hydra, bounded -----------------------------------------------
+    def describe(self, handle: Handle) -> Status:
+        word, exit_code = _state_of(handle.id)
+        if word is None:
+            return Status(State.UNKNOWN, "not known to SLURM (squeue, sacct, scontrol)")
+        if word in _PENDING:
+            state = State.PENDING
+        elif word in _RUNNING:
+            state = State.RUNNING
+        else:
+            state = _ENDED.get(word, State.UNKNOWN)
+        return Status(state, word, exit_code)
+
+    def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        """The job's ``slurm-<id>.out`` (``rank`` None), else that rank's log under the run directory
+        (the latest restart's, node by node); ``follow``: until the job ends."""
+        path = Path(handle.extra.get("log") or log_path(handle.run_dir, handle.id))
+        if rank is not None:
+            found = sorted(Path(handle.run_dir).rglob(f"rank{rank}.log"), key=lambda p: p.stat().st_mtime)
+            if not found:
+                return
+            path = found[-1]
+        yield from _read_lines(path, follow, lambda: self.describe(handle).state.ended)
+
+    def cancel(self, handle: Handle) -> None:
+        scancel = shutil.which("scancel")
+        if scancel is None:
+            raise UserError(
+                "submit", "slurm", "scancel is not on PATH", f"cancel job {handle.id} on a SLURM login node"
+            )
+        try:
+            out = subprocess.run([scancel, handle.id], capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError(
+                "submit", "slurm", f"scancel {handle.id} did not answer within {QUERY_TIMEOUT_S:g} s"
+            ) from None
+        if out.returncode != 0:
+            raise UserError("submit", "slurm", f"scancel {handle.id} refused: {out.stderr.strip()}")
+
+
+@dataclass(frozen=True)
+class _ArrayJob:
+    requests: tuple[Request, ...]
+    script: str
+    output: str
+    secret_env: Mapping[str, str] = field(repr=False)
+
+
+def _groups(requests: Sequence[Request]) -> list[list[int]]:
+    """The requests' indices by their ``#SBATCH`` settings: one job array each."""
+    groups: dict[tuple, list[int]] = {}
+    for i, request in enumerate(requests):
+        job: SlurmJob = request.payload
+        groups.setdefault((repr(job.slurm), job.job_name, job.workdir), []).append(i)
+    return list(groups.values())
+
+
+def _array(requests: Sequence[Request]) -> _ArrayJob:
+    """One job array's script (pure): task ``i`` runs ``requests[i]``'s command."""
+    from . import batch, submit
+
+    jobs: list[SlurmJob] = [r.payload for r in requests]
+    first = jobs[0]
+    secret_env, task_env = _array_secrets(jobs)
+    submit.check_export(first.slurm, list(secret_env))
+    dirs = [Path(r.run_dir) for r in requests]
+    # each task logs into its own run directory when they are <sweep dir>/<task> (Hydra's sweep
+    # subdir); else all logs go to the sweep directory
+    parent = dirs[0].parent
+    own_dirs = all(d.parent == parent and d.name == str(i) for i, d in enumerate(dirs))
+    output = f"{parent}/%a/slurm-%A_%a.out" if own_dirs else f"{parent}/slurm-%A_%a.out"
+    script = batch.render_array(first.slurm, [j.command for j in jobs], task_env, first.workdir, first.job_name, output)
+    return _ArrayJob(tuple(requests), script, output, secret_env)
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A dry-run sweep point's request, shown with the others (:func:`submit_sweep`)."""
+
+    request: Request
+
+
+def submit_sweep(backend: SlurmBackend, items: list) -> list[int]:
+    """A sweep's collected requests (in ``items``, the session's submissions) submitted as one job
+    array, or shown (:class:`Shown`, a dry run); each replaced in place by its
+    :class:`~launcher.slurm.submit.Submission`. Exit codes."""
+    from .submit import DRY_RUN, Submission
+
+    shown = [i for i, item in enumerate(items) if isinstance(item, Shown)]
+    if shown:
+        try:
+            print(backend.show([items[i].request for i in shown]), end="", flush=True)
+        except UserError as err:  # what sbatch's environment would need (check_export)
+            print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
+            return [2]
+        for i in shown:
+            items[i] = Submission(items[i].request.payload.overrides, items[i].request.run_dir, None, DRY_RUN)
+    at = [i for i, item in enumerate(items) if isinstance(item, Request)]
+    if not at:
+        return []
+    outcomes = backend.submit_all([items[i] for i in at])
+    for message in dict.fromkeys(o.error for o in outcomes if isinstance(o, Refused)):
+        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    for i, outcome in zip(at, outcomes):
+        overrides = items[i].payload.overrides
+        if isinstance(outcome, Handle):
+            items[i] = Submission(overrides, outcome.run_dir, outcome.id)
+        else:
+            items[i] = Submission(overrides, "", None, outcome.error)
+    return backend.wait(outcomes)
+
+
+def announce(handle: Handle) -> str:
+    job, log = handle.id, handle.extra.get("log", "")
+    return "\n".join(
+        [
+            f"[{PROG}] submitted SLURM job {job}",
+            f"[{PROG}]   script: {handle.run_dir}/{SCRIPT_NAME}",
+            f"[{PROG}]   log:    {log}   (per-rank logs under {handle.run_dir}/logs)",
+            f"[{PROG}]   follow: squeue -j {job}   scontrol show job {job}   tail -f {log}",
+        ]
+    )
+
+
+def _extra(run_dir: Path, job_id: str, overrides: Sequence[str], log: str | None = None) -> dict[str, str]:
+    return {
+        "script": str(run_dir / SCRIPT_NAME),
+        "log": log or log_path(str(run_dir), job_id),
+        "overrides": shlex.join(overrides),
+    }
+
+
+def _write(run_dir: Path, files: Mapping[str, str]) -> Path:
+    """The request's files in the run directory (created); the script made executable."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (run_dir / name).write_text(text)
+    script = run_dir / SCRIPT_NAME
+    script.chmod(0o755)
+    return script
+
+
+def _sbatch(script: Path, secret_env: Mapping[str, str]) -> str:
+    """``sbatch --parsable``: the job id. Secret values reach the job through sbatch's environment
+    (``--export=ALL``), never the script."""
+    sbatch = shutil.which("sbatch")
+    if sbatch is None:
+        raise UserError(
+            "submit", "slurm", "sbatch is not on PATH", f"submit from a SLURM login node; the script is {script}"
+        )
+    try:
+        out = subprocess.run(
+            [sbatch, "--parsable", str(script)],
+            capture_output=True,
+            text=True,
+            timeout=SBATCH_TIMEOUT_S,
+            env={**os.environ, **secret_env},
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(
+            "submit", "slurm", f"sbatch did not answer within {SBATCH_TIMEOUT_S:g} s", f"script: {script}"
+        ) from None
+    if out.returncode != 0:
+        why = " ".join(line.strip() for line in out.stderr.strip().splitlines()[-2:]) or f"exit code {out.returncode}"
+        raise UserError("submit", "slurm", f"sbatch refused the job: {why}", f"script: {script}")
+    return out.stdout.strip().split(";")[0]
+
+
+def _array_secrets(jobs: Sequence[SlurmJob]) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """sbatch's environment for a job array, and what each task exports: the points' secrets as they
+    are when every point has the same; else each task's under its own name, the others unset.
+
+    >>> a, b = (SlurmJob(None, ("x",), "j", "/", (), {"T": v}) for v in ("1", "2"))
+    >>> _array_secrets([a, a])
+    ({'T': '1'}, [{}, {}])
+    >>> _array_secrets([a, b])
+    ({'TRAIN_MULTIGPU_TASK0_T': '1', 'TRAIN_MULTIGPU_TASK1_T': '2'}, [{'T': 'TRAIN_MULTIGPU_TASK0_T'}, {'T': 'TRAIN_MULTIGPU_TASK1_T'}])
+    """  # noqa: E501
+    if all(dict(j.secret_env) == dict(jobs[0].secret_env) for j in jobs):
+        return dict(jobs[0].secret_env), [{} for _ in jobs]
+    env: dict[str, str] = {}
+    tasks: list[dict[str, str]] = []
+    for task, job in enumerate(jobs):
+        own = {}
+        for name, value in job.secret_env.items():
+            env[_TASK_SECRET.format(task=task, name=name)] = value
+            own[name] = _TASK_SECRET.format(task=task, name=name)
+        tasks.append(own)
+    return env, tasks
+
+
+def _query(argv: Sequence[str]) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=QUERY_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout
+
+
+def _valid(job_id: str) -> bool:
+    return bool(job_id) and job_id.replace("_", "").isdigit()
+
+
+def states(job_ids: Sequence[str]) -> dict[str, str]:
+    """job id (``123`` or an array task's ``123_4``) -> SLURM state (first word, e.g. ``RUNNING``)
+    for the jobs SLURM knows: ``squeue``, then ``sacct`` (needs accounting), then ``scontrol show
+    job`` (kept for MinJobAge after the end). One bounded query per command for all jobs."""
+    found: dict[str, str] = {}
+    ids = [j for j in dict.fromkeys(job_ids) if _valid(j)]
+    if not ids:
+        return found
+    if shutil.which("squeue"):
+        for line in _query(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(ids)]).splitlines():
+            words = line.split()
+            if len(words) == 2 and words[0] in ids:
+                found[words[0]] = words[1]
+    left = [j for j in ids if j not in found]
+    if left and shutil.which("sacct"):
+        for line in _query(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(left)]).splitlines():
+            job, _, state = line.partition("|")
+            if job in left and state:
+                found[job] = state.split()[0]
+    left = [j for j in ids if j not in found]
+    if left and shutil.which("scontrol"):
+        for job in left[:20]:  # one call per job: only a few
+            word = _scontrol(job).get("JobState")
+            if word:
+                found[job] = word
+    return found
+
+
+def _scontrol(job_id: str) -> dict[str, str]:
+    """``scontrol show job -o``'s fields (an array task's own record, when asked by ``A_T``)."""
+    text = _query(["scontrol", "show", "job", "-o", job_id]) if shutil.which("scontrol") else ""
+    line = text.splitlines()[0] if text.strip() else ""
+    return dict(word.split("=", 1) for word in line.split() if "=" in word)
+
+
+def _state_of(job_id: str) -> tuple[str | None, int | None]:
+    """One job's state word and, once it ended, its exit code (``ExitCode=7:0`` -> 7)."""
+    word = states([job_id]).get(job_id) if _valid(job_id) else None
+    exit_code = None
+    if word is not None and word not in _PENDING | _RUNNING:
+        code = _scontrol(job_id).get("ExitCode", "")
+        if code.split(":")[0].isdigit():
+            exit_code = int(code.split(":")[0])
+    return word, exit_code
+
+
+def _read_lines(path: Path, follow: bool, ended, poll_s: float = 0.5) -> Iterator[str]:
+    """A log's lines; ``follow``: and new ones as they come, until ``ended()`` and nothing more."""
+    position = 0
+    partial = ""
+    while True:
+        try:
+            with open(path, "rb") as log:
+                log.seek(position)
+                chunk = log.read()
+                position = log.tell()
+        except FileNotFoundError:
+            chunk = b""
+        text = partial + chunk.decode(errors="replace")
+        *lines, partial = text.split("\n")
+        yield from lines
+        if not follow:
+            break
+        if not chunk and ended():
+            break
+        if not chunk:
+            time.sleep(poll_s)
+    if partial:
+        yield partial
