@@ -440,7 +440,9 @@ def test_default_training_succeeds(ray_cluster, launched):
     backend, read = _back_end(run_dir)
     status = backend.describe(read)
     assert (status.state.value, status.exit_code) == ("succeeded", 0), status
-    assert "evaluation: mean_return=" in "".join(backend.logs(read))
+    text = "".join(backend.logs(read))
+    assert "evaluation: mean_return=" in text
+    assert "".join(backend.logs(read, follow=True)) == text  # an ended job: its whole log, then the end
     # what was typed, for `train_multigpu runs rerun` (which submits it again)
     assert "submit=ray" in json.loads((run_dir / "composition.json").read_text())["overrides"]
 
@@ -582,7 +584,8 @@ def _runs_json(tmp_path: Path) -> list[dict]:
 
 def test_job_stopped_before_its_launcher_started_shows_its_state(ray_cluster, tmp_path):
     """A job stopped before its launcher started (here: its interpreter takes 60 s to start) has no
-    launcher record: ``runs`` shows Ray's state (running, then interrupted once stopped), never ``?``."""
+    launcher record: ``runs`` shows Ray's state (running, then interrupted once stopped), never ``?``.
+    The back end, from the run's handle alone, says the same and stops it."""
     slow = tmp_path / "slow_python"
     slow.write_text(f'#!/bin/sh\nsleep 60\nexec {sys.executable} "$@"\n')
     slow.chmod(0o755)
@@ -591,17 +594,22 @@ def test_job_stopped_before_its_launcher_started_shows_its_state(ray_cluster, tm
     )
     assert result.returncode == 0, result.stdout + result.stderr
     (job_id,) = _job_ids(result.stdout)
+    backend, handle = _back_end(next((tmp_path / "runs").iterdir()))
     try:
         deadline = time.monotonic() + 60
         while not str(job_info(ray_cluster, job_id).status).endswith("RUNNING") and time.monotonic() < deadline:
             time.sleep(0.5)
         (run,) = _runs_json(tmp_path)
         assert run["status"] == "running" and run["ray"]["job_id"] == job_id, run
-    finally:
+        assert backend.describe(handle).state.value == "running"
+        backend.cancel(handle)  # the back end's stop, from the handle alone (`ray job stop`)
+        deadline = time.monotonic() + 60
+        while backend.describe(handle).state.value != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.5)
+    except BaseException:
         stop_jobs(ray_cluster, [job_id])
-    deadline = time.monotonic() + 60
-    while not str(job_info(ray_cluster, job_id).status).endswith("STOPPED") and time.monotonic() < deadline:
-        time.sleep(0.5)
+        raise
+    assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
     (run,) = _runs_json(tmp_path)
     assert run["status"] == "interrupted" and run["ray"]["state"] == "STOPPED", run
     assert not list((tmp_path / "runs").rglob("status.json"))  # no launcher ever wrote its record

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 
-from ..ray_submit.backend import job_state
 from . import read
 from .read import RunInfo
 
@@ -34,6 +33,8 @@ def apply(runs: list[RunInfo]) -> None:
             continue
         state = run.ray.get("state")
         if state not in _STATUSES and run.ray.get("job_id"):
+            from ..ray_submit.backend import job_state  # here: only a Ray run without its state asks
+
             left = deadline - time.monotonic()
             address = run.ray.get("address")
             state = job_state(address, run.ray["job_id"], min(TIMEOUT_S, left)) if left > 0.1 else None
