@@ -378,22 +378,35 @@ class Session:
         return 0
 
     def _submit_ray(self, cfg: schema.TrainConfig) -> int:
+        """submit=ray through its back end (launcher/ray_submit/backend.py): this composition, finished,
+        becomes one Launch; nothing is composed again."""
         from hydra.core.hydra_config import HydraConfig
-        from omegaconf import OmegaConf
 
-        from .ray_submit.submit import Submitter
+        from . import backends
+        from .backends.base import Launch, Typed
+        from .ray_submit.submit import Jobs
 
+        job = lanes.job_info()
         if self.ray is None:
-            self.ray = Submitter()
+            self.ray = Jobs(backends.get("ray"))
+        typed = Typed(
+            overrides=tuple(HydraConfig.get().overrides.task),
+            hydra_flags=tuple(self.hydra_flags),
+            script_args=tuple(self.script_args),
+            order=tuple(self._order()),
+            command=tuple(self.command),
+            presets={k: tuple(v) for k, v in self.presets.items()},
+        )
+        # the job's one directory (a multi-node job's nodes record into node<R> inside it)
+        one = replace(cfg, launcher=replace(cfg.launcher, nnodes="1", node_rank=0))
+        launch = Launch(
+            cfg, typed, _run_dir(one, create=False), self.vault, None if job is None else job.num, self._composed(job)
+        )
         return self.ray.launch(
-            cfg,
+            launch,
             [secrets.mask_override(o) for o in HydraConfig.get().overrides.task],
-            _run_dir,
-            OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg))),
             check_only=self.checking,
-            follow_now=lanes.job_info() is None,
-            order=self._order(),
-            composed=self._composed(lanes.job_info()),
+            follow_now=job is None,
         )
 
     def _submit_k8s(self, cfg: schema.TrainConfig) -> int:

@@ -230,6 +230,48 @@ def test_silent_listener_is_one_line_within_15_s(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_back_end_asks_a_silent_address_within_its_bounds(tmp_path):
+    """``runs`` asks the back end from a handle alone: a dashboard that accepts and never answers makes
+    describe say unknown (or the recorded end), and logs/cancel fail with one line, each within the
+    request deadline (3 s per request, one address here), never hanging."""
+    from launcher.backends import get
+    from launcher.backends.base import Handle, State
+
+    backend = get("ray")
+    with SilentListener() as silent:
+        address = f"http://127.0.0.1:{silent.port}"
+        handle = Handle("ray", "raysubmit_x", str(tmp_path), {"address": address})
+        started = time.monotonic()
+        assert backend.describe(handle).state is State.UNKNOWN
+        recorded = Handle("ray", "raysubmit_x", str(tmp_path), {"address": address, "state": "STOPPED"})
+        assert backend.describe(recorded).state is State.STOPPED
+        with pytest.raises(OSError, match="raysubmit_x: no answer from http://127.0.0.1"):
+            list(backend.logs(handle))
+        with pytest.raises(OSError, match="raysubmit_x: no answer"):
+            backend.cancel(handle)
+        took = time.monotonic() - started
+        assert silent.held, "the back end never connected"
+    assert took < 4 * 3.0 + 3, took
+
+
+def test_old_ray_job_record_still_reads(tmp_path):
+    """Runs submitted before submit.json (format 2) recorded ``ray_job.json``: its handle reads back,
+    the masked password dropped from the address; submit.json, when there, is the record."""
+    from launcher.backends.base import Handle
+    from launcher.ray_submit.backend import read_record
+
+    old = {"job_id": "raysubmit_old", "address": "http://me:***@head:8265", "state": "STOPPED", "job": {}}
+    (tmp_path / "ray_job.json").write_text(json.dumps(old))
+    assert read_record(tmp_path) == Handle(
+        "ray", "raysubmit_old", str(tmp_path), {"address": "http://head:8265", "state": "STOPPED"}
+    )
+    new = Handle("ray", "raysubmit_new", str(tmp_path), {"address": "http://head:8265"})
+    (tmp_path / "submit.json").write_text(json.dumps(new.as_record()))
+    assert read_record(tmp_path) == new
+    (tmp_path / "submit.json").write_text(json.dumps({"job_id": "12345"}))  # SLURM's format 1: not Ray's
+    assert read_record(tmp_path) is None
+
+
 @pytest.mark.parametrize("given", ["127.0.0.1:41999", "ray://127.0.0.1:10001", "ftp://127.0.0.1:8265", "http://"])
 def test_address_that_is_not_the_dashboards_url_is_one_fast_line(tmp_path, given):
     """Ray's client takes anything but http(s):// for a GCS or Ray Client address and resolves it itself:
@@ -381,10 +423,37 @@ def test_default_training_succeeds(ray_cluster, launched):
     assert "evaluation: mean_return=" in job_logs(ray_cluster, job_id)
     assert "evaluation: mean_return=" in result.stdout  # followed: rank 0's output streamed
     run_dir = next((tmp_path / "runs").iterdir())
-    assert json.loads((run_dir / "ray_job.json").read_text())["job_id"] == job_id
+    # the handle (submit.json format 2; ray_job.json before it): the address without any password, and
+    # the end the following train_multigpu saw
+    handle = json.loads((run_dir / "submit.json").read_text())
+    assert handle == {
+        "format": 2,
+        "backend": "ray",
+        "id": job_id,
+        "run_dir": str(run_dir),
+        "address": ray_cluster.address,
+        "state": "SUCCEEDED",
+        "exit_code": 0,
+    }, handle
     assert json.loads((run_dir / "status.json").read_text())["exit_code"] == 0
+    # the back end, from the handle alone (what `runs` has): Ray's state, the launch's exit code, the log
+    backend, read = _back_end(run_dir)
+    status = backend.describe(read)
+    assert (status.state.value, status.exit_code) == ("succeeded", 0), status
+    text = "".join(backend.logs(read))
+    assert "evaluation: mean_return=" in text
+    assert "".join(backend.logs(read, follow=True)) == text  # an ended job: its whole log, then the end
     # what was typed, for `train_multigpu runs rerun` (which submits it again)
     assert "submit=ray" in json.loads((run_dir / "composition.json").read_text())["overrides"]
+
+
+def _back_end(run_dir: Path):
+    from launcher.backends import get
+    from launcher.ray_submit.backend import read_record
+
+    handle = read_record(run_dir)
+    assert handle is not None and handle.backend == "ray", handle
+    return get(handle.backend), handle
 
 
 def _failed_job(ray_cluster, launched, name: str, code: int):
@@ -417,6 +486,24 @@ def test_two_nodes_meet_across_two_raylets(ray_cluster, launched):
     run_dir = next((tmp_path / "runs").iterdir())
     for node in (0, 1):
         assert json.loads((run_dir / f"node{node}" / "status.json").read_text())["exit_code"] == 0
+    # launcher.nnodes=2 is the job's shape (no Ray spelling of its own): one job, one handle, its state
+    backend, handle = _back_end(run_dir)
+    assert handle.id == job_id and backend.describe(handle).state.value == "succeeded"
+    # the placement group Ray made for it (its strategy is in the spec, see the dry-run test): two
+    # bundles, placed on the two raylets
+    (group,) = _placement_groups(ray_cluster, job_id)
+    nodes = [bundle.get("node_id") for bundle in group.bundles]
+    assert len(nodes) == 2 and None not in nodes and len(set(nodes)) == 2, group
+
+
+def _placement_groups(ray_cluster, job_id: str) -> list:
+    """The placement groups the job's driver made, as Ray's state API lists them (removed ones too)."""
+    from ray.job_submission import JobSubmissionClient
+    from ray.util.state import list_placement_groups
+
+    driver = JobSubmissionClient(ray_cluster.address).get_job_info(job_id).job_id
+    groups = list_placement_groups(address=ray_cluster.address, detail=True, raise_on_missing_output=False)
+    return [group for group in groups if group.creator_job_id == driver]
 
 
 @launches_timeout
@@ -497,7 +584,8 @@ def _runs_json(tmp_path: Path) -> list[dict]:
 
 def test_job_stopped_before_its_launcher_started_shows_its_state(ray_cluster, tmp_path):
     """A job stopped before its launcher started (here: its interpreter takes 60 s to start) has no
-    launcher record: ``runs`` shows Ray's state (running, then interrupted once stopped), never ``?``."""
+    launcher record: ``runs`` shows Ray's state (running, then interrupted once stopped), never ``?``.
+    The back end, from the run's handle alone, says the same and stops it."""
     slow = tmp_path / "slow_python"
     slow.write_text(f'#!/bin/sh\nsleep 60\nexec {sys.executable} "$@"\n')
     slow.chmod(0o755)
@@ -506,17 +594,22 @@ def test_job_stopped_before_its_launcher_started_shows_its_state(ray_cluster, tm
     )
     assert result.returncode == 0, result.stdout + result.stderr
     (job_id,) = _job_ids(result.stdout)
+    backend, handle = _back_end(next((tmp_path / "runs").iterdir()))
     try:
         deadline = time.monotonic() + 60
         while not str(job_info(ray_cluster, job_id).status).endswith("RUNNING") and time.monotonic() < deadline:
             time.sleep(0.5)
         (run,) = _runs_json(tmp_path)
         assert run["status"] == "running" and run["ray"]["job_id"] == job_id, run
-    finally:
+        assert backend.describe(handle).state.value == "running"
+        backend.cancel(handle)  # the back end's stop, from the handle alone (`ray job stop`)
+        deadline = time.monotonic() + 60
+        while backend.describe(handle).state.value != "stopped" and time.monotonic() < deadline:
+            time.sleep(0.5)
+    except BaseException:
         stop_jobs(ray_cluster, [job_id])
-    deadline = time.monotonic() + 60
-    while not str(job_info(ray_cluster, job_id).status).endswith("STOPPED") and time.monotonic() < deadline:
-        time.sleep(0.5)
+        raise
+    assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
     (run,) = _runs_json(tmp_path)
     assert run["status"] == "interrupted" and run["ray"]["state"] == "STOPPED", run
     assert not list((tmp_path / "runs").rglob("status.json"))  # no launcher ever wrote its record

@@ -330,7 +330,7 @@ def test_ray_job_on_the_real_cluster_gets_the_secrets(ray_cluster, tmp_path, wor
     assert f"SECRET_SHA HF_TOKEN - {sha(sentinel)}" in result.stdout
     assert f"SECRET_SHA MY_API_TOKEN - {sha(from_ray)}" in result.stdout
     files = assert_nowhere(result, tmp_path, sentinel, from_ray)
-    assert {"config.yaml", "ray_job.json", "status.json", "rank0.log"} <= {p.name for p in files}
+    assert {"config.yaml", "submit.json", "status.json", "rank0.log"} <= {p.name for p in files}
     assert_not_on_the_head(ray_cluster, result, sentinel, from_ray)
 
 

@@ -15,7 +15,7 @@ which the submitter (submit.py) stores in Ray's internal KV, XOR-ed with a one-t
 dashboard's package upload; the runtime_env carries only ``TRAIN_MULTIGPU_RAY_SECRETS`` = the KV key and
 the pad. The entrypoint (job.py) reads the entry through its own GCS connection, deletes it, and puts the
 values into its environment, where the launch finds them as before (:func:`reveal`). What is shown or
-recorded (the dry run, ``<run dir>/ray_job.json``) is :meth:`JobSpec.shown`: the secrets' names only.
+(the dry run) is :meth:`JobSpec.shown`: the secrets' names only.
 
 Resources: one node: the entrypoint reserves ``nproc_per_node × ray.num_cpus_per_rank`` CPUs and
 ``× ray.num_gpus_per_rank`` GPUs (Ray sets the entrypoint's CUDA_VISIBLE_DEVICES). ``launcher.nnodes=N``:

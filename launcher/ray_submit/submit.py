@@ -1,11 +1,10 @@
 """``submit=ray``, the submitter's side: the job (spec.py) through Ray's Job Submission API.
 
-:class:`Submitter` lives in the session (one per invocation). For every launch -- a sweep's point
-too: one Ray job per point, so each has its own state, logs, resources and ``ray job stop``, and
-Ray's scheduler runs the points as the cluster's resources allow -- it checks the ``ray.*`` keys and
-node 0's config, writes the run directory's record (``config.yaml``, ``ray_job.json``), submits, and
-prints the job id with how to follow and stop it. ``ray.follow=true`` then waits: one job streams
-its output; a sweep prints each point's end and a summary table. Ctrl+C stops the job(s) and waits
+The pieces :class:`launcher.ray_submit.backend.RayBackend` uses: the address and its client (every
+request with a deadline), the secrets' upload, the submission, the announcement, following one job
+(its output streamed) or many (one line as each ends), stopping, the sweep table. One Ray job per
+launch -- a sweep's point too, so each has its own state, logs, resources and ``ray job stop``, and
+Ray's scheduler runs the points as the cluster's resources allow. Ctrl+C stops the job(s) and waits
 until Ray says they stopped.
 
 Ray is imported here, when ``submit=ray`` is used, never by the rest of the launcher.
@@ -19,10 +18,11 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import record, tables
+from ..backends.base import DRY_RUN, SUBMIT_RECORD
 from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..names import PROG, swept
@@ -30,9 +30,8 @@ from ..run.process.signals import TermAsInterrupt
 from . import spec as spec_mod
 from .spec import CREDENTIALS, shown_address
 
-RECORD = "ray_job.json"
+RECORD = SUBMIT_RECORD  # the handle (backends.base.Handle); before format 2 it was ray_job.json
 ADDRESS_VAR = "RAY_ADDRESS"  # Ray's own convention (its CLI reads it too)
-DRY_RUN = "dry run"
 EXTRA_HINT = "pip install 'train_multigpu[ray]' (the Job Submission API needs ray[default])"
 ADDRESS_FORM = (
     "the Ray dashboard's HTTP address, http://HOST:PORT or https://HOST:PORT (not a GCS address HOST:PORT, nor ray://)"
@@ -105,11 +104,6 @@ def _why(err: BaseException, where: str) -> str:
         return f"no connection within {CONNECT_TIMEOUT_S:g} s"
     lines = [line for line in str(err).strip().splitlines() if line.strip()] or [type(err).__name__]
     return _scrub(lines[0], where)
-
-
-def _shown_override(item: str) -> str:
-    key, eq, value = item.partition("=")
-    return key + eq + shown_address(value) if eq else item
 
 
 def _scrub(text: str, where: str) -> str:
@@ -206,14 +200,14 @@ class _OnlyThisAddress:
         os.environ.update(self.saved)
 
 
-class Submitter:
-    """The session's Ray jobs and clients (one client per address)."""
+class Clients:
+    """One Ray client per address (made on first use: a silent address fails fast, before Ray's import)."""
 
     def __init__(self) -> None:
-        self.jobs: list[RayJob] = []
         self.clients: dict[str, object] = {}
-        self.followed = False  # a single launch followed its job already
-        self.follow = False  # ray.follow of the last launch (a sweep's points share it)
+
+    def __getitem__(self, where: str):
+        return self.clients[where]
 
     def client(self, key: str, where: str):
         if where not in self.clients:
@@ -236,92 +230,18 @@ class Submitter:
                 ) from None
         return self.clients[where]
 
-    # -- one launch ------------------------------------------------------------------------------
-    def launch(
-        self,
-        cfg: TrainConfig,
-        overrides: Sequence[str],
-        make_run_dir,
-        resolved_yaml: str,
-        check_only: bool = False,
-        follow_now: bool = True,
-        order: Sequence[str] = (),
-        composed: dict | None = None,
-    ) -> int:
-        """Submit one job for ``cfg`` (``check_only``: check, write and submit nothing). ``make_run_dir(cfg,
-        create)`` gives the run directory. With ``ray.follow`` and ``follow_now`` (not a sweep): wait for
-        the job and return the launch's exit code. ``composed``: the run's composition.json (what was
-        typed, record.composition), so ``train_multigpu runs rerun`` submits it again."""
-        from .. import checks, probe
 
-        overrides = tuple(overrides)
-        self.follow = cfg.ray.follow
-        try:
-            spec_mod.check(cfg)
-            node0 = spec_mod.node0_check_config(cfg)
-            settled = checks.validate(node0, spec_mod.planned_facts(cfg, probe.gather()))
-            probe.script_exists(node0, settled.script, before_submit=True)
-            if check_only:
-                return 0
-            # the job's one directory (a multi-node job's nodes record into node<R> inside it)
-            one = replace(cfg, launcher=replace(cfg.launcher, nnodes="1", node_rank=0))
-            planned_dir = str(make_run_dir(one, False))
-            if cfg.dry_run:
-                print(spec_mod.describe(spec_mod.build(cfg, planned_dir, order), planned_dir), flush=True)
-                self.jobs.append(RayJob(overrides, planned_dir, None, DRY_RUN))
-                return 0
-            key, where = address(cfg, os.environ)
-            client = self.client(key, where)
-            # what a refused job removes: the run directory, and the run root too when this made it
-            missing = [p for p in (Path(planned_dir).parent, *Path(planned_dir).parent.parents) if not p.exists()]
-            run_dir = str(make_run_dir(one, True))
-            job = spec_mod.build(cfg, run_dir, order)
-            (Path(run_dir) / "config.yaml").write_text(resolved_yaml.replace(where, shown_address(where)))
-            if composed is not None:
-                record.write_json(Path(run_dir) / record.COMPOSITION, composed)
-            try:
-                if job.secrets:  # never in the runtime_env: Ray logs it (spec.py)
-                    job = job.with_secrets_at(store_secrets(client, job.secrets))
-                job_id = client.submit_job(**job.submit_kwargs())
-            except Exception as err:  # nothing was submitted: leave no directory behind
-                import shutil
-
-                shutil.rmtree(missing[-1] if missing else run_dir, ignore_errors=True)
-                why = _scrub((str(err).strip().splitlines() or [type(err).__name__])[-1], where)
-                if type(err).__name__ in ("ReadTimeout", "ConnectTimeout", "Timeout"):
-                    why = f"no answer within {SUBMIT_TIMEOUT_S:g} s"
-                raise UserError(
-                    "submit", "ray", f"Ray refused the job: {why}", f"address {shown_address(where)}"
-                ) from None
-            record.write_json(
-                Path(run_dir) / RECORD,
-                {
-                    "job_id": job_id,
-                    "address": shown_address(where),
-                    "job": job.shown(),
-                    "overrides": [_shown_override(item) for item in overrides],
-                },
-            )
-        except UserError as err:
-            if not check_only:
-                self.jobs.append(RayJob(overrides, "", None, str(err)))
-            raise
-        submitted = RayJob(overrides, run_dir, job_id, address=where)
-        self.jobs.append(submitted)
-        print(announce(submitted), flush=True)
-        if cfg.ray.follow and follow_now:
-            self.followed = True
-            return follow(client, submitted)
-        return 0
-
-    # -- after the last job ----------------------------------------------------------------------
-    def finish(self, interrupts=None, fail_fast: bool = False) -> list[int]:
-        """A sweep: follow every job (``ray.follow=true``), print the table; the exit codes."""
-        codes: list[int] = []
-        if self.follow and not self.followed:
-            codes = follow_many(self, interrupts, fail_fast)
-        print(summary(self.jobs), flush=True)
-        return codes
+def submit_job(client, job: spec_mod.JobSpec, where: str) -> str:
+    """Submit ``job`` (its secrets first, apart: spec.py); Ray's refusal as one line."""
+    try:
+        if job.secrets:  # never in the runtime_env: Ray logs it (spec.py)
+            job = job.with_secrets_at(store_secrets(client, job.secrets))
+        return client.submit_job(**job.submit_kwargs())
+    except Exception as err:
+        why = _scrub((str(err).strip().splitlines() or [type(err).__name__])[-1], where)
+        if type(err).__name__ in ("ReadTimeout", "ConnectTimeout", "Timeout"):
+            why = f"no answer within {SUBMIT_TIMEOUT_S:g} s"
+        raise UserError("submit", "ray", f"Ray refused the job: {why}", f"address {shown_address(where)}") from None
 
 
 def announce(job: RayJob) -> str:
@@ -381,7 +301,7 @@ def _state(client, job_id: str, patience: float = FOLLOW_PATIENCE_S):
 
 
 def record_end(job: RayJob) -> None:
-    """Write the job's final state into its ray_job.json (``runs`` reads it: a job stopped before its
+    """Write the job's final state into its submit.json (``runs`` reads it: a job stopped before its
     launcher started has no other record)."""
     path = Path(job.run_dir) / RECORD if job.run_dir else None
     if path is None or not job.state:
@@ -482,37 +402,79 @@ def follow(client, job: RayJob) -> int:
     return job.exit_code
 
 
-def follow_many(submitter: Submitter, interrupts=None, fail_fast: bool = False) -> list[int]:
-    """A sweep's jobs: one line as each ends; Ctrl+C (the sweep's Interrupts) or fail_fast stops the rest."""
-    running = [job for job in submitter.jobs if job.job_id]
-    codes: list[int] = []
-    with TermAsInterrupt():
+def follow_many(jobs: Sequence[RayJob], clients: Clients, interrupts=None, fail_fast: bool = False) -> list[int]:
+    """A sweep's jobs: one line as each ends; Ctrl+C (the sweep's Interrupts) or fail_fast stops the rest.
+    The exit codes, one per job: its launch's, 128+signal for a job stopped by Ctrl+C."""
+    running = [job for job in jobs if job.job_id]
+    interrupted: list[RayJob] = []
+    with TermAsInterrupt() as handler:
         try:
             while running:
                 if interrupts is not None and interrupts.received is not None:
                     raise KeyboardInterrupt
                 for job in list(running):
-                    client = submitter.clients[job.address]
+                    client = clients[job.address]
                     job.state, info = _state(client, job.job_id)
                     if job.state in TERMINAL:
                         running.remove(job)
                         job.exit_code = exit_code(info)
                         record_end(job)
-                        codes.append(job.exit_code)
                         print(f"[{PROG}] Ray job {job.job_id} {job.state} (exit code {job.exit_code})", flush=True)
                         if job.exit_code != 0 and fail_fast and running:
                             print(f"[{PROG}] sweep.fail_fast: stopping the other jobs", flush=True)
                             for other in running:
-                                _stop(submitter.clients[other.address], [other])
-                                codes.append(other.exit_code or 0)
+                                _stop(clients[other.address], [other])
                             running = []
                 time.sleep(0.5)
         except KeyboardInterrupt:
             print(f"\n[{PROG}] stopping {len(running)} Ray job(s) ...", flush=True)
             for job in running:
-                _stop(submitter.clients[job.address], [job])
-            codes.append(128 + signal.SIGINT)
-    return codes
+                _stop(clients[job.address], [job])
+            interrupted = running
+    signum = getattr(handler, "received", signal.SIGINT)
+    return [128 + signum if job in interrupted else job.exit_code or 0 for job in jobs]
+
+
+class Jobs:
+    """The session's Ray launches (until its one generic path takes over: docs in backends/base.py):
+    each launch through the back end (dryrun, then submit or the dry run's text), a sweep's jobs
+    followed after the last point, and the sweep's table."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend  # backend.RayBackend
+        self.jobs: list[RayJob] = []  # one row of the table per launch, refused ones too
+        self.handles: list = []
+        self.followed = False  # a single launch followed its job already
+
+    def launch(self, launch, overrides: Sequence[str], check_only: bool = False, follow_now: bool = True) -> int:
+        overrides = tuple(overrides)
+        try:
+            request = self.backend.dryrun(launch)
+            if check_only:
+                return 0
+            if launch.cfg.dry_run:
+                print(request.shown, flush=True)
+                self.jobs.append(RayJob(overrides, request.run_dir, None, DRY_RUN))
+                return 0
+            handle = self.backend.submit(request)
+        except UserError as err:
+            if not check_only:
+                self.jobs.append(RayJob(overrides, "", None, str(err)))
+            raise
+        job = self.backend.job(handle)
+        job.overrides = overrides
+        self.jobs.append(job)
+        self.handles.append(handle)
+        if follow_now and launch.cfg.ray.follow:
+            self.followed = True
+            return self.backend.wait([handle])[0]
+        return 0
+
+    def finish(self, interrupts=None, fail_fast: bool = False) -> list[int]:
+        """A sweep: follow every job (``ray.follow=true``), print the table; the exit codes."""
+        codes = [] if self.followed else self.backend.wait(self.handles, interrupts, fail_fast)
+        print(summary(self.jobs), flush=True)
+        return codes
 
 
 def summary(jobs: Sequence[RayJob]) -> str:

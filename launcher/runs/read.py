@@ -30,7 +30,7 @@ from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
 SUBMIT = "submit.json"  # a submitted run's back-end handle (backends/base.Handle)
-RAY_JOB = "ray_job.json"  # ray_submit/submit.py writes it
+RAY_JOB = "ray_job.json"  # submit=ray's record before submit.json (format 2)
 MULTIRUN = "multirun"
 RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
 STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
@@ -470,13 +470,14 @@ _PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
 
 def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
     """A submit=slurm job: submit.json, then the record of its latest restart, each node's."""
-    if SUBMIT not in names:  # submit=ray: the submitter's record (the job's end, when it saw it)
-        ray = _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
+    submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {} if SUBMIT in names else None
+    if submit is None or submit.get("backend") == "ray":  # the submitter's record (the job's end, when it saw it)
+        ray = submit if submit is not None else _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
+        ray = {**ray, "job_id": ray.get("id", ray.get("job_id"))}  # submit.json format 2, or ray_job.json
         info.ray = {k: ray[k] if isinstance(ray.get(k), str) else None for k in ("job_id", "state", "address")}
     else:
         # submit.json: a back end's handle (format 2: backends/base.Handle.as_record), or SLURM's
         # format 1 ({"job_id": ...})
-        submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {}
         job_id = submit.get("job_id") if "format" not in submit else None
         if submit.get("backend") == "slurm":
             job_id = submit.get("id")

@@ -44,6 +44,7 @@ class TermAsInterrupt:
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
+        self.received: int | None = None
 
     def __enter__(self) -> TermAsInterrupt:
         self._stack.enter_context(handlers({sig: self._raise for sig in (signal.SIGTERM, signal.SIGHUP)}))
