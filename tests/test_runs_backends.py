@@ -192,3 +192,32 @@ def test_errors_md_lists_the_stop_messages():
     text = (REPO / "docs" / "errors.md").read_text()
     for phrase in ("already ended (success): nothing to stop", "back end cannot be reached: ", "runs stop"):
         assert phrase in text, phrase
+
+
+def test_stop_a_real_local_launch_as_ctrl_c_does(tmp_path):
+    """A real launch (JAX ranks of tests/workers/runs_worker.py, sleeping once they printed): ``runs stop``
+    signals its launcher, which stops its ranks and closes its record; a second stop is refused."""
+    ready = tmp_path / "ready"
+    argv = [sys.executable, "-m", "launcher", "device=cpu", "launcher=skrl_jax", "launcher.nproc_per_node=2"]
+    argv += [f"run_root={tmp_path / 'runs'}", f"script={REPO / 'tests' / 'workers' / 'runs_worker.py'}", "run_name=st"]
+    argv += ["--", "--sleep", "--ready", str(ready)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=launch_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), proc.poll()
+        pid = json.loads(next((tmp_path / "runs").glob("*_st/status.json")).read_text())["pid"]
+        stopped = cli(tmp_path, "stop", "last")
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.stdout.endswith(
+            f"_st: SIGINT to its launcher (pid {pid}), as Ctrl+C: it stops every process of the launch\n"
+        ), stopped.stdout
+        assert proc.wait(timeout=90) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    (run,) = json.loads(cli(tmp_path, "--json").stdout)
+    assert (run["status"], run["reason"], run["exit_code"]) == ("interrupted", "stopped by SIGINT", 130), run
+    assert one_error(cli(tmp_path, "stop", "last")) == "id=last: already ended (interrupted): nothing to stop"

@@ -194,11 +194,11 @@ def _legacy_cancel(handle: Handle) -> str:
 def cancel(info: RunInfo, ident: str) -> str:
     """Stop the run ``info`` (what ``ident`` named) on its back end; what was done, in words. One
     UserError for a run with nothing to stop, one that ended, a back end that cannot be reached."""
+    if info.status in ENDED:  # (an ended local record keeps no pid)
+        raise UserError("id", ident, f"already ended ({info.status}): nothing to stop")
     found = handle(info)
     if found is None:
         raise UserError("id", ident, f"has no launcher record and no submitted job in {info.run_dir}: nothing to stop")
-    if info.status in ENDED:
-        raise UserError("id", ident, f"already ended ({info.status}): nothing to stop")
     try:
         asker = backend(found.backend)
         if asker is None:
