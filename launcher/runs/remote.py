@@ -62,10 +62,19 @@ def backend(name: str):
     None where nothing can ask it. Raises Unreachable for a name no back end has."""
     if name not in REGISTRY:
         raise Unreachable(f"{name!r} is no back end ({', '.join(REGISTRY)})")
+    module = REGISTRY[name].split(":")[0]
     try:
         return get(name)
-    except ImportError:
+    except ImportError as err:
+        if not _absent(err, module):  # the module is there and broken: say so, never fall back quietly
+            raise Unreachable(f"{module} cannot be imported: {err}") from None
         return _legacy_module(name) if name in _LEGACY else None
+
+
+def _absent(err: ImportError, module: str) -> bool:
+    """``err`` says that ``module`` itself (or a package above it) is not there."""
+    missing = getattr(err, "name", None) or ""
+    return isinstance(err, ModuleNotFoundError) and (module == missing or module.startswith(missing + "."))
 
 
 def _ask_all(asker, handles: Sequence[Handle], deadline: float) -> list[Status | Exception | None]:
