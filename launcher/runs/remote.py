@@ -13,7 +13,6 @@ answered in time is shown as not known, with a note.
 from __future__ import annotations
 
 import importlib
-import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -81,15 +80,13 @@ def _ask_all(asker, handles: Sequence[Handle], deadline: float) -> list[Status |
     """``asker.describe`` for every handle, a few at a time on daemon threads, until ``deadline``
     (None: not answered in time)."""
     results: list[Status | Exception | None] = [None] * len(handles)
-    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for index in range(len(handles)):
-        todo.put(index)
+    todo, lock = iter(range(len(handles))), threading.Lock()
 
     def work() -> None:
         while time.monotonic() < deadline:
-            try:
-                index = todo.get_nowait()
-            except queue.Empty:
+            with lock:
+                index = next(todo, None)
+            if index is None:
                 return
             try:
                 results[index] = asker.describe(handles[index])
