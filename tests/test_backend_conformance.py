@@ -45,6 +45,8 @@ OWN = {
     "ray": ["submit=ray"],
     "k8s": ["submit=k8s", "k8s.image=ghcr.io/lab/isaac:2.3"],
 }
+# a dry run names where it would submit (nothing is asked there)
+DRY = {"ray": ["ray.address=http://127.0.0.1:8265"]}
 COMMON = ["device=cpu", f"script={WORKER}", "launcher.nproc_per_node=1"]
 
 
@@ -99,7 +101,7 @@ def make_launch(name: str, tmp_path: Path, monkeypatch) -> Launch:
     from launcher.config import compose
 
     monkeypatch.chdir(tmp_path)
-    typed = [*OWN[name], *COMMON, f"run_root={tmp_path / 'runs'}", f"+worker_env.HF_TOKEN={SECRET}"]
+    typed = [*OWN[name], *DRY.get(name, []), *COMMON, f"run_root={tmp_path / 'runs'}", f"+worker_env.HF_TOKEN={SECRET}"]
     masked, vault = secrets.hide(typed, False)
     cfg = vault.reveal(compose.compose(masked))
     return Launch(cfg, Typed(overrides=tuple(masked)), tmp_path / "runs" / "conformance", vault)
