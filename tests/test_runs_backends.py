@@ -9,6 +9,7 @@ dispatch is what is tested, not an engine."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -221,3 +222,23 @@ def test_stop_a_real_local_launch_as_ctrl_c_does(tmp_path):
     (run,) = json.loads(cli(tmp_path, "--json").stdout)
     assert (run["status"], run["reason"], run["exit_code"]) == ("interrupted", "stopped by SIGINT", 130), run
     assert one_error(cli(tmp_path, "stop", "last")) == "id=last: already ended (interrupted): nothing to stop"
+
+
+def test_a_silent_scheduler_never_holds_the_listing(tmp_path, monkeypatch, capsys):
+    """A ``squeue`` that never answers (a stand-in for a scheduler that hangs, first on PATH): the
+    listing ends within its budget, the run's state not known, said so."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for command in ("squeue", "sacct", "scontrol"):
+        (bin_dir / command).write_text("#!/bin/sh\nexec sleep 60\n")
+        (bin_dir / command).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(remote, "BUDGET_S", 1.0)
+    make(tmp_path / "runs", "2026-12-01_10-00-00_s", submit_json={"format": 2, "backend": "slurm", "id": "77"})
+    start = time.monotonic()
+    assert runs_cli.main(["--json", "--root", str(tmp_path / "runs")]) == 0
+    assert time.monotonic() - start < 5.0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert (
+        run["status"] == "submitted" and "slurm: no answer within the listing's 1 s: state not known" in run["problems"]
+    )

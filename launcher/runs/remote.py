@@ -122,8 +122,13 @@ def apply(runs: list[RunInfo], every: bool = False) -> None:
                 run.problems.append(f"{SUBMIT_RECORD}: {err}")
             continue
         if asker is None and name in _LEGACY_APPLY:  # the existing readers, until the module is merged
-            importlib.import_module(_LEGACY_APPLY[name]).apply(members)
+            legacy = importlib.import_module(_LEGACY_APPLY[name])
+            thread = threading.Thread(target=legacy.apply, args=(members,), daemon=True)
+            thread.start()
+            thread.join(max(0.0, deadline - time.monotonic()))  # bounded like the others
             for run in members:
+                if thread.is_alive():
+                    run.problems.append(f"{name}: no answer within the listing's {BUDGET_S:g} s: state not known")
                 _legacy_remote(run)
             continue
         if asker is None:
