@@ -184,6 +184,15 @@ def test_stop_errors(tmp_path):
         f"id=nope: no run under {root} has this id or prefix (train_multigpu runs lists them)"
     )
     assert one_error(cli(tmp_path, "stop", done.name)) == f"id={done.name}: already ended (success): nothing to stop"
+    elsewhere = {"exit_code": None, "pid": 4242, "host": "node-9", "started": "2026-12-01T10:00:02+00:00"}
+    make(root, "2026-12-01_10-00-02_far", status_json=elsewhere)
+    assert one_error(cli(tmp_path, "stop", "2026-12-01_10-00-02_far")) == (
+        f"id=2026-12-01_10-00-02_far: was launched on node-9: stop it there (this is {socket.gethostname()})"
+    )
+    never = make(root, "2026-12-01_10-00-03_never")  # config.yaml only: the launch never started
+    assert one_error(cli(tmp_path, "stop", never.name)) == (
+        f"id={never.name}: has no launcher record and no submitted job in {never}: nothing to stop"
+    )
     unreachable = one_error(cli(tmp_path, "stop", "2026-12-01_10-00-01_ray"))
     assert unreachable.startswith("id=2026-12-01_10-00-01_ray: its ray back end cannot be reached: "), unreachable
     assert "Connection refused" in unreachable
@@ -191,7 +200,13 @@ def test_stop_errors(tmp_path):
 
 def test_errors_md_lists_the_stop_messages():
     text = (REPO / "docs" / "errors.md").read_text()
-    for phrase in ("already ended (success): nothing to stop", "back end cannot be reached: ", "runs stop"):
+    for phrase in (
+        "already ended (success): nothing to stop",
+        "back end cannot be reached: ",
+        "has no launcher record and no submitted job in <run dir>: nothing to stop",
+        "was launched on HOST: stop it there",
+        "runs stop",
+    ):
         assert phrase in text, phrase
 
 
