@@ -17,7 +17,7 @@ from ..names import PROG
 from . import again, curves, read
 
 DEFAULT_ROOT = "runs"
-COMMANDS = ("list", "show", "logs", "stacks", "rerun", "resume", "compare")
+COMMANDS = ("list", "show", "logs", "stop", "stacks", "rerun", "resume", "compare")
 
 
 class UsageError(UserError):
@@ -50,7 +50,8 @@ def parser() -> argparse.ArgumentParser:
     top = _Parser(
         prog=f"{PROG} runs",
         description="The launches recorded under the run root: list them, show one, read its logs, "
-        "ask a running one for its stacks, launch one again. Docs: docs/runs.md.",
+        "stop one, ask a running one for its stacks, launch one again. A submitted run's state, logs and "
+        "stop go through its back end (SLURM, Ray, Kubernetes). Docs: docs/runs.md.",
     )
     _common(top, top=True)
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -61,11 +62,18 @@ def parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="one run: status, what was chosen, the command, the failure, where things are")
     _common(show)
     show.add_argument("id", help="a run id, a unique prefix of one, or last")
-    logs = sub.add_parser("logs", help="a run's log (rank 0 by default)")
+    logs = sub.add_parser("logs", help="a run's log (rank 0 by default; a submitted run's from its back end)")
     _common(logs)
     logs.add_argument("id", help="a run id, a unique prefix of one, or last")
     logs.add_argument("--rank", default="0", help="a global rank, or all (interleaved, [node:rank] prefixes)")
     logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the launch ends")
+    stop = sub.add_parser(
+        "stop",
+        help="stop a run on its back end: a local launch as Ctrl+C does (SIGINT to its launcher), "
+        "a SLURM job (scancel), a Ray job (stop), a Kubernetes job (kubectl delete)",
+    )
+    _common(stop)
+    stop.add_argument("id", help="a run id, a unique prefix of one, or last")
     stacks = sub.add_parser("stacks", help="ask a running launch for every rank's stack")
     _common(stacks)
     stacks.add_argument("id", help="a run id, a unique prefix of one, or last")
@@ -125,7 +133,7 @@ def _main(argv: list[str], launch=None) -> int:
         return args.run(args)
     from . import live, logs, show
 
-    commands = {"list": show.listing, "show": show.show, "logs": logs.logs, "stacks": live.stacks}
+    commands = {"list": show.listing, "show": show.show, "logs": logs.logs, "stop": show.stop, "stacks": live.stacks}
     return commands[args.command or "list"](args)
 
 

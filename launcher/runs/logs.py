@@ -19,7 +19,7 @@ from typing import IO
 from .. import files
 from ..errors import UserError, one_line
 from ..names import PROG
-from . import read, slurm_state
+from . import read, remote
 
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 POLL_S = 0.1
@@ -155,8 +155,17 @@ class _Follower:
 def _refreshed(info: read.RunInfo) -> read.RunInfo:
     fresh = read.read(Path(info.run_dir), info.id, info.within)
     fresh.group, fresh.group_kind, fresh.job = info.group, info.group_kind, info.job
-    slurm_state.apply([fresh])
+    remote.apply([fresh], every=True)
     return fresh
+
+
+def _print_lines(lines, as_json: bool) -> int:
+    """A back end's log lines as they come (``--json``: ``{"line": ...}`` per line)."""
+    for line in lines:
+        text = json.dumps({"line": line.rstrip("\n")}) + "\n" if as_json else line
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    return 0
 
 
 def logs(args: argparse.Namespace) -> int:
@@ -165,7 +174,10 @@ def logs(args: argparse.Namespace) -> int:
         raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
     path = read.resolve(args.root, args.id)
     info = read.find(args.root, path)
-    slurm_state.apply([info])
+    remote.apply([info], every=True)
+    lines = remote.logs(info, args.id, None if every else int(args.rank), args.follow)
+    if lines is not None:  # a submitted run whose back end reads its logs
+        return _print_lines(lines, args.json)
     found = log_files(info, args.root)
     running = args.follow and not ended(info, record_dirs(info, args.root))
     if not every and int(args.rank) not in found and not running:

@@ -10,7 +10,7 @@ Layout under the run root (docs/runs.md)::
     <root>/<stamp>[_<run_name>]/                 a launch (record.create_run_dir)
     <root>/<stamp>[_<run_name>]_node<R>/         one node of a multi-node launch on this host
     <root>/multirun/<stamp>/<job number>/        the jobs of a -m sweep (Hydra's sweep dir)
-    <dir with submit.json>[/restart<N>][/node<R>]/   a submit=slurm job, its restarts and nodes
+    <dir with submit.json>[/restart<N>][/node<R>]/   a submitted job (slurm, ray, k8s), its restarts and nodes
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import files
+from ..backends.base import Handle
 from ..errors import UserError
 from ..names import swept
 from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
 
-SUBMIT = "submit.json"  # a submitted run's back-end handle (backends/base.Handle)
-RAY_JOB = "ray_job.json"  # submit=ray's record before submit.json (format 2)
+SUBMIT = "submit.json"  # a back end's submit writes it: the run's Handle (backends/base.py)
+RAY_JOB = "ray_job.json"  # the Ray submitter's older record
 MULTIRUN = "multirun"
 RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
 STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
@@ -83,6 +84,7 @@ class RunInfo:
     host: str | None = None
     slurm: dict | None = None  # {job_id, state, log}
     ray: dict | None = None  # {job_id, state, address}: submit=ray
+    remote: dict | None = None  # {backend, id, state, detail}: a submitted run, as its back end says
     stragglers: list | None = None  # [{rank, iteration_s, median_s}] the launch named (status.json)
     trainer_dir: str | None = None  # where the trainer wrote (checkpoints, metrics): run_dir, or a resumed run's
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
@@ -90,6 +92,7 @@ class RunInfo:
     start_time: float | None = field(default=None, repr=False)  # epoch seconds, for sorting
     endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
     within: str | None = field(default=None, repr=False)  # what its files may be read from (files.py)
+    handle: Handle | None = field(default=None, repr=False)  # a submitted run's, from its record
 
     def as_dict(self) -> dict:
         """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
@@ -424,9 +427,11 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
         info.problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
         info.start_time = 0.0
         return info
-    if SUBMIT in names or RAY_JOB in names:  # a submitted job: the records of its nodes
-        _read_slurm(info, Path(path), names)
+    handle = handle_of(path, names, within, info.problems) if SUBMIT in names or RAY_JOB in names else None
+    if (SUBMIT in names or RAY_JOB in names) and (handle is None or handle.backend != "none"):
+        _read_submitted(info, Path(path), names, handle)  # a submitted job: the records of its nodes
     else:
+        info.handle = handle  # a local launch's own submit.json, if it wrote one
         info.record_dirs = [path]
         status = _read_json(os.path.join(path, STATUS), info.problems, within) if STATUS in names else None
         _apply_status(info, status)
@@ -468,20 +473,45 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
 _PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
 
 
-def _read_slurm(info: RunInfo, run_dir: Path, names: set[str]) -> None:
-    """A submit=slurm job: submit.json, then the record of its latest restart, each node's."""
-    submit = _read_json(run_dir / SUBMIT, info.problems, info.within) or {} if SUBMIT in names else None
-    if submit is None or submit.get("backend") == "ray":  # the submitter's record (the job's end, when it saw it)
-        ray = submit if submit is not None else _read_json(run_dir / RAY_JOB, info.problems, info.within) or {}
-        ray = {**ray, "job_id": ray.get("id", ray.get("job_id"))}  # submit.json format 2, or ray_job.json
-        info.ray = {k: ray[k] if isinstance(ray.get(k), str) else None for k in ("job_id", "state", "address")}
-    else:
-        # submit.json: a back end's handle (format 2: backends/base.Handle.as_record), or SLURM's
-        # format 1 ({"job_id": ...})
-        job_id = submit.get("job_id") if "format" not in submit else None
-        if submit.get("backend") == "slurm":
-            job_id = submit.get("id")
-        info.slurm = {"job_id": str(job_id) if job_id is not None else None, "state": None, "log": submit.get("log")}
+def handle_of(run_dir: str, names: set[str], within: str | None, problems: list[str]) -> Handle | None:
+    """The handle recorded in ``run_dir``: submit.json (format 2; format 1, SLURM's ``job_id``; the
+    Kubernetes submitter's older ``{kind, name, namespace}``), else the Ray submitter's older
+    ray_job.json; None when neither names a job."""
+    if SUBMIT in names:
+        data = _read_json(os.path.join(run_dir, SUBMIT), problems, within)
+        if data is None:
+            return None
+        found = Handle.from_record(data, run_dir)
+        if found is None and "format" not in data and isinstance(data.get("name"), str) and "kind" in data:
+            extra = {k: data[k] for k in ("kind", "namespace", "manifest") if isinstance(data.get(k), str)}
+            found = Handle("k8s", data["name"], run_dir, extra)
+        if found is None:
+            problems.append(f"{SUBMIT}: names no submitted job (no backend and id)")
+        return found
+    if RAY_JOB in names:
+        data = _read_json(os.path.join(run_dir, RAY_JOB), problems, within) or {}
+        if not isinstance(data.get("job_id"), str):
+            problems.append(f"{RAY_JOB}: no job_id")
+            return None
+        extra = {k: data[k] for k in ("address", "state") if isinstance(data.get(k), str)}
+        return Handle("ray", data["job_id"], run_dir, extra)
+    return None
+
+
+def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handle | None) -> None:
+    """A submitted job (submit=slurm|ray|k8s): its handle, then the record of its latest restart,
+    each node's (the launcher its job runs writes them, where the run directory is shared)."""
+    info.handle = handle
+    if handle is not None:
+        info.remote = {"backend": handle.backend, "id": handle.id, "state": None, "detail": None}
+    if handle is not None and handle.backend == "ray":
+        address = handle.extra.get("address")
+        info.ray = {"job_id": handle.id, "state": handle.extra.get("state"), "address": address}
+    elif handle is None and SUBMIT not in names:  # an unreadable ray_job.json
+        info.ray = {"job_id": None, "state": None, "address": None}
+    elif handle is None or handle.backend == "slurm":
+        job_id, log = (handle.id, handle.extra.get("log")) if handle else (None, None)
+        info.slurm = {"job_id": job_id, "state": None, "log": log}
     base = run_dir
     restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
     if restarts:

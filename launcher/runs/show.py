@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import files, record
 from ..errors import one_line
 from ..tables import table
-from . import chosen, live, ray_state, read, slurm_state
+from . import chosen, live, read, remote
 from .logs import record_dirs
 from .read import RunInfo
 
@@ -51,8 +51,23 @@ def shape_text(info: RunInfo) -> str:
 
 
 def status_text(info: RunInfo) -> str:
+    """The status, with the back end's own word for a submitted run: ``queued [slurm PENDING]`` (not
+    its parenthesis: ``runs show`` has the back end's whole answer)."""
     state = (info.slurm or {}).get("state")
-    return info.status + (f" [slurm {state}]" if state else "")
+    if state:
+        return f"{info.status} [slurm {state}]"
+    own = info.remote or {}
+    said = (own.get("detail") or own.get("state") or "").split(" (", 1)[0]
+    return info.status + (f" [{own.get('backend')} {said}]" if said else "")
+
+
+def remote_line(own: dict, extra) -> str:
+    """``k8s:      TrainJob tm-a1b2 (namespace ml), state running (Running)``: a submitted run's own line."""
+    what = " ".join(str(extra[k]) for k in ("kind",) if extra.get(k)) or "job"
+    where = f" (namespace {extra['namespace']})" if extra.get("namespace") else ""
+    where = f" at {extra['address']}" if extra.get("address") else where
+    detail = f" ({own['detail']})" if own.get("detail") and own.get("detail") != own.get("state") else ""
+    return f"{own['backend'] + ':':<9} {what} {own['id']}{where}, state {own.get('state') or UNKNOWN}{detail}"
 
 
 def exit_text(info: RunInfo) -> str:
@@ -125,8 +140,7 @@ def listing_lines(runs: list[RunInfo]) -> list[str]:
 # -- commands -------------------------------------------------------------------------------------
 def _all(root: Path) -> list[RunInfo]:
     runs = read.read_all(root)
-    slurm_state.apply(runs)
-    ray_state.apply(runs)
+    remote.apply(runs)  # lazily: only the runs whose own record cannot say
     return runs
 
 
@@ -151,8 +165,7 @@ def listing(args: argparse.Namespace) -> int:
 
 def _one(args: argparse.Namespace) -> RunInfo:
     info = read.find(args.root, read.resolve(args.root, args.id))
-    slurm_state.apply([info])
-    ray_state.apply([info])
+    remote.apply([info], every=True)
     return info
 
 
@@ -280,6 +293,8 @@ def show(args: argparse.Namespace) -> int:
         lines.append(f"return:   {info.last_return:.1f} (the trainer's last mean_return)")
     if info.slurm:
         lines.append(f"slurm:    job {info.slurm.get('job_id') or UNKNOWN}, state {info.slurm.get('state') or UNKNOWN}")
+    elif info.remote:
+        lines.append(remote_line(info.remote, info.handle.extra if info.handle else {}))
     lines += failure_lines(info.failure, info.within)
     for item in info.stragglers or []:
         lines.append(
@@ -299,4 +314,15 @@ def show(args: argparse.Namespace) -> int:
     for problem in info.problems:
         lines.append(f"note:     {problem}")
     print("\n".join(one_line(line) for line in lines))
+    return 0
+
+
+def stop(args: argparse.Namespace) -> int:
+    """``runs stop ID``: the run cancelled on its back end (docs/runs.md, "Stopping a run")."""
+    info = _one(args)
+    done = remote.cancel(info, args.id)
+    if args.json:
+        print(json.dumps({"id": info.id, "stopped": done}))
+    else:
+        print(one_line(f"stopping {info.id}: {done}"))
     return 0

@@ -1,0 +1,115 @@
+"""The local launch's handle side: ``describe``, ``logs`` and ``cancel`` of a run from its
+:class:`~.base.Handle` alone (``runs`` calls them; ``LocalBackend`` delegates to them).
+
+A local run's truth is its record: ``status.json`` (the launcher's pid, its start time in clock ticks,
+its host; the exit code and reason once it ended) and ``logs/rank<R>.log``. Read with ``runs/read.py``'s
+readers (regular files only, capped); no Hydra, no third-party module, nothing that waits unbounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from .. import files
+from ..errors import UserError
+from ..runs import read
+from .base import Handle, State, Status
+
+BACKEND = "none"
+POLL_S = 0.1
+# runs/read.py's statuses -> the back-end vocabulary
+_STATES = {
+    read.RUNNING: State.RUNNING,
+    read.SUCCESS: State.SUCCEEDED,
+    read.FAILED: State.FAILED,
+    read.HANG: State.FAILED,
+    read.LOST: State.FAILED,
+    read.INTERRUPTED: State.STOPPED,
+    read.QUEUED: State.PENDING,
+}
+
+
+def handle(run_dir: str | Path, within: str | None = None) -> Handle | None:
+    """The handle of the local launch recorded in ``run_dir`` (its status.json), None without one."""
+    status = read._read_json(os.path.join(run_dir, read.STATUS), [], within)
+    pid = status.get("pid") if status else None
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    extra = {key: str(status[key]) for key in ("host", "pid_start") if status.get(key) is not None}
+    return Handle(BACKEND, str(pid), str(run_dir), extra)
+
+
+def _status(handle: Handle) -> tuple[dict | None, list[str]]:
+    problems: list[str] = []
+    return read._read_json(os.path.join(handle.run_dir, read.STATUS), problems, handle.run_dir), problems
+
+
+def describe(handle: Handle) -> Status:
+    """The run's state from its status.json (runs/read.py's reading: the launcher checked by pid and
+    start time, never by pid alone)."""
+    status, problems = _status(handle)
+    text = read.status_of(status, problems)
+    code = status.get("exit_code") if status else None
+    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+    detail = str(status.get("reason") or "") if status else "no status.json"
+    if problems:
+        detail = "; ".join([detail, *problems]) if detail else "; ".join(problems)
+    return Status(_STATES.get(text, State.UNKNOWN), detail or text, code)
+
+
+def _log(handle: Handle, rank: int) -> Path:
+    return Path(handle.run_dir) / "logs" / f"rank{rank}.log"
+
+
+def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+    """The lines of one rank's log (rank 0 by default); ``follow``: until the launch's record ends."""
+    path = _log(handle, 0 if rank is None else rank)
+    try:
+        stream = files.open_regular(path, handle.run_dir)
+    except OSError as err:
+        raise UserError(
+            "--rank", rank if rank is not None else 0, f"no readable log {path}: {err.strerror or err}"
+        ) from None
+    partial = b""
+    try:
+        while True:
+            data = stream.read(1 << 20)
+            if data:
+                *lines, partial = (partial + data).split(b"\n")
+                yield from (line.decode(errors="replace") + "\n" for line in lines)
+                continue
+            if not follow or describe(handle).state is not State.RUNNING:
+                break
+            time.sleep(POLL_S)
+        rest = stream.read()
+        *lines, partial = (partial + rest).split(b"\n")
+        yield from (line.decode(errors="replace") + "\n" for line in lines)
+        if partial:
+            yield partial.decode(errors="replace")
+    finally:
+        stream.close()
+
+
+def cancel(handle: Handle) -> None:
+    """Stop the launch as Ctrl+C does: SIGINT to its launcher, which stops its whole process group.
+    Only the launcher that opened the record is signalled (its pid *and* its recorded start time),
+    only on this host; a run that already ended is one UserError."""
+    status, problems = _status(handle)
+    if status is None:
+        raise UserError("id", handle.run_dir, "has no launcher record (status.json): nothing here to stop")
+    if status.get("exit_code") is not None:
+        raise UserError("id", handle.run_dir, f"already ended ({read.status_of(status, problems)}): nothing to stop")
+    alive = read.launcher_alive(status)
+    if alive is None:
+        raise UserError(
+            "id", handle.run_dir, f"was launched on {status.get('host')}: stop it there (this is {read.HOST})"
+        )
+    if not alive:
+        raise UserError("id", handle.run_dir, "already ended (lost: its launcher is gone): nothing to stop")
+    from ..run.process import procs
+
+    procs.kill([int(status["pid"])], signal.SIGINT)
