@@ -6,12 +6,13 @@ The package is laid out in the order a launch flows through it (README.md, "Layo
                                                               └──► slurm/   (submit=slurm)
                                                               └──► ray_submit/ (submit=ray)
                            sweep/: -m sweeps (per-job values, lanes, the parallel runner)
-                           record: the run directory
+                           record: the run record written (rundir: its names)
 
 Import rules (tests/test_layout.py checks them):
 
-- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses`` are leaves: any module may import
-  them, they import none of the rooms below.
+- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses``, ``files``, ``rundir`` (every path
+  of a run directory, and how a launch ended) are leaves: any module may import them, they import
+  none of the rooms below.
 - ``config/`` and the pure stages (``checks``, ``rendezvous``, ``plan``) never import ``run/``,
   ``sweep/``, ``slurm/``, ``record``, ``session`` or ``cli``.
 - ``run/`` (processes and signals) imports only the leaves and ``plan``'s data types;

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import names, record
+from launcher import names, record, rundir
 from launcher.run import worker
 
 PACKAGE = Path(__file__).resolve().parents[1] / "launcher"
@@ -22,6 +22,7 @@ LEAVES = {
     "launcher.addresses",
     "launcher.tables",
     "launcher.files",
+    "launcher.rundir",
 }
 LATER_STAGES = (
     "launcher.run",
@@ -111,13 +112,20 @@ def test_imports_point_one_way(module):
 
 @pytest.mark.parametrize(
     "module",
-    ["launcher.run.worker", "launcher.run.procs", "launcher.run.watchdog", "launcher.names", "launcher.run.beats"],
+    [
+        "launcher.run.worker",
+        "launcher.run.procs",
+        "launcher.run.watchdog",
+        "launcher.names",
+        "launcher.run.beats",
+        "launcher.rundir",
+    ],
 )
 def test_separate_programs_use_the_standard_library_only(module):
     """The rank wrapper runs under the user's interpreter (python=), which may not have the package;
     the watchdog runs with -S (no site-packages)."""
     allowed = (
-        {"launcher", "launcher.run", "launcher.names", "launcher.run.procs"}
+        {"launcher", "launcher.run", "launcher.names", "launcher.rundir", "launcher.run.procs"}
         if module != "launcher.run.worker"
         else set()
     )
@@ -139,3 +147,12 @@ def test_the_wrapper_writes_json_as_the_record_does(tmp_path):
     record.write_json(tmp_path / "b.json", data)
     assert json.loads((tmp_path / "a.json").read_text()) == json.loads((tmp_path / "b.json").read_text()) == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]  # no temporary file left
+
+
+def test_the_wrapper_names_rank_files_as_the_run_directory_does():
+    """run/worker.py spells the rank files itself (it cannot import the package): the names it writes
+    are launcher/rundir.py's."""
+    source = (PACKAGE / "run" / "worker.py").read_text()
+    for expr, name in (("rank", rundir.rank_log_name), ("ranks['rank']", rundir.exit_record_name)):
+        assert 'f"' + name(7).replace("7", "{" + expr + "}") + '"' in source, name(7)
+    assert 'f"' + rundir.beat_name(7).replace("7", "{ranks['rank']}") + '"' in source

@@ -34,6 +34,7 @@ from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import EXIT_USAGE, UserError
 from ..names import PROG, override_key, swept
 from ..probe import HostFacts
+from ..rundir import CONFIG, RunPaths, manifest_name
 from . import launch as k8s_launch
 from . import manifest
 from .env import PodTopology
@@ -220,7 +221,7 @@ def build(cfg: TrainConfig, composition: Composition, facts: HostFacts, now: dat
 
 
 def manifest_file(cfg: TrainConfig) -> str:
-    return f"{cfg.k8s.kind.value.lower()}.yaml"
+    return manifest_name(cfg.k8s.kind.value)
 
 
 def _kubectl(kubectl: str, args: Sequence[str], path: Path) -> subprocess.CompletedProcess:
@@ -283,7 +284,7 @@ def refuse_unwritable(run_dir: Path, manifest_name: str) -> None:
     """``run_dir=`` may name an existing directory: its manifest and config.yaml are written through
     (files.write_through), and one that is not a regular file (a FIFO: opening it would wait for a
     reader for good; /dev/null: kubectl would be given nothing) is refused before anything is written."""
-    for name in (manifest_name, "config.yaml"):
+    for name in (manifest_name, CONFIG):
         problem = files.refusal(run_dir / name, "run_dir")
         if problem is not None:
             raise UserError("run_dir", run_dir / name, problem.allowed, "choose another run_dir, or remove it")
@@ -324,7 +325,7 @@ def run(
         path = run_dir / manifest_file(cfg)
         refuse_unwritable(run_dir, path.name)
         files.write_through(path, text.encode(), "run_dir")
-        files.write_through(run_dir / "config.yaml", resolved_yaml().encode(), "run_dir")
+        files.write_through(RunPaths(run_dir).config, resolved_yaml().encode(), "run_dir")
         created = create(path)
     except UserError as err:
         if check_only:
@@ -334,7 +335,7 @@ def run(
             raise
         return EXIT_USAGE
     record.write_json(
-        run_dir / "submit.json",
+        RunPaths(run_dir).submit,
         {
             "kind": cfg.k8s.kind.value,
             "name": name,

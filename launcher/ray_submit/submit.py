@@ -26,10 +26,11 @@ from .. import record, tables
 from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..names import PROG, swept
+from ..rundir import RAY_JOB, RunPaths
 from . import spec as spec_mod
 from .spec import CREDENTIALS, shown_address
 
-RECORD = "ray_job.json"
+RECORD = RAY_JOB
 ADDRESS_VAR = "RAY_ADDRESS"  # Ray's own convention (its CLI reads it too)
 DRY_RUN = "dry run"
 EXTRA_HINT = "pip install 'train_multigpu[ray]' (the Job Submission API needs ray[default])"
@@ -275,7 +276,7 @@ class Submitter:
             missing = [p for p in (Path(planned_dir).parent, *Path(planned_dir).parent.parents) if not p.exists()]
             run_dir = str(make_run_dir(one, True))
             job = spec_mod.build(cfg, run_dir, order)
-            (Path(run_dir) / "config.yaml").write_text(resolved_yaml.replace(where, shown_address(where)))
+            RunPaths(run_dir).config.write_text(resolved_yaml.replace(where, shown_address(where)))
             if composed is not None:
                 record.write_json(Path(run_dir) / record.COMPOSITION, composed)
             try:

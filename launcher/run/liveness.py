@@ -61,13 +61,14 @@ from ..addresses import Endpoint
 from ..errors import UserError
 from ..names import PROG
 from ..plan import NodeWatch
+from ..rundir import Source
 from .failure import Failure
 
 EXIT_NODE_LOST = 125
 REASON = "node lost"
-SOURCE = "node liveness"  # Failure.source of a lost node
+SOURCE = Source.NODE_LIVENESS  # Failure.source of a lost node
 FAILED_REASON = "node failed"
-FAILED_SOURCE = "node failed"  # Failure.source of a node whose launch failed (its exit code is the launch's)
+FAILED_SOURCE = Source.NODE_FAILED  # Failure.source of a node whose launch failed (its exit code is the launch's)
 SOURCES = (SOURCE, FAILED_SOURCE)
 GREETING = f"{PROG}-nodes-3"  # the protocol's name and version, in the hello
 BEAT_EVERY_S = 1.0
@@ -77,7 +78,7 @@ GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
 MAX_LINE = 1024
 MAX_STRANGERS = 64  # (node 0) connections that have not said hello yet, kept at most (the oldest is closed)
-HANG_SOURCE = "node hang"  # Failure.source of a hang another node found: take this node's stacks
+HANG_SOURCE = Source.NODE_HANG  # Failure.source of a hang another node found: take this node's stacks
 EXIT_HANG = 124  # the hang's exit code (run/progress.py's; this module imports no monitor)
 STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,11 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..plan import LaunchPlan
+from ..rundir import PROGRESS, RANK_FILE, Source
 from . import beats, flight_recorder, logs, procs, stacks
 from .failure import Failure
 
 EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
-HANG_SOURCE = "hang"
+HANG_SOURCE = Source.HANG
 
 
 def hang_failure(
@@ -66,10 +66,9 @@ def hang_failure(
 
 
 HANG_REASON = "hang"
-PROGRESS_FILE = "progress.json"
+PROGRESS_FILE = PROGRESS  # in the log directory
 POLL_S = 1.0  # how often the files are looked at
 WRITE_S = 2.0  # how often progress.json is written
-RANK_FILE = re.compile(r"^rank(\d+)\.(log|beat)$")
 
 
 @dataclass

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ..rundir import STACKS, STACKS_SUMMARY
 from . import procs
 
 PY_SPY = "py-spy"
 DUMP_TIMEOUT_S = 10.0
-STACKS_DIR = "stacks"
-SUMMARY = "summary.txt"
+STACKS_DIR = STACKS
+SUMMARY = STACKS_SUMMARY
 HANG_SUFFIX = "_hang"
 INSTALL_HINT = "pip install py-spy (a dependency of train_multigpu: reinstall it)"
 PTRACE_HINT = (

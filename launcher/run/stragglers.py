@@ -18,7 +18,6 @@ not measured. ``launcher.straggler_factor=null`` turns it off (no file is looked
 from __future__ import annotations
 
 import os
-import re
 import statistics
 import time
 from collections import deque
@@ -26,13 +25,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..plan import LaunchPlan
+from ..rundir import BEAT_FILE
 from . import beats
 from .failure import Failure
 
 POLL_S = 1.0
 WINDOW = 5  # looks (a second apart) an iteration time is measured over
 MIN_ITERATIONS = 3  # a rank is measured once it has beaten over this many iterations
-BEAT_FILE = re.compile(r"^rank(\d+)\.beat$")
 
 
 def iteration_time(points: Sequence[tuple[float, int]]) -> float | None:

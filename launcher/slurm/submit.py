@@ -30,10 +30,11 @@ from ..config.schema import SlurmConfig, Topology, TrainConfig
 from ..errors import UserError
 from ..names import PROG, override_key, swept
 from ..probe import HostFacts
+from ..rundir import SBATCH, RunPaths, slurm_out_name
 from . import batch
 from .env import SlurmAllocation
 
-SCRIPT_NAME = "job.sbatch"
+SCRIPT_NAME = SBATCH
 # overrides the job must not inherit: it picks its own launcher, never submits, writes into run_dir
 _DROPPED = ("launcher", "submit", "dry_run", "run_dir")
 # Hydra flags that change which configs exist: the job needs them too
@@ -52,7 +53,7 @@ class Submission:
 
     @property
     def log(self) -> str:
-        return f"{self.run_dir}/slurm-{self.job_id or '%j'}.out"
+        return f"{self.run_dir}/{slurm_out_name(self.job_id)}"
 
 
 def job_overrides(overrides: Sequence[str], jax: bool, run_dir: str) -> list[str]:
@@ -124,7 +125,7 @@ def submit(
     path = run_dir / SCRIPT_NAME
     path.write_text(script)
     path.chmod(0o755)
-    (run_dir / "config.yaml").write_text(resolved_yaml)
+    RunPaths(run_dir).config.write_text(resolved_yaml)
     sbatch = shutil.which("sbatch")
     if sbatch is None:
         raise UserError(
@@ -146,7 +147,7 @@ def submit(
     job_id = out.stdout.strip().split(";")[0]
     submission = Submission(tuple(overrides), str(run_dir), job_id)
     record.write_json(
-        run_dir / "submit.json",
+        RunPaths(run_dir).submit,
         {"job_id": job_id, "script": str(path), "log": submission.log, "overrides": list(overrides)},
     )
     return submission
