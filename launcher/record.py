@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import __version__, files, secrets
 from .plan import LaunchPlan
-from .rundir import COMPOSITION, OUTCOME_KEY, Reason, RunPaths
+from .rundir import COMPOSITION, OUTCOME_KEY, Reason, RunPaths, node_name
 
 # what a composition notes besides what was typed (launcher/runs/again.py)
 RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
@@ -29,7 +29,7 @@ NOTES = (RERUN_OF, RESUMED_FROM, TRAINER_DIR)
 def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
     """``<date_time>[_<run_name>][_node<R>]`` for a run started now (node: a multi-node launch)."""
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return stamp + (f"_{run_name}" if run_name else "") + (f"_node{node_rank}" if node_rank is not None else "")
+    return stamp + (f"_{run_name}" if run_name else "") + (f"_{node_name(node_rank)}" if node_rank is not None else "")
 
 
 def create_run_dir(root: str, run_name: str | None, node_rank: int, multinode: bool) -> Path:

@@ -22,6 +22,7 @@ ends their records, and ``runs`` reads them all back without importing Hydra.
     <run_dir>/logs/rank<R>.beat    a rank's heartbeat (TRAIN_MULTIGPU_HEARTBEAT_FILE)
     <run_dir>/logs/progress.json   the hang watchdog's view of this node's ranks
     <run_dir>/restart<N>/          a requeued SLURM job's record; node<R>/ one node's (submit=slurm)
+    <run_root>/<stamp>[_<run_name>][_node<R>]/   a launch (record.run_dir_name); _node<R>: one node's
 
 ``run/worker.py`` runs under the user's interpreter without the package: it keeps its own copies of
 the rank file names (tests/test_layout.py checks them against these).
@@ -87,6 +88,11 @@ def exit_record_name(rank: int) -> str:
 
 def beat_name(rank: int) -> str:
     return f"{RANK_PREFIX}{rank}{BEAT_SUFFIX}"
+
+
+def stack_name(rank: int) -> str:
+    """A rank's stack in ``stacks/<stamp>/``: ``rank<R>.txt``."""
+    return f"{RANK_PREFIX}{rank}.txt"
 
 
 def restart_name(count: int) -> str:
