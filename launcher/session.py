@@ -146,7 +146,7 @@ class Session:
         if ended is Reason.FAIL_FAST_STOP:
             return lanes.FAIL_FAST_STOP
         if self.interrupted() is not None and ended is Reason.INTERRUPTED:
-            return "interrupted"
+            return lanes.INTERRUPTED
         return ""
 
     def sweep(self, points) -> int | None:
