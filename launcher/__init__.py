@@ -6,13 +6,14 @@ The package is laid out in the order a launch flows through it (README.md, "Layo
                                                               └──► slurm/   (submit=slurm)
                                                               └──► ray_submit/ (submit=ray)
                            sweep/: -m sweeps (per-job values, lanes, the parallel runner)
-                           record: the run directory
+                           record: the run record written (rundir: its names)
 
 Import rules (tests/test_layout.py checks them):
 
-- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses``, ``tables``, ``files``, ``facts``
-  are leaves: any module may import them, they import only each other. No import cycle anywhere
-  (lazy imports count): a shared name lives in a leaf.
+- ``errors``, ``names``, ``paths``, ``secrets``, ``addresses``, ``tables``, ``files``, ``facts``,
+  ``rundir`` (every path of a run directory, and how a launch ended) are leaves: any module may import
+  them, they import only each other. No import cycle anywhere (lazy imports count): a shared name
+  lives in a leaf.
 - ``config/`` and the pure stages (``checks``, ``rendezvous``, ``plan``) never import ``run/``,
   ``sweep/``, ``slurm/``, ``record``, ``session`` or ``cli``.
 - ``run/`` (processes and signals: the only code that starts, signals or kills a process or

@@ -1,12 +1,8 @@
-"""The run record: a directory per launch with what was run, how, and how it ended.
-
-<run_dir>/config.yaml    the resolved config
-<run_dir>/command.sh     the exact command(s), re-runnable
-<run_dir>/env.json       the environment variables the launcher added (secret values masked)
-<run_dir>/status.json    start and end time, exit code, reason, the failure (if any)
-<run_dir>/composition.json  what the user typed, secret values masked: enough to launch it again
-                         (``runs rerun``, ``runs resume``: launcher/runs/again.py)
-<run_dir>/logs/          rank<R>.log per rank, torchrun.log, rank<R>.exit.json per failed rank
+"""The run record: a directory per launch with what was run, how, and how it ended. Every name in
+it is launcher/rundir.py's (the run directory's one contract); this module writes the record:
+config.yaml, command.sh, env.json, composition.json (what the user typed, secret values masked: enough
+to launch it again, ``runs rerun``/``runs resume``: launcher/runs/again.py) and status.json (start and
+end time, exit code, the reason as text and as a :class:`~launcher.rundir.Reason`, the failure).
 """
 
 from __future__ import annotations
@@ -21,9 +17,8 @@ from pathlib import Path
 
 from . import __version__, files, secrets
 from .plan import LaunchPlan
+from .rundir import COMPOSITION, OUTCOME_KEY, Reason, RunPaths, node_name
 
-STATUS = "status.json"
-COMPOSITION = "composition.json"
 # what a composition notes besides what was typed (launcher/runs/again.py)
 RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
 # ... and a resumed run's trainer directory (where its training script continues: TRAIN_MULTIGPU_RUN_DIR)
@@ -34,7 +29,7 @@ NOTES = (RERUN_OF, RESUMED_FROM, TRAINER_DIR)
 def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
     """``<date_time>[_<run_name>][_node<R>]`` for a run started now (node: a multi-node launch)."""
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return stamp + (f"_{run_name}" if run_name else "") + (f"_node{node_rank}" if node_rank is not None else "")
+    return stamp + (f"_{run_name}" if run_name else "") + (f"_{node_name(node_rank)}" if node_rank is not None else "")
 
 
 def create_run_dir(root: str, run_name: str | None, node_rank: int, multinode: bool) -> Path:
@@ -133,18 +128,18 @@ def read_composition(run_dir: str | Path, within: str | Path | None = None) -> d
 
 
 def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None) -> float:
-    (run_dir / "config.yaml").write_text(resolved_yaml)
+    where = RunPaths(run_dir)
+    where.config.write_text(resolved_yaml)
     if composed is not None:
-        write_json(run_dir / COMPOSITION, composed)
-    script = run_dir / "command.sh"
-    script.write_text(command_script(plan))
-    script.chmod(0o755)
-    write_json(run_dir / "env.json", secrets.mask_env(plan.env))
+        write_json(where.composition, composed)
+    where.command.write_text(command_script(plan))
+    where.command.chmod(0o755)
+    write_json(where.env, secrets.mask_env(plan.env))
     started = time.time()
     pid = os.getpid()
     # pid + its start time (+ host): a reader tells a live launcher from a dead one whose pid was reused
     opened = {"started": _iso(started), "pid": pid, "pid_start": process_start(pid), "host": socket.gethostname()}
-    write_json(run_dir / STATUS, {**opened, "exit_code": None})
+    write_json(where.status, {**opened, "exit_code": None})
     return started
 
 
@@ -163,11 +158,14 @@ def write_end(
     run_dir: Path,
     started: float,
     exit_code: int,
-    reason: str = "",
+    reason: str,
+    outcome: Reason,
     failure: dict | None = None,
     stragglers: tuple[dict, ...] | list[dict] = (),
 ) -> None:
-    """``stragglers``: the ranks named slow (run/monitor/stragglers.py); the key is written only when there were any."""
+    """``reason``: how the launch ended, for people; ``outcome``: the same as a
+    :class:`~launcher.rundir.Reason`, what readers decide on. ``stragglers``: the ranks named slow
+    (run/monitor/stragglers.py); the key is written only when there were any."""
     ended = time.time()
     status = {
         "started": _iso(started),
@@ -175,11 +173,12 @@ def write_end(
         "duration_s": round(ended - started, 3),
         "exit_code": exit_code,
         "reason": reason,
+        OUTCOME_KEY: Reason(outcome).value,
         "failure": failure,
     }
     if stragglers:
         status["stragglers"] = list(stragglers)
-    write_json(run_dir / STATUS, status)
+    write_json(RunPaths(run_dir).status, status)
 
 
 # what status.json says when the launcher itself was killed (written by its watchdog)
@@ -209,6 +208,7 @@ def write_killed(status_path: str, launcher_pid: int) -> bool:
         reason=KILLED_REASON,
         failure=None,
     )
+    status[OUTCOME_KEY] = Reason.LAUNCHER_KILLED.value
     write_json(path, status)
     return True
 

@@ -33,6 +33,7 @@ from .errors import EXIT_USAGE, UserError
 from .k8s import launch as k8s_launch
 from .names import PROG, swept
 from .run.process.signals import Interrupts
+from .rundir import Reason, RunPaths, node_name
 from .slurm import launch as slurm_launch
 from .sweep import lanes
 
@@ -71,6 +72,7 @@ class Session:
     stop_sweep: bool = False
     interrupts: Interrupts | None = None  # a sweep's signal handling, from start to summary
     reason: str = ""  # how the last launch ended (supervise.Outcome.reason)
+    ended: Reason | None = None  # ... as a Reason (supervise.Outcome.ended): what the summary decides on
     checking: bool = False  # a sweep's first pass: every point is checked before any job starts
     submissions: list = field(default_factory=list)  # submit=slurm: one slurm.submit.Submission per job
     vault: secrets.Vault = field(default_factory=secrets.Vault)  # secret values Hydra never sees
@@ -97,7 +99,7 @@ class Session:
                 result.note = lanes.SKIPPED_FAIL_FAST
                 print(f"[{PROG}] job {job.num} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
                 return 0
-        self.run_dir, self.reason = "", ""
+        self.run_dir, self.reason, self.ended = "", "", None
         begin = time.monotonic()
         try:
             with self._user_hydra_full_error():
@@ -116,7 +118,7 @@ class Session:
                 result.note = lanes.DRY_RUN
                 return 0
             result.exit_code, result.duration_s = code, time.monotonic() - begin
-            result.note = self.note(self.reason)
+            result.note = self.note(self.ended)
             if code != 0 and self._fail_fast(dict_cfg):
                 self.stop_sweep = True
         self.exit_codes.append(code)
@@ -140,12 +142,12 @@ class Session:
         """The signal that interrupted this sweep, if one did."""
         return None if self.interrupts is None else self.interrupts.received
 
-    def note(self, reason: str) -> str:
+    def note(self, ended: Reason | None) -> str:
         """The summary's note on a job that ran: stopped by the sweep's signal, or by fail_fast."""
-        if reason == lanes.FAIL_FAST_STOP:
-            return reason
-        if self.interrupted() is not None and reason.startswith("stopped by "):
-            return "interrupted"
+        if ended is Reason.FAIL_FAST_STOP:
+            return lanes.FAIL_FAST_STOP
+        if self.interrupted() is not None and ended is Reason.INTERRUPTED:
+            return lanes.INTERRUPTED
         return ""
 
     def sweep(self, points) -> int | None:
@@ -258,7 +260,7 @@ class Session:
         # a parallel job's directory is made when it starts; a requeued SLURM job's record goes to restart<N>
         run_dir = _run_dir(cfg, create=slot is None, restart=slurm_launch.record_subdir(allocation))
         self.run_dir = str(run_dir)
-        logs = run_dir / "logs"
+        logs = RunPaths(run_dir).logs
         plan = supervise.prepare(
             lanes.bind(
                 plan_mod.build(
@@ -284,11 +286,17 @@ class Session:
         try:
             outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
         except UserError as err:  # nothing could be started (preflight looked first): the record says so
-            record.write_end(run_dir, started, EXIT_USAGE, f"not started: {err}")
+            record.write_end(run_dir, started, EXIT_USAGE, f"not started: {err}", Reason.NOT_STARTED)
             raise
-        self.reason = outcome.reason
+        self.reason, self.ended = outcome.reason, outcome.ended
         record.write_end(
-            run_dir, started, outcome.exit_code, outcome.reason, outcome.failure_record(), outcome.stragglers
+            run_dir,
+            started,
+            outcome.exit_code,
+            outcome.reason,
+            outcome.ended,
+            outcome.failure_record(),
+            outcome.stragglers,
         )
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(cfg, settled, outcome.port_in_use)))
@@ -533,7 +541,7 @@ def _run_dir(cfg: schema.TrainConfig, create: bool = True, restart: str = "") ->
     multinode = cfg.launcher.nnodes != "1"
     try:
         if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
-            path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
+            path = Path(cfg.run_dir) / restart / (node_name(cfg.launcher.node_rank) if multinode else "")
             if create:
                 path.mkdir(parents=True, exist_ok=True)
             return path.resolve()

@@ -81,7 +81,7 @@ def test_a_rank_stuck_before_the_collective_ends_the_launch_with_every_stack(tmp
     assert waits in summary and waits in err  # printed at the end of the launch too
     assert f"stacks: {capture}/rank<R>.txt" in err
     record = status(tmp_path)
-    assert record["exit_code"] == 124 and record["reason"] == "hang"
+    assert record["exit_code"] == 124 and record["reason"] == "hang" and record["outcome"] == "hang"
     assert record["failure"]["source"] == "hang" and record["failure"]["summary"] == summary.rstrip("\n")
     progress = json.loads((run / "logs" / "progress.json").read_text())
     assert progress["node"] == 0 and set(progress["ranks"]) == {"0", "1"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import names, record
+from launcher import names, record, rundir
 from launcher.run import worker
 
 PACKAGE = Path(__file__).resolve().parents[1] / "launcher"
@@ -23,6 +23,7 @@ LEAVES = {
     "launcher.tables",
     "launcher.files",
     "launcher.facts",
+    "launcher.rundir",
 }
 LATER_STAGES = (
     "launcher.run",
@@ -129,13 +130,21 @@ def test_imports_point_one_way(module):
         "launcher.run.watchdog",
         "launcher.names",
         "launcher.run.monitor.beats",
+        "launcher.rundir",
     ],
 )
 def test_separate_programs_use_the_standard_library_only(module):
     """The rank wrapper runs under the user's interpreter (python=), which may not have the package;
     the watchdog runs with -S (no site-packages)."""
     allowed = (
-        {"launcher", "launcher.run", "launcher.names", "launcher.run.process", "launcher.run.process.procs"}
+        {
+            "launcher",
+            "launcher.run",
+            "launcher.names",
+            "launcher.rundir",
+            "launcher.run.process",
+            "launcher.run.process.procs",
+        }
         if module != "launcher.run.worker"
         else set()
     )
@@ -438,3 +447,12 @@ def test_the_process_rule_sees_every_spelling(tmp_path):
         "subprocess.run handed on (call it, with a timeout)",
     }, found
     assert [line for line, what in process_calls(source) if what == "subprocess.run without a timeout"] == [10, 11]
+
+
+def test_the_wrapper_names_rank_files_as_the_run_directory_does():
+    """run/worker.py spells the rank files itself (it cannot import the package): the names it writes
+    are launcher/rundir.py's."""
+    source = (PACKAGE / "run" / "worker.py").read_text()
+    for expr, name in (("rank", rundir.rank_log_name), ("ranks['rank']", rundir.exit_record_name)):
+        assert 'f"' + name(7).replace("7", "{" + expr + "}") + '"' in source, name(7)
+    assert 'f"' + rundir.beat_name(7).replace("7", "{ranks['rank']}") + '"' in source

@@ -91,6 +91,7 @@ def _lost(proc, cwd: Path, node: int, address: str, why: str, started: float, lo
     assert f"[train_multigpu] exit code {NODE_LOST} (node lost)" in proc.out
     status = status_of(cwd)
     assert (status["exit_code"], status["reason"], status["failure"]["node"]) == (NODE_LOST, "node lost", node)
+    assert (status["outcome"], status["failure"]["source"]) == ("node_lost", "node liveness")
     assert low <= elapsed < TIMEOUT + SLACK, elapsed
     return elapsed
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from launcher import cli, record
+from launcher.rundir import RunPaths
 from launcher.runs import read
 from ports import free_port
 from supervise_util import env as launch_env
@@ -193,6 +194,31 @@ def test_each_launch_is_listed_with_its_status_and_exit_code(launches):
     assert table[0].split() == ["ID", "STARTED", "DURATION", "STATUS", "TOPOLOGY", "TASK", "EXIT", "RETURN", "SWEPT"]
     row = next(line for line in table if line.split()[0].endswith("_fail")).split()
     assert row[4:6] == ["failed", "single_node"] and row[6] == "1x2" and row[8] == "7"
+
+
+def test_status_json_says_how_each_launch_ended_as_an_outcome(launches):
+    """status.json's ``outcome`` (launcher/rundir.py's Reason), what ``runs`` decides on, beside the
+    reason text for people; and the files the readers look for, where RunPaths says they are."""
+    tmp, _ = launches
+    ended = {}
+    for name in ("ok", "fail", "int", "lost", "two_node0", "two_node1"):
+        status = json.loads(RunPaths(run_dir_of(tmp, name)).status.read_text())
+        ended[name] = (status["outcome"], status["reason"])
+    assert ended == {
+        "ok": ("succeeded", "success"),
+        "fail": ("failed", "rank failed"),
+        "int": ("interrupted", "stopped by SIGINT"),
+        "lost": ("launcher_killed", "launcher killed"),  # written by its watchdog
+        "two_node0": ("succeeded", "success"),
+        "two_node1": ("succeeded", "success"),
+    }
+    sweep_jobs = sorted((tmp / "runs" / "multirun").glob("*/*/status.json"))
+    assert [json.loads(p.read_text())["outcome"] for p in sweep_jobs] == ["succeeded", "succeeded"]
+    fail = RunPaths(run_dir_of(tmp, "fail"))
+    assert json.loads(fail.status.read_text())["failure"]["source"] == "exit record"
+    assert fail.exit_record(1).is_file() and fail.rank_log(1).is_file() and fail.torchrun_log.is_file()
+    interrupted = RunPaths(run_dir_of(tmp, "int"))  # looked at while it ran: its progress, its stacks
+    assert interrupted.progress.is_file() and interrupted.beat(0).is_file() and interrupted.stacks.is_dir()
 
 
 def test_a_running_launch_is_running_and_a_killed_one_lost(launches):

@@ -32,6 +32,7 @@ def test_normal_end_leaves_no_descendants_and_splits_logs(tmp_path, jax):
     # the console shows global rank 0 only
     assert "rank 0 done" in out and "rank 1 done" not in out
     assert status(tmp_path)["exit_code"] == 0 and status(tmp_path)["reason"] == "success"
+    assert status(tmp_path)["outcome"] == "succeeded"
 
 
 @pytest.mark.timeout(60)
@@ -59,7 +60,7 @@ def test_failed_rank_ends_launch_fast_with_its_exit_code(tmp_path, jax):
     assert "rank 1 failing with 7" in err  # the last lines of that rank's log
     assert "/logs/rank1.log" in err
     record = status(tmp_path)
-    assert record["exit_code"] == 7 and record["reason"] == "rank failed"
+    assert record["exit_code"] == 7 and record["reason"] == "rank failed" and record["outcome"] == "failed"
     assert record["failure"]["rank"] == 1 and record["failure"]["exit_code"] == 7
     assert record["failure"]["summary"].startswith("FAILED: node 0, rank 1 (local rank 1): exit code 7\n")
 
@@ -105,6 +106,7 @@ def test_signal_stops_everything_with_128_plus_n(tmp_path, signum, code, jax):
     assert returncode == code, err
     assert survivors(pids, settle=0) == []
     assert status(tmp_path)["reason"] == f"stopped by {signal.Signals(signum).name}"
+    assert status(tmp_path)["outcome"] == "interrupted"
 
 
 @pytest.mark.timeout(60)
@@ -160,8 +162,9 @@ def test_the_watchdog_records_the_end_of_a_killed_launcher(tmp_path, jax):
         time.sleep(0.1)
     record = status(tmp_path)
     assert record["exit_code"] == 137 and record["reason"] == "launcher killed", record
+    assert record["outcome"] == "launcher_killed"
     assert record["pid"] == proc.pid and record["failure"] is None and record["duration_s"] > 0
-    keys = {"started", "ended", "duration_s", "pid", "pid_start", "host", "exit_code", "reason", "failure"}
+    keys = {"started", "ended", "duration_s", "pid", "pid_start", "host", "exit_code", "reason", "outcome", "failure"}
     assert set(record) == keys  # pid_start, host: the open record's, kept (launcher/runs/read.py)
     assert survivors(pids, settle=5.0) == []
 

@@ -232,6 +232,7 @@ def test_two_launches_on_one_port_the_loser_gets_the_port_message(tmp_path, jax)
     assert out.strip().endswith(f"exit code 2 (port {port} in use); run directory: {run_dir(loser_dir)}")
     record = status(loser_dir)
     assert record["exit_code"] == 2 and record["reason"] == f"port {port} in use" and record["failure"] is None
+    assert record["outcome"] == "port_in_use"
     # torchrun's / gRPC's own words are kept in the logs
     log, words = ("rank0.log", "Failed to add port") if jax else ("torchrun.log", "EADDRINUSE")
     assert words in (run_dir(loser_dir) / "logs" / log).read_text()

@@ -263,7 +263,8 @@ def test_one_signal_stops_the_whole_sweep(tmp_path, signum, parallel):
         "130 (interrupted)" if signum == signal.SIGINT else "143 (interrupted)"
     ] * parallel + ["skipped (interrupted)"] * (3 - parallel), out
     for job in range(parallel):
-        assert sweep_status(out, job)["reason"] == f"stopped by {signal.Signals(signum).name}"
+        status = sweep_status(out, job)
+        assert (status["reason"], status["outcome"]) == (f"stopped by {signal.Signals(signum).name}", "interrupted")
     assert f"3 job(s): 0 succeeded, 0 failed, {parallel} stopped, {3 - parallel} skipped" in out
     assert "sweep.fail_fast" not in out + err
 
@@ -302,6 +303,7 @@ def test_parallel_fail_fast_exits_with_the_failure_and_marks_the_stopped_job(tmp
     assert [r[2] for r in summary_rows(out)] == ["stopped (sweep.fail_fast)", "3", "skipped (sweep.fail_fast)"]
     stopped = sweep_status(out, 0)
     assert stopped["reason"] == "stopped (sweep.fail_fast)" and stopped["failure"] is None
+    assert stopped["outcome"] == "fail_fast_stop" and sweep_status(out, 1)["outcome"] == "failed"
     assert "torchrun failed" not in out + err
     assert "3 job(s): 0 succeeded, 1 failed, 1 stopped, 1 skipped" in out
 

@@ -18,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..rundir import SUBMIT
+
 if TYPE_CHECKING:
     from ..config.schema import TrainConfig
     from ..secrets import Vault
 
-SUBMIT_RECORD = "submit.json"  # <run dir>/submit.json: the handle of a submitted run
+SUBMIT_RECORD = SUBMIT  # <run dir>/submit.json: the handle of a submitted run
 FORMAT = 2  # submit.json's format; format 1 (no "format" key) was SLURM's job_id record
 DRY_RUN = "dry run"  # a sweep summary's note on a point that was only shown
 

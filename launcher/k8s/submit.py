@@ -36,6 +36,7 @@ from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import UserError
 from ..facts import HostFacts
 from ..names import PROG, override_key, swept
+from ..rundir import CONFIG, manifest_name
 from . import kubectl, manifest
 from . import launch as k8s_launch
 from .env import PodTopology
@@ -226,7 +227,7 @@ def build(
 
 
 def manifest_file(cfg: TrainConfig) -> str:
-    return f"{cfg.k8s.kind.value.lower()}.yaml"
+    return manifest_name(cfg.k8s.kind.value)
 
 
 def create(path: Path) -> tuple[str, str]:
@@ -256,7 +257,7 @@ def refuse_unwritable(run_dir: Path, manifest_name: str) -> None:
     """``run_dir=`` may name an existing directory: its manifest and config.yaml are written through
     (files.write_through), and one that is not a regular file (a FIFO: opening it would wait for a
     reader for good; /dev/null: kubectl would be given nothing) is refused before anything is written."""
-    for name in (manifest_name, "config.yaml"):
+    for name in (manifest_name, CONFIG):
         problem = files.refusal(run_dir / name, "run_dir")
         if problem is not None:
             raise UserError("run_dir", run_dir / name, problem.allowed, "choose another run_dir, or remove it")

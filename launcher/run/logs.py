@@ -21,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-RANK_LOG = re.compile(r"^rank(\d+)\.log$")
-TORCHRUN_LOG = "torchrun.log"
+from ..rundir import RANK_LOG, rank_log_name
+from ..rundir import TORCHRUN_LOG as TORCHRUN_LOG  # (logs.TORCHRUN_LOG: detect, group, causes)
+
 POLL_S = 0.02
 # a progress line: the bundled trainers' per-iteration line (examples/trainers/trainer_outputs.py)
 PROGRESS = re.compile(rb"^\[iter +\d+/\d+\] ")
@@ -30,7 +31,7 @@ _PROGRESS_HEAD = b"[iter "
 
 
 def rank_log(log_dir: Path, rank: int) -> Path:
-    return log_dir / f"rank{rank}.log"
+    return log_dir / rank_log_name(rank)
 
 
 def last_lines(path: Path, count: int = 20, max_bytes: int = 64 * 1024) -> list[str]:

@@ -72,6 +72,7 @@ from typing import IO
 from .. import paths
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
+from ..rundir import Reason
 from .console import Console
 from .monitor import liveness
 from .monitor.observer import Observer
@@ -94,7 +95,8 @@ EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, no
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
-    reason: str
+    reason: str  # for people ("stopped by SIGINT", "port 29500 in use")
+    ended: Reason  # for readers: status.json's outcome
     failure: Failure | None = None
     summary: str = ""  # the failure summary as printed
     port_in_use: int | None = None  # torchrun found this port taken (the CLI names the key)
@@ -281,16 +283,19 @@ class Supervisor:
 
     def _outcome(self) -> Outcome:
         if self.failure is not None and self.failure.source in liveness.SOURCES:
-            reason = liveness.REASON if self.failure.source == liveness.SOURCE else liveness.FAILED_REASON
-            return Outcome(self.failure.exit_code, reason, self.failure)
+            lost = self.failure.source == liveness.SOURCE
+            reason, ended = (
+                (liveness.REASON, Reason.NODE_LOST) if lost else (liveness.FAILED_REASON, Reason.NODE_FAILED)
+            )
+            return Outcome(self.failure.exit_code, reason, ended, self.failure)
         if self.failure is not None and self.failure.source == HANG_SOURCE:
-            return Outcome(EXIT_HANG, HANG_REASON, self.failure, summary=self.progress.summary)
+            return Outcome(EXIT_HANG, HANG_REASON, Reason.HANG, self.failure, summary=self.progress.summary)
         if self.failure is not None and (self.failure.rank is None or not self.detector.torchrun):
             if self.detector.torchrun:  # torchrun has exited: its last lines are on their way to the log
                 self.group.join_pumps()
             port = self.detector.port_in_use(self.failure)
             if port is not None:
-                return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", port_in_use=port)
+                return Outcome(EXIT_PORT_IN_USE, f"port {port} in use", Reason.PORT_IN_USE, port_in_use=port)
         if self.failure is not None:
             reason = "rank failed" if self.failure.rank is not None else "torchrun failed"
             context = causes.Context(
@@ -302,13 +307,13 @@ class Supervisor:
                 self.plan.nproc_per_node,
                 gpu=self.plan.device == "cuda",
             )
-            return Outcome(self.failure.exit_code, reason, self.failure, context=context)
+            return Outcome(self.failure.exit_code, reason, Reason.FAILED, self.failure, context=context)
         if self.signal_received is not None:
             name = signal.Signals(self.signal_received).name
-            return Outcome(128 + self.signal_received, f"stopped by {name}")
+            return Outcome(128 + self.signal_received, f"stopped by {name}", Reason.INTERRUPTED)
         if self.halted is not None:
-            return Outcome(128 + signal.SIGTERM, self.halted, halted=True)
-        return Outcome(0, "success")
+            return Outcome(128 + signal.SIGTERM, self.halted, Reason.FAIL_FAST_STOP, halted=True)
+        return Outcome(0, "success", Reason.SUCCEEDED)
 
     def close(self) -> None:
         self.progress.close()

@@ -31,7 +31,8 @@ from pathlib import Path
 from .. import files, record, secrets
 from ..errors import UserError
 from ..names import RUN_DIR_VAR, override_key
-from ..record import COMPOSITION, RERUN_OF, RESUMED_FROM, TRAINER_DIR
+from ..record import RERUN_OF, RESUMED_FROM, TRAINER_DIR
+from ..rundir import COMPOSITION, RunPaths
 from . import read
 
 RESUME_ARGS = "resume_args"  # what launch_line's ``again`` carries for the session (not recorded)
@@ -134,7 +135,7 @@ def recorded(run_dir: Path, ident: str) -> dict:
             "id",
             ident,
             f"its record has no {COMPOSITION} (launched by an older train_multigpu, or never started)",
-            f"its command.sh re-runs the launch: {run_dir / 'command.sh'}",
+            f"its command.sh re-runs the launch: {RunPaths(run_dir).command}",
         ) from None
     except OSError as err:
         why = err.strerror or err
@@ -178,7 +179,7 @@ def trainer_dir_of(run_dir: Path, composition: dict) -> str:
     if isinstance(composition.get(TRAINER_DIR), str):
         return composition[TRAINER_DIR]
     with contextlib.suppress(OSError, AttributeError):
-        value = files.read_json(run_dir / "env.json", files.JSON_MAX).get(RUN_DIR_VAR)
+        value = files.read_json(RunPaths(run_dir).env, files.JSON_MAX).get(RUN_DIR_VAR)
         if isinstance(value, str) and value and "\0" not in value:
             return value
     return str(run_dir)
@@ -194,7 +195,7 @@ def latest_checkpoint(trainer_dir: Path) -> Path | None:
 
 def _profile_and_library(run_dir: Path) -> tuple[str | None, str | None]:
     try:
-        text = files.read_text(run_dir / "config.yaml", files.CONFIG_MAX)
+        text = files.read_text(RunPaths(run_dir).config, files.CONFIG_MAX)
     except OSError:
         return None, None
     values = read.config_values(text, {"profile.name", "rl_library.name"})
@@ -204,7 +205,7 @@ def _profile_and_library(run_dir: Path) -> tuple[str | None, str | None]:
 def _rank0_log(run_dir: Path) -> str:
     """The head of rank 0's log (Isaac Lab says where it logs as it starts)."""
     with contextlib.suppress(OSError):
-        return files.read_head(run_dir / "logs" / "rank0.log", files.TEXT_MAX)
+        return files.read_head(RunPaths(run_dir).rank_log(0), files.TEXT_MAX)
     return ""
 
 

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from .. import files
+from ..rundir import CONFIG
 from .read import RunInfo, config_values
 
 # keys that differ between any two launches, or that the launcher fills in: not a choice
@@ -81,7 +82,7 @@ def _defaults(profile: str | None) -> tuple[dict, str]:
 
 def differences(info: RunInfo) -> tuple[dict[str, tuple[str, str]], str]:
     """``{key: (default, recorded)}`` for every key whose recorded value is not the default."""
-    path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / "config.yaml"
+    path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / CONFIG
     try:
         text = files.read_text(path, files.CONFIG_MAX, info.within)
     except FileNotFoundError:

@@ -12,19 +12,17 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 
 from .. import files
 from ..errors import UserError
+from ..rundir import BEAT_FILE as BEAT
+from ..rundir import LOGS, PROGRESS, STACKS, STACKS_SUMMARY
 from . import read
 
-PROGRESS = "progress.json"
-BEAT = re.compile(r"^rank(\d+)\.beat$")
 STALL_S = 60.0  # beat files only: a rank whose last beat is older than this is shown as stalled
-STACKS = "stacks"
 STACK_SIGNAL = signal.SIGUSR2
 
 
@@ -87,7 +85,7 @@ def progress(info: read.RunInfo, dirs: list[Path] | None = None) -> dict | None:
     merged: dict | None = None
     now = time.time()
     for directory in dirs or info.record_dirs or [info.run_dir]:
-        log_dir = Path(directory) / "logs"
+        log_dir = Path(directory) / LOGS
         data = read._read_json(log_dir / PROGRESS, [], info.within, files.PROGRESS_MAX)
         part = _from_progress(data) if data is not None else _from_beats(log_dir, now, info.within)
         if not part["ranks"] and data is None:
@@ -187,7 +185,7 @@ def stacks(args: argparse.Namespace) -> int:
                 print(json.dumps({"id": info.id, "stacks": str(where), "files": names}, indent=2))
             else:
                 print(f"stacks: {where}")
-                summary = where / "summary.txt"
+                summary = where / STACKS_SUMMARY
                 with contextlib.suppress(OSError):
                     print(files.read_text(summary, files.TEXT_MAX, info.within), end="")
             return 0

@@ -19,9 +19,9 @@ from typing import IO
 from .. import files
 from ..errors import UserError, one_line
 from ..names import PROG
+from ..rundir import CONFIG, LOGS, RANK_LOG
 from . import read, remote
 
-RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 POLL_S = 0.1
 CHUNK = 1 << 20  # bytes read from one log at a time (a log of any size is copied, never held whole)
 LINE_MAX = 64 << 10  # a "line" longer than this (no newline in sight) is cut: prefixed output stays bounded
@@ -35,13 +35,13 @@ def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
     for position, directory in enumerate(dirs):
         node = _node_of(directory, position, info.within)
         try:
-            names = [p.name for p in (directory / "logs").iterdir()]
+            names = [p.name for p in (directory / LOGS).iterdir()]
         except OSError:
             continue
         for name in names:
             match = RANK_LOG.match(name)
             if match:
-                found.setdefault(int(match.group(1)), (node, directory / "logs" / name))
+                found.setdefault(int(match.group(1)), (node, directory / LOGS / name))
     return dict(sorted(found.items()))
 
 
@@ -54,10 +54,10 @@ def record_dirs(info: read.RunInfo, root: Path) -> list[Path]:
 
 
 def _node_of(directory: Path, position: int, within: str | None = None) -> int:
-    match = re.search(r"node([0-9]{1,9})(-\d+)?$", directory.name)
+    match = re.search(r"node([0-9]{1,9})(-\d+)?$", directory.name)  # <stamp>_node<R>[-n], node<R>
     if match:
         return int(match.group(1))
-    text = _text(directory / "config.yaml", within)
+    text = _text(directory / CONFIG, within)
     node_rank = read.small_int(read.config_values(text, {"launcher.node_rank"}).get("launcher.node_rank"))
     return node_rank if node_rank is not None else position
 

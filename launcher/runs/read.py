@@ -28,16 +28,27 @@ from .. import files
 from ..backends.base import Handle
 from ..errors import UserError
 from ..names import swept
-from ..record import COMPOSITION, KILLED_REASON, STATUS, TRAINER_DIR, process_start, read_composition
+from ..record import TRAINER_DIR, process_start, read_composition
+from ..rundir import (
+    COMMAND,
+    COMPOSITION,
+    CONFIG,
+    LOGS,
+    METRICS,
+    MULTIRUN,
+    NODE_DIR,
+    RAY_JOB,
+    RESTART_DIR,
+    RUN_INFO,
+    STATUS,
+    SUBMIT,
+    Reason,
+    reason_of,
+)
 
-SUBMIT = "submit.json"  # a back end's submit writes it: the run's Handle (backends/base.py)
-RAY_JOB = "ray_job.json"  # the Ray submitter's older record
-MULTIRUN = "multirun"
-RECORD_FILES = (STATUS, "config.yaml", "command.sh", SUBMIT, "logs")
+RECORD_FILES = (STATUS, CONFIG, COMMAND, SUBMIT, LOGS)
 STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})_(\d{2})-(\d{2})-(\d{2})")
 NODE_SUFFIX = re.compile(r"^(.+)_node(\d+)(-\d+)?$")
-NODE_DIR = re.compile(r"^node(\d+)$")
-RESTART_DIR = re.compile(r"^restart(\d+)$")
 LAST = "last"
 
 # statuses (docs/runs.md); "?" when the record does not say
@@ -323,16 +334,17 @@ def status_of(status: dict | None, problems: list[str]) -> str:
             problems.append(f"launched on {status.get('host')}: cannot check from {HOST} whether it still runs")
             return UNKNOWN
         return RUNNING if alive else LOST
-    reason = str(status.get("reason") or "")
-    if reason == "success" or (not reason and code == 0):
-        return SUCCESS
-    if reason == KILLED_REASON:
-        return LOST
-    if reason == "hang":
-        return HANG
-    if reason.startswith("stopped") or reason.startswith("skipped"):
-        return INTERRUPTED
-    return SUCCESS if code == 0 else FAILED
+    return _STATUS_OF.get(reason_of(status), FAILED)
+
+
+# how a launch ended (status.json's outcome, or an older record's reason: rundir.reason_of) -> its status
+_STATUS_OF = {
+    Reason.SUCCEEDED: SUCCESS,
+    Reason.LAUNCHER_KILLED: LOST,
+    Reason.HANG: HANG,
+    Reason.INTERRUPTED: INTERRUPTED,
+    Reason.FAIL_FAST_STOP: INTERRUPTED,
+}
 
 
 def _failure(data) -> dict | None:
@@ -378,12 +390,12 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
 
 def _apply_config(info: RunInfo, directory: str | Path) -> None:
     try:
-        text = files.read_text(os.path.join(directory, "config.yaml"), files.CONFIG_MAX, info.within)
+        text = files.read_text(os.path.join(directory, CONFIG), files.CONFIG_MAX, info.within)
     except FileNotFoundError:
-        info.problems.append("config.yaml: missing")
+        info.problems.append(f"{CONFIG}: missing")
         return
     except OSError as err:
-        info.problems.append(f"config.yaml: {err.strerror or err}")
+        info.problems.append(f"{CONFIG}: {err.strerror or err}")
         return
     values = config_values(text)
     info.topology = values.get("launcher.topology")
@@ -397,7 +409,7 @@ def _apply_config(info: RunInfo, directory: str | Path) -> None:
     endpoint = [values.get(f"launcher.{key}") for key in ("rdzv_endpoint", "coordinator_address", "master_addr")]
     info.endpoint = " ".join(str(value) for value in [*endpoint, values.get("launcher.master_port")])
     if info.topology is None:
-        info.problems.append("config.yaml: no launcher.topology")
+        info.problems.append(f"{CONFIG}: no launcher.topology")
 
 
 def _resumed_in(path: str, within: str) -> str | None:
@@ -436,25 +448,25 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
         status = _read_json(os.path.join(path, STATUS), info.problems, within) if STATUS in names else None
         _apply_status(info, status)
         if STATUS not in names:
-            info.problems.append("status.json: missing (the launch never started, or the directory is not a run's)")
+            info.problems.append(f"{STATUS}: missing (the launch never started, or the directory is not a run's)")
         _apply_config(info, path)
     if info.nproc_per_node is not None and small_int(info.nproc_per_node) is None:
-        command = os.path.join(info.record_dirs[0], "command.sh") if info.record_dirs else None
+        command = os.path.join(info.record_dirs[0], COMMAND) if info.record_dirs else None
         counted = _ranks_from_command(command, within) if command else None
         info.nproc_per_node = counted or info.nproc_per_node
     info.trainer_dir, trained = path, names
-    if "metrics.csv" not in names and "run_info.json" not in names and COMPOSITION in names:
+    if METRICS not in names and RUN_INFO not in names and COMPOSITION in names:
         info.trainer_dir = _resumed_in(path, within) or path  # `runs resume`: the trainer went on in the resumed run
         if info.trainer_dir != path:
             try:
                 trained = set(os.listdir(info.trainer_dir))
             except OSError:
                 trained = set()
-    if info.task is None and "run_info.json" in trained:  # the bundled trainers' resolved arguments
-        trainer = _read_json(os.path.join(info.trainer_dir, "run_info.json"), [], within)
+    if info.task is None and RUN_INFO in trained:  # the bundled trainers' resolved arguments
+        trainer = _read_json(os.path.join(info.trainer_dir, RUN_INFO), [], within)
         info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
-    if "metrics.csv" in trained:
-        info.last_return = last_return(os.path.join(info.trainer_dir, "metrics.csv"), within)
+    if METRICS in trained:
+        info.last_return = last_return(os.path.join(info.trainer_dir, METRICS), within)
     info.start_time = _iso_time(info.started) or _stamp_time(os.path.basename(path))
     if info.start_time is None:
         try:
@@ -529,7 +541,7 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
         _apply_status(node, _read_json(path / STATUS, info.problems, info.within))
         statuses.append(node)
     # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
-    _apply_config(info, records[0] if records and (records[0] / "config.yaml").exists() else run_dir)
+    _apply_config(info, records[0] if records and (records[0] / CONFIG).exists() else run_dir)
     if not statuses:
         info.status = SUBMITTED
         return

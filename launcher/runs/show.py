@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import files, record
 from ..errors import one_line
+from ..rundir import COMMAND, EVALUATION, LOGS, METRICS, STACKS
 from ..tables import table
 from . import chosen, live, read, remote
 from .logs import record_dirs
@@ -173,7 +174,7 @@ def where(info: RunInfo) -> dict[str, str | None]:
     """Where a run's outputs are (None: not there)."""
     run_dir = Path(info.run_dir)
     found: dict[str, str | None] = {}
-    logs = [Path(d) / "logs" for d in info.record_dirs] or [run_dir / "logs"]
+    logs = [Path(d) / LOGS for d in info.record_dirs] or [run_dir / LOGS]
     found["logs"] = ", ".join(str(p) for p in logs if p.is_dir()) or None
     trained = Path(info.trainer_dir or run_dir)  # a resumed run's trainer wrote into the run it resumed
     checkpoints = trained / "checkpoints"
@@ -182,11 +183,11 @@ def where(info: RunInfo) -> dict[str, str | None]:
     for key, name in (
         ("tensorboard", "tensorboard"),
         ("learning_curve", "learning_curve.png"),
-        ("metrics", "metrics.csv"),
-        ("evaluation", "evaluation.json"),
+        ("metrics", METRICS),
+        ("evaluation", EVALUATION),
     ):
         found[key] = str(trained / name) if (trained / name).exists() else None
-    found["stacks"] = str(run_dir / "stacks") if (run_dir / "stacks").exists() else None
+    found["stacks"] = str(run_dir / STACKS) if (run_dir / STACKS).exists() else None
     if info.slurm and info.slurm.get("log"):
         found["slurm_log"] = str(info.slurm["log"])
     return found
@@ -194,7 +195,7 @@ def where(info: RunInfo) -> dict[str, str | None]:
 
 def command_lines(info: RunInfo) -> list[str]:
     """command.sh without its header and its exports: the launch's command(s)."""
-    path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / "command.sh"
+    path = Path(info.record_dirs[0] if info.record_dirs else info.run_dir) / COMMAND
     try:
         lines = files.read_text(path, files.TEXT_MAX, info.within).splitlines()
     except OSError:

@@ -34,6 +34,7 @@ from .. import allocation as common
 from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..facts import HostFacts
+from ..rundir import restart_name
 from .env import NotInAllocationError, SlurmAllocation, SlurmEnvError
 
 PORT_BASE = 20000
@@ -138,7 +139,7 @@ def record_subdir(alloc: SlurmAllocation | None) -> str:
     >>> record_subdir(None), record_subdir(SlurmAllocation.from_env(env))
     ('', 'restart2')
     """
-    return f"restart{alloc.restart_count}" if alloc is not None and alloc.restart_count > 0 else ""
+    return restart_name(alloc.restart_count) if alloc is not None and alloc.restart_count > 0 else ""
 
 
 def describe(alloc: SlurmAllocation) -> str:

@@ -22,9 +22,10 @@ from ..config.schema import SlurmConfig
 from ..errors import UserError
 from ..facts import HostFacts
 from ..names import PROG, override_key, swept
+from ..rundir import SBATCH, slurm_out_name
 from .env import SlurmAllocation
 
-SCRIPT_NAME = "job.sbatch"
+SCRIPT_NAME = SBATCH
 # overrides the job must not inherit: it picks its own launcher, never submits, writes into run_dir
 _DROPPED = ("launcher", "submit", "dry_run", "run_dir")
 # Hydra flags that change which configs exist: the job needs them too
@@ -43,7 +44,7 @@ class Submission:
 
     @property
     def log(self) -> str:
-        return f"{self.run_dir}/slurm-{self.job_id or '%j'}.out"
+        return f"{self.run_dir}/{slurm_out_name(self.job_id)}"
 
 
 def job_overrides(overrides: Sequence[str], jax: bool, run_dir: str) -> list[str]:

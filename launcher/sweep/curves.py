@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import files
+from ..rundir import METRICS
 
-METRICS = "metrics.csv"
 PNG = "learning_curves.png"
 DESCRIPTION = "Description"  # the PNG text chunk that holds the curves' data (curves_in_png)
 

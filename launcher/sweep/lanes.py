@@ -170,6 +170,7 @@ def distinct_port(pick: Callable[[], int], taken: set[int]) -> int:
 
 # the summary's notes on jobs a sweep stopped or never started
 FAIL_FAST_STOP = "stopped (sweep.fail_fast)"
+INTERRUPTED = "interrupted"  # a job that ran, stopped by the sweep's signal
 SKIPPED_FAIL_FAST = "skipped (sweep.fail_fast)"
 SKIPPED_INTERRUPTED = "skipped (interrupted)"
 DRY_RUN = "dry run"
@@ -182,7 +183,7 @@ def kind(result: JobResult) -> str:
         return DRY_RUN
     if result.exit_code is None:
         return "skipped"
-    if result.note == "interrupted" or result.note.startswith("stopped"):
+    if result.note in (INTERRUPTED, FAIL_FAST_STOP):
         return "stopped"
     return "succeeded" if result.exit_code == 0 else "failed"
 
@@ -193,7 +194,7 @@ def summary(results: Sequence[JobResult]) -> str:
     results = sorted(results, key=lambda r: r.num)
     own = dict(zip((r.num for r in results), swept([r.overrides for r in results])))
     for r in results:
-        if r.exit_code is None or r.note.startswith("stopped"):
+        if r.exit_code is None or r.note == FAIL_FAST_STOP:
             exit_text = r.note
         else:
             exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")

@@ -24,6 +24,7 @@ from ..plan import LaunchPlan
 from ..run.process import procs
 from ..run.process.signals import Interrupts
 from ..run.supervise import POLL_S, Outcome, Supervisor, summarised
+from ..rundir import Reason, RunPaths
 from .lanes import FAIL_FAST_STOP, SKIPPED_FAIL_FAST, SKIPPED_INTERRUPTED, JobResult, Slot
 
 
@@ -44,11 +45,11 @@ def run_queued(
     results: list[JobResult],
     fail_fast: bool,
     interrupts: Interrupts | None,
-    note: Callable[[str], str],
+    note: Callable[[Reason], str],
 ) -> list[int]:
     """Run the planned jobs lane by lane; fill in their results; return the exit codes of the jobs
-    that ran, in the order they ended (the first failure first). ``note(reason)``: the
-    summary's note on a job that ran."""
+    that ran, in the order they ended (the first failure first). ``note(ended)``: the
+    summary's note on a job that ran (``ended``: its :class:`~launcher.rundir.Reason`)."""
     by_num = {r.num: r for r in results}
     lanes: dict[int, list[int]] = {}
     for index, job in enumerate(queued):
@@ -58,17 +59,25 @@ def run_queued(
 
     def on_start(index: int) -> None:
         job = queued[index]
-        (job.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        RunPaths(job.run_dir).logs.mkdir(parents=True, exist_ok=True)
         starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan, job.composition)
         by_num[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
 
     def on_end(index: int, outcome: Outcome) -> None:
         job, code = queued[index], outcome.exit_code
-        record.write_end(job.run_dir, starts[index], code, outcome.reason, outcome.failure_record(), outcome.stragglers)
+        record.write_end(
+            job.run_dir,
+            starts[index],
+            code,
+            outcome.reason,
+            outcome.ended,
+            outcome.failure_record(),
+            outcome.stragglers,
+        )
         result = by_num[job.num]
         result.exit_code, result.duration_s = code, time.time() - starts[index]
-        result.note = note(outcome.reason)
+        result.note = note(outcome.ended)
         if not outcome.halted:  # in the order the jobs end: the exit code is the first failure's
             codes.append(code)
         print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
@@ -76,7 +85,7 @@ def run_queued(
     def on_skip(index: int, reason: str) -> None:
         by_num[queued[index].num].note = reason
 
-    jobs = [(job.plan, job.run_dir / "logs", job.slot.cpus) for job in queued]
+    jobs = [(job.plan, RunPaths(job.run_dir).logs, job.slot.cpus) for job in queued]
     run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end, interrupts, on_skip)
     return codes
 
@@ -125,7 +134,7 @@ def run_many(
                 outcome = supervisor.wait()
             except UserError as err:  # the program could not be started
                 print(f"[{PROG}] job {index}: {err}", file=sys.stderr, flush=True)
-                outcome = Outcome(127, "could not start")
+                outcome = Outcome(127, "could not start", Reason.NOT_STARTED)
             finally:
                 hub.detach(supervisor)
                 supervisor.close()

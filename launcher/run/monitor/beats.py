@@ -20,7 +20,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-BEAT_SUFFIX = ".beat"
+from ...rundir import beat_name
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Beat:
 
 def beat_file(log_dir: Path | str, rank: int) -> Path:
     """``<log_dir>/rank<R>.beat``."""
-    return Path(log_dir) / f"rank{rank}{BEAT_SUFFIX}"
+    return Path(log_dir) / beat_name(rank)
 
 
 def parse(text: str) -> tuple[int | None, int | None]:

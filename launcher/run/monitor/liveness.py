@@ -62,15 +62,16 @@ from ...addresses import Endpoint
 from ...errors import UserError
 from ...names import PROG
 from ...plan import NodeWatch
+from ...rundir import Source
 from ..postmortem.failure import Failure
 from . import liveness_wire as wire
 from .liveness_wire import GREETING
 
 EXIT_NODE_LOST = 125
 REASON = "node lost"
-SOURCE = "node liveness"  # Failure.source of a lost node
+SOURCE = Source.NODE_LIVENESS  # Failure.source of a lost node
 FAILED_REASON = "node failed"
-FAILED_SOURCE = "node failed"  # Failure.source of a node whose launch failed (its exit code is the launch's)
+FAILED_SOURCE = Source.NODE_FAILED  # Failure.source of a node whose launch failed (its exit code is the launch's)
 SOURCES = (SOURCE, FAILED_SOURCE)
 BEAT_EVERY_S = 1.0
 CONNECT_TIMEOUT_S = 2.0
@@ -78,7 +79,7 @@ RETRY_S = 0.5
 GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close after our bye
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
 MAX_STRANGERS = 64  # (node 0) connections that have not said hello yet, kept at most (the oldest is closed)
-HANG_SOURCE = "node hang"  # Failure.source of a hang another node found: take this node's stacks
+HANG_SOURCE = Source.NODE_HANG  # Failure.source of a hang another node found: take this node's stacks
 EXIT_HANG = 124  # the hang's exit code (run/monitor/progress.py's; this module imports no monitor)
 STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
 

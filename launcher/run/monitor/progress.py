@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...plan import LaunchPlan
+from ...rundir import PROGRESS, Source
 from .. import logs
 from ..postmortem import flight_recorder, stacks
 from ..postmortem.failure import Failure
@@ -49,7 +50,7 @@ from ..process import procs
 from .observer import Observer, RankSeen, Snapshot
 
 EXIT_HANG = 124  # as timeout(1): the launch ran past a limit (docs/hangs.md)
-HANG_SOURCE = "hang"
+HANG_SOURCE = Source.HANG
 
 
 def hang_failure(
@@ -69,7 +70,7 @@ def hang_failure(
 
 
 HANG_REASON = "hang"
-PROGRESS_FILE = "progress.json"
+PROGRESS_FILE = PROGRESS  # in the log directory
 WRITE_S = 2.0  # how often progress.json is written
 
 

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ...rundir import Source, exit_record_name
 from .. import logs
 from . import flight_recorder, oom
 from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
@@ -144,8 +145,8 @@ SIGNAL_FIX = {
 }
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 # the failures a rank's own end shows (run/postmortem/detect.py); a hang or a lost node has its own summary
-DIAGNOSED_SOURCES = ("exit record", "torchrun report", "exit status")
-GONE = "gone without an exit record"
+DIAGNOSED_SOURCES = (Source.EXIT_RECORD, Source.TORCHRUN_REPORT, Source.EXIT_STATUS)
+GONE = Source.GONE
 OOM_FIX = (
     "the node ran out of host memory: lower num_envs (or what each rank keeps in memory), run fewer ranks "
     "per node, or ask the scheduler for more memory (SLURM --mem); `dmesg | grep -i oom` names the victim"
@@ -236,7 +237,7 @@ def _record_text(log_dir: Path, rank: int | None) -> str:
     if rank is None:
         return ""
     try:
-        data = json.loads((log_dir / f"rank{rank}.exit.json").read_text())
+        data = json.loads((log_dir / exit_record_name(rank)).read_text())
     except (OSError, ValueError):
         return ""
     exception = str(data.get("exception", "") or "")
@@ -442,7 +443,7 @@ def _candidates(failure: Failure, ctx: Context, evidence: oom.Evidence) -> list[
                     local_rank=local,
                     exit_code=exit_code_of(status),
                     signal=signal_name(status),
-                    source="exit status",
+                    source=Source.EXIT_STATUS,
                     log=str(logs.rank_log(ctx.log_dir, rank)),
                 )
             )
@@ -451,7 +452,7 @@ def _candidates(failure: Failure, ctx: Context, evidence: oom.Evidence) -> list[
         known = seen.get(candidate.rank)
         if known is None:
             seen[candidate.rank] = candidate
-        elif candidate.signal and not known.signal and known.source != "exit record":
+        elif candidate.signal and not known.signal and known.source != Source.EXIT_RECORD:
             seen[candidate.rank] = replace(known, signal=candidate.signal, exit_code=candidate.exit_code)
     return list(seen.values())
 

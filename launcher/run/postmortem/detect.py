@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ...plan import LaunchPlan
+from ...rundir import Source
 from .. import logs
 from . import failure as failure_mod
 from .failure import Failure, exit_code_of
@@ -62,7 +63,7 @@ class FailureDetector:
                 exit_code=exit_code_of(code),
                 signal=failure_mod.signal_name(code),
                 time=time.time(),
-                source="exit status",
+                source=Source.EXIT_STATUS,
                 log=str(logs.rank_log(self.log_dir, spec.global_rank)),
             )
         if self.elastic_restarts:
@@ -100,6 +101,6 @@ class FailureDetector:
             local_rank=None,
             exit_code=exit_code_of(code),
             signal=failure_mod.signal_name(code),
-            source="exit status",
+            source=Source.EXIT_STATUS,
             log=str(self.log_dir / logs.TORCHRUN_LOG),
         )

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ...rundir import EXIT_RECORD, Source
 from .. import logs
 
-EXIT_RECORD = re.compile(r"^rank(\d+)\.exit\.json$")
 TAIL_LINES = 20
 
 
@@ -33,7 +33,7 @@ class Failure:
     signal: str | None = None
     exception: str = ""
     time: float = 0.0
-    source: str = ""  # "exit record", "torchrun report", "exit status"
+    source: str = ""  # a rundir.Source: "exit record", "torchrun report", "exit status", ...
     log: str = ""
 
     def as_dict(self) -> dict:
@@ -82,7 +82,7 @@ def read_exit_records(log_dir: Path) -> list[Failure]:
                 signal=None,
                 exception=data.get("exception", ""),
                 time=float(data.get("time", 0.0)),
-                source="exit record",
+                source=Source.EXIT_RECORD,
                 log=str(logs.rank_log(log_dir, rank)),
             )
         )
@@ -127,7 +127,7 @@ def _reported(match: re.Match, node: int, log_dir: Path) -> Failure:
         local_rank=local,
         exit_code=exit_code_of(code),
         signal=signal_name(code),
-        source="torchrun report",
+        source=Source.TORCHRUN_REPORT,
         log=str(logs.rank_log(log_dir, rank)),
     )
 

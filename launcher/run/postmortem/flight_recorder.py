@@ -24,7 +24,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ...names import FR_DIR, FR_PIPE_FILE_VAR, FR_TEMP_FILE_VARS
+from ...names import FR_PIPE_FILE_VAR, FR_TEMP_FILE_VARS
+from ...rundir import RunPaths
 
 READ_WITH = "python -m torch.distributed.flight_recorder.fr_trace"
 TORCH_TEMP_FILE = "/tmp/nccl_trace_rank_"  # torch's own default dump prefix (FlightRecorder.hpp)
@@ -32,7 +33,7 @@ DUMP_WAIT_S = 5.0  # a hang waits this long for the dumps asked for (a rank read
 
 
 def dump_dir(run_dir: Path) -> Path:
-    return run_dir / FR_DIR
+    return RunPaths(run_dir).flight_recorder
 
 
 def prepare(env: Mapping[str, str]) -> None:

@@ -28,12 +28,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ...rundir import STACKS, STACKS_SUMMARY, stack_name
 from ..process import procs
 
 PY_SPY = "py-spy"
 DUMP_TIMEOUT_S = 10.0
-STACKS_DIR = "stacks"
-SUMMARY = "summary.txt"
+STACKS_DIR = STACKS
+SUMMARY = STACKS_SUMMARY
 HANG_SUFFIX = "_hang"
 INSTALL_HINT = "pip install py-spy (a dependency of train_multigpu: reinstall it)"
 PTRACE_HINT = (
@@ -325,7 +326,7 @@ def save(target: Path, stacks: dict[int, RankStack], node: int, summary: str) ->
     tmp = target.with_name(target.name + ".tmp")
     tmp.mkdir(parents=True)
     for rank, stack in sorted(stacks.items()):
-        (tmp / f"rank{rank}.txt").write_text(render(stack, node))
+        (tmp / stack_name(rank)).write_text(render(stack, node))
     (tmp / SUMMARY).write_text(summary.rstrip("\n") + "\n")
     tmp.rename(target)
     return target

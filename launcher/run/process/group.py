@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from ...plan import LaunchPlan
+from ...rundir import RunPaths
 from .. import logs
 from . import procs
 
@@ -79,7 +80,7 @@ class ProcessGroup:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
         # the run record next to the logs (<run_dir>/status.json), closed by the watchdog if this
         # launcher is killed; it touches only a record this process opened (record.write_killed)
-        status = str(self.log_dir.parent / "status.json")
+        status = str(RunPaths(self.log_dir.parent).status)
         self.watchdog = subprocess.Popen(
             [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id, status],
             stdin=subprocess.PIPE,
