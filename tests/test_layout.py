@@ -89,6 +89,8 @@ def test_imports_point_one_way(module):
     if within(module, ("launcher.config", "launcher.checks", "launcher.rendezvous", "launcher.plan")):
         bad = {m for m in own if within(m, LATER_STAGES)}
         assert not bad, f"config and the pure stages never import later stages: {sorted(bad)}"
+    if within(module, ("launcher.backends",)):  # a back end's describe reads a record as runs/ does (issue 19)
+        own -= {"launcher.runs", "launcher.runs.read"}
     if not within(module, ("launcher.runs", "launcher.cli")):
         assert not {m for m in own if within(m, ("launcher.runs",))}, "only cli dispatches to runs/"
     if within(module, ("launcher.runs",)) and module not in RUNS_COMPOSING:
