@@ -29,10 +29,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from .. import checks, files, probe, record, secrets, tables
+from .. import checks, files, probe, record, secrets
+from ..backends import summary as sweep_summary
+from ..backends.base import DRY_RUN
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import EXIT_USAGE, UserError
-from ..names import PROG, override_key, swept
+from ..names import PROG, override_key
 from ..probe import HostFacts
 from . import launch as k8s_launch
 from . import manifest
@@ -43,7 +45,6 @@ _DROPPED = ("launcher", "submit", "dry_run", "run_dir")
 CONFIG_FLAGS = ("--config-dir", "-cd")
 ENTRY = PROG  # the console script the image provides
 TRAINJOB_MASTER_PORT = 29400  # Trainer v2: constants.ContainerTrainerPort
-DRY_RUN = "dry run"
 KUBECTL_TIMEOUT_S = 120
 
 
@@ -367,14 +368,5 @@ def announce(cfg: TrainConfig, name: str, path: Path) -> str:
 
 
 def summary(submissions: Sequence[Submission]) -> str:
-    """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
-    rows = [("#", "job name", "overrides", "run directory / error")]
-    for number, (s, own) in enumerate(zip(submissions, swept([s.overrides for s in submissions]))):
-        job = s.job_id or "FAILED"
-        rows.append((str(number), job, " ".join(own) or "-", s.run_dir if s.job_id else s.error or ""))
-    if submissions and all(s.error == DRY_RUN for s in submissions):
-        head = f"[{PROG}] sweep: {len(submissions)} job(s), dry run: nothing written, nothing created"
-    else:
-        created = sum(s.job_id is not None and s.error is None for s in submissions)
-        head = f"[{PROG}] sweep: {created} of {len(submissions)} job(s) created"
-    return "\n".join([head] + tables.table(rows, indent="  "))
+    """The sweep's table (launcher/backends/summary.py)."""
+    return sweep_summary.table(submissions, id_header="job name", done="created")

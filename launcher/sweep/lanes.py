@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..addresses import parse_endpoint
+from ..backends import base
 from ..config.schema import Device, TrainConfig
 from ..errors import UserError
 from ..names import swept
@@ -172,7 +173,7 @@ def distinct_port(pick: Callable[[], int], taken: set[int]) -> int:
 FAIL_FAST_STOP = "stopped (sweep.fail_fast)"
 SKIPPED_FAIL_FAST = "skipped (sweep.fail_fast)"
 SKIPPED_INTERRUPTED = "skipped (interrupted)"
-DRY_RUN = "dry run"
+DRY_RUN = base.DRY_RUN
 
 
 def kind(result: JobResult) -> str:
