@@ -52,7 +52,7 @@ class Session:
     full_error: bool = False  # HYDRA_FULL_ERROR=1: show tracebacks instead of one-line errors
     save_as: str | None = None  # save_profile=NAME: the file to write instead of launching
     multirun: Sweep | None = None  # -m: the sweep's signal handling and summary rows (sweep/state.py)
-    started: bool = False  # a launch got past its checks: errors after this are not composition errors
+    started: bool = False  # a job began (a sweep: its checks passed): later errors are not composition errors
     exit_codes: list[int] = field(default_factory=list)  # every launch's, in the order they ended
     # the back ends used so far, by submit= value: each keeps its own state (ports, submissions)
     backends: dict[str, object] = field(default_factory=dict)
@@ -60,9 +60,9 @@ class Session:
     # -- the Hydra task function ----------------------------------------------------------------
     def job(self, dict_cfg) -> int:
         """One launch (or one point of a sweep Hydra's own launcher runs: ``-m`` with other flags)."""
+        self.started = True
         if self.save_as is not None:
-            self.started = True
-            return self._save_profile(dict_cfg, self.save_as)
+            return self._saved(dict_cfg)
         job = lanes.job_info()
         requests, messages = self.prepare([(job, dict_cfg)])
         if messages:
@@ -79,17 +79,24 @@ class Session:
 
         if self.save_as is not None:
             HydraConfig.instance().set_config(points[0].hydra_config)
-            self.started = True
-            return self._save_profile(points[0].config, self.save_as)
-        prepared = []
-        for point in points:
-            HydraConfig.instance().set_config(point.hydra_config)
-            prepared.append((lanes.JobInfo(point.num, tuple(point.overrides)), point.config))
+            return self._saved(points[0].config)
+        prepared = [(lanes.JobInfo(point.num, tuple(point.overrides)), point.config) for point in points]
         requests, messages = self.prepare(prepared, hydra=[p.hydra_config for p in points])
         if messages:
             return EXIT_USAGE
         self.execute(requests)
         return None
+
+    def _saved(self, dict_cfg) -> int:
+        """save_profile=NAME: the composition written as a profile instead of a launch."""
+        try:
+            return self._save_profile(dict_cfg, self.save_as)
+        except UserError as err:
+            if self.full_error:
+                raise
+            error(str(err))
+            self.exit_codes.append(EXIT_USAGE)
+            return EXIT_USAGE
 
     # -- prepare: every point's request; nothing written ------------------------------------------
     def prepare(self, points, hydra=None) -> tuple[list[tuple[object, Request]], list[str]]:
@@ -116,17 +123,15 @@ class Session:
 
     def _launch(self, dict_cfg, job: lanes.JobInfo | None) -> Launch:
         """One point, composed and typed, its secrets revealed, what was typed for it."""
+        from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf
 
         cfg = self.vault.reveal(_to_object(dict_cfg, self.typed.presets))
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
         cfg.script_args += [*self.typed.script_args, *self.typed.resume_args]
-        typed = self.typed
-        if lanes.job_info() is not None or not typed.overrides:  # the point's own overrides, as typed
-            from hydra.core.hydra_config import HydraConfig
-
-            task = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
-            typed = replace(typed, overrides=tuple(task))
+        # the point's own overrides, as typed: an interpolation (${oc.env:HF_TOKEN}) stays one
+        task = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+        typed = replace(self.typed, overrides=tuple(task))
         num = None if job is None else job.num
         return Launch(cfg, typed, _run_dir(cfg, create=False), self.vault, num, self._composed(job))
 
@@ -158,15 +163,16 @@ class Session:
             if isinstance(backend, _Pending):
                 codes += backend.run(group)
                 continue
-            if all(r.payload.cfg.dry_run for r in group):  # dry run: what a real launch would run
-                for request in group:
-                    print(request.shown, flush=True)
-                    for line in request.payload.warnings:
-                        warning(line)
-                    codes.append(0)
-                    if self.multirun is not None:
-                        job = request.payload.launch
-                        self.multirun.add(job.job, job.typed.overrides, request.run_dir, dry_run=True)
+            for request in [r for r in group if r.payload.cfg.dry_run]:  # what a real launch would run
+                print(request.shown, flush=True)
+                for line in request.payload.warnings:
+                    warning(line)
+                codes.append(0)
+                if self.multirun is not None:
+                    job = request.payload.launch
+                    self.multirun.add(job.job, job.typed.overrides, request.run_dir, dry_run=True)
+            group = [r for r in group if not r.payload.cfg.dry_run]
+            if not group:
                 continue
             with self._user_hydra_full_error():
                 handles = backend.submit_all(group)
@@ -321,6 +327,7 @@ class _Pending:
         self.ray = None  # a ray_submit.submit.Submitter, made by the first Ray launch
         self.swept = False  # a -m sweep ran through it (its table is printed)
         self.stopped = False  # sweep.fail_fast after a failed submission
+        self.fail_fast = False  # the sweep's sweep.fail_fast
 
     def _call(self, cfg, check_only: bool) -> int:
         return getattr(self.session, f"_submit_{self.name}")(cfg, self, check_only=check_only)
@@ -361,6 +368,7 @@ class _Pending:
                 code = EXIT_USAGE
             if launch.job is not None:
                 row.exit_code = code
+                self.fail_fast = launch.cfg.sweep.fail_fast
                 self.stopped = self.stopped or (code != 0 and launch.cfg.sweep.fail_fast)
             codes.append(code)
         return codes
@@ -369,8 +377,7 @@ class _Pending:
         """Follow a Ray sweep, print a submitted sweep's table; whether a table was printed."""
         sweep = self.session.multirun
         if self.ray is not None and self.ray.jobs and self.swept:  # a Ray sweep: follow, then its table
-            fail_fast = bool(self.stopped or any(r.note == lanes.SKIPPED_FAIL_FAST for r in sweep.results))
-            self.session.exit_codes += self.ray.finish(sweep.interrupts, fail_fast)
+            self.session.exit_codes += self.ray.finish(sweep.interrupts, bool(self.fail_fast))
             return True
         if self.submissions and (len(self.submissions) > 1 or self.swept):
             from .k8s import submit as k8s_submit

@@ -93,7 +93,7 @@ class LocalBackend:
     ports: set[int] = field(default_factory=set)
     results: dict[str, Result] = field(default_factory=dict)
 
-    # -- dryrun: pure ------------------------------------------------------------------------------
+    # -- dryrun: writes and starts nothing (a multi-node pod waits for node 0 to resolve) -------
     def dryrun(self, launch: Launch) -> Request:
         from .. import checks, paths, probe, secrets
         from .. import plan as plan_mod
@@ -110,6 +110,12 @@ class LocalBackend:
         cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
         # launcher=k8s: the same from the Kubeflow operator's variables in this pod
         cfg, facts, pod = k8s_launch.from_environment(cfg, facts)
+        if pod is not None and pod.nnodes > 1 and not cfg.dry_run:
+            # node 0's name resolves once its pod is up: the checks below resolve it (a wait, no write)
+            from ..k8s import startup
+
+            wait = float(cfg.launcher.join_timeout or startup.DEFAULT_WAIT_S)
+            startup.wait_for_node0(pod.master_addr, wait, probe.resolve, probe.ResolveError)
         slot = None
         if launch.job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
             slot = lanes.job_slot(cfg, facts, launch.job, sorted(os.sched_getaffinity(0)))
@@ -156,12 +162,6 @@ class LocalBackend:
 
         planned: Planned = request.payload
         cfg = planned.cfg
-        if planned.pod is not None and planned.pod.nnodes > 1:
-            from .. import probe
-            from ..k8s import startup
-
-            wait = float(cfg.launcher.join_timeout or startup.DEFAULT_WAIT_S)
-            startup.wait_for_node0(planned.pod.master_addr, wait, probe.resolve, probe.ResolveError)
         run_dir = self._create_run_dir(planned)
         logs = run_dir / "logs"
         plan = self._plan(planned, run_dir)
