@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from .. import files, record
 from ..names import PROG
 from ..run.logs import rank_log
-from ..runs import read
 from .base import Handle, Launch, Refused, Request, State, Status
 
 if TYPE_CHECKING:
@@ -43,16 +42,6 @@ if TYPE_CHECKING:
 NAME = "none"
 NOT_STARTED = "not started: "  # a record's reason when the program could not be started
 POLL_S = 0.2  # logs(follow=True): how often a log and status.json are read again
-
-# runs/read.py's statuses → the back-end vocabulary
-_STATES = {
-    read.RUNNING: State.RUNNING,
-    read.SUCCESS: State.SUCCEEDED,
-    read.FAILED: State.FAILED,
-    read.HANG: State.FAILED,
-    read.INTERRUPTED: State.STOPPED,
-    read.LOST: State.FAILED,
-}
 
 
 @dataclass(frozen=True)
@@ -318,13 +307,23 @@ class LocalBackend:
     # -- a run under way, from its record alone ------------------------------------------------------
     def describe(self, handle: Handle) -> Status:
         """The run's state from its status.json (runs/read.py's reading of it)."""
+        from ..runs import read  # (here: a launch never reads a record back; the start-up budget)
+
+        states = {  # runs/read.py's statuses in the back-end vocabulary
+            read.RUNNING: State.RUNNING,
+            read.SUCCESS: State.SUCCEEDED,
+            read.FAILED: State.FAILED,
+            read.HANG: State.FAILED,
+            read.INTERRUPTED: State.STOPPED,
+            read.LOST: State.FAILED,
+        }
         problems: list[str] = []
         status = _status(handle)
         state = read.status_of(status, problems)
         code = status.get("exit_code") if status else None
         code = code if isinstance(code, int) and not isinstance(code, bool) else None
         detail = str(status.get("reason") or "") if status else ""
-        return Status(_STATES.get(state, State.UNKNOWN), "; ".join([detail, *problems]).strip("; "), code)
+        return Status(states.get(state, State.UNKNOWN), "; ".join([detail, *problems]).strip("; "), code)
 
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
         """Rank ``rank``'s log (rank 0's when None), line by line; ``follow``: until status.json has
@@ -355,6 +354,8 @@ class LocalBackend:
     def cancel(self, handle: Handle) -> None:
         """What one Ctrl+C does: SIGINT to the launcher, which stops every rank and closes the record.
         Only to the process status.json names, and only while it is that process (pid_start)."""
+        from ..runs import read
+
         status = _status(handle)
         if not status or status.get("exit_code") is not None or read.launcher_alive(status) is not True:
             return
