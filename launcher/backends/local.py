@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from .. import files, record
 from ..names import PROG
-from ..run.logs import rank_log
 from .base import Handle, Launch, Refused, Request, State, Status
 
 if TYPE_CHECKING:
@@ -328,6 +327,8 @@ class LocalBackend:
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
         """Rank ``rank``'s log (rank 0's when None), line by line; ``follow``: until status.json has
         the launch's end (or its launcher is gone), then what is left."""
+        from ..run.logs import rank_log
+
         path = rank_log(Path(handle.run_dir) / "logs", rank or 0)
         position, pending = 0, b""
         while True:
