@@ -198,6 +198,8 @@ class LocalBackend:
                 handles.append(handle := self.submit(request))
                 failed = failed or self.results[handle.run_dir].exit_code != 0
             except UserError as err:
+                if os.environ.get("HYDRA_FULL_ERROR") == "1":  # the user's (session._user_hydra_full_error)
+                    raise
                 error(str(err))
                 handles.append(Refused(request.run_dir, str(err), EXIT_USAGE))
                 failed = True
