@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from . import record, secrets
+from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
 from .run.process.signals import Interrupts
 from .session import Session, error
 from .sweep import points
+from .sweep.state import Sweep
 
 
 def _flag_value(flags: list[str], *names: str) -> str | None:
@@ -113,21 +116,19 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
     composition = record.composition(overrides, line, os.getcwd(), again)
     overrides = compose.with_default_profile(overrides, os.environ)
     user_full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"
-    session = Session(
-        script_args=line.script_args,
-        order=line.order,
-        full_error=user_full_error,
-        save_as=save_as,
-        command=command,
-        hydra_flags=line.hydra_flags,
-        vault=vault,
+    typed = Typed(
+        hydra_flags=tuple(line.hydra_flags),
+        script_args=tuple(line.script_args),
+        order=tuple(line.order),
+        command=tuple(command),
         num_gpus=line.num_gpus,
-        composition=composition,
+        resume_args=tuple(resume_args),
         trainer_dir=again.get(record.TRAINER_DIR),
-        resume_args=resume_args,
     )
+    session = Session(typed, vault, composition, full_error=user_full_error, save_as=save_as)
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep
-        with Interrupts() as session.interrupts:
+        with Interrupts() as interrupts:
+            session.multirun = Sweep(interrupts)
             return _dispatch(session, line, searchpath, overrides, listed)
     return _dispatch(session, line, searchpath, overrides, listed)
 
@@ -146,7 +147,8 @@ def _dispatch(
         profiles.group_listing(listed) if "--help" in line.hydra_flags or "-h" in line.hydra_flags else None
     )
     try:
-        session.presets = compose.open_presets(overrides, listed)
+        presets = compose.open_presets(overrides, listed)
+        session.typed = replace(session.typed, presets={k: tuple(v) for k, v in presets.items()})
     except UserError as err:
         error(str(err))
         return EXIT_USAGE

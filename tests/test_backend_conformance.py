@@ -96,13 +96,12 @@ def children() -> set[int]:
 
 def make_launch(name: str, tmp_path: Path, monkeypatch) -> Launch:
     """A finished launch as the session builds it: the secret hidden from Hydra, revealed in the typed
-    config (secrets.hide / Vault.reveal), the run directory named but not created."""
-    from launcher import secrets
-    from launcher.config import compose
+    config (config.grammar.hide / Vault.reveal), the run directory named but not created."""
+    from launcher.config import compose, grammar
 
     monkeypatch.chdir(tmp_path)
     typed = [*OWN[name], *DRY.get(name, []), *COMMON, f"run_root={tmp_path / 'runs'}", f"+worker_env.HF_TOKEN={SECRET}"]
-    masked, vault = secrets.hide(typed, False)
+    masked, vault = grammar.hide(typed, False)
     cfg = vault.reveal(compose.compose(masked))
     return Launch(cfg, Typed(overrides=tuple(masked)), tmp_path / "runs" / "conformance", vault)
 

@@ -93,6 +93,8 @@ def test_imports_point_one_way(module):
     if within(module, ("launcher.config", "launcher.checks", "launcher.rendezvous", "launcher.plan")):
         bad = {m for m in own if within(m, LATER_STAGES)}
         assert not bad, f"config and the pure stages never import later stages: {sorted(bad)}"
+    if within(module, ("launcher.backends",)):  # a back end's describe reads a record as runs/ does (issue 19)
+        own -= {"launcher.runs", "launcher.runs.read"}
     if not within(module, ("launcher.runs", "launcher.cli")):
         bad = {m for m in own if within(m, ("launcher.runs",))} - READS_RUNS.get(module, set())
         assert not bad, "only cli dispatches to runs/"

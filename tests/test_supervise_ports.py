@@ -236,3 +236,48 @@ def test_two_launches_on_one_port_the_loser_gets_the_port_message(tmp_path, jax)
     # torchrun's / gRPC's own words are kept in the logs
     log, words = ("rank0.log", "Failed to add port") if jax else ("torchrun.log", "EADDRINUSE")
     assert words in (run_dir(loser_dir) / "logs" / log).read_text()
+
+
+@pytest.mark.timeout(150)
+def test_a_parallel_sweeps_job_gets_the_port_message_too(tmp_path):
+    """Issue 19: the port taken between the check and the bind was named (exit 2 and the key) only
+    for a single launch; a job of a parallel sweep ended with the bare outcome. The same real JAX
+    launch as above, as job 0 of a ``sweep.parallel=2`` sweep."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    wrapper = tmp_path / "python-after-the-holder"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"while ! {sys.executable} -c \"import socket, sys; sys.exit(socket.socket().connect_ex(('127.0.0.1', {port})))\"; "  # noqa: E501
+        "do sleep 0.1; done\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    key, value = "launcher.coordinator_address", f"127.0.0.1:{port}"
+    sweep = start(
+        tmp_path,
+        "-m",
+        "seed=1",
+        "sweep.parallel=2",
+        "launcher=skrl_jax",
+        f"{key}={value}",
+        "launcher.nproc_per_node=1",
+        f"script={JAX_WORKER}",
+        f"python={wrapper}",
+        script_args=("--init-timeout", "60"),
+    )
+    holder = socket.socket()
+    try:
+        while "job 0 started" not in (line := sweep.stdout.readline().decode()):  # the port check passed
+            assert line, "the sweep ended before its job started"
+        holder.bind(("0.0.0.0", port))
+        holder.listen()
+        code, out, err = finish(sweep, timeout=120)
+    finally:
+        holder.close()
+    assert code == 2, out + err
+    assert f"train_multigpu: error: {key}={value}: port {port} is already in use on this host ({HINT})\n" in err, (
+        out + err
+    )
+    assert f"job 0 exit code 2 (port {port} in use)" in out

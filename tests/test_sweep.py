@@ -3,6 +3,7 @@ parallel mode that packs jobs onto disjoint device sets (real processes, pinned 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -193,6 +194,34 @@ def test_parallel_sweep_failure_does_not_stop_the_other_lane(run_cli, worker):
     )
     assert result.returncode == 3, result.stdout + result.stderr
     assert [r[2] for r in summary_rows(result.stdout)] == ["0", "3", "0"]
+
+
+@pytest.mark.parametrize("parallel", ["1", "2"], ids=["serial", "parallel"])
+def test_a_job_that_cannot_start_exits_2_in_either_sweep(run_cli, worker, tmp_path, parallel):
+    """Issue 19: a job whose program could not be started exited 2 in a serial sweep but 127 in a
+    parallel one (with its own message format). The interpreter passes the checks (an executable
+    file) and cannot be exec'd (its #! names no program): both print the one error line and exit 2."""
+    python = tmp_path / "python-that-cannot-start"
+    python.write_text("#!/nonexistent/interpreter\n")
+    python.chmod(0o755)
+    result = run_cli(
+        "-m",
+        "seed=1,2",
+        f"sweep.parallel={parallel}",
+        "launcher.nproc_per_node=1",
+        f"python={python}",
+        f"script={worker}",
+        env=clean_env(),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = (
+        f"train_multigpu: error: python={python}: cannot start it: No such file or directory "
+        "(set python= to an interpreter that exists, or leave it unset)"
+    )
+    assert result.stderr.splitlines() == [line, line], result.stderr
+    rows = summary_rows(result.stdout)
+    assert [r[2] for r in rows] == ["2", "2"]
+    assert all(json.loads((Path(r[4]) / "status.json").read_text())["reason"].startswith("not started: ") for r in rows)
 
 
 def test_parallel_dry_run_shows_each_jobs_gpus(run_cli, tmp_path):

@@ -54,6 +54,18 @@ class Typed:
     order: tuple[str, ...] = ()  # grammar.CommandLine.order
     command: tuple[str, ...] = ()  # argv as typed
     presets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # forwarded presets
+    num_gpus: str | None = None  # Isaac Lab's --num_gpus, when given (checks.num_gpus_flag)
+    # ``runs resume`` (launcher/runs/again.py): the script's resume flags (last) and the run
+    # directory the training script continues in
+    resume_args: tuple[str, ...] = ()
+    trainer_dir: str | None = None
+
+    @property
+    def script_order(self) -> tuple[str, ...]:
+        """The order of what reaches the training script: as typed, the resume flags last."""
+        from ..plan import ARG_ENTRY
+
+        return (*self.order, *[ARG_ENTRY] * len(self.resume_args))
 
 
 @dataclass(frozen=True)

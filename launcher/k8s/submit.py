@@ -30,12 +30,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from .. import checks, files, nodes, secrets, tables
-from ..backends.base import DRY_RUN, Typed
+from .. import checks, files, nodes, secrets
+from ..backends import summary as sweep_summary
+from ..backends.base import Typed
 from ..config.schema import K8sKind, Submit, Topology, TrainConfig
 from ..errors import UserError
 from ..facts import HostFacts
-from ..names import PROG, override_key, swept
+from ..names import PROG, override_key
 from ..rundir import CONFIG, manifest_name
 from . import kubectl, manifest
 from . import launch as k8s_launch
@@ -280,14 +281,5 @@ def announce(kind: str, name: str, namespace: str | None, path: Path) -> str:
 
 
 def summary(submissions: Sequence[Submission]) -> str:
-    """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
-    rows = [("#", "job name", "overrides", "run directory / error")]
-    for number, (s, own) in enumerate(zip(submissions, swept([s.overrides for s in submissions]))):
-        job = s.job_id or "FAILED"
-        rows.append((str(number), job, " ".join(own) or "-", s.run_dir if s.job_id else s.error or ""))
-    if submissions and all(s.error == DRY_RUN for s in submissions):
-        head = f"[{PROG}] sweep: {len(submissions)} job(s), dry run: nothing written, nothing created"
-    else:
-        created = sum(s.job_id is not None and s.error is None for s in submissions)
-        head = f"[{PROG}] sweep: {created} of {len(submissions)} job(s) created"
-    return "\n".join([head] + tables.table(rows, indent="  "))
+    """The sweep's table (launcher/backends/summary.py)."""
+    return sweep_summary.table(submissions, id_header="job name", done="created")

@@ -78,6 +78,7 @@ def launch(text: str, order: list[str], overrides: list[str]) -> int:
     from omegaconf import OmegaConf, open_dict
 
     from .. import secrets
+    from ..backends.base import Typed
     from ..config import compose
     from ..session import Session
 
@@ -95,7 +96,7 @@ def launch(text: str, order: list[str], overrides: list[str]) -> int:
         for name, value in (OmegaConf.select(cfg, section) or {}).items():
             if value == secrets.MASK and name in os.environ:
                 vault.values[f"{section}.{name}"] = {secrets.MASK: os.environ[name]}
-    session = Session(vault=vault, order=order)
+    session = Session(Typed(order=tuple(order)), vault)
     session.job(cfg)
     return session.finish()
 

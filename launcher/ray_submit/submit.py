@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import record, tables
+from .. import record
+from ..backends import summary as sweep_summary
 from ..backends.base import DRY_RUN, SUBMIT_RECORD
 from ..config.schema import TrainConfig
 from ..errors import UserError
-from ..names import PROG, swept
+from ..names import PROG
 from ..run.process.signals import TermAsInterrupt
 from . import spec as spec_mod
 from .spec import CREDENTIALS, shown_address
@@ -478,31 +479,8 @@ class Jobs:
 
 
 def summary(jobs: Sequence[RayJob]) -> str:
-    """The table: one row per job, its own overrides (those not shared by all), state and exit code."""
-    rows = [("#", "job id", "state", "exit", "overrides", "run directory / error")]
-    for number, (job, own) in enumerate(zip(jobs, swept([job.overrides for job in jobs]))):
-        dry = job.error == DRY_RUN
-        job_id = job.job_id or (DRY_RUN if dry else "NOT SUBMITTED")
-        code = "" if job.exit_code is None else str(job.exit_code)
-        where = job.run_dir if job.job_id or dry else job.error or ""
-        rows.append(
-            (
-                str(number),
-                job_id,
-                job.state or ("" if dry or not job.job_id else "SUBMITTED"),
-                code,
-                " ".join(own) or "-",
-                where,
-            )
-        )
-    if jobs and all(job.error == DRY_RUN for job in jobs):
-        head = f"[{PROG}] Ray: {len(jobs)} job(s), dry run: nothing written, nothing submitted"
-    else:
-        head = f"[{PROG}] Ray: {sum(job.job_id is not None for job in jobs)} of {len(jobs)} job(s) submitted"
-        failed = [str(n) for n, job in enumerate(jobs) if job.exit_code not in (None, 0) or job.job_id is None]
-        if failed:
-            head += f"; failed: {', '.join(failed)}"
-    return "\n".join([head] + tables.table(rows, indent="  "))
+    """The table: one row per job, its state and exit code once followed (launcher/backends/summary.py)."""
+    return sweep_summary.table(jobs, title="Ray", none="NOT SUBMITTED", followed=True)
 
 
 def as_json(job: RayJob) -> str:

@@ -16,12 +16,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .. import tables
+from ..backends import summary as sweep_summary
 from ..config import grammar
 from ..config.schema import SlurmConfig
 from ..errors import UserError
 from ..facts import HostFacts
-from ..names import PROG, override_key, swept
+from ..names import override_key
 from ..rundir import SBATCH, slurm_out_name
 from .env import SlurmAllocation
 
@@ -102,23 +102,9 @@ def planned_facts(slurm: SlurmConfig, facts: HostFacts) -> HostFacts:
     )
 
 
-DRY_RUN = "dry run"
-
-
 def summary(submissions: Sequence[Submission]) -> str:
-    """The sweep's table: one row per point, its own overrides (those not shared by all points)."""
-    rows = [("#", "job id", "overrides", "run directory / error")]
-    for number, (s, own) in enumerate(zip(submissions, swept([s.overrides for s in submissions]))):
-        dry = s.error == DRY_RUN
-        job = s.job_id or (DRY_RUN if dry else "FAILED")
-        rows.append((str(number), job, " ".join(own) or "-", s.run_dir if s.job_id or dry else s.error or ""))
-    if submissions and all(s.error == DRY_RUN for s in submissions):
-        head = f"[{PROG}] sweep: {len(submissions)} job(s), dry run: nothing written, nothing submitted"
-    else:
-        head = (
-            f"[{PROG}] sweep: {sum(s.job_id is not None for s in submissions)} of {len(submissions)} job(s) submitted"
-        )
-    return "\n".join([head] + tables.table(rows, indent="  "))
+    """The sweep's table (launcher/backends/summary.py)."""
+    return sweep_summary.table(submissions)
 
 
 def interpreter() -> str:

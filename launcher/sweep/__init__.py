@@ -5,5 +5,8 @@
 - ``parallel``: runs a parallel sweep's planned jobs, lane by lane, on threads (uses ``run/``).
 - ``curves``: the jobs' learning curves in one PNG (metrics.csv; matplotlib only when drawing).
 
-The state of a sweep (results, queued jobs, ports handed out) lives in :class:`launcher.session.Session`.
+- ``state``: a sweep's own state: its signal handling and each job's summary row (:class:`state.Sweep`).
+
+How each job ran is its back end's (the local launch: :mod:`launcher.backends.local`, which also hands
+out the JAX coordinator ports).
 """

@@ -1,10 +1,9 @@
 """Sweeps (``train_multigpu -m seed=1,2,3``): per-job rendezvous values, packing jobs onto disjoint
 device sets, and the summary table. Pure except :func:`job_info` (reads Hydra's job state).
 
-The session calls the job function once per sweep point (launcher/sweep/points.py expands them),
-in order, after a first pass has checked every point. With ``sweep.parallel=1`` each call runs its
-job to the end. With ``sweep.parallel=N`` each call only
-validates, plans and records its job; the session then hands all of them to
+The session asks the back end for every point's request first (``dryrun``: the check of every
+point, nothing started); the local back end then runs them (``submit_all``): with
+``sweep.parallel=1`` one after another, with ``sweep.parallel=N`` through
 :func:`launcher.sweep.parallel.run_many`, which runs N lanes at once, each lane pinned to its own set
 of devices (``CUDA_VISIBLE_DEVICES`` for GPUs, CPU affinity for CPU jobs). Job ``k`` (0-based
 ``hydra.job.num``) runs in lane ``k % N``: the assignment is known before anything starts, so
@@ -19,6 +18,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..addresses import parse_endpoint
+from ..backends import base
 from ..config.schema import Device, TrainConfig
 from ..errors import UserError
 from ..facts import HostFacts
@@ -173,7 +173,7 @@ FAIL_FAST_STOP = "stopped (sweep.fail_fast)"
 INTERRUPTED = "interrupted"  # a job that ran, stopped by the sweep's signal
 SKIPPED_FAIL_FAST = "skipped (sweep.fail_fast)"
 SKIPPED_INTERRUPTED = "skipped (interrupted)"
-DRY_RUN = "dry run"
+DRY_RUN = base.DRY_RUN
 
 
 def kind(result: JobResult) -> str:

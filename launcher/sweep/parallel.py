@@ -1,6 +1,6 @@
 """Running a parallel sweep (``sweep.parallel=N``): every job has been validated, planned and
-recorded by its Hydra job call (:class:`launcher.session.Session` keeps them as :class:`Queued`);
-:func:`run_queued` then runs them, N lanes at once, each lane's jobs one after another.
+planned by the local back end's ``dryrun`` (:mod:`launcher.backends.local`, which queues them as
+:class:`Queued`); :func:`run_queued` then runs them, N lanes at once, each lane's jobs one after another.
 
 Each job is one :class:`launcher.run.supervise.Supervisor` (not exclusive: it owns only its own
 processes' trees and marker); this module owns the lane threads and the signal handling across them.
@@ -12,20 +12,20 @@ import contextlib
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import record
-from ..errors import UserError
+from ..errors import EXIT_USAGE, UserError, one_line
 from ..names import PROG
 from ..plan import LaunchPlan
 from ..run.process import procs
 from ..run.process.signals import Interrupts
 from ..run.supervise import POLL_S, Outcome, Supervisor, summarised
 from ..rundir import Reason, RunPaths
-from .lanes import FAIL_FAST_STOP, SKIPPED_FAIL_FAST, SKIPPED_INTERRUPTED, JobResult, Slot
+from .lanes import FAIL_FAST_STOP, SKIPPED_FAIL_FAST, SKIPPED_INTERRUPTED, Slot
 
 
 @dataclass
@@ -38,56 +38,44 @@ class Queued:
     config_yaml: str
     slot: Slot
     composition: dict | None = None  # <run_dir>/composition.json (record.composition)
+    planned: Any = None  # backends.local.Planned: what LocalBackend.ended reads after the job
 
 
 def run_queued(
     queued: list[Queued],
-    results: list[JobResult],
+    ended: Callable[[Queued, float, Outcome], None],
+    skipped: Callable[[Queued, str], None],
     fail_fast: bool,
     interrupts: Interrupts | None,
-    note: Callable[[Reason], str],
-) -> list[int]:
-    """Run the planned jobs lane by lane; fill in their results; return the exit codes of the jobs
-    that ran, in the order they ended (the first failure first). ``note(ended)``: the
-    summary's note on a job that ran (``ended``: its :class:`~launcher.rundir.Reason`)."""
-    by_num = {r.num: r for r in results}
+) -> None:
+    """Run the planned jobs lane by lane (the local back end's ``submit_all`` of a parallel sweep).
+    ``ended(job, started, outcome)`` closes a job's record, in the order the jobs end (under the
+    lanes' lock: the first failure is reported first); ``skipped(job, note)`` for a job that never
+    started."""
     lanes: dict[int, list[int]] = {}
     for index, job in enumerate(queued):
         lanes.setdefault(job.slot.index, []).append(index)
     starts: dict[int, float] = {}
-    codes: list[int] = []
 
     def on_start(index: int) -> None:
         job = queued[index]
         RunPaths(job.run_dir).logs.mkdir(parents=True, exist_ok=True)
         starts[index] = record.write_start(job.run_dir, job.config_yaml, job.plan, job.composition)
-        by_num[job.num].note = ""
         print(f"[{PROG}] job {job.num} started on lane {job.slot.index}; run directory: {job.run_dir}", flush=True)
 
     def on_end(index: int, outcome: Outcome) -> None:
-        job, code = queued[index], outcome.exit_code
-        record.write_end(
-            job.run_dir,
-            starts[index],
-            code,
-            outcome.reason,
-            outcome.ended,
-            outcome.failure_record(),
-            outcome.stragglers,
+        job = queued[index]
+        ended(job, starts[index], outcome)
+        print(
+            f"[{PROG}] job {job.num} exit code {outcome.exit_code} ({outcome.reason}); run directory: {job.run_dir}",
+            flush=True,
         )
-        result = by_num[job.num]
-        result.exit_code, result.duration_s = code, time.time() - starts[index]
-        result.note = note(outcome.ended)
-        if not outcome.halted:  # in the order the jobs end: the exit code is the first failure's
-            codes.append(code)
-        print(f"[{PROG}] job {job.num} exit code {code} ({outcome.reason}); run directory: {job.run_dir}", flush=True)
 
     def on_skip(index: int, reason: str) -> None:
-        by_num[queued[index].num].note = reason
+        skipped(queued[index], reason)
 
     jobs = [(job.plan, RunPaths(job.run_dir).logs, job.slot.cpus) for job in queued]
     run_many(jobs, list(lanes.values()), fail_fast, on_start, on_end, interrupts, on_skip)
-    return codes
 
 
 def run_many(
@@ -132,9 +120,9 @@ def run_many(
             try:
                 supervisor.start()
                 outcome = supervisor.wait()
-            except UserError as err:  # the program could not be started
-                print(f"[{PROG}] job {index}: {err}", file=sys.stderr, flush=True)
-                outcome = Outcome(127, "could not start", Reason.NOT_STARTED)
+            except UserError as err:  # the program could not be started: as a single launch says it
+                print(f"{PROG}: error: {one_line(str(err))}", file=sys.stderr, flush=True)
+                outcome = Outcome(EXIT_USAGE, f"not started: {err}", Reason.NOT_STARTED)
             finally:
                 hub.detach(supervisor)
                 supervisor.close()

@@ -1,0 +1,501 @@
+"""``submit=none``: the launch runs here, under :mod:`launcher.run.supervise`, as one :class:`Backend`.
+
+``dryrun`` is the one pass of a local launch: SLURM's or the Kubeflow operator's allocation from this
+process's environment (``launcher=slurm``/``launcher=k8s``) → the sweep lane → validate
+(:mod:`launcher.checks`) → probe the host (:mod:`launcher.probe`) → plan (:mod:`launcher.plan`). It
+writes and starts nothing; its :class:`Request` shows exactly what the dry run prints, and carries the
+settled values (:class:`Planned`) that ``submit`` runs: ``submit`` creates the run directory, writes
+the record and supervises the launch to its end (a local submit blocks). ``submit_all`` runs a serial
+sweep one job after another, a parallel sweep (``sweep.parallel=N``) lane by lane
+(:mod:`launcher.sweep.parallel`).
+
+A host's facts a dry run could not run under (a port in use, too few GPUs) are *refusals*: a dry run
+shows the plan and warns (``Planned.warnings``), a real launch raises at once.
+
+``describe``/``logs``/``cancel`` read the record alone (status.json, logs/rank<R>.log): they import no
+Hydra, and wait on nothing but the files (``runs`` calls them).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import files, record
+from ..names import PROG
+from ..rundir import Reason
+from .base import Handle, Launch, Refused, Request, State, Status
+
+if TYPE_CHECKING:
+    from ..checks import Settled
+    from ..config.schema import TrainConfig
+    from ..facts import HostFacts
+    from ..run.process.signals import Interrupts
+    from ..sweep.lanes import Slot
+
+NAME = "none"
+NOT_STARTED = "not started: "  # a record's reason when the program could not be started
+POLL_S = 0.2  # logs(follow=True): how often a log and status.json are read again
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A local request's payload: what ``dryrun`` settled, for ``submit`` to run."""
+
+    launch: Launch
+    cfg: TrainConfig  # the launch's config after the allocation and the sweep lane
+    settled: Settled
+    facts: HostFacts
+    slot: Slot | None = None  # a parallel sweep's lane
+    allocation: Any = None  # slurm.launch.Allocation (launcher=slurm)
+    pod: Any = None  # k8s.launch.Pod (launcher=k8s)
+    warnings: tuple[str, ...] = ()  # a dry run's refusals from this host's facts (stderr, after the plan)
+
+
+@dataclass(frozen=True)
+class Result:
+    """How one local launch ended: what the session reports and the sweep summary shows."""
+
+    exit_code: int | None  # None: a sweep's job that never started (``note`` says why)
+    run_dir: str = ""
+    reason: str = ""  # supervise.Outcome.reason; "not started: ..." when nothing could start
+    duration_s: float = 0.0
+    note: str = ""  # a job skipped: lanes.SKIPPED_FAIL_FAST / SKIPPED_INTERRUPTED
+    ended: Reason | None = None  # how it ended (status.json's outcome); None: it never started
+    counted: bool = True  # False: stopped by the sweep's fail_fast (its code is not the sweep's)
+
+
+@dataclass
+class LocalBackend:
+    """The local launch. State kept across the launches of one invocation only: ``ports`` (the JAX
+    coordinator ports given so far, so every point of a sweep gets its own), ``interrupts`` (a
+    sweep's signal handling, set by the session), ``results`` (how each launch ended, by run
+    directory, in the order they ended: ``wait`` returns their codes, a sweep's summary reads them)."""
+
+    name: str = NAME
+    interrupts: Interrupts | None = None
+    ports: set[int] = field(default_factory=set)
+    results: dict[str, Result] = field(default_factory=dict)
+
+    # -- dryrun: writes and starts nothing (a multi-node pod waits for node 0 to resolve) -------
+    def dryrun(self, launch: Launch) -> Request:
+        from .. import checks, paths, probe, secrets
+        from .. import plan as plan_mod
+        from ..addresses import Endpoint
+        from ..config.schema import Topology
+        from ..errors import UserError
+        from ..k8s import launch as k8s_launch
+        from ..slurm import launch as slurm_launch
+        from ..sweep import lanes
+
+        cfg = launch.cfg
+        facts = probe.gather()
+        # launcher=slurm: nnodes, node_rank, endpoints, nproc from SLURM's environment (facts.env)
+        cfg, facts, allocation = slurm_launch.from_environment(cfg, facts)
+        # launcher=k8s: the same from the Kubeflow operator's variables in this pod
+        cfg, facts, pod = k8s_launch.from_environment(cfg, facts)
+        if pod is not None and pod.nnodes > 1 and not cfg.dry_run:
+            # node 0's name resolves once its pod is up: the checks below resolve it (a wait, no write)
+            from ..k8s import startup
+
+            wait = float(cfg.launcher.join_timeout or startup.DEFAULT_WAIT_S)
+            startup.wait_for_node0(pod.master_addr, wait, probe.resolve, probe.ResolveError)
+        slot = None
+        if launch.job is not None:  # a -m sweep: this job's lane, devices and rendezvous values
+            slot = lanes.job_slot(cfg, facts, launch.job, sorted(os.sched_getaffinity(0)))
+            cfg, facts = lanes.job_config(cfg, launch.job, slot), lanes.job_facts(facts, slot)
+        # a dry run shows the plan even where this host could not run it: the refusals that come from
+        # this host's facts are collected and shown after it, one warning each (a real launch raises)
+        refusals: list[UserError] = []
+        refuse = refusals.append if cfg.dry_run else checks.refuse_now
+        settled = checks.validate(cfg, facts, refuse)
+        checks.num_gpus_flag(launch.typed.num_gpus, cfg, settled, facts)
+        if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
+            port = lanes.distinct_port(probe.free_port, self.ports)
+            settled = replace(settled, coordinator=Endpoint("127.0.0.1", port))
+        settled = probe.locate(cfg, settled, refuse)
+        probe.preflight(cfg, settled, refuse)
+        shown = []
+        if allocation is not None:
+            shown.append(slurm_launch.describe(allocation))
+        if pod is not None:
+            shown.append(k8s_launch.describe(pod))
+        # the argv a real launch starts: every rank's script behind the worker wrapper
+        plan = plan_mod.wrapped(
+            plan_mod.build(cfg, settled, facts, order=launch.typed.script_order), paths.WORKER_WRAPPER
+        )
+        shown.append(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), dry_run_notes(launch, settled)))
+        planned = Planned(
+            launch,
+            cfg,
+            settled,
+            facts,
+            slot,
+            allocation,
+            pod,
+            tuple(f"{refusal}; a real launch on this host refuses it" for refusal in refusals),
+        )
+        return Request(NAME, str(launch.run_dir), "\n".join(shown), payload=planned)
+
+    # -- submit: runs the launch to its end ----------------------------------------------------------
+    def submit(self, request: Request) -> Handle:
+        """Create the run directory, write the record, run the launch under the supervisor until it
+        ends; its :class:`Result` is in ``results`` under the handle's run directory."""
+        from ..errors import EXIT_USAGE, UserError
+        from ..run import supervise
+
+        planned: Planned = request.payload
+        cfg = planned.cfg
+        run_dir = self._create_run_dir(planned)
+        logs = run_dir / "logs"
+        plan = self._plan(planned, run_dir)
+        logs.mkdir(exist_ok=True)
+        supervise.hold_stack_requests()  # status.json names this process from now on
+        started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed)
+        handle = Handle(NAME, str(os.getpid()), str(run_dir))
+        print(f"[{PROG}] run directory: {run_dir}", flush=True)
+        # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
+        try:
+            outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
+        except UserError as err:  # nothing could be started (preflight looked first): the record says so
+            record.write_end(run_dir, started, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED)
+            self.results[str(run_dir)] = Result(
+                EXIT_USAGE, str(run_dir), f"{NOT_STARTED}{err}", ended=Reason.NOT_STARTED
+            )
+            raise
+        self.ended(planned, run_dir, started, outcome)
+        print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
+        return handle
+
+    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+        """A sweep's points: one after another, or lane by lane when they were planned on lanes
+        (``sweep.parallel=N``). A point that could not start is refused (its error printed, exit 2);
+        after a signal, or a failure with ``sweep.fail_fast``, the rest are skipped (``results``)."""
+        from ..errors import EXIT_USAGE, UserError
+        from ..sweep import lanes
+
+        if any(r.payload.slot is not None for r in requests):
+            return self._run_parallel(requests)
+        handles: list[Handle | Refused] = []
+        failed = False
+        for request in requests:
+            planned: Planned = request.payload
+            skip = None
+            if self.interrupts is not None and self.interrupts.received is not None:
+                skip = lanes.SKIPPED_INTERRUPTED
+            elif failed and planned.cfg.sweep.fail_fast:
+                skip = lanes.SKIPPED_FAIL_FAST
+                print(
+                    f"[{PROG}] job {planned.launch.job} skipped: an earlier job failed and sweep.fail_fast=true",
+                    flush=True,
+                )
+            if skip is not None:
+                self.results[request.run_dir] = Result(None, request.run_dir, note=skip)
+                continue
+            try:
+                handles.append(handle := self.submit(request))
+                failed = failed or self.results[handle.run_dir].exit_code != 0
+            except UserError as err:
+                if os.environ.get("HYDRA_FULL_ERROR") == "1":  # the user's (session._user_hydra_full_error)
+                    raise
+                error(str(err))
+                handles.append(Refused(request.run_dir, str(err), EXIT_USAGE))
+                failed = True
+        return handles
+
+    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+        """A local submit has already waited: the codes the launches ended with."""
+        codes = []
+        for handle in handles:
+            if isinstance(handle, Refused):
+                codes.append(handle.exit_code)
+            else:
+                result = self.results.get(handle.run_dir)
+                codes.append(result.exit_code if result is not None else self.describe(handle).exit_code or 0)
+        return codes
+
+    # -- what a launch's end does, serial or parallel ------------------------------------------------
+    def ended(self, planned: Planned, run_dir: Path, started: float, outcome) -> None:
+        """Close the record, say what a failed launch's output shows (the port taken at torchrun's
+        bind, what a rendezvous waited for) and keep the result."""
+        from .. import probe
+        from ..run.monitor.liveness import EXIT_NODE_LOST
+
+        record.write_end(
+            run_dir,
+            started,
+            outcome.exit_code,
+            outcome.reason,
+            outcome.ended,
+            outcome.failure_record(),
+            outcome.stragglers,
+        )
+        if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
+            error(str(probe.port_taken_at_launch(planned.cfg, planned.settled, outcome.port_in_use)))
+        elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST and not outcome.halted:
+            rendezvous_hint(planned.cfg, planned.settled, run_dir / "logs")  # (a lost node is no rendezvous failure)
+        self.results[str(run_dir)] = Result(
+            outcome.exit_code,
+            str(run_dir),
+            outcome.reason,
+            time.time() - started,
+            ended=outcome.ended,
+            counted=not outcome.halted,
+        )
+
+    def _create_run_dir(self, planned: Planned) -> Path:
+        from ..slurm import launch as slurm_launch
+
+        launch = planned.launch
+        if launch.job is not None:  # a sweep job's: Hydra's output directory for its point
+            try:
+                launch.run_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise _unwritable(planned.cfg, err) from None
+            return launch.run_dir.resolve()
+        # a requeued SLURM job's record goes to restart<N>
+        return run_dir(planned.cfg, create=True, restart=slurm_launch.record_subdir(planned.allocation))
+
+    def _plan(self, planned: Planned, run_dir: Path):
+        """The plan the supervisor runs, for this run directory (TRAIN_MULTIGPU_RUN_DIR)."""
+        from .. import plan as plan_mod
+        from ..run import supervise
+        from ..sweep import lanes
+
+        launch, cfg = planned.launch, planned.cfg
+        trainer_dir = trainer_run_dir(cfg, run_dir, launch.typed.trainer_dir, launch.job is not None)
+        built = plan_mod.build(
+            cfg, planned.settled, planned.facts, run_dir=trainer_dir, order=launch.typed.script_order
+        )
+        return supervise.prepare(lanes.bind(built, planned.slot), run_dir / "logs")
+
+    def _run_parallel(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+        """``sweep.parallel=N``: every job's directory and record are made when it starts on its lane."""
+        from ..errors import EXIT_USAGE
+        from ..sweep import parallel
+
+        queued = []
+        for request in requests:
+            planned: Planned = request.payload
+            run_dir = Path(request.run_dir)
+            slot = planned.slot
+            devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
+            print(
+                f"[{PROG}] job {planned.launch.job} queued on lane {slot.index} ({devices}); run directory: {run_dir}",
+                flush=True,
+            )
+            queued.append(
+                parallel.Queued(
+                    planned.launch.job,
+                    self._plan(planned, run_dir),
+                    run_dir,
+                    _config_yaml(planned.cfg),
+                    slot,
+                    planned.launch.composed,
+                    planned,
+                )
+            )
+
+        def ended(job: parallel.Queued, started: float, outcome) -> None:
+            self.ended(job.planned, job.run_dir, started, outcome)
+
+        def skipped(job: parallel.Queued, note: str) -> None:
+            self.results[str(job.run_dir)] = Result(None, str(job.run_dir), note=note)
+
+        fail_fast = bool(requests[0].payload.cfg.sweep.fail_fast)
+        parallel.run_queued(queued, ended, skipped, fail_fast, self.interrupts)
+        pid = str(os.getpid())
+        handles: list[Handle | Refused] = []
+        for job in queued:
+            result = self.results.get(str(job.run_dir))
+            if result is not None and result.ended is Reason.NOT_STARTED:
+                handles.append(Refused(str(job.run_dir), result.reason, EXIT_USAGE))
+            elif result is not None and result.exit_code is not None:
+                handles.append(Handle(NAME, pid, str(job.run_dir)))
+        return handles
+
+    # -- a run under way, from its record alone ------------------------------------------------------
+    def describe(self, handle: Handle) -> Status:
+        """The run's state from its status.json (runs/read.py's reading of it)."""
+        from ..runs import read  # (here: a launch never reads a record back; the start-up budget)
+
+        states = {  # runs/read.py's statuses in the back-end vocabulary
+            read.RUNNING: State.RUNNING,
+            read.SUCCESS: State.SUCCEEDED,
+            read.FAILED: State.FAILED,
+            read.HANG: State.FAILED,
+            read.INTERRUPTED: State.STOPPED,
+            read.LOST: State.FAILED,
+        }
+        problems: list[str] = []
+        status = _status(handle)
+        state = read.status_of(status, problems)
+        code = status.get("exit_code") if status else None
+        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        detail = str(status.get("reason") or "") if status else ""
+        return Status(states.get(state, State.UNKNOWN), "; ".join([detail, *problems]).strip("; "), code)
+
+    def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        """Rank ``rank``'s log (rank 0's when None), line by line; ``follow``: until status.json has
+        the launch's end (or its launcher is gone), then what is left."""
+        from ..run.logs import rank_log
+
+        path = rank_log(Path(handle.run_dir) / "logs", rank or 0)
+        position, pending = 0, b""
+        while True:
+            ended = not follow or self.describe(handle).state is not State.RUNNING
+            try:
+                with open(path, "rb") as log:
+                    log.seek(position)
+                    data = log.read(1 << 20)
+            except OSError:
+                data = b""
+            position += len(data)
+            lines = (pending + data).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                yield line.decode(errors="replace") + "\n"
+            if len(data) == 1 << 20:
+                continue
+            if ended:
+                if pending:
+                    yield pending.decode(errors="replace")
+                return
+            time.sleep(POLL_S)
+
+    def cancel(self, handle: Handle) -> None:
+        """What one Ctrl+C does: SIGINT to the launcher, which stops every rank and closes the record.
+        Only to the process status.json names, and only while it is that process (pid_start)."""
+        from ..runs import read
+
+        status = _status(handle)
+        if not status or status.get("exit_code") is not None or read.launcher_alive(status) is not True:
+            return
+        try:
+            os.kill(int(status["pid"]), signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+
+def _status(handle: Handle) -> dict | None:
+    try:
+        data = files.read_json(Path(handle.run_dir) / record.STATUS, files.JSON_MAX)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# -- helpers the launch shares -------------------------------------------------------------------
+def error(message: str) -> None:
+    """The one error path's output: one line on stderr."""
+    from .. import errors
+
+    print(f"{PROG}: error: {errors.one_line(message)}", file=sys.stderr, flush=True)
+
+
+def _config_yaml(cfg: TrainConfig) -> str:
+    from omegaconf import OmegaConf
+
+    from .. import secrets
+
+    return OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+
+
+def _unwritable(cfg: TrainConfig, err: OSError):
+    from ..errors import UserError
+
+    key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
+    return UserError(
+        key, value, f"cannot create the run directory: {err.strerror or err}", "choose a directory you can write"
+    )
+
+
+def run_dir(cfg: TrainConfig, create: bool = True, restart: str = "") -> Path:
+    """A single launch's record (config.yaml, command.sh, status.json, logs/), created; ``create=False``:
+    where it will be (a dry run's)."""
+    multinode = cfg.launcher.nnodes != "1"
+    try:
+        if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
+            path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
+            return path.resolve()
+        if not create:
+            return Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
+        return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
+    except OSError as err:  # probe.preflight looked first; this is what it could not foresee
+        raise _unwritable(cfg, err) from None
+
+
+def trainer_run_dir(cfg: TrainConfig, record_dir: Path, trainer_dir: str | None, sweep: bool) -> str:
+    """TRAIN_MULTIGPU_RUN_DIR: the job's directory when run_dir is given (every node and every restart
+    of a SLURM job train, checkpoint and resume there); ``runs resume``: the resumed run's (``trainer_dir``);
+    else the launch's own record directory."""
+    if cfg.run_dir is not None and not sweep:
+        return str(Path(cfg.run_dir).resolve())
+    return trainer_dir or str(record_dir)
+
+
+def dry_run_notes(launch: Launch, settled: Settled) -> list[str]:
+    """What the dry run says beyond the commands: presets applied and forwarded, where Isaac Lab was
+    found when ISAACLAB_PATH is unset."""
+    from ..config import compose
+
+    notes = []
+    forwarded = compose.forwarded_presets(launch.cfg, dict(launch.typed.presets))
+    typed = [name for _, names in compose.preset_overrides(list(launch.typed.overrides)) for name in names]
+    if typed:
+        applied = [name for name in typed if name not in forwarded]
+        notes.append(
+            f"presets: applied {', '.join(applied) or '-'}; "
+            f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
+        )
+    checkout = compose.isaaclab_checkout(os.environ)
+    if (
+        checkout is not None
+        and checkout.how != compose.ISAACLAB_ENV
+        and settled.script.startswith(checkout.root + os.sep)
+    ):
+        notes.append(f"Isaac Lab: {checkout.root} ({checkout.how})")
+    return notes
+
+
+def rendezvous_hint(cfg: TrainConfig, settled: Settled, logs: Path) -> None:
+    """After a failed multi-node torchrun launch: say what the rendezvous waited for, when torchrun's
+    output shows that the nodes never all met (docs/multinode.md)."""
+    from .. import checks, rendezvous
+    from ..addresses import Endpoint
+
+    if settled.max_nodes < 2 or settled.rdzv_backend not in rendezvous.TIMEOUT_KEY:
+        return
+    output = ""
+    for path in sorted(logs.rglob("*.log")):
+        with open(path, "rb") as log:
+            log.seek(max(0, path.stat().st_size - 200_000))
+            output += log.read().decode(errors="replace")
+    if settled.rdzv_backend == "c10d":
+        endpoint = str(settled.rdzv_endpoint)
+    else:
+        endpoint = str(
+            Endpoint(cfg.launcher.master_addr or "127.0.0.1", cfg.launcher.master_port or checks.MASTER_DEFAULT_PORT)
+        )
+    waited = rendezvous.waited_timeout(dict(settled.rdzv_conf), settled.rdzv_backend, cfg.launcher.join_timeout)
+    met = any(logs.glob("rank*.log")) or any(logs.glob("rank*.exit.json"))  # workers start after the rendezvous
+    hint = rendezvous.failure_hint(
+        output,
+        settled.rdzv_backend,
+        endpoint,
+        settled.nnodes,
+        cfg.launcher.node_rank,
+        cfg.launcher.rdzv_id,
+        waited,
+        met,
+    )
+    if hint:
+        print(f"[{PROG}] {hint}", file=sys.stderr, flush=True)

@@ -1,0 +1,94 @@
+"""The local launch as a back end (launcher/backends/local.py): ``describe``, ``logs`` and ``cancel``
+from a :class:`Handle` alone, on a real launch (real launcher, real rank process, real signals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import clean_env
+from launcher import backends
+from launcher.backends.base import Handle, State
+
+pytestmark = pytest.mark.timeout(120)
+
+# prints a numbered line every 0.05 s until stopped (or 60 s)
+WORKER = """
+import sys, time
+for i in range(1200):
+    print("line", i, flush=True)
+    time.sleep(0.05)
+"""
+
+
+def _launch(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    argv = [sys.executable, "-m", "launcher", "launcher=skrl_jax", "launcher.nproc_per_node=1", f"script={script}"]
+    proc = subprocess.Popen(
+        [*argv, f"run_root={tmp_path / 'runs'}"], cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, text=True
+    )
+    first = proc.stdout.readline()
+    assert first.startswith("[train_multigpu] run directory: "), first
+    return proc, Path(first.split(": ", 1)[1].strip())
+
+
+def _until(predicate, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("not within the time")
+
+
+def test_describe_logs_and_cancel_a_real_local_launch(tmp_path):
+    proc, run_dir = _launch(tmp_path)
+    local = backends.get("none")
+    try:
+        handle = Handle("none", str(proc.pid), str(run_dir))
+        assert local.describe(handle).state is State.RUNNING
+        _until(lambda: "line 3\n" in list(local.logs(handle, rank=0)))
+        lines = local.logs(handle, rank=0, follow=True)
+        assert next(lines) == "line 0\n"
+        local.cancel(handle)  # what one Ctrl+C does: the launcher stops the rank and closes the record
+        assert proc.wait(timeout=60) == 130
+        rest = list(lines)  # follow ends once status.json has the launch's end
+        assert rest and rest[0] == "line 1\n"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    status = local.describe(handle)
+    assert status.state is State.STOPPED and status.exit_code == 130, status
+    assert "SIGINT" in status.detail
+    assert local.describe(Handle("none", "1", str(tmp_path / "no-such-run"))).state is State.UNKNOWN
+
+
+def test_cancel_signals_only_the_launcher_the_record_names(tmp_path):
+    """A pid reused by another process (its start time is not the recorded one) is left alone."""
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "status.json").write_text(
+            json.dumps({"started": "2026-01-01T00:00:00+00:00", "pid": other.pid, "pid_start": 1, "exit_code": None})
+        )
+        backends.get("none").cancel(Handle("none", str(other.pid), str(tmp_path)))
+        time.sleep(0.2)
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_record_side_imports_no_hydra():
+    code = (
+        "import sys; from launcher.backends import local; "
+        "assert not {'hydra', 'omegaconf'} & set(sys.modules), sorted(m for m in sys.modules if 'hydra' in m)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ""})
