@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from . import backends, errors, secrets
-from .backends.base import Launch, Request, Typed
+from .backends.base import DRY_RUN, Launch, Request, Typed
 from .config import compose, profiles, schema, translate
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
@@ -242,7 +242,7 @@ class Session:
 
         from .backends.base import Launch, Typed
         from .slurm.backend import Shown, SlurmBackend
-        from .slurm.submit import DRY_RUN, Submission
+        from .slurm.submit import Submission
 
         job = lanes.job_info()
         typed = Typed(
@@ -350,9 +350,7 @@ class Session:
                 return 0
             if cfg.dry_run:
                 print(request.shown, end="", flush=True)
-                pending.submissions.append(
-                    submit.Submission(overrides, request.run_dir, request.payload.name, submit.DRY_RUN)
-                )
+                pending.submissions.append(submit.Submission(overrides, request.run_dir, request.payload.name, DRY_RUN))
                 return 0
             request = replace(request, run_dir=str(_run_dir(here, create=True)))
             handle = backend.submit(request)

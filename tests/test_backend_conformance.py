@@ -31,6 +31,7 @@ import pytest
 
 from launcher import backends
 from launcher.backends.base import Handle, Launch, State, Typed
+from launcher.errors import UserError
 from launcher.runs import read, remote
 from supervise_util import env as launch_env
 
@@ -94,13 +95,14 @@ def children() -> set[int]:
     return found
 
 
-def make_launch(name: str, tmp_path: Path, monkeypatch) -> Launch:
+def make_launch(name: str, tmp_path: Path, monkeypatch, secret: bool = True) -> Launch:
     """A finished launch as the session builds it: the secret hidden from Hydra, revealed in the typed
     config (config.grammar.hide / Vault.reveal), the run directory named but not created."""
     from launcher.config import compose, grammar
 
     monkeypatch.chdir(tmp_path)
-    typed = [*OWN[name], *DRY.get(name, []), *COMMON, f"run_root={tmp_path / 'runs'}", f"+worker_env.HF_TOKEN={SECRET}"]
+    typed = [*OWN[name], *DRY.get(name, []), *COMMON, f"run_root={tmp_path / 'runs'}"]
+    typed += [f"+worker_env.HF_TOKEN={SECRET}"] if secret else []
     masked, vault = grammar.hide(typed, False)
     cfg = vault.reveal(compose.compose(masked))
     return Launch(cfg, Typed(overrides=tuple(masked)), tmp_path / "runs" / "conformance", vault)
@@ -109,7 +111,8 @@ def make_launch(name: str, tmp_path: Path, monkeypatch) -> Launch:
 @pytest.mark.parametrize("name", NAMES)
 def test_dryrun_writes_nothing_and_starts_nothing(name, tmp_path, monkeypatch):
     backend = registered(name)
-    launch = make_launch(name, tmp_path, monkeypatch)
+    # Kubernetes refuses a secret value outright (it would be written into the manifest; below)
+    launch = make_launch(name, tmp_path, monkeypatch, secret=name != "k8s")
     (tmp_path / "runs").mkdir(exist_ok=True)
     before, pids = snapshot(tmp_path), children()
     request = backend.dryrun(launch)
@@ -123,6 +126,12 @@ def test_dryrun_writes_nothing_and_starts_nothing(name, tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", NAMES)
 def test_every_request_masks_the_secret(name, tmp_path, monkeypatch):
     backend = registered(name)
+    if name == "k8s":  # a manifest would carry the value: refused, the value masked in the refusal
+        with pytest.raises(UserError) as refused:
+            backend.dryrun(make_launch(name, tmp_path, monkeypatch))
+        assert "a secret value cannot travel in a Kubernetes manifest" in str(refused.value)
+        assert SECRET not in str(refused.value)
+        return
     request = backend.dryrun(make_launch(name, tmp_path, monkeypatch))
     assert SECRET not in request.shown
     for file_name, text in request.files.items():
@@ -160,14 +169,14 @@ def _read_back(run_dir: Path, root: Path) -> Handle:
     return found
 
 
-def _until(predicate, timeout: float, what: str):
+def _until(predicate, timeout: float, what: str, context=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}")
+    raise AssertionError(f"not within {timeout} s: {what}" + (f"; the back end's log:\n{context()}" if context else ""))
 
 
 FAKE_KUBECTL = """#!/bin/sh
@@ -199,7 +208,7 @@ def engine(request, tmp_path, monkeypatch):
         request.getfixturevalue("slurm_cluster")
     if name == "ray":
         cluster = request.getfixturevalue("ray_cluster")
-        return [f"ray.address={cluster.address}"], env
+        return [f"ray.address={cluster.address}", f"ray.python={sys.executable}"], env
     if name == "k8s":
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
@@ -228,6 +237,7 @@ def test_submit_describe_logs_cancel(name, engine, tmp_path):
             lambda: [line for line in itertools.islice(backend.logs(handle, 0, False), 1000) if "rank 0 line" in line],
             120,
             "rank 0's lines in its log",
+            lambda: "".join(itertools.islice(backend.logs(handle, None, False), 200)),
         )
         assert "rank 0 line 1" in lines[0]
         backend.cancel(handle)

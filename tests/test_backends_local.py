@@ -15,6 +15,7 @@ import pytest
 from conftest import clean_env
 from launcher import backends
 from launcher.backends.base import Handle, State
+from launcher.errors import UserError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,7 +79,9 @@ def test_cancel_signals_only_the_launcher_the_record_names(tmp_path):
         (tmp_path / "status.json").write_text(
             json.dumps({"started": "2026-01-01T00:00:00+00:00", "pid": other.pid, "pid_start": 1, "exit_code": None})
         )
-        backends.get("none").cancel(Handle("none", str(other.pid), str(tmp_path)))
+        with pytest.raises(UserError) as refused:
+            backends.get("none").cancel(Handle("none", str(other.pid), str(tmp_path)))
+        assert str(refused.value).endswith("already ended (lost: its launcher is gone): nothing to stop")
         time.sleep(0.2)
         assert other.poll() is None
     finally:

@@ -80,6 +80,13 @@ class Launch:
     job: int | None = None  # a -m sweep's point number
     composed: dict | None = None  # composition.json
 
+    def __repr__(self) -> str:  # the config holds the revealed secret values: shown masked, as everywhere
+        from ..secrets import mask_config
+
+        return (
+            f"Launch(cfg={mask_config(self.cfg)!r}, typed={self.typed!r}, run_dir={self.run_dir!r}, job={self.job!r})"
+        )
+
 
 @dataclass(frozen=True)
 class Request:

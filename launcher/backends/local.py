@@ -19,7 +19,6 @@ Hydra, and wait on nothing but the files (``runs`` calls them).
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -27,10 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import files, record
+from .. import record
 from ..names import PROG
 from ..rundir import Reason
-from .base import Handle, Launch, Refused, Request, State, Status
+from .base import Handle, Launch, Refused, Request, Status
 
 if TYPE_CHECKING:
     from ..checks import Settled
@@ -56,6 +55,14 @@ class Planned:
     allocation: Any = None  # slurm.launch.Allocation (launcher=slurm)
     pod: Any = None  # k8s.launch.Pod (launcher=k8s)
     warnings: tuple[str, ...] = ()  # a dry run's refusals from this host's facts (stderr, after the plan)
+
+    def __repr__(self) -> str:  # the config holds the secret values (the workers need them): masked here
+        from .. import secrets
+
+        return (
+            f"Planned(launch={self.launch!r}, cfg={secrets.mask_config(self.cfg)!r}, settled={self.settled!r}, "
+            f"slot={self.slot!r}, warnings={self.warnings!r})"
+        )
 
 
 @dataclass(frozen=True)
@@ -321,74 +328,22 @@ class LocalBackend:
         return handles
 
     # -- a run under way, from its record alone ------------------------------------------------------
+    # the handle side (runs asks it too): launcher/backends/local_state.py, no Hydra
     def describe(self, handle: Handle) -> Status:
-        """The run's state from its status.json (runs/read.py's reading of it)."""
-        from ..runs import read  # (here: a launch never reads a record back; the start-up budget)
+        from . import local_state
 
-        states = {  # runs/read.py's statuses in the back-end vocabulary
-            read.RUNNING: State.RUNNING,
-            read.SUCCESS: State.SUCCEEDED,
-            read.FAILED: State.FAILED,
-            read.HANG: State.FAILED,
-            read.INTERRUPTED: State.STOPPED,
-            read.LOST: State.FAILED,
-        }
-        problems: list[str] = []
-        status = _status(handle)
-        state = read.status_of(status, problems)
-        code = status.get("exit_code") if status else None
-        code = code if isinstance(code, int) and not isinstance(code, bool) else None
-        detail = str(status.get("reason") or "") if status else ""
-        return Status(states.get(state, State.UNKNOWN), "; ".join([detail, *problems]).strip("; "), code)
+        return local_state.describe(handle)
 
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-        """Rank ``rank``'s log (rank 0's when None), line by line; ``follow``: until status.json has
-        the launch's end (or its launcher is gone), then what is left."""
-        from ..run.logs import rank_log
+        from . import local_state
 
-        path = rank_log(Path(handle.run_dir) / "logs", rank or 0)
-        position, pending = 0, b""
-        while True:
-            ended = not follow or self.describe(handle).state is not State.RUNNING
-            try:
-                with open(path, "rb") as log:
-                    log.seek(position)
-                    data = log.read(1 << 20)
-            except OSError:
-                data = b""
-            position += len(data)
-            lines = (pending + data).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                yield line.decode(errors="replace") + "\n"
-            if len(data) == 1 << 20:
-                continue
-            if ended:
-                if pending:
-                    yield pending.decode(errors="replace")
-                return
-            time.sleep(POLL_S)
+        return local_state.logs(handle, rank, follow)
 
     def cancel(self, handle: Handle) -> None:
-        """What one Ctrl+C does: SIGINT to the launcher, which stops every rank and closes the record.
-        Only to the process status.json names, and only while it is that process (pid_start)."""
-        from ..runs import read
+        """What one Ctrl+C does: SIGINT to the launcher (only while it is the process status.json names)."""
+        from . import local_state
 
-        status = _status(handle)
-        if not status or status.get("exit_code") is not None or read.launcher_alive(status) is not True:
-            return
-        try:
-            os.kill(int(status["pid"]), signal.SIGINT)
-        except ProcessLookupError:
-            pass
-
-
-def _status(handle: Handle) -> dict | None:
-    try:
-        data = files.read_json(Path(handle.run_dir) / record.STATUS, files.JSON_MAX)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        local_state.cancel(handle)
 
 
 # -- helpers the launch shares -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import files
 from ..errors import UserError
+from ..rundir import RunPaths
 from ..runs import read
 from .base import Handle, State, Status
 
@@ -62,7 +63,7 @@ def describe(handle: Handle) -> Status:
 
 
 def _log(handle: Handle, rank: int) -> Path:
-    return Path(handle.run_dir) / "logs" / f"rank{rank}.log"
+    return RunPaths(handle.run_dir).rank_log(rank)
 
 
 def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:

@@ -337,7 +337,8 @@ def submit_sweep(backend: SlurmBackend, items: list) -> list[int]:
     """A sweep's collected requests (in ``items``, the session's submissions) submitted as one job
     array, or shown (:class:`Shown`, a dry run); each replaced in place by its
     :class:`~launcher.slurm.submit.Submission`. Exit codes."""
-    from .submit import DRY_RUN, Submission
+    from ..backends.base import DRY_RUN
+    from .submit import Submission
 
     shown = [i for i, item in enumerate(items) if isinstance(item, Shown)]
     if shown:
