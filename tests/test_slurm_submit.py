@@ -177,7 +177,7 @@ def test_cluster_profile_carries_the_slurm_settings(run_cli, tmp_path):
     "args, message",
     [
         (["slurm.time=soon"], "slurm.time=soon: expected minutes, MM:SS, HH:MM:SS"),
-        (["slurm.nodes=0"], "slurm.nodes=0: must be >= 1"),
+        (["slurm.nodes=0"], "slurm.nodes=0: a node count from 1 to 65536"),
         (["+slurm.extra.colour=red"], "slurm.extra.colour=red: not a known sbatch long option"),
         (["+slurm.extra.time=5"], "slurm.extra.time=5: set slurm.time instead of an extra option"),
         (["slurm.gpu_type=a100"], "slurm.gpu_type=a100: needs gpus_per_node >= 1"),
@@ -196,9 +196,9 @@ def test_cluster_profile_carries_the_slurm_settings(run_cli, tmp_path):
         (
             # issue 19 changed this: launcher.nnodes is the job's node count, slurm.nodes its alias
             ["slurm.nodes=2", "launcher=multinode", "launcher.nnodes=3"],
-            "slurm.nodes=2: disagrees with launcher.nnodes=3: slurm.nodes is an alias of launcher.nnodes",
+            "launcher.nnodes=3: slurm.nodes=2 says otherwise: slurm.nodes is the old spelling of launcher.nnodes",
         ),
-        (["launcher.nnodes=1", "slurm.nodes=2"], "slurm.nodes=2: disagrees with launcher.nnodes=1"),
+        (["launcher.nnodes=1", "slurm.nodes=2"], "launcher.nnodes=1: slurm.nodes=2 says otherwise"),
         (
             ["launcher=multinode", "launcher.nnodes=1:2"],
             "launcher.nnodes=1:2: submit=slurm asks SLURM for a fixed node count: a whole number >= 1",

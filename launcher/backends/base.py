@@ -173,3 +173,17 @@ class Refused:
     run_dir: str
     error: str
     exit_code: int = 2
+
+
+def submit_each(backend: Backend, requests: Sequence[Request]) -> list[Handle | Refused]:
+    """``submit_all`` where every point is its own job: one ``submit`` each, a refusal recorded as
+    its sweep row (the back ends that have nothing better: Ray, Kubernetes)."""
+    from ..errors import UserError
+
+    out: list[Handle | Refused] = []
+    for request in requests:
+        try:
+            out.append(backend.submit(request))
+        except UserError as err:
+            out.append(Refused(request.run_dir, str(err)))
+    return out

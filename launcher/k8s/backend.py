@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status
+from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status, submit_each
 from ..errors import UserError
 from . import kubectl
 
@@ -88,13 +88,7 @@ class K8sBackend:
         return handle
 
     def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        out: list[Handle | Refused] = []
-        for request in requests:
-            try:
-                out.append(self.submit(request))
-            except UserError as err:
-                out.append(Refused(request.run_dir, str(err)))
-        return out
+        return submit_each(self, requests)
 
     def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
         """Nobody waits for a Kubernetes job here: 0 for each created, the refusal's code otherwise."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status
+from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status, submit_each
 
 NAME = "ray"
 OLD_RECORD = "ray_job.json"  # the record before submit.json format 2 (read, never written)
@@ -249,15 +249,7 @@ class RayBackend:
         return made, spec_mod.build(cfg, made, payload.order)
 
     def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        from ..errors import UserError
-
-        out: list[Handle | Refused] = []
-        for request in requests:
-            try:
-                out.append(self.submit(request))
-            except UserError as err:
-                out.append(Refused(request.run_dir, str(err)))
-        return out
+        return submit_each(self, requests)
 
     def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
         """The launches' exit codes for the jobs followed (``ray.follow=true``), 0 for the others."""

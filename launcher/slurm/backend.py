@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import record
+from .. import nodes, record
 from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status
 from ..errors import UserError
 from ..names import PROG, override_key
@@ -73,30 +73,27 @@ class SlurmJob:
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # NAME -> value: sbatch's env only
 
 
+MOST_NODES = 65536  # a bound for a batch script, well above the largest clusters
+
+
 def job_nodes(cfg: TrainConfig, typed: Sequence[str]) -> int:
-    """The job's node count: ``launcher.nnodes``; ``slurm.nodes`` is an alias that must agree.
-    ``launcher.nnodes`` counts when typed (``typed``: the overrides) or other than 1."""
+    """The job's node count: ``launcher.nnodes``; ``slurm.nodes`` is its old spelling, which must agree
+    (launcher/nodes.py, as on every back end). ``launcher.nnodes`` counts when typed (``typed``: the
+    overrides) or other than 1; SLURM is asked for a fixed count, never an elastic range."""
     nnodes = cfg.launcher.nnodes
-    explicit = any(override_key(o) == "launcher.nnodes" for o in typed) or nnodes not in (None, "1")
-    if explicit and (nnodes is None or not str(nnodes).isdigit() or int(nnodes) < 1):
+    nnodes_typed = any(override_key(o) == nodes.NNODES for o in typed)
+    text = "" if nnodes is None else str(nnodes).strip()
+    if (nnodes_typed or text not in ("", "1")) and not text.isdigit():
         raise UserError(
-            "launcher.nnodes",
+            nodes.NNODES,
             nnodes,
             "submit=slurm asks SLURM for a fixed node count: a whole number >= 1",
             "an elastic MIN:MAX range is not submitted to SLURM",
         )
     alias = cfg.slurm.nodes
-    if alias is not None and explicit and alias != int(nnodes):
-        raise UserError(
-            "slurm.nodes",
-            alias,
-            f"disagrees with launcher.nnodes={nnodes}: slurm.nodes is an alias of launcher.nnodes, "
-            "the job's node count",
-            "set launcher.nnodes alone, or both to the same value",
-        )
-    if alias is not None:
-        return alias
-    return int(nnodes) if explicit else 1
+    return nodes.job_nodes(
+        nnodes, nnodes_typed, "slurm.nodes", 1 if alias is None else alias, alias is not None, MOST_NODES
+    )
 
 
 def job_config(cfg: TrainConfig, typed: Sequence[str], run_dir: str, nodes: int) -> TrainConfig:
