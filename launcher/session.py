@@ -453,9 +453,7 @@ class _Pending:
                 self.session.exit_codes += submit_sweep(self.slurm, self.submissions)
 
             # a SLURM or Kubernetes sweep: its table says what was submitted
-            summary = (
-                k8s_submit.summary if isinstance(self.submissions[0], k8s_submit.Submission) else slurm_submit.summary
-            )
+            summary = k8s_submit.summary if self.name == "k8s" else slurm_submit.summary
             print(summary(self.submissions), flush=True)
             return True
         return False

@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -50,15 +50,7 @@ TRAINJOB_MASTER_PORT = 29400  # Trainer v2: constants.ContainerTrainerPort
 KUBECTL_TIMEOUT_S = kubectl.TIMEOUT_S
 
 
-@dataclass(frozen=True)
-class Submission:
-    """One created (or refused, or dry-run) job, for the sweep's table (``job_id``: the job's name;
-    ``error`` is ``DRY_RUN`` for a dry run's)."""
-
-    overrides: tuple[str, ...]
-    run_dir: str
-    job_id: str | None = None
-    error: str | None = None
+Submission = sweep_summary.Submission  # one created (or refused, or shown) job: the sweep table's row
 
 
 def is_jax(cfg: TrainConfig) -> bool:

@@ -34,13 +34,8 @@ CONFIG_FLAGS = ("--config-dir", "-cd", "--config-path", "-cp", "--config-name", 
 
 
 @dataclass(frozen=True)
-class Submission:
-    """One submitted (or refused) job, for the summary table."""
-
-    overrides: tuple[str, ...]
-    run_dir: str
-    job_id: str | None = None
-    error: str | None = None
+class Submission(sweep_summary.Submission):
+    """One submitted (or refused, or shown) job: the sweep table's row, and its SLURM log."""
 
     @property
     def log(self) -> str:
