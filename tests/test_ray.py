@@ -564,7 +564,7 @@ def test_stop_leaves_no_survivors(ray_cluster, tmp_path):
             proc.kill()
             out, err = proc.communicate()
         stop_jobs(ray_cluster, _job_ids(out))  # no job outlives the test
-    assert proc.returncode == 130, out + err
+    assert proc.returncode == 130, f"exit code {proc.returncode}\n{out}{err}"
     (job_id,) = _job_ids(out)
     assert str(job_info(ray_cluster, job_id).status).endswith("STOPPED")
     assert survivors(pid_dir) == []
