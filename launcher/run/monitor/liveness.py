@@ -102,6 +102,16 @@ class Lost:
     code: int = EXIT_NODE_LOST  # another node's exit code: that node failed, not lost
 
 
+def _recv(peer: _Peer) -> bytes | None:
+    """What ``peer`` sent: None when nothing is there yet, ``b""`` when its connection closed or broke."""
+    try:
+        return peer.sock.recv(4096)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 def _display(address: str) -> str:
     return address[7:] if address.startswith("::ffff:") else address
 
@@ -350,14 +360,8 @@ class NodeLiveness:
 
     def _read(self, peer: _Peer | None) -> None:
         """Take what ``peer`` sent."""
-        if peer is None:
+        if peer is None or (data := _recv(peer)) is None:
             return
-        try:
-            data = peer.sock.recv(4096)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
         if not data:
             self._closed(peer)
             return
@@ -529,15 +533,7 @@ class NodeLiveness:
         while self._peers and time.monotonic() < deadline:
             for key, _ in self._selector.select(max(0.0, deadline - time.monotonic())):
                 peer = self._peers.get(key.fileobj)  # type: ignore[arg-type]
-                if peer is None:
-                    continue
-                try:
-                    data = peer.sock.recv(4096)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
+                if peer is not None and _recv(peer) == b"":  # what it still sent is not read: we said bye
                     self._drop(peer)
         for peer in list(self._peers.values()):
             self._drop(peer)
