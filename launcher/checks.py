@@ -390,6 +390,41 @@ def _node_timeout(launcher: LauncherConfig) -> None:
         )
 
 
+def elastic_restarts(
+    launcher: LauncherConfig, backend: str | None, min_nodes: int, max_nodes: int, restarts: int
+) -> None:
+    """``launcher.nnodes=MIN:MAX`` with ``restart.max > 0``: a lost node is not fatal while MIN remain
+    (docs/recovery.md, "Elastic nodes"). The world size changes between attempts: the c10d rendezvous
+    (the static one has a fixed size), and node 0 learns of a lost node through the nodes' liveness
+    channel (``launcher.node_timeout`` on).
+
+    >>> from launcher.config.schema import LauncherConfig
+    >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "c10d", 1, 2, 1)
+    >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "static", 1, 2, 0)
+    >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "static", 1, 2, 1)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.nnodes=1:2: MIN:MAX with restart.max > 0 needs the c10d rendezvous: the static one has a fixed world size (set launcher.rdzv_endpoint=<node 0's host>:<port> (c10d), or give launcher.nnodes one number)
+    """  # noqa: E501
+    if min_nodes == max_nodes or not restarts:
+        return
+    if backend != "c10d":
+        raise UserError(
+            _key("nnodes"),
+            launcher.nnodes,
+            f"MIN:MAX with restart.max > 0 needs the c10d rendezvous: the {backend} one has a fixed world size",
+            "set launcher.rdzv_endpoint=<node 0's host>:<port> (c10d), or give launcher.nnodes one number",
+        )
+    if not launcher.node_timeout:
+        raise UserError(
+            _key("node_timeout"),
+            launcher.node_timeout,
+            f"seconds with launcher.nnodes={launcher.nnodes} and restart.max > 0: node 0 learns of a lost node "
+            "through the nodes' liveness channel",
+            "leave launcher.node_timeout at its default (30), or give launcher.nnodes one number",
+        )
+
+
 def node_hub(
     launcher: LauncherConfig,
     backend: str | None,
@@ -397,11 +432,14 @@ def node_hub(
     coordinator: Endpoint | None,
     min_nodes: int,
     max_nodes: int,
+    restarts: int = 0,
 ) -> Endpoint | None:
     """Where the nodes' launchers meet to watch each other (run/monitor/liveness.py): node 0's host, as in
     the rendezvous endpoint, the static master or the JAX coordinator, and ``launcher.node_port``
-    (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX``, whose
-    nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not node 0).
+    (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX`` without
+    restarts, whose nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not
+    node 0). ``restarts``: restart.max; elastic ``MIN:MAX`` with restarts is watched (a lost node is
+    not fatal there while MIN remain: node 0 decides, run/monitor/coordinator.py).
 
     >>> from launcher.config.schema import LauncherConfig
     >>> node_hub(LauncherConfig(nnodes="2"), "c10d", Endpoint("10.0.0.1", 29400), None, 2, 2)
@@ -410,12 +448,14 @@ def node_hub(
     Endpoint(host='h', port=29501)
     >>> node_hub(LauncherConfig(nnodes="1:2"), "c10d", Endpoint("h", 29400), None, 1, 2) is None
     True
+    >>> node_hub(LauncherConfig(nnodes="1:2"), "c10d", Endpoint("h", 29400), None, 1, 2, restarts=3)
+    Endpoint(host='h', port=29401)
     >>> node_hub(LauncherConfig(nnodes="2", node_port=29400), "c10d", Endpoint("h", 29400), None, 2, 2)
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: launcher.node_port=29400: the rendezvous uses port 29400 (launcher.rdzv_endpoint) (give the nodes' liveness channel another port, or leave launcher.node_port unset: the rendezvous port + 1)
     """  # noqa: E501
-    if max_nodes < 2 or min_nodes != max_nodes or not launcher.node_timeout:
+    if max_nodes < 2 or (min_nodes != max_nodes and not restarts) or not launcher.node_timeout:
         return None
     if coordinator is not None:
         base, key = coordinator, "coordinator_address"
