@@ -325,6 +325,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         )
 
     _node_timeout(launcher)
+    restart_keys(cfg)
     if launcher.node_port is not None:
         check_port(launcher.node_port, _key("node_port"))
 
@@ -375,6 +376,64 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         local_addr=launcher.local_addr,
         node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes),
     )
+
+
+MAX_RESTARTS = 1000  # restart.max: beyond it a value is a typo, not a wish
+
+
+def restart_keys(cfg: TrainConfig) -> None:
+    """The ``restart`` group (docs/recovery.md): one error per bad value.
+
+    >>> from .config.schema import TrainConfig
+    >>> cfg = TrainConfig(); cfg.restart.classes = ["hang", "segfault"]
+    >>> restart_keys(cfg)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: restart.classes=segfault: a failure class (hang, node-lost, node-failed, nccl, nccl-timeout, rendezvous, jax-init-timeout, follower, killed, exception, exit-code, usage, cuda-oom, oom-killed, illegal-memory-access, crash, torchrun, port-in-use), default or all (docs/recovery.md lists what each class means)
+    """  # noqa: E501
+    from . import restarts
+
+    restart = cfg.restart
+    if not isinstance(restart.max, int) or not 0 <= restart.max <= MAX_RESTARTS:
+        raise UserError("restart.max", restart.max, f"an integer in 0..{MAX_RESTARTS}", "0: no restarts")
+    if not isinstance(restart.max_without_progress, int) or not 1 <= restart.max_without_progress <= MAX_RESTARTS:
+        raise UserError(
+            "restart.max_without_progress",
+            restart.max_without_progress,
+            f"an integer in 1..{MAX_RESTARTS}",
+            "restarted attempts in a row without progress before the launch stops",
+        )
+    words = (restarts.DEFAULT_WORD, restarts.ALL_WORD)
+    for name in restart.classes:
+        if name not in restarts.CLASSES and name not in words:
+            raise UserError(
+                "restart.classes",
+                name,
+                f"a failure class ({', '.join(restarts.CLASSES)}), {words[0]} or {words[1]}",
+                "docs/recovery.md lists what each class means",
+            )
+    if restart.max > 0 and cfg.launcher.max_restarts:
+        raise UserError(
+            "restart.max",
+            restart.max,
+            f"cannot be combined with launcher.max_restarts={cfg.launcher.max_restarts} (torchrun's own restarts, "
+            "blind to the cause, to hangs and to progress)",
+            "choose one: launcher.max_restarts=0, or restart.max=0",
+        )
+    if restart.max > 0 and cfg.sweep.parallel > 1:
+        raise UserError(
+            "restart.max",
+            restart.max,
+            f"a parallel sweep (sweep.parallel={cfg.sweep.parallel}) runs each job once in this version",
+            "restart.max=0, or sweep.parallel=1 (a serial sweep restarts each job)",
+        )
+    if restart.max > 0 and str(cfg.launcher.nnodes) != "1":
+        raise UserError(
+            "restart.max",
+            restart.max,
+            f"restarts one node only in this version (launcher.nnodes={cfg.launcher.nnodes})",
+            "restart.max=0 across nodes",
+        )
 
 
 def _node_timeout(launcher: LauncherConfig) -> None:

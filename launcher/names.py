@@ -21,6 +21,8 @@ RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
 # exported by the rank wrapper to each rank: <log_dir>/rank<R>.beat, written by the rank to show progress
 HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
+# the attempt a process belongs to (0, 1, ...: restart.max, run/attempts.py); set when restarts are on
+ATTEMPT_VAR = "TRAIN_MULTIGPU_ATTEMPT"
 # the launch's marker: every process started for a launch carries it (run/process/procs.py finds them by it)
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 

@@ -23,6 +23,7 @@ from .addresses import Endpoint
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
 from .facts import NODE_PORT_DEFAULT, HostFacts, Settled
 from .names import (
+    ATTEMPT_VAR,
     BACKEND_VAR,
     FR_BUFFER_VARS,
     FR_DIR,
@@ -85,6 +86,7 @@ LAUNCH_VARS = (
     NODE_RANK_VAR,
     LAUNCH_ID_VAR,
     HEARTBEAT_VAR,
+    ATTEMPT_VAR,
     "CUDA_VISIBLE_DEVICES",
     *JAX_RANK_VARS,
     *TORCHRUN_WORKER_VARS,
@@ -497,6 +499,34 @@ def supervised(plan: LaunchPlan, wrapper: str, log_dir: str, launch_id: str) -> 
     )
     env.update(flight_recorder_paths(plan.nccl_dump_vars, os.path.dirname(os.path.normpath(log_dir))))
     return replace(plan, env=MappingProxyType(env), rank_logs=rank_logs, console_local_ranks=console)
+
+
+def attempt(plan: LaunchPlan, number: int, resume_args: Sequence[str] = ()) -> LaunchPlan:
+    """The same plan as attempt ``number`` of a launch with restarts (run/attempts.py):
+    ``TRAIN_MULTIGPU_ATTEMPT=<number>`` for every process, and ``resume_args`` at the end of every
+    rank's script arguments, before ``--distributed`` (after what the script got already, so a
+    flag given twice takes the attempt's value); a lone flag the script gets already is not repeated.
+
+    >>> spec = ProcessSpec("rank", ("py", "w.py", "t.py", "--resume", "--distributed"))
+    >>> p = LaunchPlan(Topology.skrl_jax, "examples", "cpu", "gloo", 1, "1", 0, "t.py", {}, (spec,), 30.0, False)
+    >>> a = attempt(p, 2, ["--resume", "--checkpoint", "c.pt"])
+    >>> a.env[ATTEMPT_VAR], a.processes[0].argv
+    ('2', ('py', 'w.py', 't.py', '--resume', '--checkpoint', 'c.pt', '--distributed'))
+    """
+    processes = []
+    for spec in plan.processes:
+        argv = list(spec.argv)
+        add = [arg for i, arg in enumerate(resume_args) if not _given_flag(resume_args, i, argv)]
+        at = len(argv) - 1 if argv and argv[-1] == DISTRIBUTED_FLAG else len(argv)
+        processes.append(replace(spec, argv=tuple(argv[:at] + add + argv[at:])))
+    env = MappingProxyType({**plan.env, ATTEMPT_VAR: str(number)})
+    return replace(plan, env=env, processes=tuple(processes))
+
+
+def _given_flag(args: Sequence[str], i: int, argv: Sequence[str]) -> bool:
+    """``args[i]`` is a flag without a value (the next word is a flag too, or none) that ``argv`` holds."""
+    lone = args[i].startswith("--") and (i + 1 == len(args) or args[i + 1].startswith("--"))
+    return lone and args[i] in argv
 
 
 def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:

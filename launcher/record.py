@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -162,10 +163,12 @@ def write_end(
     outcome: Reason,
     failure: dict | None = None,
     stragglers: tuple[dict, ...] | list[dict] = (),
+    attempts: Sequence = (),
 ) -> None:
     """``reason``: how the launch ended, for people; ``outcome``: the same as a
     :class:`~launcher.rundir.Reason`, what readers decide on. ``stragglers``: the ranks named slow
-    (run/monitor/stragglers.py); the key is written only when there were any."""
+    (run/monitor/stragglers.py); the key is written only when there were any. ``attempts``:
+    run/attempts.Attempt of a launch with restarts on (the key only then)."""
     ended = time.time()
     status = {
         "started": _iso(started),
@@ -178,7 +181,29 @@ def write_end(
     }
     if stragglers:
         status["stragglers"] = list(stragglers)
+    if attempts:
+        status[ATTEMPTS_KEY] = attempts_json(attempts)
     write_json(RunPaths(run_dir).status, status)
+
+
+ATTEMPTS_KEY = "attempts"
+
+
+def attempts_json(attempts: Sequence) -> list[dict]:
+    """status.json's ``attempts``: each run/attempts.Attempt with its times as ISO text."""
+    return [{**a.as_dict(), "started": _iso(a.started), "ended": _iso(a.ended)} for a in attempts]
+
+
+def write_attempts(run_dir: Path, attempts: Sequence) -> None:
+    """The attempts so far into the open status.json (``runs`` shows them while the launch runs)."""
+    path = RunPaths(run_dir).status
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(status, dict) and status.get("exit_code") is None:
+        status[ATTEMPTS_KEY] = attempts_json(attempts)
+        write_json(path, status)
 
 
 # what status.json says when the launcher itself was killed (written by its watchdog)

@@ -21,6 +21,8 @@ ends their records, and ``runs`` reads them all back without importing Hydra.
     <run_dir>/logs/rank<R>.exit.json   a rank's non-zero exit (run/worker.py)
     <run_dir>/logs/rank<R>.beat    a rank's heartbeat (TRAIN_MULTIGPU_HEARTBEAT_FILE)
     <run_dir>/logs/progress.json   the hang watchdog's view of this node's ranks
+    <run_dir>/attempt<N>/          a restarted attempt's logs/, stacks/, nccl/ (restart.max; N >= 1: attempt 0
+                                   writes where a launch without restarts does)
     <run_dir>/restart<N>/          a requeued SLURM job's record; node<R>/ one node's (submit=slurm)
     <run_root>/<stamp>[_<run_name>][_node<R>]/   a launch (record.run_dir_name); _node<R>: one node's
 
@@ -66,6 +68,7 @@ EVALUATION = "evaluation.json"
 # -- directories around a run --------------------------------------------------------------------
 MULTIRUN = "multirun"  # <run_root>/multirun/<stamp>/<job number>/: a -m sweep (Hydra's sweep dir)
 RESTART_DIR = re.compile(r"^restart(\d+)$")
+ATTEMPT_DIR = re.compile(r"^attempt(\d+)$")
 NODE_DIR = re.compile(r"^node(\d+)$")
 EXIT_RECORD = re.compile(r"^rank(\d+)\.exit\.json$")
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
@@ -100,6 +103,21 @@ def restart_name(count: int) -> str:
     return f"restart{count}"
 
 
+def attempt_name(number: int) -> str:
+    """A restarted attempt's directory: ``attempt<N>`` (N >= 1; attempt 0 is the run directory itself)."""
+    return f"attempt{number}"
+
+
+def record_root(log_dir: Path) -> Path:
+    """The run directory whose status.json covers an attempt's ``logs`` directory.
+
+    >>> str(record_root(Path("/r/run1/logs"))), str(record_root(Path("/r/run1/attempt2/logs")))
+    ('/r/run1', '/r/run1')
+    """
+    parent = Path(log_dir).parent
+    return parent.parent if ATTEMPT_DIR.match(parent.name) else parent
+
+
 def node_name(node_rank: int) -> str:
     return f"node{node_rank}"
 
@@ -129,6 +147,8 @@ class RunPaths:
     >>> p = RunPaths("/r/run1")
     >>> str(p.status), str(p.rank_log(2)), str(p.restart(1).node(0).logs)
     ('/r/run1/status.json', '/r/run1/logs/rank2.log', '/r/run1/restart1/node0/logs')
+    >>> str(p.attempt(0).logs), str(p.attempt(2).stacks)
+    ('/r/run1/logs', '/r/run1/attempt2/stacks')
     """
 
     root: Path
@@ -177,6 +197,22 @@ class RunPaths:
     def node(self, node_rank: int) -> RunPaths:
         return RunPaths(self._at(node_name(node_rank)))
 
+    def attempt(self, number: int) -> RunPaths:
+        """Attempt ``number``'s paths (logs, stacks, nccl): the run directory's own for attempt 0."""
+        return self if number == 0 else RunPaths(self._at(attempt_name(number)))
+
+    def attempts(self) -> list[RunPaths]:
+        """Every attempt this run directory holds, in order (reads the directory)."""
+        found = {0: self}
+        try:
+            for entry in self.root.iterdir():
+                match = ATTEMPT_DIR.match(entry.name)
+                if match and int(match.group(1)) > 0 and entry.is_dir():
+                    found[int(match.group(1))] = RunPaths(entry)
+        except OSError:
+            pass
+        return [found[n] for n in sorted(found)]
+
 
 # -- how a launch ended ---------------------------------------------------------------------------
 OUTCOME_KEY = "outcome"  # status.json's key for the Reason (``reason`` keeps the text, for people)
@@ -195,6 +231,7 @@ class Reason(str, enum.Enum):
     NODE_LOST = "node_lost"  # another node of the launch went silent
     NODE_FAILED = "node_failed"  # another node's launch failed
     LAUNCHER_KILLED = "launcher_killed"  # the launcher was SIGKILLed; its watchdog closed the record
+    NO_PROGRESS = "no_progress"  # restarted attempts made no progress (restart.max_without_progress)
 
 
 class Source(str, enum.Enum):
@@ -240,6 +277,7 @@ _LEGACY = {
     "node lost": Reason.NODE_LOST,
     "node failed": Reason.NODE_FAILED,
     "stopped (sweep.fail_fast)": Reason.FAIL_FAST_STOP,
+    "no progress": Reason.NO_PROGRESS,
 }
 
 

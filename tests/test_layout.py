@@ -24,6 +24,7 @@ LEAVES = {
     "launcher.files",
     "launcher.facts",
     "launcher.rundir",
+    "launcher.restarts",  # the restart policy (pure): checks validates its keys, run/attempts.py runs it
 }
 LATER_STAGES = (
     "launcher.run",

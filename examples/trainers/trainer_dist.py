@@ -40,11 +40,14 @@ class Topology:
     # Restart attempt of the whole job, identical on every rank (see ``_agree_attempt``); before the
     # process group is set up it is this node's restart count.  -1: not yet agreed.
     attempt: int = -1
+    # TRAIN_MULTIGPU_ATTEMPT: the launcher's attempt (restart.max), the same on every rank of every node
+    launch_attempt: int = 0
 
     @property
     def restarted(self) -> bool:
-        """Whether this is a restarted attempt (a failure happened on ANY node), the same on all ranks."""
-        return (self.attempt if self.attempt >= 0 else self.restart_count) > 0
+        """Whether this is a restarted attempt (a failure happened on ANY node), the same on all ranks:
+        torch elastic's restart (agreed) or train_multigpu's (TRAIN_MULTIGPU_ATTEMPT > 0)."""
+        return (self.attempt if self.attempt >= 0 else self.restart_count) > 0 or self.launch_attempt > 0
 
     @property
     def distributed(self) -> bool:
@@ -133,6 +136,7 @@ def read_topology(args) -> Topology:
         threads=threads,
         restart_count=_int_env("TORCHELASTIC_RESTART_COUNT", 0),
         coordinator=coordinator,
+        launch_attempt=_int_env("TRAIN_MULTIGPU_ATTEMPT", 0),
     )
 
 

@@ -67,17 +67,53 @@ def beat(iteration: int, total: int) -> None:
         pass
 
 
-def parse_crash(spec: str) -> tuple[int, int] | None:
-    """TRAIN_MULTIGPU_EXAMPLE_CRASH="<iteration>:<global rank>" (iterations count from 1)."""
+@dataclass(frozen=True)
+class Crash:
+    """TRAIN_MULTIGPU_EXAMPLE_CRASH="<iteration>:<global rank>[:hang][:always]": that rank exits 3
+    right after that iteration (0: before the first, once start-up is over); ``hang``: it sleeps
+    instead, beating no more (a stalled rank); ``always``: on restarted attempts too (by default only
+    the first attempt fires: TORCHELASTIC_RESTART_COUNT and TRAIN_MULTIGPU_ATTEMPT both 0 or unset)."""
+
+    iteration: int
+    rank: int
+    hang: bool = False
+    always: bool = False
+
+    def fires(self, iteration: int, rank: int, restarted: bool) -> bool:
+        return (iteration, rank) == (self.iteration, self.rank) and (self.always or not restarted)
+
+
+def parse_crash(spec: str) -> Crash | None:
+    """The fault injection TRAIN_MULTIGPU_EXAMPLE_CRASH asks for (None: none).
+
+    >>> parse_crash("2:1"), parse_crash("0:0:always").always, parse_crash("3:1:hang").hang
+    (Crash(iteration=2, rank=1, hang=False, always=False), True, True)
+    """
     if not spec:
         return None
+    words = spec.split(":")
     try:
-        iteration, rank = (int(x) for x in spec.split(":"))
-    except ValueError:
+        iteration, rank = int(words[0]), int(words[1])
+        if not set(words[2:]) <= {"hang", "always"}:
+            raise ValueError
+    except (ValueError, IndexError):
         raise SystemExit(
-            f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH={spec!r}; expected <iteration>:<global rank>"
+            f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH={spec!r}; expected <iteration>:<global rank>[:hang][:always]"
         ) from None
-    return iteration, rank
+    return Crash(iteration, rank, "hang" in words[2:], "always" in words[2:])
+
+
+def crash_now(crash: Crash | None, iteration: int, topo) -> None:
+    """Exit 3 (or stall) when the fault injection fires here."""
+    if crash is None or not crash.fires(iteration, topo.rank, topo.restarted):
+        return
+    where = f"after iteration {iteration}" if iteration else "before its first iteration"
+    what = "stalls" if crash.hang else "exits 3"
+    print(f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH: rank {topo.rank} {what} {where}", file=sys.stderr, flush=True)
+    if crash.hang:
+        while True:
+            time.sleep(1000)
+    os._exit(3)
 
 
 class Dump:
@@ -146,7 +182,7 @@ class Training:
     num_envs: int
     max_iterations: int
     dump: Dump
-    crash: tuple[int, int] | None = None  # TRAIN_MULTIGPU_EXAMPLE_CRASH: (iteration, rank) that exits 3
+    crash: Crash | None = None  # TRAIN_MULTIGPU_EXAMPLE_CRASH
     run_dir: Path | None = None  # rank 0 only
     scalars: out.Scalars | None = None  # rank 0 only
     start_iteration: int = 0
@@ -321,6 +357,8 @@ def iterate(t: Training) -> None:
     steps_per_iteration = topo.world_size * t.num_envs * rollouts
     t_start = time.perf_counter()
     beat(t.start_iteration, t.max_iterations)  # start-up is over
+    if t.start_iteration == 0:
+        crash_now(crash, 0, topo)
     for iteration in range(t.start_iteration + 1, t.max_iterations + 1):
         t.iteration = iteration
         t0 = time.perf_counter()
@@ -398,13 +436,7 @@ def iterate(t: Training) -> None:
                     eta.update(iteration, time.perf_counter()),
                 )
             )
-        if crash and crash == (iteration, topo.rank) and not topo.restarted:
-            print(
-                f"train.py: TRAIN_MULTIGPU_EXAMPLE_CRASH: rank {topo.rank} exits 3 after iteration {iteration}",
-                file=sys.stderr,
-                flush=True,
-            )
-            os._exit(3)
+        crash_now(crash, iteration, topo)
         beat(iteration, t.max_iterations)
         if t.stopped_by:
             break

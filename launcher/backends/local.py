@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import record
 from ..names import PROG
-from ..rundir import Reason
+from ..rundir import Reason, RunPaths
 from .base import Handle, Launch, Refused, Request, Status
 
 if TYPE_CHECKING:
@@ -154,29 +154,47 @@ class LocalBackend:
     def submit(self, request: Request) -> Handle:
         """Create the run directory, write the record, run the launch under the supervisor until it
         ends; its :class:`Result` is in ``results`` under the handle's run directory."""
+        from .. import plan as plan_mod
+        from .. import restarts
         from ..errors import EXIT_USAGE, UserError
-        from ..run import supervise
+        from ..run import attempts, supervise
+        from .local_resume import LocalResume
 
         planned: Planned = request.payload
         cfg = planned.cfg
         run_dir = self._create_run_dir(planned)
         logs = run_dir / "logs"
         plan = self._plan(planned, run_dir)
+        policy = restarts.Policy.of(cfg.restart.max, cfg.restart.classes, cfg.restart.max_without_progress)
+        if policy.max > 0:  # restarts on: every attempt's processes know their attempt
+            plan = plan_mod.attempt(plan, 0)
         logs.mkdir(exist_ok=True)
         supervise.hold_stack_requests()  # status.json names this process from now on
         started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed)
         handle = Handle(NAME, str(os.getpid()), str(run_dir))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
+        resume = LocalResume(plan, cfg.profile.name, cfg.rl_library.name, RunPaths(run_dir))
+        on_attempt = (lambda done: record.write_attempts(run_dir, done)) if policy.max > 0 else None
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
         try:
-            outcome = supervise.run(plan, logs, relay_usr1=not cfg.launcher.from_slurm, interrupts=self.interrupts)
+            result = attempts.run(
+                plan,
+                run_dir,
+                policy,
+                resume,
+                relay_usr1=not cfg.launcher.from_slurm,
+                interrupts=self.interrupts,
+                on_attempt=on_attempt,
+                shown=resume.shown,
+            )
+            outcome = result.outcome
         except UserError as err:  # nothing could be started (preflight looked first): the record says so
             record.write_end(run_dir, started, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED)
             self.results[str(run_dir)] = Result(
                 EXIT_USAGE, str(run_dir), f"{NOT_STARTED}{err}", ended=Reason.NOT_STARTED
             )
             raise
-        self.ended(planned, run_dir, started, outcome)
+        self.ended(planned, run_dir, started, outcome, result.attempts if policy.max > 0 else ())
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return handle
 
@@ -228,9 +246,10 @@ class LocalBackend:
         return codes
 
     # -- what a launch's end does, serial or parallel ------------------------------------------------
-    def ended(self, planned: Planned, run_dir: Path, started: float, outcome) -> None:
+    def ended(self, planned: Planned, run_dir: Path, started: float, outcome, attempts=()) -> None:
         """Close the record, say what a failed launch's output shows (the port taken at torchrun's
-        bind, what a rendezvous waited for) and keep the result."""
+        bind, what a rendezvous waited for) and keep the result. ``attempts``: run/attempts.Attempt
+        of a launch with restarts on (status.json lists them)."""
         from .. import probe
         from ..run.monitor.liveness import EXIT_NODE_LOST
 
@@ -242,11 +261,13 @@ class LocalBackend:
             outcome.ended,
             outcome.failure_record(),
             outcome.stragglers,
+            attempts,
         )
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(planned.cfg, planned.settled, outcome.port_in_use)))
         elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST and not outcome.halted:
-            rendezvous_hint(planned.cfg, planned.settled, run_dir / "logs")  # (a lost node is no rendezvous failure)
+            last = RunPaths(run_dir).attempt(attempts[-1].number if attempts else 0)
+            rendezvous_hint(planned.cfg, planned.settled, last.logs)  # (a lost node is no rendezvous failure)
         self.results[str(run_dir)] = Result(
             outcome.exit_code,
             str(run_dir),

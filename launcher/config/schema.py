@@ -259,6 +259,22 @@ class SweepConfig:
 
 
 @dataclass
+class RestartConfig:
+    """Restarts by cause, only while progress is made (docs/recovery.md; launcher/restarts.py)."""
+
+    # restarts after the first attempt; 0: none (a failure ends the launch, as without this group)
+    max: int = 0
+    # the failure classes restarted: names from docs/recovery.md's table; "default" stands for the
+    # classes restarted by default (hang, node-lost, node-failed, nccl, nccl-timeout, rendezvous,
+    # jax-init-timeout, follower, killed), "all" for every class
+    # ("classes", not "on": YAML 1.1 reads an unquoted ``on:`` key as true)
+    classes: list[str] = field(default_factory=lambda: ["default"])
+    # restarted attempts in a row without progress (no heartbeat past the iteration it resumed
+    # from, no new checkpoint) after which the launch stops with reason "no progress"
+    max_without_progress: int = 1
+
+
+@dataclass
 class TrainConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     rl_library: RLLibraryConfig = field(default_factory=RLLibraryConfig)
@@ -293,6 +309,8 @@ class TrainConfig:
     ray: RayConfig = field(default_factory=RayConfig)
     # submit=k8s: write <run dir>/<kind>.yaml and create it with kubectl instead of running here
     k8s: K8sConfig = field(default_factory=K8sConfig)
+    # restarts by cause while progress is made (docs/recovery.md)
+    restart: RestartConfig = field(default_factory=RestartConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
 

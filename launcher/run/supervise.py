@@ -61,6 +61,7 @@ No orphans
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -123,8 +124,15 @@ class Supervisor:
     ``exclusive``: see :class:`~launcher.run.process.group.ProcessGroup`."""
 
     def __init__(
-        self, plan: LaunchPlan, log_dir: Path, console: IO[bytes] | None = None, exclusive: bool = True
+        self,
+        plan: LaunchPlan,
+        log_dir: Path,
+        console: IO[bytes] | None = None,
+        exclusive: bool = True,
+        given_liveness: liveness.NodeLiveness | None = None,
     ) -> None:
+        """``given_liveness``: the nodes' channel when it outlives this launch (the attempt loop's, run/attempts.py):
+        this supervisor uses it and neither starts nor closes it. None: it makes and closes its own."""
         if LAUNCH_ID_VAR not in plan.env:
             plan = prepare(plan, log_dir)
         self.plan = plan
@@ -139,7 +147,11 @@ class Supervisor:
         self.observer = Observer(log_dir)
         self.stragglers = StragglerMonitor(plan, log_dir, self.console.say, self.observer)  # never a failure
         # multi-node: this node's launcher and the others' watch each other (run/monitor/liveness.py)
-        self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
+        self.owns_liveness = given_liveness is None
+        if given_liveness is not None:
+            self.liveness: liveness.NodeLiveness | None = given_liveness
+        else:
+            self.liveness = liveness.NodeLiveness(plan.nodes) if plan.nodes is not None else None
         self.progress = ProgressMonitor(  # run/monitor/progress.py; the one writer of progress.json
             plan,
             log_dir,
@@ -164,11 +176,12 @@ class Supervisor:
         self.oom_before: oom.Counters | None = None  # OOM-kill counters at the start (run/postmortem/causes.py)
         self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
         self.live_at_failure: frozenset[int] | None = None  # torchrun's ranks still running then
+        self.failed_at: float | None = None  # when the failure was found (epoch seconds; run/attempts.py)
 
     def start(self) -> None:
         self.oom_before = oom.read()
         flight_recorder.prepare(self.plan.env)
-        if self.liveness is not None:  # node 0 binds its port before anything starts
+        if self.liveness is not None and self.owns_liveness:  # node 0 binds its port before anything starts
             self.liveness.start()
         self.group.start(self.console.echo_agent, self._pending_signal)
         self.console.start(self.log_dir)
@@ -208,6 +221,10 @@ class Supervisor:
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
             self.kill_at = 0.0  # second Ctrl+C: now (done by the wait loop)
+            return
+        if self.failure is not None and self.signal_received is None:  # a failed launch being torn down
+            self.signal_received = signum
+            self.kill_at = 0.0  # nothing left to save: what is left goes now
             return
         if self.signal_received is None:
             self.signal_received = signum
@@ -258,6 +275,7 @@ class Supervisor:
                 if self.failure is not None and self.failure.source == HANG_SOURCE:
                     self._wait_for_every_nodes_stacks()
                 if self.failure is not None:
+                    self.failed_at = time.time()
                     self.statuses_at_failure = tuple(
                         (spec.global_rank, spec.local_rank, code)
                         for spec, code in zip(self.plan.processes, codes)
@@ -317,7 +335,7 @@ class Supervisor:
 
     def close(self) -> None:
         self.progress.close()
-        if self.liveness is not None:  # the launch ended: goodbye to the other nodes, with its exit code
+        if self.liveness is not None and self.owns_liveness:  # the launch ended: goodbye, with its exit code
             self.liveness.close(self.exit_code if self.exit_code is not None else 1)
         self.group.close()
         self.console.flush_held()  # a traceback torchrun left unfinished
@@ -333,24 +351,55 @@ def hold_stack_requests() -> None:
             signal.signal(sig, signal.SIG_IGN)
 
 
-def run(
-    plan: LaunchPlan,
-    log_dir: Path,
-    console: IO[bytes] | None = None,
-    relay_usr1: bool = True,
-    interrupts: Interrupts | None = None,
-) -> Outcome:
-    """Start the plan, supervise it to the end, print the failure summary; return the outcome.
-    With ``interrupts`` (a sweep), the sweep's handler passes SIGINT/SIGTERM/SIGHUP on."""
-    supervisor = Supervisor(plan, log_dir, console)
-    installed = {} if interrupts is not None else {sig: supervisor.on_signal for sig in FORWARDED_SIGNALS}
-    installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
-    if interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
-        installed.update({sig: supervisor.on_stacks for sig in STACK_SIGNALS})
-        hold_stack_requests()  # what is restored after the launch
-    with handlers(installed):
-        if interrupts is not None:
-            interrupts.attach(supervisor)
+class LaunchSignals:
+    """The launch's signal handlers, installed once (a context manager) for every attempt of a
+    launch (run/attempts.py): SIGINT/SIGTERM/SIGHUP and SIGUSR2 go to the attempt running now
+    (:meth:`run`); between attempts a stop signal is only noted in ``received``, and the next
+    attempt's supervisor is told at once. With ``interrupts`` (a sweep), the sweep's handlers stay
+    and pass the signals on (``received`` is the sweep's)."""
+
+    def __init__(self, interrupts: Interrupts | None = None) -> None:
+        self.interrupts = interrupts
+        self.current: Supervisor | None = None
+        self._received: int | None = None
+        self._stack = contextlib.ExitStack()
+
+    @property
+    def received(self) -> int | None:
+        return self.interrupts.received if self.interrupts is not None else self._received
+
+    def __enter__(self) -> LaunchSignals:
+        installed = {} if self.interrupts is not None else {sig: self.on_signal for sig in FORWARDED_SIGNALS}
+        installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
+        if self.interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
+            installed.update({sig: self.on_stacks for sig in STACK_SIGNALS})
+            hold_stack_requests()  # what is restored after the launch
+        self._stack.enter_context(handlers(installed))
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stack.close()
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if self._received is None:
+            self._received = signum
+        if self.current is not None:
+            self.current.on_signal(signum, frame)
+
+    def on_stacks(self, signum: int, frame: object) -> None:
+        if self.current is not None:
+            self.current.on_stacks(signum, frame)
+
+    def run(self, supervisor: Supervisor, relay_usr1: bool = True) -> Outcome:
+        """One attempt under these handlers: start, supervise to the end, close; the outcome, summarised."""
+        for sig in RELAYED_SIGNALS:  # ignored while starting: an ignored disposition survives exec
+            signal.signal(sig, signal.SIG_IGN)
+        if self.interrupts is not None:
+            self.interrupts.attach(supervisor)
+        else:
+            self.current = supervisor
+            if self._received is not None:  # came between attempts: this one starts stopped
+                supervisor.on_signal(self._received, None)
         try:
             supervisor.start()
             if relay_usr1:
@@ -361,10 +410,27 @@ def run(
             supervisor.kill_all()
             raise
         finally:
-            if interrupts is not None:
-                interrupts.detach(supervisor)
+            if self.interrupts is not None:
+                self.interrupts.detach(supervisor)
+            self.current = None
+            for sig in RELAYED_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
             supervisor.close()
-    return summarised(outcome)
+        return summarised(outcome)
+
+
+def run(
+    plan: LaunchPlan,
+    log_dir: Path,
+    console: IO[bytes] | None = None,
+    relay_usr1: bool = True,
+    interrupts: Interrupts | None = None,
+) -> Outcome:
+    """Start the plan, supervise it to the end, print the failure summary; return the outcome.
+    With ``interrupts`` (a sweep), the sweep's handler passes SIGINT/SIGTERM/SIGHUP on.
+    Restarts: run/attempts.py."""
+    with LaunchSignals(interrupts) as launch:
+        return launch.run(Supervisor(plan, log_dir, console), relay_usr1)
 
 
 def summarised(outcome: Outcome) -> Outcome:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from ...plan import LaunchPlan
-from ...rundir import RunPaths
+from ...rundir import RunPaths, record_root
 from .. import logs
 from . import procs
 
@@ -80,7 +80,7 @@ class ProcessGroup:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
         # the run record next to the logs (<run_dir>/status.json), closed by the watchdog if this
         # launcher is killed; it touches only a record this process opened (record.write_killed)
-        status = str(RunPaths(self.log_dir.parent).status)
+        status = str(RunPaths(record_root(self.log_dir)).status)  # a restarted attempt's too
         self.watchdog = subprocess.Popen(
             [sys.executable, "-S", "-m", "launcher.run.watchdog", self.launch_id, status],
             stdin=subprocess.PIPE,

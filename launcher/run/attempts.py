@@ -1,0 +1,217 @@
+"""The attempt loop: one launch as attempts, restarted by cause while they make progress
+(``restart.*``, docs/recovery.md). The policy is launcher/restarts.py's (pure); this module runs it.
+
+- Signals: the handlers are installed once for every attempt (:class:`~launcher.run.supervise.LaunchSignals`).
+  A Ctrl+C while an attempt runs stops it as a launch without restarts stops; a Ctrl+C while one is
+  torn down or before the next starts ends the launch there: no attempt starts after it.
+- Teardown: an attempt ends only when its supervisor has reaped every process and killed every
+  descendant and marked process (run/process/group.py), so the ports it bound are free again; the
+  next attempt starts the same plan (the back end adds the resume arguments and
+  ``TRAIN_MULTIGPU_ATTEMPT``: :class:`Resume`).
+- Record: attempt 0 writes where a launch without restarts writes; attempt N >= 1 under
+  ``attempt<N>/`` (rundir.RunPaths.attempt). :class:`Attempt` is what status.json keeps of each.
+- Nodes: after each attempt the loop asks a :class:`Coordinator` (one node: :class:`Alone`, the
+  local decision; across nodes node 0 decides and the others follow, through the liveness channel
+  the loop owns and gives every attempt's supervisor).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Protocol
+
+from .. import restarts
+from ..names import PROG
+from ..plan import LaunchPlan
+from ..rundir import BEAT_FILE, Reason, RunPaths
+from .monitor import liveness as liveness_mod
+from .monitor.beats import read_beat
+from .process.signals import Interrupts
+from .supervise import LaunchSignals, Outcome, Supervisor
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt as status.json keeps it (times: epoch seconds; record.py writes them as ISO)."""
+
+    number: int
+    started: float
+    ended: float
+    exit_code: int
+    reason: str
+    outcome: Reason
+    cause: str | None  # the failure class (launcher/restarts.py); None: no failure
+    iterations: int | None  # the iteration its ranks' heartbeats reached (the furthest rank's)
+    resumed_from: str | None  # the checkpoint it started from
+    progress: bool
+    detected: float | None = None  # when its failure was found (the benchmark's detection/teardown split)
+    decision: str = ""  # why the loop restarted or stopped after it
+
+    def as_dict(self) -> dict:
+        return {
+            "attempt": self.number,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "outcome": self.outcome.value,
+            "cause": self.cause,
+            "iterations": self.iterations,
+            "resumed_from": self.resumed_from,
+            "progress": self.progress,
+            "decision": self.decision,
+        }
+
+
+class Resume(Protocol):
+    """How a restarted attempt starts, from the back end that knows the script (backends/local.py)."""
+
+    def checkpoint(self) -> str | None:
+        """The newest checkpoint now (None: none, or the launcher cannot tell where they are)."""
+
+    def plan(self, number: int, previous: RunPaths, paths: RunPaths) -> tuple[LaunchPlan, str | None]:
+        """Attempt ``number``'s plan (supervised for ``paths.logs``) and the checkpoint it resumes
+        from; ``previous``: the attempt that ended (its rank 0 log names Isaac Lab's run folder)."""
+
+
+class Coordinator(Protocol):
+    def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
+        """The decision every node follows after attempt ``attempt``; ``local``: this node's own."""
+
+
+class Alone:
+    """One node: the local decision."""
+
+    def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
+        return local
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome  # the launch's: the last attempt's, or the loop's stop (no progress, a signal)
+    attempts: tuple[Attempt, ...]
+
+
+def reached(logs: Path) -> int | None:
+    """The highest iteration a rank's heartbeat in ``logs`` reports; None before any rank beat with one."""
+    try:
+        names = [entry.name for entry in os.scandir(logs)]
+    except OSError:
+        return None
+    beats = [read_beat(logs / name) for name in names if BEAT_FILE.match(name)]
+    iterations = [beat.iteration for beat in beats if beat is not None and beat.iteration is not None]
+    return max(iterations) if iterations else None
+
+
+def _stamp(checkpoint: str | None) -> tuple[str, int] | None:
+    if checkpoint is None:
+        return None
+    try:
+        return checkpoint, os.stat(checkpoint).st_mtime_ns
+    except OSError:
+        return checkpoint, 0
+
+
+def say(line: str) -> None:
+    try:
+        print(f"[{PROG}] {line}", flush=True)
+    except OSError:  # the terminal is gone (SIGHUP)
+        pass
+
+
+def run(
+    plan: LaunchPlan,
+    run_dir: Path,
+    policy: restarts.Policy,
+    resume: Resume,
+    console: IO[bytes] | None = None,
+    relay_usr1: bool = True,
+    interrupts: Interrupts | None = None,
+    coordinator: Coordinator | None = None,
+    liveness: liveness_mod.NodeLiveness | None = None,
+    on_attempt: Callable[[tuple[Attempt, ...]], None] | None = None,
+    shown: Callable[[str | None], str | None] = lambda path: path,
+) -> Result:
+    """Run ``plan`` (attempt 0's, supervised for ``run_dir/logs``) and restart it as ``policy`` says.
+    ``on_attempt``: called with every attempt so far after each one ends (status.json while it
+    runs); ``shown``: a checkpoint's path as the console line shows it."""
+    coordinator = coordinator or Alone()
+    paths = RunPaths(run_dir)
+    attempts: list[Attempt] = []
+    stalled = 0
+    number, resumed_from = 0, None
+    with LaunchSignals(interrupts) as signals:
+        while True:
+            here = paths.attempt(number)
+            # the checkpoint it starts from: a new one after it is progress
+            before = (_stamp(resumed_from) if number > 0 else _stamp(resume.checkpoint())) if policy.max > 0 else None
+            started = time.time()
+            supervisor = Supervisor(plan, here.logs, console, given_liveness=liveness)
+            outcome = signals.run(supervisor, relay_usr1)
+            ended = time.time()
+            iterations = reached(here.logs)
+            after = _stamp(resume.checkpoint()) if policy.max > 0 else None
+            progress = restarts.progressed(
+                restarts.iteration_of(resumed_from), iterations, after is not None and after != before
+            )
+            signal_name = outcome.failure.signal if outcome.failure is not None else None
+            cls = restarts.failure_class(
+                outcome.ended, outcome.diagnosis.cls if outcome.diagnosis else None, outcome.exit_code, signal_name
+            )
+            if number > 0:
+                stalled = 0 if progress else stalled + 1
+            local = restarts.decide(policy, number, cls, stalled)
+            decision = coordinator.decide(number, outcome, local)
+            stopped = decision.restart and signals.received is not None
+            if stopped:
+                decision = restarts.Decision(False, "stopped by a signal before the restart")
+            attempts.append(
+                Attempt(
+                    number,
+                    started,
+                    ended,
+                    outcome.exit_code,
+                    outcome.reason,
+                    outcome.ended,
+                    cls,
+                    iterations,
+                    resumed_from,
+                    progress,
+                    supervisor.failed_at,
+                    decision.why,
+                )
+            )
+            if on_attempt is not None:
+                on_attempt(tuple(attempts))
+            if stopped:
+                return Result(_interrupted(outcome, signals.received), tuple(attempts))
+            if not decision.restart:
+                return Result(_final(outcome, decision), tuple(attempts))
+            number += 1
+            plan, resumed_from = resume.plan(number, here, paths.attempt(number))
+            if signals.received is not None:  # came while the next attempt was prepared: none starts
+                return Result(_interrupted(outcome, signals.received), tuple(attempts))
+            say(restarts.restart_line(number, policy, cls or "failure", iterations, shown(resumed_from)))
+
+
+def _interrupted(outcome: Outcome, received: int) -> Outcome:
+    """A signal between attempts ends the launch as that signal ends one (128+N); the failure that
+    asked for the restart stays in the outcome (status.json's failure) and the attempts."""
+    name = signal.Signals(received).name
+    return replace(outcome, exit_code=128 + received, reason=f"stopped by {name}", ended=Reason.INTERRUPTED)
+
+
+def _final(outcome: Outcome, decision: restarts.Decision) -> Outcome:
+    """The launch's outcome: the last attempt's, unless the decision says how it ends (no progress:
+    the last failure's exit code; a coordinator's word from another node)."""
+    if decision.ended is None:
+        return outcome
+    code = decision.exit_code if decision.exit_code is not None else outcome.exit_code
+    reason = restarts.NO_PROGRESS if decision.ended is Reason.NO_PROGRESS else outcome.reason
+    if decision.ended is Reason.NO_PROGRESS:
+        print(f"[{PROG}] stopped: {decision.why}", file=sys.stderr, flush=True)
+    return replace(outcome, exit_code=code, reason=reason, ended=decision.ended)
