@@ -357,6 +357,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         )
 
     backend = rendezvous.backend(not jax, launcher.rdzv_backend, rdzv is not None)
+    elastic_restarts(launcher, backend, min_nodes, max_nodes, cfg.restart.max)
     user_conf = rendezvous.parse_conf(launcher.rdzv_conf)
     _rendezvous_keys(launcher, backend, user_conf)
 
@@ -374,7 +375,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         rdzv_backend=backend,
         rdzv_conf=tuple(user_conf.items()),
         local_addr=launcher.local_addr,
-        node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes),
+        node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes, cfg.restart.max),
     )
 
 
@@ -427,13 +428,6 @@ def restart_keys(cfg: TrainConfig) -> None:
             f"a parallel sweep (sweep.parallel={cfg.sweep.parallel}) runs each job once in this version",
             "restart.max=0, or sweep.parallel=1 (a serial sweep restarts each job)",
         )
-    if restart.max > 0 and str(cfg.launcher.nnodes) != "1":
-        raise UserError(
-            "restart.max",
-            restart.max,
-            f"restarts one node only in this version (launcher.nnodes={cfg.launcher.nnodes})",
-            "restart.max=0 across nodes",
-        )
 
 
 def _node_timeout(launcher: LauncherConfig) -> None:
@@ -452,10 +446,11 @@ def _node_timeout(launcher: LauncherConfig) -> None:
 def elastic_restarts(
     launcher: LauncherConfig, backend: str | None, min_nodes: int, max_nodes: int, restarts: int
 ) -> None:
-    """``launcher.nnodes=MIN:MAX`` with ``restart.max > 0``: a lost node is not fatal while MIN remain
-    (docs/recovery.md, "Elastic nodes"). The world size changes between attempts: the c10d rendezvous
-    (the static one has a fixed size), and node 0 learns of a lost node through the nodes' liveness
-    channel (``launcher.node_timeout`` on).
+    """Restarts across nodes (``restart.max > 0``, more than one node): every node restarts together
+    through the nodes' liveness channel, node 0 deciding (docs/recovery.md, "Across nodes"), so it
+    must be on (``launcher.node_timeout``). ``launcher.nnodes=MIN:MAX``: a lost node is not fatal
+    while MIN remain ("Elastic nodes"); the world size changes between attempts: the c10d rendezvous
+    (the static one has a fixed size).
 
     >>> from launcher.config.schema import LauncherConfig
     >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "c10d", 1, 2, 1)
@@ -465,9 +460,9 @@ def elastic_restarts(
     ...
     launcher.errors.UserError: launcher.nnodes=1:2: MIN:MAX with restart.max > 0 needs the c10d rendezvous: the static one has a fixed world size (set launcher.rdzv_endpoint=<node 0's host>:<port> (c10d), or give launcher.nnodes one number)
     """  # noqa: E501
-    if min_nodes == max_nodes or not restarts:
+    if max_nodes < 2 or not restarts:
         return
-    if backend != "c10d":
+    if min_nodes != max_nodes and backend != "c10d":
         raise UserError(
             _key("nnodes"),
             launcher.nnodes,
@@ -478,9 +473,17 @@ def elastic_restarts(
         raise UserError(
             _key("node_timeout"),
             launcher.node_timeout,
-            f"seconds with launcher.nnodes={launcher.nnodes} and restart.max > 0: node 0 learns of a lost node "
-            "through the nodes' liveness channel",
-            "leave launcher.node_timeout at its default (30), or give launcher.nnodes one number",
+            f"seconds with launcher.nnodes={launcher.nnodes} and restart.max > 0: every node restarts together "
+            "through the nodes' liveness channel, node 0 deciding",
+            "leave launcher.node_timeout at its default (30), or restart.max=0",
+        )
+    if backend not in ("c10d", "static", None):
+        raise UserError(
+            "restart.max",
+            restarts,
+            f"across nodes needs node 0's address for the nodes' liveness channel; the {backend} rendezvous "
+            "endpoint is not node 0",
+            "use the c10d or the static rendezvous, or restart.max=0",
         )
 
 

@@ -14,7 +14,9 @@ import time
 
 import pytest
 
+from conftest import build
 from ports import free_port
+from test_checks import error_of
 from test_multinode_launcher import ROOT, launcher_env
 
 NODE = str(ROOT / "tests" / "workers" / "coordinated_node.py")
@@ -168,3 +170,44 @@ def test_a_node_whose_node_0_is_gone_stops_at_once_instead_of_waiting_for_a_word
         one.end(125, True, "node-lost is retried")
         assert one.line(10) == "WORD stop 125 node 0's launcher is gone: nobody decides on a restart"
         assert time.monotonic() - started < 5
+
+
+# -- the checks: an elastic launch with restarts (launcher/checks.elastic_restarts) ----------------
+
+ELASTIC = ["launcher=multinode", "launcher.nnodes=1:2", "restart.max=2"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            [*ELASTIC, "launcher.master_addr=10.0.0.1"],
+            "launcher.nnodes=1:2: MIN:MAX with restart.max > 0 needs the c10d rendezvous: the static one has a fixed "
+            "world size (set launcher.rdzv_endpoint=<node 0's host>:<port> (c10d), or give launcher.nnodes one number)",
+        ),
+        (
+            [*ELASTIC, "launcher.rdzv_endpoint=10.0.0.1:29400", "launcher.node_timeout=null"],
+            "launcher.node_timeout=None: seconds with launcher.nnodes=1:2 and restart.max > 0: every node restarts "
+            "together through the nodes' liveness channel, node 0 deciding (leave launcher.node_timeout at its "
+            "default (30), or restart.max=0)",
+        ),
+        (
+            ["launcher=multinode", "launcher.nnodes=2", "restart.max=1", "launcher.rdzv_backend=etcd"]
+            + ["launcher.rdzv_endpoint=10.0.0.1:2379"],
+            "restart.max=1: across nodes needs node 0's address for the nodes' liveness channel; the etcd "
+            "rendezvous endpoint is not node 0 (use the c10d or the static rendezvous, or restart.max=0)",
+        ),
+    ],
+)
+def test_restarts_across_nodes_need_the_nodes_watch_and_an_elastic_launch_c10d(argv, message):
+    assert error_of(argv) == message
+
+
+def test_an_elastic_launch_is_watched_with_restarts_and_not_without():
+    """MIN:MAX without restarts is torch elastic's own (nothing watched, as before); with restarts
+    node 0's channel watches the nodes, and a node says MIN:MAX in its hello."""
+    c10d = [*ELASTIC[:2], "launcher.rdzv_endpoint=10.0.0.1:29400", "launcher.node_rank=1"]
+    assert build([*c10d, "restart.max=0"]).nodes is None
+    watch = build([*c10d, "restart.max=2"]).nodes
+    assert (watch.host, watch.port, watch.nnodes, watch.min_nodes) == ("10.0.0.1", 29401, 2, 1)
+    assert build([*c10d[:1], "launcher.nnodes=2", *c10d[2:], "restart.max=2"]).nodes.min_nodes is None

@@ -22,9 +22,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ... import restarts
 from . import liveness_wire as wire
-from .liveness import EXIT_NODE_LOST, NodeLiveness
+from .liveness import EXIT_NODE_LOST, SOURCES, NodeLiveness
+
+if TYPE_CHECKING:
+    from ..supervise import Outcome
 
 REPORT_WAIT_S = 60.0  # node 0: the other nodes' ends of an attempt (a teardown has its grace period)
 WORD_WAIT_S = 90.0  # the others: node 0's word (node 0 waits REPORT_WAIT_S, then decides)
@@ -106,11 +111,25 @@ def rule(
 
 
 class NodesCoordinator:
-    """The attempt loop's coordinator on a multi-node launch: :meth:`settle` after each attempt."""
+    """The attempt loop's coordinator on a multi-node launch (run/attempts.Coordinator): :meth:`decide`
+    after each attempt, :meth:`join` before the first."""
 
     def __init__(self, channel: NodeLiveness, report_wait_s: float = REPORT_WAIT_S, word_wait_s: float = WORD_WAIT_S):
         self.channel = channel
         self.report_wait_s, self.word_wait_s = report_wait_s, word_wait_s
+
+    def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
+        """Every node's decision after attempt ``attempt``: node 0's word (``local``: this node's own)."""
+        failure = outcome.failure
+        root = failure.node if failure is not None and failure.source in SOURCES and failure.node is not None else 0
+        word = self.settle(attempt, Verdict(outcome.exit_code, local.restart, local.why), root)
+        if isinstance(word, wire.Restart):
+            nodes = f"{word.nodes} node{'s' if word.nodes != 1 else ''}"
+            return restarts.Decision(True, f"every node restarts ({nodes}; node 0 decided)")
+        if not local.restart and (word.code, word.text) == (outcome.exit_code, wire.text(local.why)):
+            return local  # this node's own verdict decided (its failure came first): as on one node
+        changed = word.code != outcome.exit_code
+        return restarts.Decision(False, word.text, word.code, outcome.ended if changed else None)
 
     def settle(self, attempt: int, own: Verdict, root: int = 0) -> Word:
         """Attempt ``attempt`` ended here as ``own`` (``root``: the node whose failure ended it, as
