@@ -181,6 +181,15 @@ def _run(
     stalled = 0
     number, resumed_from = 0, None
     with LaunchSignals(interrupts) as signals:
+        joined = coordinator.join(lambda: signals.received is not None) if hasattr(coordinator, "join") else 0
+        if isinstance(joined, restarts.Decision):  # node 0 ended the launch before this node could join
+            outcome = Outcome(joined.exit_code or 0, joined.why, joined.ended or Reason.SUCCEEDED)
+            if signals.received is not None:
+                outcome = _interrupted(outcome, signals.received)
+            return Result(outcome, ())
+        if joined:  # a node that came back joins the others' next attempt (elastic launcher.nnodes=MIN:MAX)
+            number = joined
+            plan, resumed_from = resume.plan(number, paths.attempt(0), paths.attempt(number))
         while True:
             here = paths.attempt(number)
             # the checkpoint it starts from: a new one after it is progress

@@ -53,7 +53,7 @@ def said(word) -> None:
 
 
 attempt = 0
-joined = coordinator.join()
+joined = coordinator.wait_to_join()
 if joined is not None:
     said(joined)
 threading.Thread(target=watch, daemon=True).start()

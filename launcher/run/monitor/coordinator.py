@@ -21,10 +21,12 @@ without it while at least MIN remain, and a node that comes back joins at the ne
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ... import restarts
+from ...rundir import Reason
 from . import liveness_wire as wire
 from .liveness import EXIT_NODE_LOST, SOURCES, NodeLiveness
 
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 REPORT_WAIT_S = 60.0  # node 0: the other nodes' ends of an attempt (a teardown has its grace period)
 WORD_WAIT_S = 90.0  # the others: node 0's word (node 0 waits REPORT_WAIT_S, then decides)
 POLL_S = 0.05
+JOIN_WAIT_S = 1.0  # before the first attempt: how long a node waits for node 0's answer to its hello
 
 Word = wire.Restart | wire.Stop
 
@@ -141,21 +144,42 @@ class NodesCoordinator:
             channel.begin(word.attempt)
         return word
 
-    def join(self) -> Word | None:
-        """Before the first attempt here: a node that joined while the others ran an attempt (node
-        0 said ``standby``) waits for node 0's next word: the attempt it starts at, or the end.
-        None: it starts with the others (attempt 0)."""
+    def join(self, stopped: Callable[[], bool] = lambda: False) -> int | restarts.Decision:
+        """Before the first attempt here (the attempt loop's): the attempt this node starts with,
+        0 with the others. A node that joined while the others ran an attempt (node 0 said
+        ``standby``: it came back after it was lost) waits for node 0's next word: the attempt it
+        starts at, or a stop (a Decision: how this node's launch ends, having run nothing).
+        ``stopped``: a signal came (the wait ends)."""
+        word = self.wait_to_join(stopped)
+        if word is None:
+            return 0
+        if isinstance(word, wire.Restart):
+            return word.attempt
+        return restarts.Decision(False, word.text, word.code, Reason.NODE_FAILED if word.code else Reason.SUCCEEDED)
+
+    def wait_to_join(self, stopped: Callable[[], bool] = lambda: False) -> Word | None:
+        """:meth:`join`'s wait, in node 0's words (None: not standing by)."""
         channel = self.channel
+        deadline = time.monotonic() + JOIN_WAIT_S  # node 0 reachable now: its answer comes at once
+        while not channel.hub and not channel.standing_by() and time.monotonic() < deadline:
+            if channel.watched():  # welcomed: a standby follows in the same breath
+                deadline = min(deadline, time.monotonic() + 0.3)
+            time.sleep(POLL_S)
         if channel.hub or not channel.standing_by():
             return None
-        while channel.watched():
+        say_once = True
+        while channel.watched() and not stopped():
+            if say_once:
+                say_once = False
+                channel.say("the other nodes run an attempt: this node joins at their next restart")
             word = channel.word()
             if word is not None:
                 if isinstance(word, wire.Restart):
                     channel.begin(word.attempt)
                 return word
             time.sleep(POLL_S)
-        return wire.Stop(EXIT_NODE_LOST, "node 0's launcher is gone before this node could join")
+        why = "stopped before this node could join" if stopped() else "node 0's launcher is gone"
+        return wire.Stop(EXIT_NODE_LOST, f"{why}: this node ran nothing")
 
     def _decide(self, attempt: int, own: Verdict, root: int) -> Word:
         channel = self.channel

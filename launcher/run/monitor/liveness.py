@@ -264,6 +264,10 @@ class NodeLiveness:
             if not self.hub and self._peers:
                 self._done = False
 
+    def say(self, line: str) -> None:
+        """A line of the launcher's own, on its error stream (between attempts: no supervisor prints)."""
+        self._print(line)
+
     def _post(self, frame: bytes) -> None:
         with self._lock:
             self._posts.append(frame)
