@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,8 +25,9 @@ CRASH_RETRIED = ("restart.max=2", "restart.classes=[default,exit-code]")
 
 
 def launch(tmp: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+    root = [] if args[:1] == ("runs",) else [f"run_root={tmp / 'runs'}"]
     return subprocess.run(
-        [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}", *args],
+        [sys.executable, "-m", "launcher", *root, *args],
         cwd=tmp,
         env=clean_env(**env),
         capture_output=True,
@@ -75,6 +77,14 @@ def test_a_rank_that_crashes_once_is_restarted_from_its_checkpoint_and_the_run_c
         "TRAIN_MULTIGPU_EXAMPLE_CRASH: rank 1 exits 3 after iteration 2" in (run_dir / "logs" / "rank1.log").read_text()
     )
     assert "iterations 3..4" in (run_dir / "attempt1" / "logs" / "rank0.log").read_text()
+    if not jax:  # runs: the attempts in the listing, a table in runs show, the latest attempt's log
+        root = f"--root={tmp_path / 'runs'}"
+        listing = launch(tmp_path, "runs", root).stdout
+        assert "success, attempts 2 (1 restart)" in listing.splitlines()[1]
+        shown = launch(tmp_path, "runs", "show", "last", root).stdout
+        assert "attempts: 2 (1 restart)" in shown
+        assert re.search(r"^  1 +\S+ \S+ +\S+ \S+ +0 +- +4 +\S*iter_000002\.ckpt +no failure$", shown, re.M), shown
+        assert launch(tmp_path, "runs", "logs", "last", root).stdout.startswith("resuming from ")
 
 
 def test_a_rank_that_stalls_once_is_restarted_with_its_stacks_saved(tmp_path):

@@ -136,3 +136,18 @@ def test_a_bad_value_on_the_command_line_is_one_line_exit_2(tmp_path):
     assert r.stderr.startswith("train_multigpu: error: restart.classes=segfault: a failure class (")
     assert len(r.stderr.splitlines()) == 1 and "Traceback" not in r.stderr
     assert not any(tmp_path.iterdir())  # no failed check leaves a file behind
+
+
+@pytest.mark.parametrize("restart_max", [0, 2])
+def test_the_dry_run_shows_the_attempt_variable_and_the_restarts_only_when_they_are_on(tmp_path, restart_max):
+    r = subprocess.run(
+        [sys.executable, "-m", "launcher", f"restart.max={restart_max}", "dry_run=true", "launcher.nproc_per_node=2"],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert ("export TRAIN_MULTIGPU_ATTEMPT=0" in r.stdout) is bool(restart_max)
+    assert ("# restarts: up to 2 after follower, hang, " in r.stdout) is bool(restart_max)

@@ -137,7 +137,10 @@ class LocalBackend:
         plan = plan_mod.wrapped(
             plan_mod.build(cfg, settled, facts, order=launch.typed.script_order), paths.WORKER_WRAPPER
         )
-        shown.append(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), dry_run_notes(launch, settled)))
+        if cfg.restart.max > 0:  # restarts on: TRAIN_MULTIGPU_ATTEMPT=0, as a real launch's first attempt
+            plan = plan_mod.attempt(plan, 0)
+        notes = dry_run_notes(launch, settled)
+        shown.append(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), notes))
         planned = Planned(
             launch,
             cfg,
@@ -431,6 +434,15 @@ def dry_run_notes(launch: Launch, settled: Settled) -> list[str]:
         notes.append(
             f"presets: applied {', '.join(applied) or '-'}; "
             f"forwarded to the training script as presets=NAME: {', '.join(forwarded) or '-'}"
+        )
+    restart = launch.cfg.restart
+    if restart.max > 0:
+        from .. import restarts
+
+        classes = ", ".join(sorted(restarts.expand(restart.classes)))
+        notes.append(
+            f"restarts: up to {restart.max} after {classes}, from the newest checkpoint, while progress is made "
+            f"(restart.max_without_progress={restart.max_without_progress}; docs/recovery.md)"
         )
     checkout = compose.isaaclab_checkout(os.environ)
     if (

@@ -63,7 +63,8 @@ def describe(handle: Handle) -> Status:
 
 
 def _log(handle: Handle, rank: int) -> Path:
-    return RunPaths(handle.run_dir).rank_log(rank)
+    """A rank's log: its latest attempt's (attempt<N>/logs, a launch restarted)."""
+    return RunPaths(handle.run_dir).attempts()[-1].rank_log(rank)
 
 
 def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:

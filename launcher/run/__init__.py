@@ -1,6 +1,7 @@
 """Running a plan on this node: the only place that starts processes or touches signals.
 
-Here, what a launch is made of: ``supervise`` (one launch from start to outcome, built from the
+Here, what a launch is made of: ``attempts`` (the launch as attempts, restarted by cause while
+they make progress: ``restart.*``), ``supervise`` (one attempt from start to outcome, built from the
 rooms below), ``console`` (the console view: rank logs tailed to the terminal, the launcher's own
 lines), ``logs`` (per-rank log files), and two separate programs: ``worker`` (the rank wrapper,
 standard library only) and ``watchdog`` (a process that kills what a SIGKILLed launcher left

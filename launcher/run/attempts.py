@@ -64,6 +64,12 @@ class Attempt:
             "resumed_from": self.resumed_from,
             "progress": self.progress,
             "decision": self.decision,
+            # epoch seconds (ms): when it started, its failure was found, it was torn down (benchmarks/recovery.py)
+            "timing": {
+                "started": round(self.started, 3),
+                "failure_found": None if self.detected is None else round(self.detected, 3),
+                "ended": round(self.ended, 3),
+            },
         }
 
 

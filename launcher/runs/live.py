@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import files
 from ..errors import UserError
 from ..rundir import BEAT_FILE as BEAT
-from ..rundir import LOGS, PROGRESS, STACKS, STACKS_SUMMARY
+from ..rundir import PROGRESS, STACKS_SUMMARY, RunPaths
 from . import read
 
 STALL_S = 60.0  # beat files only: a rank whose last beat is older than this is shown as stalled
@@ -85,7 +85,7 @@ def progress(info: read.RunInfo, dirs: list[Path] | None = None) -> dict | None:
     merged: dict | None = None
     now = time.time()
     for directory in dirs or info.record_dirs or [info.run_dir]:
-        log_dir = Path(directory) / LOGS
+        log_dir = RunPaths(directory).attempts()[-1].logs  # a launch restarted: its latest attempt's
         data = read._read_json(log_dir / PROGRESS, [], info.within, files.PROGRESS_MAX)
         part = _from_progress(data) if data is not None else _from_beats(log_dir, now, info.within)
         if not part["ranks"] and data is None:
@@ -146,9 +146,9 @@ def catches(pid: int, signum: int, mask: str = "SigCgt") -> bool:
     return False
 
 
-def _stack_dirs(run_dir: Path) -> set[str]:
+def _stack_dirs(stacks_dir: Path) -> set[str]:
     try:
-        return {e.name for e in os.scandir(run_dir / STACKS) if e.is_dir() and not e.name.endswith(".tmp")}
+        return {e.name for e in os.scandir(stacks_dir) if e.is_dir() and not e.name.endswith(".tmp")}
     except OSError:
         return set()
 
@@ -173,13 +173,14 @@ def stacks(args: argparse.Namespace) -> int:
             else "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)"
         )
         raise UserError("id", args.id, f"its launcher (pid {pid}) {why}")
-    before = _stack_dirs(Path(info.run_dir))
+    stacks_dir = RunPaths(info.run_dir).attempts()[-1].stacks  # a launch restarted: its latest attempt's
+    before = _stack_dirs(stacks_dir)
     os.kill(pid, STACK_SIGNAL)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        new = sorted(_stack_dirs(Path(info.run_dir)) - before)
+        new = sorted(_stack_dirs(stacks_dir) - before)
         if new:
-            where = Path(info.run_dir) / STACKS / new[-1]
+            where = stacks_dir / new[-1]
             names = sorted(p.name for p in where.iterdir()) if where.is_dir() else []
             if args.json:
                 print(json.dumps({"id": info.id, "stacks": str(where), "files": names}, indent=2))
@@ -192,4 +193,4 @@ def stacks(args: argparse.Namespace) -> int:
         if read.launcher_alive(status) is not True:
             raise UserError("id", args.id, "the launch ended before its stacks were written")
         time.sleep(0.1)
-    raise UserError("--timeout", args.timeout, f"no new directory under {info.run_dir}/{STACKS} in time")
+    raise UserError("--timeout", args.timeout, f"no new directory under {stacks_dir} in time")

@@ -19,7 +19,7 @@ from typing import IO
 from .. import files
 from ..errors import UserError, one_line
 from ..names import PROG
-from ..rundir import CONFIG, LOGS, RANK_LOG
+from ..rundir import CONFIG, RANK_LOG, RunPaths
 from . import read, remote
 
 POLL_S = 0.1
@@ -29,19 +29,21 @@ LINE_MAX = 64 << 10  # a "line" longer than this (no newline in sight) is cut: p
 
 def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
     """global rank → (node rank, log file), over every node of the launch (a multi-node launch's
-    other node directories under the root, a SLURM job's node<R>/ records)."""
+    other node directories under the root, a SLURM job's node<R>/ records); a launch restarted: its
+    latest attempt's (attempt<N>/logs, docs/recovery.md)."""
     dirs = record_dirs(info, root)
     found: dict[int, tuple[int, Path]] = {}
     for position, directory in enumerate(dirs):
         node = _node_of(directory, position, info.within)
+        logs_dir = RunPaths(directory).attempts()[-1].logs
         try:
-            names = [p.name for p in (directory / LOGS).iterdir()]
+            names = [p.name for p in logs_dir.iterdir()]
         except OSError:
             continue
         for name in names:
             match = RANK_LOG.match(name)
             if match:
-                found.setdefault(int(match.group(1)), (node, directory / LOGS / name))
+                found.setdefault(int(match.group(1)), (node, logs_dir / name))
     return dict(sorted(found.items()))
 
 

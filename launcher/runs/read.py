@@ -97,6 +97,9 @@ class RunInfo:
     ray: dict | None = None  # {job_id, state, address}: submit=ray
     remote: dict | None = None  # {backend, id, state, detail}: a submitted run, as its back end says
     stragglers: list | None = None  # [{rank, iteration_s, median_s}] the launch named (status.json)
+    # a launch with restarts (restart.max): [{attempt, started, ended, exit_code, reason, outcome, cause,
+    # iterations, resumed_from, progress, decision}] (status.json, docs/recovery.md)
+    attempts: list | None = None
     trainer_dir: str | None = None  # where the trainer wrote (checkpoints, metrics): run_dir, or a resumed run's
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
     problems: list[str] = field(default_factory=list)  # what could not be read
@@ -383,6 +386,8 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
     info.failure = _failure(status.get("failure"))
     if isinstance(status.get("stragglers"), list):
         info.stragglers = [item for item in status["stragglers"] if isinstance(item, dict)]
+    if isinstance(status.get("attempts"), list):
+        info.attempts = [item for item in status["attempts"] if isinstance(item, dict)]
     pid = status.get("pid")
     info.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
     info.host = status.get("host") if isinstance(status.get("host"), str) else None

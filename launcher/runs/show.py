@@ -53,13 +53,47 @@ def shape_text(info: RunInfo) -> str:
 
 def status_text(info: RunInfo) -> str:
     """The status, with the back end's own word for a submitted run: ``queued [slurm PENDING]`` (not
-    its parenthesis: ``runs show`` has the back end's whole answer)."""
+    its parenthesis: ``runs show`` has the back end's whole answer); a launch restarted: its attempts."""
     state = (info.slurm or {}).get("state")
     if state:
         return f"{info.status} [slurm {state}]"
     own = info.remote or {}
     said = (own.get("detail") or own.get("state") or "").split(" (", 1)[0]
-    return info.status + (f" [{own.get('backend')} {said}]" if said else "")
+    text = info.status + (f" [{own.get('backend')} {said}]" if said else "")
+    return text + (f", {attempts_text(info.attempts)}" if info.attempts and len(info.attempts) > 1 else "")
+
+
+def attempts_text(attempts: list) -> str:
+    """
+    >>> attempts_text([{}, {}, {}]), attempts_text([{}, {}])
+    ('attempts 3 (2 restarts)', 'attempts 2 (1 restart)')
+    """
+    restarts = len(attempts) - 1
+    return f"attempts {len(attempts)} ({restarts} restart{'s' if restarts != 1 else ''})"
+
+
+def attempt_lines(attempts: list) -> list[str]:
+    """``runs show``'s table of a launch's attempts (status.json's ``attempts``)."""
+
+    def cell(item: dict, key: str) -> str:
+        value = item.get(key)
+        return "-" if value is None else str(value)
+
+    rows = [("ATTEMPT", "STARTED", "ENDED", "EXIT", "CAUSE", "ITERATIONS", "RESUMED FROM", "DECISION")]
+    for item in attempts:
+        times = [str(item.get(k) or "?").replace("T", " ")[:19] for k in ("started", "ended")]
+        rows.append(
+            (
+                cell(item, "attempt"),
+                *times,
+                cell(item, "exit_code"),
+                cell(item, "cause"),
+                cell(item, "iterations"),
+                cell(item, "resumed_from"),
+                cell(item, "decision"),
+            )
+        )
+    return [f"attempts: {attempts_text(attempts)[len('attempts ') :]}", *table(rows, indent="  ")]
 
 
 def remote_line(own: dict, extra) -> str:
@@ -297,6 +331,8 @@ def show(args: argparse.Namespace) -> int:
     elif info.remote:
         lines.append(remote_line(info.remote, info.handle.extra if info.handle else {}))
     lines += failure_lines(info.failure, info.within)
+    if info.attempts:
+        lines += attempt_lines(info.attempts)
     for item in info.stragglers or []:
         lines.append(
             f"straggler: rank {item.get('rank', UNKNOWN)}, {item.get('iteration_s', UNKNOWN)} s per iteration"

@@ -1,0 +1,148 @@
+"""How long a restart takes, and what restarts cost while nothing fails (docs/recovery.md), one node:
+
+    python benchmarks/recovery.py [--repeat 2] [--pairs 5] [--crash 3]
+
+1. Recovery: the bundled trainer (CartPole, 2 CPU workers; torch under torchrun, and JAX), rank 1
+   exits 3 after iteration --crash (TRAIN_MULTIGPU_EXAMPLE_CRASH, first attempt only), with
+   ``restart.max=1 restart.classes=[default,exit-code]``. A poller (every 5 ms) takes the file
+   times; the launcher's own times are status.json's ``attempts[].timing``. From the failure to the
+   next attempt's first iteration, split into:
+   - detection: the crash (the mtime of rank 1's log holding its last line) -> the failure found;
+   - teardown: found -> the attempt gone (every process reaped, summary printed, record written);
+   - restart: gone -> the next attempt's ranks up (its rank 0's start-up beat: interpreter, imports,
+     process group, checkpoint loaded);
+   - resume: up -> the first iteration after the checkpoint done (its beat).
+   Goal: the sum under 15 s (a hang adds launcher.hang_timeout before detection).
+2. Cost while nothing fails: a trivial two-rank all-reduce (examples/allreduce.py) launched with
+   ``restart.max=0`` and ``restart.max=3``, alternating pairs; the medians and their ratio.
+
+The first line printed is the load: figures on a busy machine mean little.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+ALLREDUCE = REPO / "examples" / "allreduce.py"
+
+
+def env(**extra: str) -> dict:
+    out = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **extra}
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), out.get("PYTHONPATH")]))
+    return out
+
+
+class Poller(threading.Thread):
+    """Watches a run root for the crash line and the next attempt's beats (file mtimes)."""
+
+    def __init__(self, root: Path, crash: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.crash = root, crash
+        self.crashed = self.up = self.first = None
+        self.done = False
+
+    def run(self) -> None:
+        while not self.done and self.first is None:
+            runs = [p for p in self.root.glob("*") if p.is_dir()] if self.root.exists() else []
+            for run in runs:
+                self._look(run)
+            time.sleep(0.005)
+
+    def _look(self, run: Path) -> None:
+        log = run / "logs" / "rank1.log"
+        if self.crashed is None and log.exists():
+            info = log.stat()
+            if b"TRAIN_MULTIGPU_EXAMPLE_CRASH: rank 1 exits 3" in log.read_bytes():
+                self.crashed = info.st_mtime
+        beat = run / "attempt1" / "logs" / "rank0.beat"
+        try:
+            info = beat.stat()
+            words = beat.read_text().split()
+        except OSError:
+            return
+        if words and words[0].isdigit():
+            if int(words[0]) == self.crash and self.up is None:
+                self.up = info.st_mtime
+            elif int(words[0]) > self.crash and self.first is None:
+                self.first = info.st_mtime
+
+
+def recovery(jax: bool, crash: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "runs"
+        argv = [PY, "-m", "launcher", "device=cpu", f"run_root={root}", "launcher.nproc_per_node=2", "num_envs=4"]
+        argv += ["launcher=skrl_jax"] if jax else []
+        argv += [f"max_iterations={crash + 2}", "restart.max=1", "restart.classes=[default,exit-code]"]
+        poller = Poller(root, crash)
+        poller.start()
+        proc = subprocess.run(
+            argv, cwd=tmp, env=env(TRAIN_MULTIGPU_EXAMPLE_CRASH=f"{crash}:1"), capture_output=True, text=True
+        )
+        poller.done = True
+        poller.join(5)
+        if proc.returncode != 0:
+            raise SystemExit(
+                f"expected exit code 0, got {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+        (run,) = [p for p in root.iterdir() if p.is_dir()]
+        first, second = json.loads((run / "status.json").read_text())["attempts"]
+        if None in (poller.crashed, poller.up, poller.first, first["timing"]["failure_found"]):
+            raise SystemExit(f"a time is missing: {poller.__dict__}, {first['timing']}")
+        return {
+            "detection": first["timing"]["failure_found"] - poller.crashed,
+            "teardown": first["timing"]["ended"] - first["timing"]["failure_found"],
+            "restart": poller.up - first["timing"]["ended"],
+            "resume": poller.first - poller.up,
+            "total": poller.first - poller.crashed,
+        }
+
+
+def timed(restart_max: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [PY, "-m", "launcher", "device=cpu", f"run_root={tmp}", "launcher.nproc_per_node=2"]
+        argv += [f"script={ALLREDUCE}", f"restart.max={restart_max}"]
+        start = time.perf_counter()
+        subprocess.run(argv, cwd=tmp, env=env(OMP_NUM_THREADS="1"), check=True, capture_output=True)
+        return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=2, help="recoveries per framework")
+    parser.add_argument("--pairs", type=int, default=5, help="restart.max=0/3 launch pairs (0: skip)")
+    parser.add_argument("--crash", type=int, default=3, help="the iteration after which rank 1 exits 3")
+    args = parser.parse_args()
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print(f"command: python benchmarks/recovery.py --repeat {args.repeat} --pairs {args.pairs} --crash {args.crash}")
+    for jax in (False, True):
+        name = "jax" if jax else "torch"
+        runs = [recovery(jax, args.crash) for _ in range(args.repeat)]
+        parts = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        split = "  ".join(f"{key} {value:.2f} s" for key, value in parts.items() if key != "total")
+        verdict = "under" if parts["total"] < 15 else "OVER"
+        print(f"{name}: failure -> next attempt's first iteration {parts['total']:.2f} s ({verdict} 15 s): {split}")
+    if args.pairs:
+        off, on = [], []
+        for _ in range(args.pairs):
+            off.append(timed(0))
+            on.append(timed(3))
+        a, b = statistics.median(off), statistics.median(on)
+        print(
+            f"nothing fails: restart.max=0 {a:.2f} s, restart.max=3 {b:.2f} s "
+            f"(median of {args.pairs}); ratio {b / a:.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
