@@ -8,8 +8,9 @@ channel (run/monitor/liveness.py), which outlives the attempts:
   node, as a failed node always did (node 0 names it to the others);
 - node 0 waits (at most :data:`REPORT_WAIT_S`) until every node taking part said so or was lost, and
   decides with :func:`rule`: ``restart <attempt> <nodes>`` or ``stop <code> <text>``, to every node;
-- a node other than node 0 waits for that word at most :data:`WORD_WAIT_S` (node 0 gone: at once)
-  and follows it; without it, it stops (nobody stays on an old attempt, nobody starts one alone).
+- a node other than node 0 waits for that word (while node 0's attempt runs, as long as node 0's
+  launcher beats; after node 0's attempt ended, at most :data:`WORD_WAIT_S`; node 0 gone: not at
+  all) and follows it; without it, it stops (nobody stays on an old attempt, nobody starts one alone).
 
 The verdict that counts is the one of the node whose attempt failed first (the *root*: the others
 only followed it; their own class, ``node-failed``, says nothing of the cause). A node whose launcher
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from ..supervise import Outcome
 
 REPORT_WAIT_S = 60.0  # node 0: the other nodes' ends of an attempt (a teardown has its grace period)
-WORD_WAIT_S = 90.0  # the others: node 0's word (node 0 waits REPORT_WAIT_S, then decides)
+WORD_WAIT_S = 90.0  # the others: node 0's word after its attempt ended (it waits REPORT_WAIT_S, then decides)
 POLL_S = 0.05
 JOIN_WAIT_S = 1.0  # before the first attempt: how long a node waits for node 0's answer to its hello
 
@@ -199,16 +200,18 @@ class NodesCoordinator:
         return word
 
     def _follow(self, own: Verdict) -> Word:
+        """Node 0's word. While node 0's attempt runs (its rank 0 may evaluate after the others'
+        ranks ended) this node waits as long as node 0's launcher beats (silent for
+        ``launcher.node_timeout``: lost); once node 0's attempt ended, at most ``word_wait_s``."""
         channel = self.channel
-        deadline = time.monotonic() + self.word_wait_s
-        while time.monotonic() < deadline:
+        while True:
             word = channel.word()
             if word is not None:
                 return word
             if not channel.watched():  # node 0 is gone: nobody decides
-                break
+                return wire.Stop(own.code or EXIT_NODE_LOST, "node 0's launcher is gone: nobody decides on a restart")
+            ended = channel.hub_ended_at()
+            if ended is not None and time.monotonic() > ended + self.word_wait_s:
+                why = f"node 0's word on a restart did not come within {self.word_wait_s:g} s of its attempt's end"
+                return wire.Stop(own.code or EXIT_NODE_LOST, why)
             time.sleep(POLL_S)
-        else:
-            why = f"node 0's word on a restart did not come within {self.word_wait_s:g} s"
-            return wire.Stop(own.code or EXIT_NODE_LOST, why)
-        return wire.Stop(own.code or EXIT_NODE_LOST, "node 0's launcher is gone: nobody decides on a restart")

@@ -156,6 +156,7 @@ class NodeLiveness:
         self._reports: dict[int, wire.Ended] = {}  # (node 0) each node's end of this attempt, as it said
         self._word: wire.Restart | wire.Stop | None = None  # (not node 0) node 0's word after this attempt
         self._standing_by = False  # (not node 0) joined while the others ran an attempt: joins the next
+        self._hub_ended: float | None = None  # (not node 0) when node 0 said its attempt ended (monotonic)
         self._standby: set[int] = set()  # (node 0) the nodes that joined during this attempt (elastic)
         self._gone: set[int] = set()  # (node 0) the nodes lost during this attempt
 
@@ -233,6 +234,10 @@ class NodeLiveness:
         """(not node 0) Node 0's word after this attempt, None until it came."""
         return self._word
 
+    def hub_ended_at(self) -> float | None:
+        """(not node 0) When node 0 said its own attempt ended (``time.monotonic()``), None before."""
+        return self._hub_ended
+
     def standing_by(self) -> bool:
         """(not node 0) Node 0 answered that the others run an attempt: this node joins the next."""
         return self._standing_by
@@ -255,6 +260,7 @@ class NodeLiveness:
             self._lost = None
             self._reports = {}
             self._word = None
+            self._hub_ended = None
             self._standing_by = False
             self._standby = set()
             self._gone = set()  # those lost before are not connected: they are not waited for
@@ -515,6 +521,7 @@ class NodeLiveness:
         elif isinstance(message, (wire.Restart, wire.Stop)) and peer.welcomed:
             self._word = message
         elif isinstance(message, wire.Ended) and peer.welcomed and message.attempt == self.attempt:
+            self._hub_ended = time.monotonic()
             if message.code != 0:  # node 0's attempt failed: this one ends too
                 why = f"its attempt {message.attempt} ended with exit code {message.code}"
                 self._declare(0, why, peer.address, message.code)
