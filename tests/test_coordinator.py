@@ -30,10 +30,11 @@ class Node:
         self.popen = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=launcher_env()
         )
+        self.said: list[str] = []
         self.up = self.line(20)
 
     def line(self, seconds: float) -> str:
-        """Its next line of output, within ``seconds``."""
+        """Its next line of output, within ``seconds`` (the launcher's own lines are kept in ``said``)."""
         os.set_blocking(self.popen.stdout.fileno(), True)
         end = time.monotonic() + seconds
         import selectors
@@ -44,7 +45,9 @@ class Node:
                 if sel.select(max(0.0, end - time.monotonic())):
                     line = self.popen.stdout.readline()
                     assert line, f"ended (exit {self.popen.wait(5)})"
-                    return line.strip()
+                    if not line.startswith("[train_multigpu] "):
+                        return line.strip()
+                    self.said.append(line.strip())
         pytest.fail(f"no line within {seconds} s")
 
     def say(self, line: str) -> None:
@@ -150,6 +153,9 @@ def test_three_nodes_2_3_one_lost_the_two_left_restart_and_a_node_that_comes_bac
             hub.end(3, True, "node-failed is retried")
             for node in (hub, one, back):
                 assert node.line(15) == "WORD restart 2 3"
+            assert back.said == [
+                "[train_multigpu] the other nodes run an attempt: this node joins at their next restart"
+            ]
             # two lost of three: fewer than MIN remain
             one.kill()
             back.kill()
