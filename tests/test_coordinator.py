@@ -167,6 +167,21 @@ def test_three_nodes_2_3_one_lost_the_two_left_restart_and_a_node_that_comes_bac
 
 
 @pytest.mark.timeout(60)
+def test_a_node_waits_for_node_0s_word_while_node_0_runs_and_a_ctrl_c_ends_the_wait_at_once():
+    port = free_port()
+    with Node(0, 2, port) as hub, Node(1, 2, port) as one:
+        one.end(0, False, "no failure")  # its ranks are done; node 0's rank 0 still evaluates
+        time.sleep(TIMEOUT + 1)  # longer than node_timeout: node 0 beats, so the wait goes on
+        assert one.popen.poll() is None
+        started = time.monotonic()
+        one.popen.send_signal(signal.SIGINT)
+        assert one.line(10) == "WORD stop 1 stopped by a signal while the nodes decided"
+        assert time.monotonic() - started < 3
+        one.close(130)
+        assert hub.line(10) == "FAILED 1 130"  # node 0's attempt ends: node 1 said goodbye, stopped
+
+
+@pytest.mark.timeout(60)
 def test_a_node_whose_node_0_is_gone_stops_at_once_instead_of_waiting_for_a_word():
     port = free_port()
     with Node(0, 2, port) as hub, Node(1, 2, port) as one:

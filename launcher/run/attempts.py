@@ -187,7 +187,7 @@ def _run(
     stalled = 0
     number, resumed_from = 0, None
     with LaunchSignals(interrupts) as signals:
-        joined = coordinator.join(lambda: signals.received is not None) if hasattr(coordinator, "join") else 0
+        joined = coordinator.join(lambda: signals.received) if hasattr(coordinator, "join") else 0
         if isinstance(joined, restarts.Decision):  # node 0 ended the launch before this node could join
             outcome = Outcome(joined.exit_code or 0, joined.why, joined.ended or Reason.SUCCEEDED)
             if signals.received is not None:
@@ -217,7 +217,7 @@ def _run(
                 stalled = 0 if progress else stalled + 1
             local = restarts.decide(policy, number, cls, stalled)
             decision = coordinator.decide(number, outcome, local)
-            stopped = decision.restart and signals.received is not None
+            stopped = (decision.restart or decision.ended is Reason.INTERRUPTED) and signals.received is not None
             if stopped:
                 decision = restarts.Decision(False, "stopped by a signal before the restart")
             attempts.append(

@@ -7,9 +7,10 @@ said it joins the next attempt: then node 0's word when it comes), and ``FAILED 
 once per attempt when the channel ends it (another node lost or failed). Stdin lines:
 ``end <code> <retry 0|1> <text>``: this attempt ended here; prints node 0's word,
 ``WORD restart <attempt> <nodes>`` or ``WORD stop <code> <text>``. ``close <code>``: says goodbye,
-prints ``BYE``.
+prints ``BYE``. SIGINT is noted as the attempt loop notes it (the coordinator's waits end).
 """
 
+import signal
 import sys
 import threading
 import time
@@ -24,6 +25,9 @@ min_nodes = int(sys.argv[5]) if len(sys.argv) > 5 else None
 channel = NodeLiveness(NodeWatch(node, nnodes, "127.0.0.1", port, timeout, str(port), min_nodes))
 coordinator = NodesCoordinator(channel, report_wait_s=10, word_wait_s=15)
 channel.start()
+received: list = [None]
+signal.signal(signal.SIGINT, lambda signum, frame: received.__setitem__(0, signum))  # as the attempt loop's
+coordinator.signal = lambda: received[0]
 while node != 0 and not channel.watched():
     time.sleep(0.01)
 time.sleep(0.2 if node != 0 else 0)  # a standby follows the welcome

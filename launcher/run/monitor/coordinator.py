@@ -40,6 +40,7 @@ POLL_S = 0.05
 JOIN_WAIT_S = 1.0  # before the first attempt: how long a node waits for node 0's answer to its hello
 
 Word = wire.Restart | wire.Stop
+STOPPED = "stopped by a signal while the nodes decided"
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ class NodesCoordinator:
     def __init__(self, channel: NodeLiveness, report_wait_s: float = REPORT_WAIT_S, word_wait_s: float = WORD_WAIT_S):
         self.channel = channel
         self.report_wait_s, self.word_wait_s = report_wait_s, word_wait_s
+        self.signal: Callable[[], int | None] = lambda: None  # the stop signal received (join() is given it)
 
     def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
         """Every node's decision after attempt ``attempt``: node 0's word (``local``: this node's own)."""
@@ -130,6 +132,9 @@ class NodesCoordinator:
         if isinstance(word, wire.Restart):
             nodes = f"{word.nodes} node{'s' if word.nodes != 1 else ''}"
             return restarts.Decision(True, f"every node restarts ({nodes}; node 0 decided)")
+        received = self.signal()
+        if received is not None and word.text == STOPPED:
+            return restarts.Decision(False, STOPPED, 128 + received, Reason.INTERRUPTED)
         if not local.restart and (word.code, word.text) == (outcome.exit_code, wire.text(local.why)):
             return local  # this node's own verdict decided (its failure came first): as on one node
         changed = word.code != outcome.exit_code
@@ -145,13 +150,14 @@ class NodesCoordinator:
             channel.begin(word.attempt)
         return word
 
-    def join(self, stopped: Callable[[], bool] = lambda: False) -> int | restarts.Decision:
+    def join(self, signal: Callable[[], int | None] = lambda: None) -> int | restarts.Decision:
         """Before the first attempt here (the attempt loop's): the attempt this node starts with,
         0 with the others. A node that joined while the others ran an attempt (node 0 said
         ``standby``: it came back after it was lost) waits for node 0's next word: the attempt it
         starts at, or a stop (a Decision: how this node's launch ends, having run nothing).
-        ``stopped``: a signal came (the wait ends)."""
-        word = self.wait_to_join(stopped)
+        ``signal``: the stop signal received, None before one (it ends every wait here at once)."""
+        self.signal = signal
+        word = self.wait_to_join(lambda: signal() is not None)
         if word is None:
             return 0
         if isinstance(word, wire.Restart):
@@ -189,6 +195,8 @@ class NodesCoordinator:
             taking_part = set(channel.watched()) - channel.joining()
             if taking_part <= set(channel.reports()):
                 break
+            if self.signal() is not None:  # Ctrl+C: no restart; the others hear this node's goodbye
+                return wire.Stop(own.code or 1, STOPPED)
             time.sleep(POLL_S)
         reports = {node: Verdict(said.code, said.retry, said.text) for node, said in channel.reports().items()}
         lost = channel.lost_nodes()
@@ -210,6 +218,8 @@ class NodesCoordinator:
                 return word
             if not channel.watched():  # node 0 is gone: nobody decides
                 return wire.Stop(own.code or EXIT_NODE_LOST, "node 0's launcher is gone: nobody decides on a restart")
+            if self.signal() is not None:
+                return wire.Stop(own.code or 1, STOPPED)
             ended = channel.hub_ended_at()
             if ended is not None and time.monotonic() > ended + self.word_wait_s:
                 why = f"node 0's word on a restart did not come within {self.word_wait_s:g} s of its attempt's end"
