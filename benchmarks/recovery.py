@@ -16,8 +16,9 @@
    Two nodes (``--nodes``, needs root for network namespaces: tests/netns.py): two launchers on two
    namespace hosts, the static rendezvous (node 1 holds global rank 1), one worker each, rank 1
    exits 3 on node 1; node 0's times (its ranks follow a failure on the other node): detection
-   (the crash -> node 0 found its attempt failed), teardown (-> node 0's attempt gone), restart
-   (-> node 0's rank 0 up again: node 0's decision, which waits for node 1's end, included), resume.
+   (the crash -> node 0 found its attempt failed), teardown (-> node 0's attempt gone), decision
+   (-> node 0's next attempt starts: node 1's end heard, the word sent), restart (-> node 0's rank
+   0 up again), resume.
 2. Cost while nothing fails: a trivial two-rank all-reduce (examples/allreduce.py) launched with
    ``restart.max=0`` and ``restart.max=3``, alternating pairs; the medians and their ratio.
 
@@ -141,13 +142,14 @@ def two_nodes(crash: int) -> dict[str, float]:
             raise SystemExit(
                 f"two nodes: expected exit code 0 on both nodes:\n{outputs[0][-3000:]}\n{outputs[1][-3000:]}"
             )
-        first, _second = json.loads((shared / "node0" / "status.json").read_text())["attempts"]
+        first, second = json.loads((shared / "node0" / "status.json").read_text())["attempts"]
         if None in (poller.crashed, poller.up, poller.first, first["timing"]["failure_found"]):
             raise SystemExit(f"two nodes: a time is missing: {poller.__dict__}, {first['timing']}")
         return {
             "detection": first["timing"]["failure_found"] - poller.crashed,
             "teardown": first["timing"]["ended"] - first["timing"]["failure_found"],
-            "restart": poller.up - first["timing"]["ended"],
+            "decision": second["timing"]["started"] - first["timing"]["ended"],
+            "restart": poller.up - second["timing"]["started"],
             "resume": poller.first - poller.up,
             "total": poller.first - poller.crashed,
         }
