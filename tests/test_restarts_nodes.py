@@ -159,3 +159,25 @@ def test_a_rank_crash_on_node_1_restarts_both_nodes_together(tmp_path, framework
     assert "rank 1 exits 3 after iteration 2" in (run_dir / "node1" / "logs" / "rank1.log").read_text()
     for p in procs:  # both attempts' first iteration on the console of rank 0's node; both nodes said restart
         assert "[train_multigpu] restart 1 of 1 after " in p.out, p.out[-3000:]
+
+
+@pytest.mark.timeout(300)
+def test_a_node_that_comes_back_stands_by_for_the_next_restart(tmp_path):
+    """1:2, node 1's launcher killed: node 0 restarts alone; node 1's launcher started again (the
+    same command) is told to stand by for the next restart. None comes (node 0 completes): node 1
+    ends with node 0's word, having started nothing."""
+    run_dir = tmp_path / "shared"
+    with Hosts(2) as hosts:
+        extra = ("max_iterations=30", "restart.max=2")
+        procs = [
+            launch(h, tmp_path / f"n{h.index}", *torch_node(hosts, h.index, run_dir, "1:2", *extra)) for h in hosts
+        ]
+        wait_for_iteration(procs, 2, 200)
+        os.kill(procs[1].popen.pid, signal.SIGKILL)
+        procs[0].wait_for("restart 1 of 2 after node-lost", 60)
+        back = launch(hosts[1], tmp_path / "n1-again", *torch_node(hosts, 1, run_dir, "1:2", *extra))
+        back.wait_for("this node joins at their next restart", 60)
+        assert procs[0].wait(240) == 0, procs[0].out[-3000:]
+        assert back.wait(60) == 0, back.out[-3000:]
+    assert "[train_multigpu] exit code 0 (success)" in back.out, back.out[-3000:]
+    assert metrics(run_dir) == list(range(1, 31))

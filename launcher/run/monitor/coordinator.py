@@ -185,6 +185,9 @@ class NodesCoordinator:
                     channel.begin(word.attempt)
                 return word
             time.sleep(POLL_S)
+        word = channel.word()  # node 0's last word comes before its goodbye
+        if isinstance(word, wire.Stop):
+            return word
         why = "stopped before this node could join" if stopped() else "node 0's launcher is gone"
         return wire.Stop(EXIT_NODE_LOST, f"{why}: this node ran nothing")
 
@@ -216,7 +219,7 @@ class NodesCoordinator:
             word = channel.word()
             if word is not None:
                 return word
-            if not channel.watched():  # node 0 is gone: nobody decides
+            if not channel.watched() and channel.word() is None:  # node 0 is gone (its last word came first)
                 return wire.Stop(own.code or EXIT_NODE_LOST, "node 0's launcher is gone: nobody decides on a restart")
             if self.signal() is not None:
                 return wire.Stop(own.code or 1, STOPPED)

@@ -635,6 +635,7 @@ class NodeLiveness:
             self._listener.close()
             self._listener = None
         self._join_to_say_it_failed()
+        self._send_posts()  # node 0's last word (stop) before its goodbye: the loop closes right after it
         # a failed node's hello node 0 has not answered yet (node 0 busy): node 0 reads a connection's
         # lines in order, so the bye after the hello is still that node's goodbye (refused or "later":
         # node 0 drops the connection at the hello and never reads the bye)
