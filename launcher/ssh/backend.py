@@ -41,15 +41,13 @@ class SshBackend:
         checks.check(cfg.ssh)
         text = read_hostfile(cfg.ssh.hostfile, cwd) if cfg.ssh.hostfile is not None else None
         found = hosts.from_config(cfg.ssh.hosts, cfg.ssh.hostfile, text)
-        by_reference, secret_env = launch.vault.by_reference(typed.overrides)
         run_dir = os.path.abspath(os.path.join(cwd, str(launch.run_dir)))
         plan = command.build(
             cfg,
             typed,
             found,
             run_dir,
-            by_reference=by_reference,
-            secret_env=secret_env,
+            vault=launch.vault,
             python=self._python or sys.executable,
             cwd=cwd,
         )

@@ -18,9 +18,11 @@ are the rendezvous endpoint or the JAX coordinator, and the run directory's name
 ``rdzv_id``. A hostfile's ``slots`` become ``launcher.nproc_per_node`` (launcher/ssh/hosts.py).
 
 No secret value is in any of it: a secret typed on the command line (``+worker_env.HF_TOKEN=abc``)
-is carried as ``${oc.env:HF_TOKEN}`` and its name listed in :attr:`SshPlan.secrets`: the values go
-on the SSH channel (the remote launcher's stdin), never into a command line that ``ps`` shows on
-the host, nor a file there.
+stays the placeholder the grammar left for Hydra (``+worker_env.HF_TOKEN=***``,
+launcher/config/grammar.py ``hide``) and its dotted path is listed in :attr:`SshPlan.secrets`; the
+remote launcher, started with ``TRAIN_MULTIGPU_SSH_CHANNEL=1`` in its environment, reads the values
+from its stdin (the SSH channel) into its vault. So no value is ever in a command line that ``ps``
+shows on a host, nor in a file there.
 
 Quoting happens once, at the edge (:func:`shlex.quote`): the remote shell gets each argument back
 exactly.
@@ -29,15 +31,22 @@ exactly.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
 from ..names import override_key
 from ..rundir import node_name
 from .hosts import Host
 
+if TYPE_CHECKING:
+    from ..secrets import Vault
+
 SSH = "ssh"
+# set on the remote launcher: its stdin is the SSH channel (the secrets; EOF: the connection is gone).
+# Branch sshrun defines it as names.SSH_CHANNEL_VAR: one of the two goes at the merge.
+CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"
 ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launcher/__main__.py)
 # keys of what was typed that only this machine uses: every node gets its own values or none
 _DROPPED_KEYS = ("submit", "dry_run", "run_dir", "launcher.nnodes", "launcher.node_rank")
@@ -58,8 +67,14 @@ class SshNode:
 
     @property
     def remote_line(self) -> str:
-        """The command ssh hands the remote shell: ``cd <workdir> && <entry> <arguments>``."""
-        return f"cd {shlex.quote(self.workdir)} && {self.entry} {shlex.join(self.remote_argv)}".rstrip()
+        """The command ssh hands the remote shell (a POSIX one: sh, bash, zsh)::
+
+        cd <workdir> && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && <entry> <arguments>
+
+        (the variable tells the remote launcher that its stdin is the SSH channel: the secrets, then
+        EOF when the connection drops; ``export`` so that it holds for an ``ssh.command`` line too)."""
+        head = f"cd {shlex.quote(self.workdir)} && export {CHANNEL_VAR}=1 && {self.entry}"
+        return f"{head} {shlex.join(self.remote_argv)}".rstrip()
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -74,11 +89,12 @@ class SshPlan:
     nodes: tuple[SshNode, ...]
     run_dir: str  # this machine's record of the launch; node i records in <run_dir>/node<i> on its host
     endpoint: str  # the rendezvous endpoint / JAX coordinator (or static master) the nodes meet at
-    # the NAMES of the secrets the nodes' overrides reference as ${oc.env:NAME}: their values go on
-    # each ssh client's stdin, into the remote launcher's environment (never a command line, never a file)
+    # the secrets typed on the command line, by dotted path (worker_env.HF_TOKEN): the nodes'
+    # overrides hold the grammar's placeholder; the values go on each ssh client's stdin into the
+    # remote launcher's vault (never a command line, never a file)
     secrets: tuple[str, ...] = ()
-    # the values, by name: for the submitter only (never shown, never recorded)
-    secret_values: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # the launch's vault (the values): for the submitter only, never shown, never recorded
+    vault: Vault | None = field(default=None, repr=False, compare=False)
     connect_timeout: int = 10
 
     def shown(self) -> str:
@@ -218,13 +234,12 @@ def build(
     hosts: Sequence[Host],
     run_dir: str,
     *,
-    by_reference: Sequence[str],
-    secret_env: Mapping[str, str],
+    vault: Vault | None = None,
     python: str,
     cwd: str,
 ) -> SshPlan:
-    """Every node's command (``cfg``: the composed launch; ``typed``: what was typed; ``by_reference``:
-    the typed overrides, each secret value as ``${oc.env:NAME}``, ``secret_env`` NAME -> value;
+    """Every node's command (``cfg``: the composed launch; ``typed``: what was typed, secret values
+    already placeholders; ``vault``: the values, carried for the submitter;
     ``python``, ``cwd``: this machine's interpreter and working directory, the defaults of
     ``ssh.python`` and ``ssh.workdir``)."""
     from ..config.schema import Topology
@@ -240,7 +255,7 @@ def build(
     meet = meeting(launcher, jax, hosts[0], ssh.rendezvous_port, rdzv_id)
     workdir = str(ssh.workdir) if ssh.workdir else cwd
     entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
-    common = [*config_flags(typed.hydra_flags, cwd), *kept_overrides(by_reference)]
+    common = [*config_flags(typed.hydra_flags, cwd), *kept_overrides(typed.overrides)]
     if not jax and launcher.topology is Topology.single_node:
         common.append("launcher.topology=multinode")
     if nproc != str(launcher.nproc_per_node):
@@ -254,4 +269,5 @@ def build(
             args += ["--", *typed.script_args]
         argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
         nodes.append(SshNode(rank, host.name, tuple(argv), entry, tuple(args), workdir))
-    return SshPlan(tuple(nodes), run_dir, meet.endpoint, tuple(secret_env), dict(secret_env), ssh.connect_timeout)
+    names = tuple(vault.values) if vault is not None else ()
+    return SshPlan(tuple(nodes), run_dir, meet.endpoint, names, vault, ssh.connect_timeout)
