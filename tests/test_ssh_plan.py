@@ -126,7 +126,8 @@ def test_only_this_machines_keys_are_dropped_and_config_dirs_made_absolute(tmp_p
 
 def test_ssh_keys_reach_the_ssh_command_only():
     plan = dryrun(
-        *TWO, "ssh.user=lab", "ssh.identity=/keys/lab", "ssh.workdir=/srv/rl", "ssh.command=conda run -n rl train_multigpu",
+        *TWO, "ssh.user=lab", "ssh.identity=/keys/lab", "ssh.workdir=/srv/rl",
+        "ssh.command=conda run -n rl train_multigpu",
         "+ssh.options=['ProxyJump=gw','StrictHostKeyChecking=accept-new']",
     ).payload  # fmt: skip
     node = plan.nodes[1]
@@ -135,7 +136,8 @@ def test_ssh_keys_reach_the_ssh_command_only():
         "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
     )  # fmt: skip
     assert node.argv[-1].startswith(
-        "cd /srv/rl && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && conda run -n rl train_multigpu launcher.topology=multinode"
+        "cd /srv/rl && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && conda run -n rl train_multigpu "
+        "launcher.topology=multinode"
     )
 
 
@@ -241,7 +243,8 @@ def test_an_unreadable_hostfile(tmp_path):
         ((*TWO, "ssh.rendezvous_port=70000"), "ssh.rendezvous_port=70000: a port is an integer in 1..65535"),
         (
             (*TWO, "ssh.options=[-v]"),
-            "ssh.options=-v: each an ssh -o option as Name=value, e.g. StrictHostKeyChecking=accept-new (ssh_config(5))",
+            "ssh.options=-v: each an ssh -o option as Name=value, e.g. StrictHostKeyChecking=accept-new "
+            "(ssh_config(5))",
         ),
         (
             (*TWO, "ssh.options=['BatchMode=no']"),
