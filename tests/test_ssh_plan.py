@@ -284,3 +284,30 @@ def test_a_typed_nproc_meets_no_slots():
 def test_the_timeouts_the_submitter_needs_travel_in_the_plan():
     plan = dryrun(*TWO, "launcher.grace_period=5", "launcher.node_timeout=12", "ssh.connect_timeout=4").payload
     assert (plan.grace_period, plan.node_timeout, plan.connect_timeout) == (5.0, 12.0, 4)
+
+
+def test_the_example_lab_profile(tmp_path, monkeypatch, isaaclab):
+    # examples/profiles/lab_ssh.yaml as a lab commits it (.train_multigpu/profile/ of the project)
+    import shutil
+
+    target = tmp_path / ".train_multigpu" / "profile"
+    target.mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "profiles" / "lab_ssh.yaml", target)
+    monkeypatch.chdir(tmp_path)
+    masked, vault = grammar.hide(["profile=lab_ssh", "task=Isaac-Cartpole-v0"], False)
+    cfg = vault.reveal(compose.compose(compose.with_default_profile(masked, {})))
+    launch = Launch(cfg, Typed(overrides=tuple(masked), script_args=("--headless",)), Path("/r/x"), vault)
+    plan = SshBackend(python=PY, cwd=str(tmp_path)).dryrun(launch).payload
+    node = plan.nodes[1]
+    assert node.ssh_argv == (
+        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-l", "rl", "-i", "~/.ssh/id_lab",
+        "-o", "StrictHostKeyChecking=accept-new", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+        "gpu-b",
+    )  # fmt: skip
+    assert node.entry == "/opt/rl/venv/bin/python -m launcher" and node.workdir == "/home/rl/projects/cartpole"
+    # the profile travels by name (the project holds it on every machine); the node never submits
+    assert node.remote_argv == (
+        "profile=lab_ssh", "task=Isaac-Cartpole-v0", "launcher.topology=multinode", "launcher.nnodes=2",
+        "launcher.node_rank=1", "launcher.rdzv_endpoint=gpu-a:29400", "launcher.rdzv_id=x", "submit=none",
+        "run_dir=/r/x", "--", "--headless",
+    )  # fmt: skip
