@@ -236,6 +236,27 @@ def test_an_unreadable_hostfile(tmp_path):
             "launcher.nnodes=1:2: submit=ssh runs one node per host: 2 hosts (gpu-a, gpu-b) (drop launcher.nnodes)",
         ),
         (
+            (*TWO, "launcher.node_rank=1"),
+            "launcher.node_rank=1: submit=ssh gives every host its own (node 0 is the first host) "
+            "(drop launcher.node_rank; reorder the hosts to choose node 0)",
+        ),
+        # node 0's and the last node's composition is checked here, before anything connects
+        (
+            ("submit=ssh", "ssh.hosts=[127.0.0.1,10.0.0.2]"),
+            "launcher.rdzv_endpoint=127.0.0.1:29400: a loopback address in a launch of nnodes=2: the other nodes "
+            "cannot reach it (use node 0's network address or hostname; if every node runs on this host, add "
+            "launcher.local_nodes=true)",
+        ),
+        (
+            (*TWO, "launcher.rdzv_backend=static"),
+            "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint",
+        ),
+        (
+            (*TWO, "launcher=skrl_jax", "launcher.max_restarts=2"),
+            "launcher.max_restarts=2: torchrun only; launcher=skrl_jax does not take it (it belongs to "
+            "launcher=single_node or launcher=multinode)",
+        ),
+        (
             (*TWO, "ssh.connect_timeout=0"),
             "ssh.connect_timeout=0: whole seconds from 1 to 600 (how long ssh waits for each host to answer)",
         ),
@@ -274,6 +295,13 @@ def test_an_unreadable_hostfile(tmp_path):
 )
 def test_mistakes_are_one_line(typed, message):
     assert refused(*typed) == message
+
+
+def test_this_machine_needs_no_gpu_for_the_hosts_gpus(monkeypatch):
+    # a laptop without GPUs submits to GPU workstations: their GPUs are theirs to check (preflight)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    plan = dryrun(*TWO, "device=cuda", "launcher.nproc_per_node=gpu").payload
+    assert plan.nodes[1].remote_argv[:2] == ("device=cuda", "launcher.nproc_per_node=gpu")
 
 
 def test_a_typed_nproc_meets_no_slots():

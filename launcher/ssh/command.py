@@ -202,7 +202,11 @@ class Meeting:
     """Where the nodes meet, and the overrides that say so (empty: the user's own, as typed)."""
 
     endpoint: str
-    overrides: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()  # (key, value): what every node adds
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        return tuple(f"{key}={value}" for key, value in self.settings)
 
 
 def meeting(launcher, jax: bool, host0: Host, port: int, rdzv_id: str) -> Meeting:
@@ -210,24 +214,24 @@ def meeting(launcher, jax: bool, host0: Host, port: int, rdzv_id: str) -> Meetin
 
     >>> from launcher.config.schema import LauncherConfig
     >>> meeting(LauncherConfig(), False, Host("gpu-a"), 29400, "r1")
-    Meeting(endpoint='gpu-a:29400', overrides=('launcher.rdzv_endpoint=gpu-a:29400', 'launcher.rdzv_id=r1'))
+    Meeting(endpoint='gpu-a:29400', settings=(('launcher.rdzv_endpoint', 'gpu-a:29400'), ('launcher.rdzv_id', 'r1')))
     >>> meeting(LauncherConfig(), True, Host("fd00::1"), 1234, "r1").overrides
     ('launcher.coordinator_address=[fd00::1]:1234',)
     >>> meeting(LauncherConfig(master_addr="10.0.0.1"), False, Host("a"), 1, "r1")
-    Meeting(endpoint='10.0.0.1 (static)', overrides=())
+    Meeting(endpoint='10.0.0.1 (static)', settings=())
     """
     address = f"{host0.address}:{port}"
     if jax:
         if launcher.coordinator_address:
             return Meeting(str(launcher.coordinator_address))
-        return Meeting(address, (f"launcher.coordinator_address={address}",))
+        return Meeting(address, (("launcher.coordinator_address", address),))
     if launcher.rdzv_endpoint:
         return Meeting(str(launcher.rdzv_endpoint))
     if launcher.master_addr:
         return Meeting(f"{launcher.master_addr} (static)")
-    out = [f"launcher.rdzv_endpoint={address}"]
+    out = [("launcher.rdzv_endpoint", address)]
     if launcher.rdzv_id is None:
-        out.append(f"launcher.rdzv_id={rdzv_id}")
+        out.append(("launcher.rdzv_id", rdzv_id))
     return Meeting(address, tuple(out))
 
 
@@ -238,6 +242,45 @@ def quote_value(value: str) -> str:
     from ..config import grammar
 
     return value if re.fullmatch(r"/[A-Za-z0-9_./-]*", value) else grammar.quote(value)
+
+
+def node_settings(cfg, count: int, nproc: str, rank: int, meet: Meeting, run_dir: str) -> list[tuple[str, str]]:
+    """What node ``rank`` adds to the overrides as typed, as (key, value) in order: the topology
+    (torchrun's single node becomes multinode), the ranks per node when a hostfile's slots set
+    them, the node count and rank, where the nodes meet, no submission, the run directory (each
+    node's launcher adds ``node<i>``)."""
+    from ..config.schema import Topology
+
+    launcher = cfg.launcher
+    out = []
+    if launcher.topology is Topology.single_node:
+        out.append(("launcher.topology", Topology.multinode.value))
+    if nproc != str(launcher.nproc_per_node):
+        out.append(("launcher.nproc_per_node", nproc))
+    out += [("launcher.nnodes", str(count)), ("launcher.node_rank", str(rank)), *meet.settings]
+    return [*out, ("submit", "none"), ("run_dir", run_dir)]
+
+
+def node_config(cfg, settings: Sequence[tuple[str, str]]):
+    """``cfg`` as node i's launcher composes it: the settings applied (for checking it here)."""
+    import copy
+
+    from ..config.schema import Submit, Topology
+
+    node = copy.deepcopy(cfg)
+    for key, value in settings:
+        if key == "launcher.topology":
+            node.launcher.topology = Topology(value)
+        elif key == "launcher.node_rank":
+            node.launcher.node_rank = int(value)
+        elif key == "submit":
+            node.submit = Submit(value)
+        elif key.startswith("launcher."):
+            setattr(node.launcher, key.split(".", 1)[1], value)
+        else:
+            setattr(node, key, value)
+    node.dry_run = False
+    return node
 
 
 def build(
@@ -261,26 +304,33 @@ def build(
     launcher = cfg.launcher
     nnodes_typed = any(override_key(o) == "launcher.nnodes" for o in typed.overrides)
     count = node_count(launcher.nnodes, nnodes_typed, hosts)
+    for override in typed.overrides:
+        if override_key(override) == "launcher.node_rank":
+            raise UserError(
+                "launcher.node_rank",
+                override.split("=", 1)[1] if "=" in override else None,
+                "submit=ssh gives every host its own (node 0 is the first host)",
+                "drop launcher.node_rank; reorder the hosts to choose node 0",
+            )
     nproc = hosts_mod.nproc(hosts, launcher.nproc_per_node)
     jax = launcher.topology is Topology.skrl_jax
     rdzv_id = run_dir.rstrip("/").rsplit("/", 1)[-1] or "train_multigpu"
     meet = meeting(launcher, jax, hosts[0], ssh.rendezvous_port, rdzv_id)
     workdir = str(ssh.workdir) if ssh.workdir else cwd
     entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
-    common = [*config_flags(typed.hydra_flags, cwd), *kept_overrides(typed.overrides)]
-    if not jax and launcher.topology is Topology.single_node:
-        common.append("launcher.topology=multinode")
-    if nproc != str(launcher.nproc_per_node):
-        common.append(f"launcher.nproc_per_node={nproc}")
-    common += [f"launcher.nnodes={count}"]
+    typed_args = [*config_flags(typed.hydra_flags, cwd), *kept_overrides(typed.overrides)]
     nodes = []
     for rank, host in enumerate(hosts):
-        args = [*common, f"launcher.node_rank={rank}", *meet.overrides, "submit=none"]
-        args.append(f"run_dir={quote_value(run_dir)}")  # the node's launcher adds node<i>
+        added = node_settings(cfg, count, nproc, rank, meet, run_dir)
+        args = [*typed_args, *(f"{key}={quote_value(value) if key == 'run_dir' else value}" for key, value in added)]
         if typed.script_args:
             args += ["--", *typed.script_args]
         argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
         nodes.append(SshNode(rank, host.name, tuple(argv), entry, tuple(args), workdir))
+    from .checks import check_node
+
+    for rank in sorted({0, count - 1}):  # as node 0 and the last node will check it
+        check_node(node_config(cfg, node_settings(cfg, count, nproc, rank, meet, run_dir)), str(ssh.python or python))
     names = tuple(vault.values) if vault is not None else ()
     return SshPlan(
         tuple(nodes),
