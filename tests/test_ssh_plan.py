@@ -97,6 +97,27 @@ def test_the_remote_shell_gets_every_argument_back_exactly(tmp_path):
     assert json.loads(out) == list(args)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["task=X", "seed=2", "--", "--headless"],
+        ["--headless", "task=X", "--lr", "3", "seed=2", "--", "--extra", "a b"],
+        ["--task", "X", "--ml_framework", "jax", "env.scene.num_envs=4", "--seed=1", "presets=[debug]", "--flag"],
+        ["presets=debug", "--video", "--device", "cpu", "agent.lr=1e-3", "--", "--headless"],
+    ],
+)
+def test_each_node_parses_the_arguments_back_in_the_typed_order(argv):
+    # what the training script gets, and in which order, is the same on every node as it would be here
+    line = grammar.parse([*TWO, *argv])
+    masked, vault = grammar.hide(line.overrides, False)
+    cfg = vault.reveal(compose.compose(compose.with_default_profile(masked, {})))
+    typed = Typed(overrides=tuple(masked), script_args=tuple(line.script_args), order=tuple(line.order))
+    plan = SshBackend(python=PY, cwd=CWD).dryrun(Launch(cfg, typed, Path("/r/x"), vault)).payload
+    for node in plan.nodes:
+        there = grammar.parse(list(node.remote_argv))
+        assert (there.order, there.script_args) == (line.order, line.script_args), node.remote_argv
+
+
 def test_jax_meets_at_a_coordinator_on_node0_and_a_given_endpoint_is_kept():
     jax = dryrun(*TWO, "launcher=skrl_jax", "launcher.nproc_per_node=2").payload
     assert "launcher.coordinator_address=gpu-a:29400" in jax.nodes[1].remote_argv

@@ -244,6 +244,42 @@ def quote_value(value: str) -> str:
     return value if re.fullmatch(r"/[A-Za-z0-9_./-]*", value) else grammar.quote(value)
 
 
+def in_typed_order(
+    overrides: Sequence[str], script_args: Sequence[str], order: Sequence[str], framework: str = "torch"
+) -> tuple[list[str], list[str]]:
+    """The overrides and the script's arguments as node i's command line gives them back: (before
+    ``--``, after it), so that its launcher parses the same arguments in the same order as this one
+    did (grammar.CommandLine.order: where a task=, a seed=, --ml_framework or a forwarded --flag was
+    typed is where the training script gets it). A forwarded argument typed before a key the script
+    receives stays before it; the rest go after ``--``.
+
+    >>> in_typed_order(["task=X", "seed=1"], ["--headless", "--lr", "3"], ["", "task", "", "", "seed"])
+    (['--headless', 'task=X', '--lr', '3', 'seed=1'], [])
+    >>> in_typed_order(["task=X", "launcher=skrl_jax"], ["--headless"], ["task", "ml_framework", ""], "jax")
+    (['task=X', '--ml_framework', 'jax', 'launcher=skrl_jax'], ['--headless'])
+    """
+    from ..config.grammar import ARG, ORDERED_KEYS, PRESETS_KEY
+
+    named = [i for i, entry in enumerate(order) if entry != ARG]
+    last = named[-1] if named else -1
+    pending, args = list(overrides), list(script_args)
+    out: list[str] = []
+    for entry in order[: last + 1]:
+        if entry == ARG:
+            if args:
+                out.append(args.pop(0))
+        elif entry == "ml_framework":
+            out += ["--ml_framework", framework]
+        else:
+            key = PRESETS_KEY if entry.startswith(PRESETS_KEY + ":") else entry
+            while pending:  # the overrides up to this key's, as typed (the others keep no order)
+                override = pending.pop(0)
+                out.append(override)
+                if override_key(override) == key and key in (*ORDERED_KEYS, PRESETS_KEY):
+                    break
+    return out + pending, args
+
+
 def node_settings(cfg, count: int, nproc: str, rank: int, meet: Meeting, run_dir: str) -> list[tuple[str, str]]:
     """What node ``rank`` adds to the overrides as typed, as (key, value) in order: the topology
     (torchrun's single node becomes multinode), the ranks per node when a hostfile's slots set
@@ -318,13 +354,15 @@ def build(
     meet = meeting(launcher, jax, hosts[0], ssh.rendezvous_port, rdzv_id)
     workdir = str(ssh.workdir) if ssh.workdir else cwd
     entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
-    typed_args = [*config_flags(typed.hydra_flags, cwd), *kept_overrides(typed.overrides)]
+    jax_framework = "jax" if jax else "torch"
+    before, after = in_typed_order(kept_overrides(typed.overrides), typed.script_args, typed.order, jax_framework)
+    typed_args = [*config_flags(typed.hydra_flags, cwd), *before]
     nodes = []
     for rank, host in enumerate(hosts):
         added = node_settings(cfg, count, nproc, rank, meet, run_dir)
         args = [*typed_args, *(f"{key}={quote_value(value) if key == 'run_dir' else value}" for key, value in added)]
-        if typed.script_args:
-            args += ["--", *typed.script_args]
+        if after:
+            args += ["--", *after]
         argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
         nodes.append(SshNode(rank, host.name, tuple(argv), entry, tuple(args), workdir))
     from .checks import check_node
