@@ -77,13 +77,15 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
 
 
 def test_the_dry_run_prints_every_ssh_command_line_as_it_is_run():
-    request = dryrun(*TWO, "ssh.user=me", "ssh.port=2222", "ssh.identity=/k/id", "task=x")
+    request = dryrun(*TWO, "ssh.user=me", "ssh.port=2222", "ssh.identity=/k/id", "launcher.nproc_per_node=2")
     for node in request.payload.nodes:
         assert shlex.join(node.argv) in request.shown.splitlines()
         assert (
-            f"# node {node.rank}: {node.host}, in {CWD}, recording in /runs/2026-12-01_10-00-00_x/node{node.rank}"
-            in (request.shown)
-        )
+            f"# node {node.rank}: {node.host}, ranks {2 * node.rank}-{2 * node.rank + 1} of 4, in {CWD}, "
+            f"recording in /runs/2026-12-01_10-00-00_x/node{node.rank}"
+        ) in request.shown
+    auto = dryrun(*TWO).shown
+    assert "# node 1: gpu-b, launcher.nproc_per_node=auto ranks (counted there), in" in auto
     assert "-l me -p 2222 -i /k/id" in request.shown
     assert request.files == {}  # nothing to write: each node records on its own disk
 

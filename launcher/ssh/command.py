@@ -106,6 +106,18 @@ class SshPlan:
     connect_timeout: int = 10
     grace_period: float = 30.0  # launcher.grace_period: SIGTERM to SIGKILL, on every node
     node_timeout: float | None = 30.0  # launcher.node_timeout: a node silent this long is lost
+    nproc: str = "auto"  # ranks per node: launcher.nproc_per_node as each node gets it
+
+    def ranks(self, rank: int) -> str:
+        """Node ``rank``'s ranks, as far as known here.
+
+        >>> SshPlan((), "/r", "a:1", nproc="4").ranks(1), SshPlan((), "/r", "a:1").ranks(1)
+        ('ranks 4-7 of 0', 'launcher.nproc_per_node=auto ranks (counted there)')
+        """
+        if self.nproc.isdigit():
+            n = int(self.nproc)
+            return f"ranks {rank * n}-{(rank + 1) * n - 1} of {n * len(self.nodes)}"
+        return f"launcher.nproc_per_node={self.nproc} ranks (counted there)"
 
     def shown(self) -> str:
         """What the dry run prints: every ssh command line, and each node's plan."""
@@ -114,7 +126,7 @@ class SshPlan:
             lines.append(f"# secrets on each ssh client's stdin (never on a command line): {', '.join(self.secrets)}")
         for node in self.nodes:
             lines.append(
-                f"# node {node.rank}: {node.host}, in {node.workdir}, "
+                f"# node {node.rank}: {node.host}, {self.ranks(node.rank)}, in {node.workdir}, "
                 f"recording in {self.run_dir}/{node_name(node.rank)}"
             )
             lines.append(shlex.join(node.argv))
@@ -379,4 +391,5 @@ def build(
         ssh.connect_timeout,
         float(launcher.grace_period),
         None if launcher.node_timeout is None else float(launcher.node_timeout),
+        str(nproc),
     )
