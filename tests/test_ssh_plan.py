@@ -120,6 +120,22 @@ def test_each_node_parses_the_arguments_back_in_the_typed_order(argv):
         assert (there.order, there.script_args) == (line.order, line.script_args), node.remote_argv
 
 
+def test_one_host_runs_a_single_node_launch_there():
+    request = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "task=x")
+    (node,) = request.payload.nodes
+    assert node.remote_argv == (
+        "task=x", "launcher.nnodes=1", "launcher.node_rank=0", "submit=none",
+        "run_dir=/runs/2026-12-01_10-00-00_x/node0",
+    )  # fmt: skip
+    assert (
+        request.shown.splitlines()[1]
+        == "# submit=ssh: 1 node, no rendezvous; run directory: /runs/2026-12-01_10-00-00_x"
+    )
+    # launcher=multinode typed: a multi-node launch of one node, meeting on that host
+    multi = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "launcher=multinode").payload
+    assert "launcher.rdzv_endpoint=gpu-a:29400" in multi.nodes[0].remote_argv
+
+
 def test_jax_meets_at_a_coordinator_on_node0_and_a_given_endpoint_is_kept():
     jax = dryrun(*TWO, "launcher=skrl_jax", "launcher.nproc_per_node=2").payload
     assert "launcher.coordinator_address=gpu-a:29400" in jax.nodes[1].remote_argv
