@@ -59,11 +59,21 @@ class SshBackend:
             "submit", NAME, "starting the nodes over SSH is not in this build yet (dry_run=true shows them)"
         )
 
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        return submit_each(self, requests)
+    def show(self, requests: Sequence[Request]) -> None:
+        """Every node's ssh command line and plan, for each request: nothing connected."""
+        for request in requests:
+            print(request.shown, flush=True)
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
-        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles]
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
+        return submit_each(self, requests, interrupts, fail_fast)
+
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
+        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles if h is not None]
+
+    def summary(self, points) -> str | None:
+        return None
 
     # -- a launch under way: from its handle alone ---------------------------------------------
     def describe(self, handle: Handle) -> Status:
