@@ -353,6 +353,12 @@ def test_the_timeouts_the_submitter_needs_travel_in_the_plan():
     assert (plan.grace_period, plan.node_timeout, plan.connect_timeout) == (5.0, 12.0, 4)
 
 
+def test_one_host_may_be_written_bare(run_cli):
+    result = run_cli("submit=ssh", "ssh.hosts=gpu-a", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    assert "# node 0: gpu-a," in result.stdout
+
+
 def test_the_example_lab_profile(tmp_path, monkeypatch, isaaclab):
     # examples/profiles/lab_ssh.yaml as a lab commits it (.train_multigpu/profile/ of the project)
     import shutil
