@@ -1,0 +1,89 @@
+"""``submit=ssh`` as a :class:`~launcher.backends.base.Backend`: one launcher per host, over SSH.
+
+- ``dryrun`` (this module): the ``ssh.*`` checks, the hosts (``ssh.hosts`` or the hostfile, read
+  here: the only thing dryrun reads), and every node's command (launcher/ssh/command.py). What the
+  dry run prints is every ssh command line exactly as ``submit`` starts it, and each node's plan.
+  It connects to nothing and writes nothing;
+- ``submit`` / ``wait``: the preflight (launcher/ssh/preflight.py: every host, in parallel, before
+  any rank starts), then the ssh clients, started and supervised by launcher/run/;
+- ``describe`` / ``logs`` / ``cancel``: from the handle (the local record names every node's).
+
+The describe/logs/cancel side imports no Hydra (``runs`` calls it); ``dryrun`` imports what it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ..backends.base import Handle, Launch, Refused, Request, State, Status, submit_each
+from ..errors import UserError
+
+NAME = "ssh"
+HOSTFILE_MAX = 1 << 20  # bytes: a hostfile is a few lines
+
+
+class SshBackend:
+    name = NAME
+
+    def __init__(self, python: str | None = None, cwd: str | None = None) -> None:
+        self._python, self._cwd = python, cwd  # tests pin this machine's interpreter and directory
+
+    # -- the launch ----------------------------------------------------------------------------
+    def dryrun(self, launch: Launch) -> Request:
+        import os
+        import sys
+
+        from . import checks, command, hosts
+
+        cfg, typed = launch.cfg, launch.typed
+        cwd = self._cwd or os.getcwd()
+        checks.check(cfg.ssh)
+        text = read_hostfile(cfg.ssh.hostfile, cwd) if cfg.ssh.hostfile is not None else None
+        found = hosts.from_config(cfg.ssh.hosts, cfg.ssh.hostfile, text)
+        run_dir = os.path.abspath(os.path.join(cwd, str(launch.run_dir)))
+        plan = command.build(
+            cfg,
+            typed,
+            found,
+            run_dir,
+            vault=launch.vault,
+            python=self._python or sys.executable,
+            cwd=cwd,
+        )
+        shown = f"# {NAME} (dry run: nothing connected, nothing written)\n{plan.shown()}"
+        return Request(NAME, str(launch.run_dir), shown, {}, plan)
+
+    def submit(self, request: Request) -> Handle:
+        raise UserError(
+            "submit", NAME, "starting the nodes over SSH is not in this build yet (dry_run=true shows them)"
+        )
+
+    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+        return submit_each(self, requests)
+
+    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles]
+
+    # -- a launch under way: from its handle alone ---------------------------------------------
+    def describe(self, handle: Handle) -> Status:
+        return Status(State.UNKNOWN, "submit=ssh: describe is not in this build yet")
+
+    def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        return iter(())
+
+    def cancel(self, handle: Handle) -> None:
+        return None
+
+
+def read_hostfile(path: str, cwd: str) -> str:
+    """The hostfile's text (relative to the working directory); unreadable: one UserError."""
+    from .. import files
+    from .hosts import HINT
+
+    where = Path(cwd, path)
+    try:
+        return files.read_text(where, HOSTFILE_MAX)
+    except (OSError, UnicodeDecodeError) as err:
+        why = getattr(err, "strerror", None) or str(err)
+        raise UserError("ssh.hostfile", path, f"a readable hostfile ({why})", HINT) from None
