@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..backends.base import Handle, Launch, Refused, Request, State, Status, submit_each
+from ..backends.base import Handle, Launch, Refused, Request, Status, submit_each
 from ..errors import UserError
 
 NAME = "ssh"
@@ -28,6 +28,8 @@ class SshBackend:
 
     def __init__(self, python: str | None = None, cwd: str | None = None) -> None:
         self._python, self._cwd = python, cwd  # tests pin this machine's interpreter and directory
+        self.interrupts = None  # a sweep's signal handling (the session sets it)
+        self.results: dict[str, int] = {}  # exit code by run directory, of the launches submitted here
 
     # -- the launch ----------------------------------------------------------------------------
     def dryrun(self, launch: Launch) -> Request:
@@ -55,25 +57,43 @@ class SshBackend:
         return Request(NAME, str(launch.run_dir), shown, {}, plan)
 
     def submit(self, request: Request) -> Handle:
-        raise UserError(
-            "submit", NAME, "starting the nodes over SSH is not in this build yet (dry_run=true shows them)"
-        )
+        """One blocking launch, as the local back end's: every node's ssh client started and
+        supervised to the end (launcher/ssh/launch.py); its exit code is in ``results``."""
+        from . import launch
+
+        handle, outcome = launch.submit(request.payload, self.interrupts)
+        self.results[handle.run_dir] = outcome.exit_code
+        return handle
 
     def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
         return submit_each(self, requests)
 
     def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
-        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles]
+        """A submit has already waited: the codes the launches ended with."""
+        codes = []
+        for handle in handles:
+            if isinstance(handle, Refused):
+                codes.append(handle.exit_code)
+            else:
+                codes.append(self.results.get(handle.run_dir, self.describe(handle).exit_code or 0))
+        return codes
 
-    # -- a launch under way: from its handle alone ---------------------------------------------
+    # -- a launch under way: from its handle alone (launcher/ssh/state.py, no Hydra) ----------------
     def describe(self, handle: Handle) -> Status:
-        return Status(State.UNKNOWN, "submit=ssh: describe is not in this build yet")
+        from . import state
+
+        return state.describe(handle)
 
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-        return iter(())
+        from . import state
+
+        return state.logs(handle, rank, follow)
 
     def cancel(self, handle: Handle) -> None:
-        return None
+        """One Ctrl+C to this machine's launcher: every node stops."""
+        from . import state
+
+        state.cancel(handle)
 
 
 def read_hostfile(path: str, cwd: str) -> str:
