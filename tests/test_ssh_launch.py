@@ -9,10 +9,14 @@ tests/ssh_driver.py: the CLI's parsing and the session's dryrun -> submit -> wai
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,3 +83,123 @@ def test_two_hosts_torch_c10d_meet(lab, tmp_path):
     assert all(n["run_dir"] for n in nodes)
     submit = json.loads((record(tmp_path) / "submit.json").read_text())
     assert submit["backend"] == "ssh"
+
+
+def ns_pids(host) -> set[int]:
+    out = subprocess.run(["ip", "netns", "pids", host.ns], capture_output=True, text=True, timeout=30).stdout
+    return {int(tok) for tok in out.split()}
+
+
+def left_in(lab) -> dict[int, list[str]]:
+    """What still runs in each host's namespace besides its sshd (and the sshd sessions' own)."""
+    sshd = {p.pid for p in lab.sshd.values()}
+    left = {}
+    for host in lab.hosts:
+        names = []
+        for pid in ns_pids(host) - sshd:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if not cmd.startswith("sshd"):
+                names.append(f"{pid}: {cmd[:120]}")
+        if names:
+            left[host.index] = names
+    return left
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def sleeping(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> tuple[subprocess.Popen, Path]:
+    """Two JAX-topology ranks per host running the spawner (no JAX imported: a quick start), asleep."""
+    pid_dir = tmp / "pids"
+    pid_dir.mkdir()
+    proc = launch(
+        lab,
+        tmp,
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=2",
+        f"script={SPAWNER}",
+        *overrides,
+        script_args=("--pid_dir", str(pid_dir), *script_args),
+    )
+    return proc, pid_dir
+
+
+def test_a_rank_exiting_7_on_node_1_gives_exit_7_here(lab, tmp_path):
+    proc, _ = sleeping(lab, tmp_path, "launcher.grace_period=5", script_args=("--mode", "sleep", "--fail", "3:7"))
+    code, out, err = finish(proc)
+    assert code == 7, (out, err)
+    assert f"node 1 ({lab.addresses[1]}) failed: exit code 7 (rank failed)" in err
+    status = json.loads((record(tmp_path) / "status.json").read_text())
+    assert status["exit_code"] == 7 and status["failure"]["node"] == 1
+    assert left_in(lab) == {}
+
+
+def test_ctrl_c_leaves_nothing_running_on_either_host(lab, tmp_path):
+    from supervise_util import survivors, wait_for_files
+
+    proc, pid_dir = sleeping(lab, tmp_path, script_args=("--mode", "sleep"))
+    wait_for_files(pid_dir, 12, timeout=120)  # four ranks, two helpers each
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, (out, err)
+    assert survivors(pid_dir) == []
+    assert wait_for(lambda: left_in(lab) == {} or None, 10, f"nothing left: {left_in(lab)}") is not None
+    status = json.loads((record(tmp_path) / "status.json").read_text())
+    assert status["reason"] == "stopped by SIGINT"
+    nodes = json.loads((record(tmp_path) / "nodes.json").read_text())["nodes"]
+    assert [n["reason"] for n in nodes] == ["stopped by SIGINT", "stopped by SIGINT"]
+
+
+def test_a_secret_reaches_both_hosts_workers_and_no_command_line_or_file(lab, tmp_path):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = launch(
+        lab,
+        tmp_path,
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={PROBE}",
+        f"+worker_env.HF_TOKEN={SECRET}",
+        script_args=("--name", "HF_TOKEN", "--out", str(out_dir), "--sleep"),
+    )
+    shas = wait_for(lambda: len(found := sorted(out_dir.glob("*.sha"))) == 2 and found, 120, "both ranks' probes")
+    assert {p.name for p in shas} == {"node0-rank0.sha", "node1-rank1.sha"}  # one rank on each host
+    assert {p.read_text() for p in shas} == {hashlib.sha256(SECRET.encode()).hexdigest()}
+    # every host's processes (one pid namespace), but the command typed here (the user's own line)
+    for pid in set(filter(str.isdigit, os.listdir("/proc"))) - {str(proc.pid)}:
+        try:
+            assert SECRET.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+        except OSError:
+            continue
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, (out, err)
+    assert SECRET not in out + err
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert written == []
+
+
+def test_node_1_link_down_ends_its_ranks_by_themselves(lab, tmp_path):
+    from supervise_util import survivors, wait_for_files
+
+    proc, pid_dir = sleeping(
+        lab, tmp_path, "launcher.node_timeout=5", "launcher.grace_period=5", script_args=("--mode", "sleep")
+    )
+    wait_for_files(pid_dir, 12, timeout=120)
+    node1 = [int(p.read_text()) for p in (pid_dir / "rank2.pid", pid_dir / "rank3.pid")]
+    lab.hosts[1].unplug()  # silence: no FIN, no RST reaches anyone
+    # node 1's launcher notices by itself (its liveness beat and its channel go silent) and stops its ranks
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in node1) or None, 60, "node 1's ranks ended")
+    code, out, err = finish(proc, timeout=180)
+    assert code == 125, (out, err)
+    assert survivors(pid_dir) == []

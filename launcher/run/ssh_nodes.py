@@ -72,7 +72,10 @@ class NodeEnd:
 
     @property
     def lost(self) -> bool:
-        return self.exit_code == SSH_FAILED and not self.reason
+        """Its connection failed (ssh's 255, no word from its launcher), or its client had to be
+        killed here (it said nothing more after being told to stop)."""
+        code = self.exit_code
+        return code is not None and ((code == SSH_FAILED and not self.reason) or code < 0)
 
     def as_record(self) -> dict:
         return {
@@ -250,7 +253,12 @@ class SshNodes:
         first = min(own or failed, key=lambda end: (end.ended_at or 0.0, end.rank))
         where = f"node {first.rank} ({first.host})"
         if first.lost:
-            text = f"{where} lost: its SSH connection failed (ssh exit status {SSH_FAILED})"
+            how = (
+                f"ssh exit status {SSH_FAILED}"
+                if first.exit_code == SSH_FAILED
+                else "no answer after it was told to stop"
+            )
+            text = f"{where} lost: its SSH connection failed ({how})"
             return Outcome(EXIT_NODE_LOST, NODE_LOST, Reason.NODE_LOST, ends, first.rank, text)
         why = first.reason or "its launcher failed"
         text = f"{where} failed: exit code {first.exit_code} ({why})"
