@@ -73,7 +73,19 @@ def _start(argv: list[str] | None = None) -> int:
     except UserError as err:
         error(str(err))
         return EXIT_USAGE
+    if "--version" in line.hydra_flags:  # ours first (submit=ssh's preflight compares it), then Hydra's
+        print(version_line(), flush=True)
+        return 0
     return launch_line(line, argv)
+
+
+def version_line() -> str:
+    """``train_multigpu --version``: ``train_multigpu 0.1.0 (Hydra 1.3.8)``."""
+    import hydra
+
+    from . import __version__
+
+    return f"{PROG} {__version__} (Hydra {hydra.__version__})"
 
 
 def launch_line(line: grammar.CommandLine, command: list[str], again: dict | None = None) -> int:

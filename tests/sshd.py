@@ -125,7 +125,7 @@ class SshHosts:
         return [
             f"ssh.hosts=[{','.join(self.addresses)}]",
             f"ssh.identity={self.identity}",
-            f"ssh.options=[{','.join(self.options)}]",
+            f"ssh.options=[{','.join(repr(o) for o in self.options)}]",  # quoted: '=' inside a Hydra list
         ]
 
     def ssh_argv(self, index: int, *command: str) -> list[str]:

@@ -71,6 +71,18 @@ def test_help_documents_both_grammars(run_cli):
         assert text in result.stdout
 
 
+def test_version_names_train_multigpu_then_hydra(run_cli):
+    # submit=ssh's preflight compares it with every host's (launcher/ssh/preflight.py); Hydra's own
+    # --version printed only "Hydra 1.3.8"
+    import hydra
+
+    from launcher import __version__
+
+    result = run_cli("--version", "seed=3")
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"train_multigpu {__version__} (Hydra {hydra.__version__})\n"
+
+
 def test_semantic_error_is_one_line_exit_2(run_cli):
     result = run_cli("--num_gpus", "0")
     assert_usage_error(result, "train_multigpu: error: launcher.nproc_per_node=0: an integer >= 1")

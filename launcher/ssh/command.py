@@ -1,11 +1,17 @@
 """``submit=ssh``, the pure part: each node's ssh command line and the launcher command it runs there.
 
 Node ``i`` (host ``i`` of ``ssh.hosts`` / the hostfile) runs, through
-``ssh -o BatchMode=yes -o ConnectTimeout=N [-l USER] [-p PORT] [-i FILE] [-o OPTION...] HOST``::
+``ssh -o BatchMode=yes -o ConnectTimeout=N [-l USER] [-p PORT] [-i FILE] [-o OPTION...]
+-o ServerAliveInterval=5 -o ServerAliveCountMax=3 HOST``::
 
-    cd <workdir> && <ssh.python> -m launcher [--config-dir DIR] <the overrides as typed>
-        launcher.nnodes=<hosts> launcher.node_rank=<i> [<the rendezvous on node 0>] submit=none
-        run_dir=<run dir>/node<i> [-- <script args>]
+    cd <workdir> && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && <ssh.python> -m launcher [--config-dir DIR]
+        <the overrides as typed> launcher.nnodes=<hosts> launcher.node_rank=<i>
+        [<the rendezvous on node 0>] submit=none run_dir=<run dir> [-- <script args>]
+
+(node i's launcher records in ``<run dir>/node<i>`` on its own disk: a multi-node launch given
+``run_dir`` adds ``node<R>`` itself, as a SLURM job's nodes do). A client whose connection went
+silent gives up after about 15 s (ServerAlive*: the node is lost, not waited for forever); an
+``ssh.options`` entry for either comes first and wins (ssh takes the first value it is given).
 
 (``ssh.command`` instead of ``<ssh.python> -m launcher``: a shell line, e.g. a conda activation,
 taken as it is). The overrides are those the session composed, in the order typed, so every node
@@ -47,6 +53,8 @@ SSH = "ssh"
 # set on the remote launcher: its stdin is the SSH channel (the secrets; EOF: the connection is gone).
 # Branch sshrun defines it as names.SSH_CHANNEL_VAR: one of the two goes at the merge.
 CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"
+# a connection that went silent (a link down, a host gone) ends its client after ~15 s: exit 255
+ALIVE = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
 ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launcher/__main__.py)
 # keys of what was typed that only this machine uses: every node gets its own values or none
 _DROPPED_KEYS = ("submit", "dry_run", "run_dir", "launcher.nnodes", "launcher.node_rank")
@@ -96,6 +104,8 @@ class SshPlan:
     # the launch's vault (the values): for the submitter only, never shown, never recorded
     vault: Vault | None = field(default=None, repr=False, compare=False)
     connect_timeout: int = 10
+    grace_period: float = 30.0  # launcher.grace_period: SIGTERM to SIGKILL, on every node
+    node_timeout: float | None = 30.0  # launcher.node_timeout: a node silent this long is lost
 
     def shown(self) -> str:
         """What the dry run prints: every ssh command line, and each node's plan."""
@@ -116,8 +126,8 @@ def ssh_argv(
 ) -> list[str]:
     """``ssh`` with its options for one host: never a prompt (BatchMode), a bounded connect.
 
-    >>> ssh_argv(Host("gpu-a"), "me", 2222, "/k/id", ["StrictHostKeyChecking=accept-new"], 5)
-    ['ssh', '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=5', '-l', 'me', '-p', '2222', '-i', '/k/id', '-o', 'StrictHostKeyChecking=accept-new', 'gpu-a']
+    >>> ssh_argv(Host("gpu-a"), "me", 2222, "/k/id", ["StrictHostKeyChecking=accept-new"], 5)[5:]
+    ['-l', 'me', '-p', '2222', '-i', '/k/id', '-o', 'StrictHostKeyChecking=accept-new', '-o', 'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=3', 'gpu-a']
     """  # noqa: E501
     argv = [SSH, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}"]
     if user:
@@ -128,6 +138,8 @@ def ssh_argv(
         argv += ["-i", str(identity)]
     for option in options:
         argv += ["-o", str(option)]
+    for option in ALIVE:  # after the user's: ssh keeps the first value of each
+        argv += ["-o", option]
     return [*argv, host.destination]
 
 
@@ -264,10 +276,19 @@ def build(
     nodes = []
     for rank, host in enumerate(hosts):
         args = [*common, f"launcher.node_rank={rank}", *meet.overrides, "submit=none"]
-        args.append(f"run_dir={quote_value(run_dir.rstrip('/') + '/' + node_name(rank))}")
+        args.append(f"run_dir={quote_value(run_dir)}")  # the node's launcher adds node<i>
         if typed.script_args:
             args += ["--", *typed.script_args]
         argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
         nodes.append(SshNode(rank, host.name, tuple(argv), entry, tuple(args), workdir))
     names = tuple(vault.values) if vault is not None else ()
-    return SshPlan(tuple(nodes), run_dir, meet.endpoint, names, vault, ssh.connect_timeout)
+    return SshPlan(
+        tuple(nodes),
+        run_dir,
+        meet.endpoint,
+        names,
+        vault,
+        ssh.connect_timeout,
+        float(launcher.grace_period),
+        None if launcher.node_timeout is None else float(launcher.node_timeout),
+    )
