@@ -80,7 +80,7 @@ def test_two_hosts_torch_c10d_meet(lab, tmp_path):
         (0, lab.addresses[0], 0),
         (1, lab.addresses[1], 0),
     ]
-    assert all(n["run_dir"] for n in nodes)
+    assert [n["run_dir"] for n in nodes] == [str(record(tmp_path) / "node0"), str(record(tmp_path) / "node1")]
     submit = json.loads((record(tmp_path) / "submit.json").read_text())
     assert submit["backend"] == "ssh"
 
@@ -203,3 +203,31 @@ def test_node_1_link_down_ends_its_ranks_by_themselves(lab, tmp_path):
     code, out, err = finish(proc, timeout=180)
     assert code == 125, (out, err)
     assert survivors(pid_dir) == []
+
+
+def test_two_hosts_jax_meet(lab, tmp_path):
+    proc = launch(
+        lab,
+        tmp_path,
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=2",
+        f"script={ALLREDUCE}",
+        "log_all_ranks=true",
+        "+worker_env.JAX_PLATFORMS=cpu",
+        script_args=("--ml_framework", "jax"),
+    )
+    code, out, err = finish(proc, timeout=400)
+    assert code == 0, (out, err)
+    sums = re.findall(r"^\[(\d):(\d)\] rank (\d)/4 local_rank \d psum=(\d+) expected=15$", out, re.M)
+    assert sorted((node, rank) for node, _, rank, _ in sums) == [("0", "0"), ("0", "1"), ("1", "2"), ("1", "3")], out
+    assert {total for *_, total in sums} == {"15"}
+
+
+def test_the_bundled_trainer_trains_across_two_hosts(lab, tmp_path):
+    proc = launch(lab, tmp_path, "launcher.nproc_per_node=1", "max_iterations=3", "num_envs=4", "seed=7")
+    code, out, err = finish(proc, timeout=400)
+    assert code == 0, (out, err)
+    trained = record(tmp_path)  # run_dir: every node trains there (rank 0 writes), as a SLURM job's nodes
+    info = json.loads((trained / "run_info.json").read_text())
+    assert info["world_size"] == 2 and info["dist_backend"] == "gloo"
+    assert list((trained / "checkpoints").glob("iter_000003.ckpt"))

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
 from .state import NODES
 
-DEFAULT_GRACE_S = 30.0
-
 
 def secret_values(vault: Vault | None, paths) -> dict[str, str]:
     """Each secret's value by dotted path, as the channel carries it (the placeholder ``***``'s).
@@ -66,10 +64,13 @@ def write_nodes(run_dir: Path, plan: SshPlan, ends: dict[int, dict]) -> None:
     record.write_json(run_dir / NODES, {"nodes": nodes})
 
 
-def submit(plan: SshPlan, interrupts=None, grace_period: float | None = None, timeout_s: float | None = None):
+def submit(plan: SshPlan, interrupts=None):
     """Run the launch to its end; (the handle, the outcome)."""
+    from ..backends.local import error
     from ..run import leash, ssh_nodes
+    from . import preflight
 
+    preflight.run(plan, error)  # every host ready, or one line each and nothing starts (no record either)
     run_dir = Path(plan.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     started = record.write_opened(run_dir)
@@ -89,8 +90,8 @@ def submit(plan: SshPlan, interrupts=None, grace_period: float | None = None, ti
     outcome = ssh_nodes.run(
         nodes,
         secret_values(plan.vault, plan.secrets),
-        grace_period if grace_period is not None else getattr(plan, "grace_period", DEFAULT_GRACE_S),
-        timeout_s if timeout_s is not None else getattr(plan, "channel_timeout", leash.DEFAULT_TIMEOUT_S),
+        plan.grace_period,
+        plan.node_timeout or leash.DEFAULT_TIMEOUT_S,  # the channel's silence: a node lost, as between nodes
         interrupts,
         node_dir,
     )
