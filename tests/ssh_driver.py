@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv: list[str]) -> int:
+    from launcher import record
     from launcher.backends.base import Launch, Typed
     from launcher.config import compose, grammar
     from launcher.errors import UserError
@@ -27,7 +28,7 @@ def main(argv: list[str]) -> int:
         masked, vault = grammar.hide(line.overrides, False)
         cfg = vault.reveal(compose.compose(masked, line.script_args))
         typed = Typed(overrides=tuple(masked), script_args=tuple(line.script_args), order=tuple(line.order))
-        run_dir = Path(os.path.abspath(cfg.run_root)) / "ssh_launch"
+        run_dir = Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
         backend = SshBackend()
         request = backend.dryrun(Launch(cfg, typed, run_dir, vault))
         if cfg.dry_run:

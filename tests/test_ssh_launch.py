@@ -62,7 +62,10 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]
 
 
 def record(tmp: Path) -> Path:
-    return tmp / "runs" / "ssh_launch"
+    """The launch's run directory here (the only one under the run root)."""
+    found = [p for p in (tmp / "runs").iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
 
 
 def test_two_hosts_torch_c10d_meet(lab, tmp_path):
@@ -83,6 +86,18 @@ def test_two_hosts_torch_c10d_meet(lab, tmp_path):
     assert [n["run_dir"] for n in nodes] == [str(record(tmp_path) / "node0"), str(record(tmp_path) / "node1")]
     submit = json.loads((record(tmp_path) / "submit.json").read_text())
     assert submit["backend"] == "ssh"
+    # runs: the launch listed once, with its nodes; a rank's log from the node that ran it
+    runs = [sys.executable, "-m", "launcher", "runs"]
+    root = ["--root", str(tmp_path / "runs")]
+    listed = subprocess.run([*runs, *root, "--json", "list"], capture_output=True, text=True, env=env())
+    assert listed.returncode == 0, listed.stderr
+    (only,) = json.loads(listed.stdout)
+    assert only["status"] == "success" and len(only["record_dirs"]) == 2, only
+    rank3 = next(node for node, _, rank, _ in sums if rank == "3")
+    logs = [*runs, *root, "logs", only["id"], "--rank", "3"]
+    shown = subprocess.run(logs, capture_output=True, text=True, env=env())
+    assert shown.returncode == 0, shown.stderr
+    assert "rank 3/4" in shown.stdout, (shown.stdout, rank3)
 
 
 def ns_pids(host) -> set[int]:
