@@ -33,6 +33,8 @@ def check(ssh) -> None:
     ...
     launcher.errors.UserError: ssh.command=train_multigpu: either ssh.python or ssh.command, not both (ssh.command runs the launcher itself; drop ssh.python)
     """  # noqa: E501
+    if ssh.hostfile is not None and list(ssh.hosts):
+        raise UserError("ssh.hostfile", ssh.hostfile, "either ssh.hosts or ssh.hostfile, not both", "drop one of them")
     if not 1 <= int(ssh.connect_timeout) <= MAX_CONNECT_TIMEOUT_S:
         raise UserError(
             "ssh.connect_timeout",
