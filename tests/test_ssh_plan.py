@@ -77,13 +77,15 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
 
 
 def test_the_dry_run_prints_every_ssh_command_line_as_it_is_run():
-    request = dryrun(*TWO, "ssh.user=me", "ssh.port=2222", "ssh.identity=/k/id", "task=x")
+    request = dryrun(*TWO, "ssh.user=me", "ssh.port=2222", "ssh.identity=/k/id", "launcher.nproc_per_node=2")
     for node in request.payload.nodes:
         assert shlex.join(node.argv) in request.shown.splitlines()
         assert (
-            f"# node {node.rank}: {node.host}, in {CWD}, recording in /runs/2026-12-01_10-00-00_x/node{node.rank}"
-            in (request.shown)
-        )
+            f"# node {node.rank}: {node.host}, ranks {2 * node.rank}-{2 * node.rank + 1} of 4, in {CWD}, "
+            f"recording in /runs/2026-12-01_10-00-00_x/node{node.rank}"
+        ) in request.shown
+    auto = dryrun(*TWO).shown
+    assert "# node 1: gpu-b, launcher.nproc_per_node=auto ranks (counted there), in" in auto
     assert "-l me -p 2222 -i /k/id" in request.shown
     assert request.files == {}  # nothing to write: each node records on its own disk
 
@@ -95,6 +97,27 @@ def test_the_remote_shell_gets_every_argument_back_exactly(tmp_path):
     node = SshNode(0, "h", ("ssh", "h"), printer, args, str(tmp_path))
     out = subprocess.run(["sh", "-c", node.remote_line], capture_output=True, text=True, timeout=60, check=True).stdout
     assert json.loads(out) == list(args)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["task=X", "seed=2", "--", "--headless"],
+        ["--headless", "task=X", "--lr", "3", "seed=2", "--", "--extra", "a b"],
+        ["--task", "X", "--ml_framework", "jax", "env.scene.num_envs=4", "--seed=1", "presets=[debug]", "--flag"],
+        ["presets=debug", "--video", "--device", "cpu", "agent.lr=1e-3", "--", "--headless"],
+    ],
+)
+def test_each_node_parses_the_arguments_back_in_the_typed_order(argv):
+    # what the training script gets, and in which order, is the same on every node as it would be here
+    line = grammar.parse([*TWO, *argv])
+    masked, vault = grammar.hide(line.overrides, False)
+    cfg = vault.reveal(compose.compose(compose.with_default_profile(masked, {})))
+    typed = Typed(overrides=tuple(masked), script_args=tuple(line.script_args), order=tuple(line.order))
+    plan = SshBackend(python=PY, cwd=CWD).dryrun(Launch(cfg, typed, Path("/r/x"), vault)).payload
+    for node in plan.nodes:
+        there = grammar.parse(list(node.remote_argv))
+        assert (there.order, there.script_args) == (line.order, line.script_args), node.remote_argv
 
 
 def test_jax_meets_at_a_coordinator_on_node0_and_a_given_endpoint_is_kept():
@@ -236,6 +259,27 @@ def test_an_unreadable_hostfile(tmp_path):
             "launcher.nnodes=1:2: submit=ssh runs one node per host: 2 hosts (gpu-a, gpu-b) (drop launcher.nnodes)",
         ),
         (
+            (*TWO, "launcher.node_rank=1"),
+            "launcher.node_rank=1: submit=ssh gives every host its own (node 0 is the first host) "
+            "(drop launcher.node_rank; reorder the hosts to choose node 0)",
+        ),
+        # node 0's and the last node's composition is checked here, before anything connects
+        (
+            ("submit=ssh", "ssh.hosts=[127.0.0.1,10.0.0.2]"),
+            "launcher.rdzv_endpoint=127.0.0.1:29400: a loopback address in a launch of nnodes=2: the other nodes "
+            "cannot reach it (use node 0's network address or hostname; if every node runs on this host, add "
+            "launcher.local_nodes=true)",
+        ),
+        (
+            (*TWO, "launcher.rdzv_backend=static"),
+            "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint",
+        ),
+        (
+            (*TWO, "launcher=skrl_jax", "launcher.max_restarts=2"),
+            "launcher.max_restarts=2: torchrun only; launcher=skrl_jax does not take it (it belongs to "
+            "launcher=single_node or launcher=multinode)",
+        ),
+        (
             (*TWO, "ssh.connect_timeout=0"),
             "ssh.connect_timeout=0: whole seconds from 1 to 600 (how long ssh waits for each host to answer)",
         ),
@@ -274,6 +318,13 @@ def test_an_unreadable_hostfile(tmp_path):
 )
 def test_mistakes_are_one_line(typed, message):
     assert refused(*typed) == message
+
+
+def test_this_machine_needs_no_gpu_for_the_hosts_gpus(monkeypatch):
+    # a laptop without GPUs submits to GPU workstations: their GPUs are theirs to check (preflight)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    plan = dryrun(*TWO, "device=cuda", "launcher.nproc_per_node=gpu").payload
+    assert plan.nodes[1].remote_argv[:2] == ("device=cuda", "launcher.nproc_per_node=gpu")
 
 
 def test_a_typed_nproc_meets_no_slots():

@@ -95,3 +95,23 @@ _WHAT = {
     "python": "the interpreter that runs the launcher on every host (a path, e.g. /opt/venv/bin/python)",
     "workdir": "an absolute directory that exists on every host (the launcher runs there)",
 }
+
+
+def check_node(node_cfg, python: str) -> None:
+    """Node i's composition (command.node_config) checked here as far as it is the config's: every
+    refusal that comes from a host's own facts (its GPUs, CPUs, script, ports) is that host's, asked
+    by the preflight (launcher/ssh/preflight.py), so this machine -- maybe a laptop without GPUs --
+    stands in with as many GPUs and CPUs as the launch asks for."""
+    from .. import checks, paths
+    from ..facts import HostFacts
+
+    given = str(node_cfg.launcher.nproc_per_node).strip()
+    count = int(given) if given.isdigit() and int(given) > 0 else 8
+    facts = HostFacts(
+        python=python,
+        visible_gpus=count,
+        gpus_source="the host's own: its preflight checks them",
+        usable_cpus=count,
+        examples_dir=str(paths.examples_dir()),
+    )
+    checks.validate(node_cfg, facts, refuse=lambda error: None)

@@ -106,6 +106,18 @@ class SshPlan:
     connect_timeout: int = 10
     grace_period: float = 30.0  # launcher.grace_period: SIGTERM to SIGKILL, on every node
     node_timeout: float | None = 30.0  # launcher.node_timeout: a node silent this long is lost
+    nproc: str = "auto"  # ranks per node: launcher.nproc_per_node as each node gets it
+
+    def ranks(self, rank: int) -> str:
+        """Node ``rank``'s ranks, as far as known here.
+
+        >>> SshPlan((), "/r", "a:1", nproc="4").ranks(1), SshPlan((), "/r", "a:1").ranks(1)
+        ('ranks 4-7 of 0', 'launcher.nproc_per_node=auto ranks (counted there)')
+        """
+        if self.nproc.isdigit():
+            n = int(self.nproc)
+            return f"ranks {rank * n}-{(rank + 1) * n - 1} of {n * len(self.nodes)}"
+        return f"launcher.nproc_per_node={self.nproc} ranks (counted there)"
 
     def shown(self) -> str:
         """What the dry run prints: every ssh command line, and each node's plan."""
@@ -114,7 +126,7 @@ class SshPlan:
             lines.append(f"# secrets on each ssh client's stdin (never on a command line): {', '.join(self.secrets)}")
         for node in self.nodes:
             lines.append(
-                f"# node {node.rank}: {node.host}, in {node.workdir}, "
+                f"# node {node.rank}: {node.host}, {self.ranks(node.rank)}, in {node.workdir}, "
                 f"recording in {self.run_dir}/{node_name(node.rank)}"
             )
             lines.append(shlex.join(node.argv))
@@ -202,7 +214,11 @@ class Meeting:
     """Where the nodes meet, and the overrides that say so (empty: the user's own, as typed)."""
 
     endpoint: str
-    overrides: tuple[str, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()  # (key, value): what every node adds
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        return tuple(f"{key}={value}" for key, value in self.settings)
 
 
 def meeting(launcher, jax: bool, host0: Host, port: int, rdzv_id: str) -> Meeting:
@@ -210,24 +226,24 @@ def meeting(launcher, jax: bool, host0: Host, port: int, rdzv_id: str) -> Meetin
 
     >>> from launcher.config.schema import LauncherConfig
     >>> meeting(LauncherConfig(), False, Host("gpu-a"), 29400, "r1")
-    Meeting(endpoint='gpu-a:29400', overrides=('launcher.rdzv_endpoint=gpu-a:29400', 'launcher.rdzv_id=r1'))
+    Meeting(endpoint='gpu-a:29400', settings=(('launcher.rdzv_endpoint', 'gpu-a:29400'), ('launcher.rdzv_id', 'r1')))
     >>> meeting(LauncherConfig(), True, Host("fd00::1"), 1234, "r1").overrides
     ('launcher.coordinator_address=[fd00::1]:1234',)
     >>> meeting(LauncherConfig(master_addr="10.0.0.1"), False, Host("a"), 1, "r1")
-    Meeting(endpoint='10.0.0.1 (static)', overrides=())
+    Meeting(endpoint='10.0.0.1 (static)', settings=())
     """
     address = f"{host0.address}:{port}"
     if jax:
         if launcher.coordinator_address:
             return Meeting(str(launcher.coordinator_address))
-        return Meeting(address, (f"launcher.coordinator_address={address}",))
+        return Meeting(address, (("launcher.coordinator_address", address),))
     if launcher.rdzv_endpoint:
         return Meeting(str(launcher.rdzv_endpoint))
     if launcher.master_addr:
         return Meeting(f"{launcher.master_addr} (static)")
-    out = [f"launcher.rdzv_endpoint={address}"]
+    out = [("launcher.rdzv_endpoint", address)]
     if launcher.rdzv_id is None:
-        out.append(f"launcher.rdzv_id={rdzv_id}")
+        out.append(("launcher.rdzv_id", rdzv_id))
     return Meeting(address, tuple(out))
 
 
@@ -238,6 +254,81 @@ def quote_value(value: str) -> str:
     from ..config import grammar
 
     return value if re.fullmatch(r"/[A-Za-z0-9_./-]*", value) else grammar.quote(value)
+
+
+def in_typed_order(
+    overrides: Sequence[str], script_args: Sequence[str], order: Sequence[str], framework: str = "torch"
+) -> tuple[list[str], list[str]]:
+    """The overrides and the script's arguments as node i's command line gives them back: (before
+    ``--``, after it), so that its launcher parses the same arguments in the same order as this one
+    did (grammar.CommandLine.order: where a task=, a seed=, --ml_framework or a forwarded --flag was
+    typed is where the training script gets it). A forwarded argument typed before a key the script
+    receives stays before it; the rest go after ``--``.
+
+    >>> in_typed_order(["task=X", "seed=1"], ["--headless", "--lr", "3"], ["", "task", "", "", "seed"])
+    (['--headless', 'task=X', '--lr', '3', 'seed=1'], [])
+    >>> in_typed_order(["task=X", "launcher=skrl_jax"], ["--headless"], ["task", "ml_framework", ""], "jax")
+    (['task=X', '--ml_framework', 'jax', 'launcher=skrl_jax'], ['--headless'])
+    """
+    from ..config.grammar import ARG, ORDERED_KEYS, PRESETS_KEY
+
+    named = [i for i, entry in enumerate(order) if entry != ARG]
+    last = named[-1] if named else -1
+    pending, args = list(overrides), list(script_args)
+    out: list[str] = []
+    for entry in order[: last + 1]:
+        if entry == ARG:
+            if args:
+                out.append(args.pop(0))
+        elif entry == "ml_framework":
+            out += ["--ml_framework", framework]
+        else:
+            key = PRESETS_KEY if entry.startswith(PRESETS_KEY + ":") else entry
+            while pending:  # the overrides up to this key's, as typed (the others keep no order)
+                override = pending.pop(0)
+                out.append(override)
+                if override_key(override) == key and key in (*ORDERED_KEYS, PRESETS_KEY):
+                    break
+    return out + pending, args
+
+
+def node_settings(cfg, count: int, nproc: str, rank: int, meet: Meeting, run_dir: str) -> list[tuple[str, str]]:
+    """What node ``rank`` adds to the overrides as typed, as (key, value) in order: the topology
+    (torchrun's single node becomes multinode), the ranks per node when a hostfile's slots set
+    them, the node count and rank, where the nodes meet, no submission, the run directory (each
+    node's launcher adds ``node<i>``)."""
+    from ..config.schema import Topology
+
+    launcher = cfg.launcher
+    out = []
+    if launcher.topology is Topology.single_node:
+        out.append(("launcher.topology", Topology.multinode.value))
+    if nproc != str(launcher.nproc_per_node):
+        out.append(("launcher.nproc_per_node", nproc))
+    out += [("launcher.nnodes", str(count)), ("launcher.node_rank", str(rank)), *meet.settings]
+    return [*out, ("submit", "none"), ("run_dir", run_dir)]
+
+
+def node_config(cfg, settings: Sequence[tuple[str, str]]):
+    """``cfg`` as node i's launcher composes it: the settings applied (for checking it here)."""
+    import copy
+
+    from ..config.schema import Submit, Topology
+
+    node = copy.deepcopy(cfg)
+    for key, value in settings:
+        if key == "launcher.topology":
+            node.launcher.topology = Topology(value)
+        elif key == "launcher.node_rank":
+            node.launcher.node_rank = int(value)
+        elif key == "submit":
+            node.submit = Submit(value)
+        elif key.startswith("launcher."):
+            setattr(node.launcher, key.split(".", 1)[1], value)
+        else:
+            setattr(node, key, value)
+    node.dry_run = False
+    return node
 
 
 def build(
@@ -261,26 +352,35 @@ def build(
     launcher = cfg.launcher
     nnodes_typed = any(override_key(o) == "launcher.nnodes" for o in typed.overrides)
     count = node_count(launcher.nnodes, nnodes_typed, hosts)
+    for override in typed.overrides:
+        if override_key(override) == "launcher.node_rank":
+            raise UserError(
+                "launcher.node_rank",
+                override.split("=", 1)[1] if "=" in override else None,
+                "submit=ssh gives every host its own (node 0 is the first host)",
+                "drop launcher.node_rank; reorder the hosts to choose node 0",
+            )
     nproc = hosts_mod.nproc(hosts, launcher.nproc_per_node)
     jax = launcher.topology is Topology.skrl_jax
     rdzv_id = run_dir.rstrip("/").rsplit("/", 1)[-1] or "train_multigpu"
     meet = meeting(launcher, jax, hosts[0], ssh.rendezvous_port, rdzv_id)
     workdir = str(ssh.workdir) if ssh.workdir else cwd
     entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
-    common = [*config_flags(typed.hydra_flags, cwd), *kept_overrides(typed.overrides)]
-    if not jax and launcher.topology is Topology.single_node:
-        common.append("launcher.topology=multinode")
-    if nproc != str(launcher.nproc_per_node):
-        common.append(f"launcher.nproc_per_node={nproc}")
-    common += [f"launcher.nnodes={count}"]
+    jax_framework = "jax" if jax else "torch"
+    before, after = in_typed_order(kept_overrides(typed.overrides), typed.script_args, typed.order, jax_framework)
+    typed_args = [*config_flags(typed.hydra_flags, cwd), *before]
     nodes = []
     for rank, host in enumerate(hosts):
-        args = [*common, f"launcher.node_rank={rank}", *meet.overrides, "submit=none"]
-        args.append(f"run_dir={quote_value(run_dir)}")  # the node's launcher adds node<i>
-        if typed.script_args:
-            args += ["--", *typed.script_args]
+        added = node_settings(cfg, count, nproc, rank, meet, run_dir)
+        args = [*typed_args, *(f"{key}={quote_value(value) if key == 'run_dir' else value}" for key, value in added)]
+        if after:
+            args += ["--", *after]
         argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
         nodes.append(SshNode(rank, host.name, tuple(argv), entry, tuple(args), workdir))
+    from .checks import check_node
+
+    for rank in sorted({0, count - 1}):  # as node 0 and the last node will check it
+        check_node(node_config(cfg, node_settings(cfg, count, nproc, rank, meet, run_dir)), str(ssh.python or python))
     names = tuple(vault.values) if vault is not None else ()
     return SshPlan(
         tuple(nodes),
@@ -291,4 +391,5 @@ def build(
         ssh.connect_timeout,
         float(launcher.grace_period),
         None if launcher.node_timeout is None else float(launcher.node_timeout),
+        str(nproc),
     )
