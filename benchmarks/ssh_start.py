@@ -28,7 +28,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 SPAWNER = REPO / "tests" / "workers" / "spawner.py"
-DRIVER = REPO / "tests" / "ssh_driver.py"
 PY = sys.executable
 PORT = 29400
 
@@ -80,7 +79,7 @@ def over_ssh(lab, tmp: Path, nproc: int) -> float:
     options = ",".join(f"'{o}'" for o in lab.options)
     head, tail = common(tmp, nproc, pid_dir)
     hosts = [f"ssh.hosts=[{','.join(lab.addresses)}]", f"ssh.identity={lab.identity}", f"ssh.options=[{options}]"]
-    argv = [PY, str(DRIVER), "submit=ssh", *hosts, *head, *tail]
+    argv = [PY, "-m", "launcher", "submit=ssh", *hosts, *head, *tail]
     started = time.monotonic()
     proc = lab.hosts[0].run(argv, env=env(), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     took = until_ranks(pid_dir, 2 * nproc, started, [proc])

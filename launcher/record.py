@@ -34,16 +34,20 @@ def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
 
 def create_run_dir(root: str, run_name: str | None, node_rank: int, multinode: bool) -> Path:
     """A new directory ``<root>/<run_dir_name>``, never one that exists."""
-    name = run_dir_name(run_name, node_rank if multinode else None)
-    Path(root).mkdir(parents=True, exist_ok=True)
+    return fresh_dir(Path(root) / run_dir_name(run_name, node_rank if multinode else None))
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path`` created, or ``<path>-<N>`` if it exists (taken since it was named): never one that exists."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(1000):
-        candidate = Path(root) / (name if attempt == 0 else f"{name}-{attempt}")
+        candidate = path if attempt == 0 else path.with_name(f"{path.name}-{attempt}")
         try:
             candidate.mkdir()
             return candidate.resolve()
         except FileExistsError:
             continue
-    raise RuntimeError(f"could not create a run directory under {root}")
+    raise RuntimeError(f"could not create a run directory under {path.parent}")
 
 
 def command_script(plan: LaunchPlan) -> str:

@@ -11,10 +11,6 @@ way TorchX's scheduler API tests hold every scheduler to one contract (launcher/
   cluster (tests/ray_cluster.py). Kubernetes: no cluster can run here, so a recording ``kubectl``
   (first on PATH) answers as an API server would, and the manifest is loaded into the published API
   models (tests/k8s_models.py) -- a real cluster is not tested.
-
-A back end whose module is not there (a branch before the merge) skips with "backend module not
-merged yet", guarded by ImportError only (and only for that module itself missing): anything else
-that goes wrong fails.
 """
 
 from __future__ import annotations
@@ -57,23 +53,13 @@ IN_NAMESPACE: dict[str, list[str]] = {}  # the argv prefix that runs a back end'
 
 
 def registered(name: str):
-    """The back end registered for ``name``, or a skip while its module is not merged (ImportError only)."""
-    module = backends.REGISTRY[name].split(":")[0]
-    try:
-        return backends.get(name)
-    except ModuleNotFoundError as err:
-        if err.name != module:  # the module is there and imports something missing: a failure
-            raise
-        pytest.skip(f"backend module not merged yet: {backends.REGISTRY[name]} ({err})")
+    """The back end registered for ``name`` (an import failure fails the test)."""
+    return backends.get(name)
 
 
 def handle_side(name: str):
-    """What ``runs`` asks (describe/logs/cancel): the registered back end, else -- for the local launch
-    only, on a branch before the merge -- launcher/backends/local_state.py, which LocalBackend delegates to."""
-    found = remote.backend(name)
-    if found is None:
-        pytest.skip(f"backend module not merged yet: {backends.REGISTRY[name]}")
-    return found
+    """What ``runs`` asks (describe/logs/cancel): its one dispatch, runs/remote.backend."""
+    return remote.backend(name)
 
 
 def snapshot(*roots: Path) -> dict[str, tuple]:
@@ -152,8 +138,7 @@ def _submit(name: str, tmp_path: Path, env: dict, extra: list[str]) -> tuple[sub
     ready = tmp_path / "ready"
     argv = [sys.executable, "-m", "launcher", *OWN[name], *COMMON, *extra, f"run_root={tmp_path / 'runs'}"]
     if name == "ssh":  # the launcher runs inside a namespace that reaches the sshd hosts (this process cannot)
-        # ; until the generic session routes submit=ssh (branch session), through tests/ssh_driver.py
-        argv = [*IN_NAMESPACE[name], sys.executable, str(REPO / "tests" / "ssh_driver.py"), *argv[3:]]
+        argv = [*IN_NAMESPACE[name], *argv]
         argv = [a for a in argv if a != "ssh.hosts=[10.0.0.1,10.0.0.2]"]  # the engine's hosts instead
     argv += ["run_name=conf", "--", "--sleep", "--ready", str(ready), "--lines", "2"]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -210,7 +195,6 @@ esac
 def engine(request, tmp_path, monkeypatch):
     """(extra overrides, environment) for the back end named by the test's ``name``: its real engine."""
     name = request.node.callspec.params["name"]
-    handle_side(name)  # skips before an engine starts for a back end not merged yet
     env = {**launch_env(), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env.pop("RAY_ADDRESS", None)
     if name == "ssh":  # two real sshd hosts in network namespaces (tests/sshd.py), each with its own name

@@ -3,8 +3,6 @@ tests/sshd.py), this machine's launcher started inside host 0's namespace (a wor
 also node 0) and every node's launcher started over ssh. What runs: one console, one exit code, one
 Ctrl+C, the leash, the secret on the channel, the record.
 
-Until the generic session routes ``submit=ssh`` (branch ``session``), the launch is driven through
-tests/ssh_driver.py: the CLI's parsing and the session's dryrun -> submit -> wait, on SshBackend.
 """
 
 from __future__ import annotations
@@ -25,7 +23,6 @@ from sshd import SshHosts
 from supervise_util import env
 
 REPO = Path(__file__).resolve().parents[1]
-DRIVER = REPO / "tests" / "ssh_driver.py"
 ALLREDUCE = REPO / "examples" / "allreduce.py"
 PROBE = REPO / "tests" / "workers" / "secret_probe.py"
 SPAWNER = REPO / "tests" / "workers" / "spawner.py"
@@ -38,15 +35,9 @@ def lab(tmp_path):
         yield hosts
 
 
-def lab_overrides(lab) -> list[str]:
-    """The lab's hosts, key and options (each option quoted: Hydra's grammar reads ``=`` in a list item)."""
-    options = ",".join(f"'{option}'" for option in lab.options)
-    return [f"ssh.hosts=[{','.join(lab.addresses)}]", f"ssh.identity={lab.identity}", f"ssh.options=[{options}]"]
-
-
 def launch(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Popen:
     """``train_multigpu submit=ssh <lab's hosts> device=cpu run_root=<tmp>/runs ...`` in host 0's namespace."""
-    argv = [sys.executable, str(DRIVER), "submit=ssh", *lab_overrides(lab), "device=cpu", f"run_root={tmp / 'runs'}"]
+    argv = [sys.executable, "-m", "launcher", "submit=ssh", *lab.overrides, "device=cpu", f"run_root={tmp / 'runs'}"]
     argv += [*overrides, "--", *script_args] if script_args else list(overrides)
     return lab.hosts[0].run(argv, env=env(), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

@@ -120,6 +120,22 @@ def test_each_node_parses_the_arguments_back_in_the_typed_order(argv):
         assert (there.order, there.script_args) == (line.order, line.script_args), node.remote_argv
 
 
+def test_one_host_runs_a_single_node_launch_there():
+    request = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "task=x")
+    (node,) = request.payload.nodes
+    assert node.remote_argv == (
+        "task=x", "launcher.nnodes=1", "launcher.node_rank=0", "submit=none",
+        "run_dir=/runs/2026-12-01_10-00-00_x/node0",
+    )  # fmt: skip
+    assert (
+        request.shown.splitlines()[1]
+        == "# submit=ssh: 1 node, no rendezvous; run directory: /runs/2026-12-01_10-00-00_x"
+    )
+    # launcher=multinode typed: a multi-node launch of one node, meeting on that host
+    multi = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "launcher=multinode").payload
+    assert "launcher.rdzv_endpoint=gpu-a:29400" in multi.nodes[0].remote_argv
+
+
 def test_jax_meets_at_a_coordinator_on_node0_and_a_given_endpoint_is_kept():
     jax = dryrun(*TWO, "launcher=skrl_jax", "launcher.nproc_per_node=2").payload
     assert "launcher.coordinator_address=gpu-a:29400" in jax.nodes[1].remote_argv
@@ -362,3 +378,48 @@ def test_the_example_lab_profile(tmp_path, monkeypatch, isaaclab):
         "launcher.node_rank=1", "launcher.rdzv_endpoint=gpu-a:29400", "launcher.rdzv_id=x", "submit=none",
         "run_dir=/r/x", "--", "--headless",
     )  # fmt: skip
+
+
+# -- through the command line (the session's one path) ------------------------------------------------
+def test_the_command_lines_dry_run_shows_every_node_and_writes_nothing(run_cli, tmp_path):
+    before = sorted(tmp_path.rglob("*"))
+    result = run_cli(
+        "submit=ssh", "ssh.hosts=[gpu-a,gpu-b]", "launcher.nproc_per_node=2", "task=Pendulum-v1",
+        f"+worker_env.HF_TOKEN={SECRET}", "dry_run=true", "--", "--headless",
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "# ssh (dry run: nothing connected, nothing written)"
+    commands = [shlex.split(line) for line in lines if line.startswith("ssh ")]
+    assert [c[-2] for c in commands] == ["gpu-a", "gpu-b"]
+    for rank, argv in enumerate(commands):
+        remote = shlex.split(argv[-1])
+        assert remote[:8] == [
+            "cd",
+            str(tmp_path),
+            "&&",
+            "export",
+            "TRAIN_MULTIGPU_SSH_CHANNEL=1",
+            "&&",
+            sys.executable,
+            "-m",
+        ]
+        assert f"launcher.node_rank={rank}" in remote and remote[-2:] == ["--", "--headless"]
+    assert SECRET not in result.stdout
+    assert sorted(tmp_path.rglob("*")) == before  # no run directory, no file
+
+
+def test_a_mistake_on_the_command_line_is_one_line_exit_2(run_cli):
+    result = run_cli("submit=ssh", "ssh.hosts=[gpu-a,gpu-b]", "launcher.nnodes=3", "dry_run=true")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "train_multigpu: error: launcher.nnodes=3: submit=ssh runs one node per host: 2 hosts (gpu-a, gpu-b) "
+        "(drop launcher.nnodes, or name 3 hosts)\n"
+    )
+
+
+def test_help_names_the_ssh_keys(run_cli):
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for text in ("SSH (docs/ssh.md): submit=ssh 'ssh.hosts=[gpu-a,gpu-b]'", "ssh.hostfile=FILE", "ssh.workdir"):
+        assert text in result.stdout

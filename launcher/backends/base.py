@@ -13,11 +13,14 @@ Import rule: this module and every back end's ``describe``/``logs``/``cancel`` s
 from __future__ import annotations
 
 import enum
+import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..names import PROG
 from ..rundir import SUBMIT
 
 if TYPE_CHECKING:
@@ -138,25 +141,54 @@ class Status:
 class Backend(Protocol):
     """One ``submit=`` value. ``dryrun`` is pure; ``submit`` is the only step that writes or starts.
 
-    The session's one path, for a single launch and for every point of a ``-m`` sweep alike:
-    ``dryrun`` every point (that *is* the sweep's pre-check: a mistake in any point stops everything
-    before anything is written), print the requests (dry run) or ``submit_all`` them, then ``wait``
-    for what the back end waits for (local launches and Ray jobs end; SLURM and Kubernetes return at
-    submission), then ``summary`` for a sweep."""
+    The session's one path (launcher/session.py), for a single launch and for every point of a ``-m``
+    sweep alike, with no code of its own for any back end:
+
+    1. *prepare*: ``dryrun`` every point (that *is* the sweep's pre-check: a mistake in any point
+       stops everything before anything is written);
+    2. *execute*: the points that are dry runs go to ``show`` (all at once), the others to
+       ``submit_all`` and then ``wait`` (local launches and followed Ray jobs end there; SLURM and
+       Kubernetes return at submission);
+    3. after the last point of a sweep: ``summary`` of every point, printed.
+
+    A back end that has nothing better takes :func:`submit_each` for ``submit_all`` and
+    :func:`summary.submitted <launcher.backends.summary.submitted>` for ``summary``. Where a submitted
+    job records: :class:`launcher.backends.job_dir.JobDir` (one directory for the job, never a node's)."""
 
     name: str
 
     def dryrun(self, launch: Launch) -> Request: ...
 
-    def submit(self, request: Request) -> Handle: ...
-
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        """Every point of a sweep (SLURM: one job array); default: one submit each, a refusal recorded."""
+    def show(self, requests: Sequence[Request]) -> None:
+        """Print what a dry run of these requests shows -- exactly what ``submit_all`` would write
+        and run: a local launch its plan (and, on stderr, what this host would refuse), SLURM its
+        batch script (a sweep's job array once), Ray its job spec, Kubernetes its manifest. Writes
+        and starts nothing; may raise ``UserError`` (the session prints it, exit 2)."""
         ...
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
-        """Exit codes, one per handle: what the run ended with where the back end follows it, 0 for a
-        submitted job nobody waits for, the refusal's code for a refused one."""
+    def submit(self, request: Request) -> Handle: ...
+
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
+        """Every point of a sweep (SLURM: one job array); ONE outcome per request, in order: its
+        :class:`Handle`, a :class:`Refused` (the back end has printed why, or its summary row says
+        it), or None: not submitted (the sweep was interrupted, ``interrupts.received``; or an earlier
+        point failed and ``fail_fast``)."""
+        ...
+
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
+        """The exit codes that count, in the order the runs ended: a run's where the back end follows
+        it (a local launch; a Ray job with ``ray.follow=true``, Ctrl+C stopping it), 0 for a submitted
+        job nobody waits for, the refusal's code for a refused one; none for a point not submitted
+        (None) or one stopped by the sweep's ``fail_fast``. The invocation exits with the first failure."""
+        ...
+
+    def summary(self, points: Sequence[Point]) -> str | None:
+        """A ``-m`` sweep's table, one row per point (the session prints it after the last point):
+        local launches their exit codes and durations (launcher/sweep/lanes.py), submitted jobs their
+        ids or why they have none (launcher/backends/summary.py; Ray's their state and exit code once
+        followed). None: nothing to print."""
         ...
 
     def describe(self, handle: Handle) -> Status: ...
@@ -164,6 +196,20 @@ class Backend(Protocol):
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]: ...
 
     def cancel(self, handle: Handle) -> None: ...
+
+
+@dataclass(frozen=True)
+class Point:
+    """One launch as the session ran it, for :meth:`Backend.summary`: its launch, its request and
+    what became of it (``outcome`` None: only shown, a dry run; or not submitted)."""
+
+    launch: Launch
+    request: Request
+    outcome: Handle | Refused | None = None
+
+    @property
+    def shown(self) -> bool:
+        return bool(self.launch.cfg.dry_run)
 
 
 @dataclass(frozen=True)
@@ -175,15 +221,46 @@ class Refused:
     exit_code: int = 2
 
 
-def submit_each(backend: Backend, requests: Sequence[Request]) -> list[Handle | Refused]:
-    """``submit_all`` where every point is its own job: one ``submit`` each, a refusal recorded as
-    its sweep row (the back ends that have nothing better: Ray, Kubernetes)."""
+def submit_each(
+    backend: Backend, requests: Sequence[Request], interrupts=None, fail_fast: bool = False, report: bool = True
+) -> list[Handle | Refused | None]:
+    """``submit_all`` where every point is its own job (Ray, Kubernetes): one ``submit`` each, in
+    order; a refusal is its point's :class:`Refused` (``report``: its one error line printed, each
+    distinct message once); after the sweep's signal (``interrupts``), or a refusal with
+    ``fail_fast``, the rest are not submitted (None)."""
     from ..errors import UserError
 
-    out: list[Handle | Refused] = []
-    for request in requests:
+    out: list[Handle | Refused | None] = []
+    stopped = False
+    for number, request in enumerate(requests):
+        if interrupts is not None and interrupts.received is not None:
+            out.append(None)
+            continue
+        if stopped:
+            print(f"[{PROG}] job {number} skipped: an earlier job failed and sweep.fail_fast=true", flush=True)
+            out.append(None)
+            continue
         try:
             out.append(backend.submit(request))
         except UserError as err:
-            out.append(Refused(request.run_dir, str(err)))
+            out.append(refused(request, err))
+            stopped = fail_fast
+    if report:
+        report_refusals(out)
     return out
+
+
+def refused(request: Request, err: Exception) -> Refused:
+    """A point its back end refused, as its outcome; with the user's ``HYDRA_FULL_ERROR=1`` (the
+    session restores it while points run) the traceback instead."""
+    if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        raise err
+    return Refused(request.run_dir, str(err))
+
+
+def report_refusals(outcomes: Sequence[Handle | Refused | None]) -> None:
+    """Each distinct refusal once, as the one error path prints it: one line on stderr."""
+    from .. import errors
+
+    for message in dict.fromkeys(o.error for o in outcomes if isinstance(o, Refused)):
+        print(f"{PROG}: error: {errors.one_line(message)}", file=sys.stderr, flush=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .. import record
 from ..names import PROG
 from ..rundir import Reason
-from .base import Handle, Launch, Refused, Request, Status
+from .base import Handle, Launch, Point, Refused, Request, Status
 
 if TYPE_CHECKING:
     from ..checks import Settled
@@ -180,16 +180,21 @@ class LocalBackend:
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return handle
 
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
         """A sweep's points: one after another, or lane by lane when they were planned on lanes
         (``sweep.parallel=N``). A point that could not start is refused (its error printed, exit 2);
-        after a signal, or a failure with ``sweep.fail_fast``, the rest are skipped (``results``)."""
+        after a signal (``interrupts``: the sweep's), or a failure with ``sweep.fail_fast``, the rest
+        are skipped (None; ``results`` holds their notes)."""
         from ..errors import EXIT_USAGE, UserError
         from ..sweep import lanes
 
+        if interrupts is not None:
+            self.interrupts = interrupts
         if any(r.payload.slot is not None for r in requests):
             return self._run_parallel(requests)
-        handles: list[Handle | Refused] = []
+        handles: list[Handle | Refused | None] = []
         failed = False
         for request in requests:
             planned: Planned = request.payload
@@ -204,6 +209,7 @@ class LocalBackend:
                 )
             if skip is not None:
                 self.results[request.run_dir] = Result(None, request.run_dir, note=skip)
+                handles.append(None)
                 continue
             try:
                 handles.append(handle := self.submit(request))
@@ -216,16 +222,40 @@ class LocalBackend:
                 failed = True
         return handles
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
-        """A local submit has already waited: the codes the launches ended with."""
-        codes = []
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
+        """A local submit has already waited: the codes the launches ended with, in the order they
+        ended (not those a sweep's fail_fast stopped)."""
+        ran = {h.run_dir for h in handles if h is not None}
+        codes = [r.exit_code for key, r in self.results.items() if key in ran and r.counted and r.exit_code is not None]
         for handle in handles:
-            if isinstance(handle, Refused):
+            if isinstance(handle, Refused) and handle.run_dir not in self.results:  # refused before its record
                 codes.append(handle.exit_code)
-            else:
-                result = self.results.get(handle.run_dir)
-                codes.append(result.exit_code if result is not None else self.describe(handle).exit_code or 0)
+            elif isinstance(handle, Handle) and handle.run_dir not in self.results:  # not launched by this one
+                codes.append(self.describe(handle).exit_code or 0)
         return codes
+
+    def show(self, requests: Sequence[Request]) -> None:
+        """Each plan, exactly what a real launch runs; after it, on stderr, what this host would refuse."""
+        from .. import errors
+
+        for request in requests:
+            print(request.shown, flush=True)
+            for line in request.payload.warnings:
+                print(f"{PROG}: warning: {errors.one_line(line)}", file=sys.stderr, flush=True)
+
+    def summary(self, points: Sequence[Point]) -> str | None:
+        """A local sweep's table (launcher/sweep/lanes.py: each job's exit code, duration, note) and
+        its learning curves."""
+        from ..sweep.state import Sweep
+
+        sweep = Sweep(self.interrupts)
+        for point in points:
+            launch, run_dir = point.launch, point.request.run_dir
+            if point.shown:
+                sweep.add(launch.job, launch.typed.overrides, run_dir, dry_run=True)
+            else:
+                sweep.add(launch.job, launch.typed.overrides, run_dir, self.results.get(run_dir))
+        return sweep.summary() if sweep.results else None
 
     # -- what a launch's end does, serial or parallel ------------------------------------------------
     def ended(self, planned: Planned, run_dir: Path, started: float, outcome) -> None:
@@ -267,7 +297,7 @@ class LocalBackend:
                 raise _unwritable(planned.cfg, err) from None
             return launch.run_dir.resolve()
         # a requeued SLURM job's record goes to restart<N>
-        return run_dir(planned.cfg, create=True, restart=slurm_launch.record_subdir(planned.allocation))
+        return run_dir(planned.cfg, restart=slurm_launch.record_subdir(planned.allocation))
 
     def _plan(self, planned: Planned, run_dir: Path):
         """The plan the supervisor runs, for this run directory (TRAIN_MULTIGPU_RUN_DIR)."""
@@ -282,7 +312,7 @@ class LocalBackend:
         )
         return supervise.prepare(lanes.bind(built, planned.slot), run_dir / "logs")
 
-    def _run_parallel(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+    def _run_parallel(self, requests: Sequence[Request]) -> list[Handle | Refused | None]:
         """``sweep.parallel=N``: every job's directory and record are made when it starts on its lane."""
         from ..errors import EXIT_USAGE
         from ..sweep import parallel
@@ -318,13 +348,15 @@ class LocalBackend:
         fail_fast = bool(requests[0].payload.cfg.sweep.fail_fast)
         parallel.run_queued(queued, ended, skipped, fail_fast, self.interrupts)
         pid = str(os.getpid())
-        handles: list[Handle | Refused] = []
+        handles: list[Handle | Refused | None] = []
         for job in queued:
             result = self.results.get(str(job.run_dir))
             if result is not None and result.ended is Reason.NOT_STARTED:
                 handles.append(Refused(str(job.run_dir), result.reason, EXIT_USAGE))
             elif result is not None and result.exit_code is not None:
                 handles.append(Handle(NAME, pid, str(job.run_dir)))
+            else:  # skipped: the sweep's signal, or fail_fast
+                handles.append(None)
         return handles
 
     # -- a run under way, from its record alone ------------------------------------------------------
@@ -371,18 +403,16 @@ def _unwritable(cfg: TrainConfig, err: OSError):
     )
 
 
-def run_dir(cfg: TrainConfig, create: bool = True, restart: str = "") -> Path:
-    """A single launch's record (config.yaml, command.sh, status.json, logs/), created; ``create=False``:
-    where it will be (a dry run's)."""
+def run_dir(cfg: TrainConfig, restart: str = "") -> Path:
+    """A single launch's record (config.yaml, command.sh, status.json, logs/), created: a node's own
+    (``_node<R>``, or ``node<R>/`` inside the job's ``run_dir=``), a requeue's ``restart<N>/``. Where a
+    launch will record before it starts (a dry run's, the session's): backends/job_dir.planned."""
     multinode = cfg.launcher.nnodes != "1"
     try:
         if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
             path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
-            if create:
-                path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(parents=True, exist_ok=True)
             return path.resolve()
-        if not create:
-            return Path(os.path.abspath(cfg.run_root)) / record.run_dir_name(cfg.run_name)
         return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
     except OSError as err:  # probe.preflight looked first; this is what it could not foresee
         raise _unwritable(cfg, err) from None

@@ -5,12 +5,12 @@ followed the jobs (Ray), their state and exit code. A local sweep's table is :fu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..names import PROG, swept
 from ..tables import table as _table
-from .base import DRY_RUN
+from .base import DRY_RUN, Handle, Point, Refused, Request
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,43 @@ def table(
             if failed:
                 head += f"; failed: {', '.join(failed)}"
     return "\n".join([head] + _table(rows, indent="  "))
+
+
+def rows(
+    points: Sequence[Point],
+    shown_id: Callable[[Request], str | None] = lambda request: None,
+    followed: Callable[[Handle], tuple[str | None, int | None]] | None = None,
+) -> list[Submission]:
+    """One row per point a back end submitted, refused or only showed (a point not submitted, after
+    the sweep's signal or ``fail_fast``, has none): its overrides as typed (secret values masked);
+    ``shown_id``: a dry run's job id (Kubernetes names its job before it exists); ``followed``: a
+    submitted job's state and exit code."""
+    from ..secrets import mask_override
+
+    out = []
+    for point in points:
+        overrides = tuple(mask_override(o) for o in point.launch.typed.overrides)
+        outcome = point.outcome
+        if isinstance(outcome, Handle):
+            state, code = followed(outcome) if followed is not None else (None, None)
+            out.append(Submission(overrides, outcome.run_dir, outcome.id, None, state, code))
+        elif isinstance(outcome, Refused):
+            out.append(Submission(overrides, "", None, outcome.error))
+        elif point.shown:
+            out.append(Submission(overrides, point.request.run_dir, shown_id(point.request), DRY_RUN))
+    return out
+
+
+def submitted(
+    points: Sequence[Point],
+    shown_id: Callable[[Request], str | None] = lambda request: None,
+    followed: Callable[[Handle], tuple[str | None, int | None]] | None = None,
+    **words,
+) -> str | None:
+    """``Backend.summary`` for a back end whose sweep submits jobs: :func:`table` of :func:`rows`
+    (``words``: its title, id header, ...); None when no point has a row."""
+    found = rows(points, shown_id, followed)
+    return table(found, followed=followed is not None, **words) if found else None
 
 
 def _failed(s) -> bool:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status, submit_each
+from ..backends.base import SUBMIT_RECORD, Handle, Launch, Point, Refused, Request, State, Status, submit_each
+from ..backends.job_dir import JobDir
 from ..errors import UserError
 from . import kubectl
 
@@ -35,6 +36,7 @@ class Manifest:
     namespace: str | None
     file: str  # its name in the run directory
     manifest: dict
+    job_dir: JobDir | None = None  # where submit makes the run directory
 
 
 class K8sBackend:
@@ -64,7 +66,7 @@ class K8sBackend:
             str(run_dir),
             f"# {run_dir}/{file} (dry run: nothing written, nothing created)\n{text}",
             {file: text, "config.yaml": config_yaml},
-            Manifest(cfg.k8s.kind.value, name, cfg.k8s.namespace, file, rendered),
+            Manifest(cfg.k8s.kind.value, name, cfg.k8s.namespace, file, rendered, JobDir.of(launch)),
         )
 
     def submit(self, request: Request) -> Handle:
@@ -74,8 +76,11 @@ class K8sBackend:
         from . import submit
 
         job: Manifest = request.payload
-        run_dir = Path(request.run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if job.job_dir is not None:
+            run_dir = job.job_dir.create()  # the planned one; another if its name was taken since
+        else:
+            run_dir = Path(request.run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
         submit.refuse_unwritable(run_dir, job.file)
         for name, text in request.files.items():
             files.write_through(run_dir / name, text.encode(), "run_dir")
@@ -87,12 +92,30 @@ class K8sBackend:
         print(submit.announce(job.kind, job.name, job.namespace, path), flush=True)
         return handle
 
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        return submit_each(self, requests)
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
+        """One job per point. A sweep's refusals are said by its table alone (each names its point's
+        saved manifest); a single launch's is its error line."""
+        return submit_each(self, requests, interrupts, fail_fast, report=len(requests) == 1)
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+    def show(self, requests: Sequence[Request]) -> None:
+        """Each manifest, under the path submit writes it to."""
+        for request in requests:
+            print(request.shown, end="", flush=True)
+
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
         """Nobody waits for a Kubernetes job here: 0 for each created, the refusal's code otherwise."""
-        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles]
+        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles if h is not None]
+
+    def summary(self, points: Sequence[Point]) -> str | None:
+        """The sweep's table (launcher/backends/summary.py): each job's name (a dry run's too), or why
+        it was not created."""
+        from ..backends import summary
+
+        return summary.submitted(
+            points, shown_id=lambda request: request.payload.name, id_header="job name", done="created"
+        )
 
     # -- a job under way: from its handle alone ------------------------------------------------
     def _scope(self, handle: Handle) -> list[str]:

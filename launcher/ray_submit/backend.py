@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status, submit_each
+from ..backends.base import SUBMIT_RECORD, Handle, Launch, Point, Refused, Request, State, Status, submit_each
+from ..backends.job_dir import JobDir
 
 NAME = "ray"
 OLD_RECORD = "ray_job.json"  # the record before submit.json format 2 (read, never written)
@@ -51,7 +52,7 @@ class Payload:
     order: tuple[str, ...] = ()
     key: str | None = None  # ray.address or RAY_ADDRESS; None in a dry run
     where: str | None = field(default=None, repr=False)  # may hold a password
-    given_dir: bool = False  # the run directory is given (a sweep point's, run_dir=): used as it is
+    job_dir: JobDir | None = None  # where submit makes the run directory
     follow: bool = False
 
 
@@ -178,7 +179,7 @@ class RayBackend:
         settled = checks.validate(node0, spec_mod.planned_facts(cfg, probe.gather()))
         probe.script_exists(node0, settled.script, before_submit=True)
         run_dir = str(launch.run_dir)
-        order = tuple(launch.typed.order)
+        order = tuple(launch.typed.script_order)
         job = spec_mod.build(cfg, run_dir, order)
         key, where = (None, None) if cfg.dry_run else address(cfg, os.environ)
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
@@ -187,8 +188,7 @@ class RayBackend:
         files = {"config.yaml": config_yaml}
         if launch.composed is not None:
             files[record.COMPOSITION] = json.dumps(launch.composed, indent=2) + "\n"
-        given = launch.job is not None or cfg.run_dir is not None
-        payload = Payload(job, cfg, order, key, where, given, bool(cfg.ray.follow))
+        payload = Payload(job, cfg, order, key, where, JobDir.of(launch), bool(cfg.ray.follow))
         return Request(NAME, run_dir, spec_mod.describe(job, run_dir), files, payload)
 
     # -- submitting --------------------------------------------------------------------------------
@@ -225,50 +225,54 @@ class RayBackend:
 
     def _make_run_dir(self, request: Request) -> tuple[str, Any]:
         """The run directory, made now; the spec rebuilt if its name was taken since the dry run."""
-        from .. import record
-        from ..errors import UserError
         from . import spec as spec_mod
 
         payload: Payload = request.payload
-        cfg = payload.cfg
-        try:
-            if payload.given_dir:
-                Path(request.run_dir).mkdir(parents=True, exist_ok=True)
-                return request.run_dir, payload.spec
-            made = str(record.create_run_dir(cfg.run_root, cfg.run_name, 0, False))
-        except OSError as err:
-            key, value = ("run_dir", cfg.run_dir) if cfg.run_dir is not None else ("run_root", cfg.run_root)
-            raise UserError(
-                key,
-                value,
-                f"cannot create the run directory: {err.strerror or err}",
-                "choose a directory you can write",
-            ) from None
+        made = str(payload.job_dir.create())
         if made == request.run_dir:
             return made, payload.spec
-        return made, spec_mod.build(cfg, made, payload.order)
+        return made, spec_mod.build(payload.cfg, made, payload.order)
 
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        return submit_each(self, requests)
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
+        return submit_each(self, requests, interrupts, fail_fast)
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
-        """The launches' exit codes for the jobs followed (``ray.follow=true``), 0 for the others."""
+    def show(self, requests: Sequence[Request]) -> None:
+        """Each job spec, as submit sends it (secret values apart, never shown)."""
+        for request in requests:
+            print(request.shown, flush=True)
+
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
+        """The launches' exit codes for the jobs followed (``ray.follow=true``; one job: its output
+        streamed; several: one line as each ends, ``fail_fast`` stopping the rest, the sweep's
+        ``interrupts`` or Ctrl+C stopping them all), 0 for the others."""
         from .submit import follow, follow_many
 
+        handles = [h for h in handles if h is not None]
         followed = [
             self._jobs[h.id] for h in handles if isinstance(h, Handle) and self._follow.get(h.id) and h.id in self._jobs
         ]
         if len(handles) == 1 and followed:
             codes = {followed[0].job_id: follow(self._clients[followed[0].address], followed[0])}
-        else:
+        elif followed:
             codes = dict(
                 zip((job.job_id for job in followed), follow_many(followed, self._clients, interrupts, fail_fast))
             )
+        else:
+            codes = {}
         return [h.exit_code if isinstance(h, Refused) else codes.get(h.id, 0) for h in handles]
 
-    def job(self, handle: Handle):
-        """The submitted job as followed (submit.RayJob: state, exit code): for the sweep's table."""
-        return self._jobs.get(handle.id)
+    def summary(self, points: Sequence[Point]) -> str | None:
+        """The sweep's table (launcher/backends/summary.py): each job's id, and its state and exit
+        code once followed."""
+        from ..backends import summary
+
+        def followed(handle: Handle) -> tuple[str | None, int | None]:
+            job = self._jobs.get(handle.id)
+            return (job.state or None, job.exit_code) if job is not None else (None, None)
+
+        return summary.submitted(points, followed=followed, title="Ray", none="NOT SUBMITTED")
 
     # -- from a handle alone (runs) ---------------------------------------------------------------
     def describe(self, handle: Handle) -> Status:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .. import record
 from ..backends import summary as sweep_summary
-from ..backends.base import DRY_RUN, SUBMIT_RECORD
+from ..backends.base import SUBMIT_RECORD
 from ..config.schema import TrainConfig
 from ..errors import UserError
 from ..names import PROG
@@ -434,48 +434,6 @@ def follow_many(jobs: Sequence[RayJob], clients: Clients, interrupts=None, fail_
             interrupted = running
     signum = handler.received or signal.SIGINT
     return [128 + signum if job in interrupted else job.exit_code or 0 for job in jobs]
-
-
-class Jobs:
-    """The session's Ray launches (until its one generic path takes over: docs in backends/base.py):
-    each launch through the back end (dryrun, then submit or the dry run's text), a sweep's jobs
-    followed after the last point, and the sweep's table."""
-
-    def __init__(self, backend) -> None:
-        self.backend = backend  # backend.RayBackend
-        self.jobs: list[RayJob] = []  # one row of the table per launch, refused ones too
-        self.handles: list = []
-        self.followed = False  # a single launch followed its job already
-
-    def launch(self, launch, overrides: Sequence[str], check_only: bool = False, follow_now: bool = True) -> int:
-        overrides = tuple(overrides)
-        try:
-            request = self.backend.dryrun(launch)
-            if check_only:
-                return 0
-            if launch.cfg.dry_run:
-                print(request.shown, flush=True)
-                self.jobs.append(RayJob(overrides, request.run_dir, None, DRY_RUN))
-                return 0
-            handle = self.backend.submit(request)
-        except UserError as err:
-            if not check_only:
-                self.jobs.append(RayJob(overrides, "", None, str(err)))
-            raise
-        job = self.backend.job(handle)
-        job.overrides = overrides
-        self.jobs.append(job)
-        self.handles.append(handle)
-        if follow_now and launch.cfg.ray.follow:
-            self.followed = True
-            return self.backend.wait([handle])[0]
-        return 0
-
-    def finish(self, interrupts=None, fail_fast: bool = False) -> list[int]:
-        """A sweep: follow every job (``ray.follow=true``), print the table; the exit codes."""
-        codes = [] if self.followed else self.backend.wait(self.handles, interrupts, fail_fast)
-        print(summary(self.jobs), flush=True)
-        return codes
 
 
 def summary(jobs: Sequence[RayJob]) -> str:

@@ -12,7 +12,6 @@ answered in time is shown as not known, with a note.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,8 +25,6 @@ from .read import RunInfo
 BUDGET_S = 8.0  # every back-end question of one listing, together
 WORKERS = 8  # questions asked at the same time
 LOCAL = "none"
-# until a back end's module is merged (backends.get raises ImportError): what runs did before
-_LEGACY = {LOCAL: "launcher.backends.local_state"}
 # back-end states -> runs' statuses (docs/runs.md)
 STATUSES = {
     State.PENDING: read.QUEUED,
@@ -44,35 +41,23 @@ class Unreachable(Exception):
 
 def handle(info: RunInfo) -> Handle | None:
     """The run's handle: a submitted run's from its record, a local launch's from its status.json."""
+    from ..backends import local_state
+
     if info.handle is not None:
         return info.handle
     record = info.record_dirs[0] if info.record_dirs else info.run_dir
-    return _legacy_module(LOCAL).handle(record, info.within)
-
-
-def _legacy_module(name: str):
-    return importlib.import_module(_LEGACY[name])
+    return local_state.handle(record, info.within)
 
 
 def backend(name: str):
-    """The one dispatch: the back end registered for ``name`` (describe/logs/cancel), or, while its
-    module is not there, what ``runs`` has for it (the local launch's :mod:`launcher.backends.local_state`);
-    None where nothing can ask it. Raises Unreachable for a name no back end has."""
+    """The one dispatch: the back end registered for ``name`` (describe/logs/cancel). Raises
+    Unreachable for a name no back end has, or a module that cannot be imported."""
     if name not in REGISTRY:
         raise Unreachable(f"{name!r} is no back end ({', '.join(REGISTRY)})")
-    module = REGISTRY[name].split(":")[0]
     try:
         return get(name)
     except ImportError as err:
-        if not _absent(err, module):  # the module is there and broken: say so, never fall back quietly
-            raise Unreachable(f"{module} cannot be imported: {err}") from None
-        return _legacy_module(name) if name in _LEGACY else None
-
-
-def _absent(err: ImportError, module: str) -> bool:
-    """``err`` says that ``module`` itself (or a package above it) is not there."""
-    missing = getattr(err, "name", None) or ""
-    return isinstance(err, ModuleNotFoundError) and (module == missing or module.startswith(missing + "."))
+        raise Unreachable(f"{REGISTRY[name].split(':')[0]} cannot be imported: {err}") from None
 
 
 def _ask_all(asker, handles: Sequence[Handle], deadline: float) -> list[Status | Exception | None]:
@@ -120,10 +105,6 @@ def apply(runs: list[RunInfo], every: bool = False) -> None:
             for run in members:
                 run.problems.append(f"{SUBMIT_RECORD}: {err}")
             continue
-        if asker is None:
-            for run in members:
-                run.problems.append(f"{name}: {REGISTRY[name].split(':')[0]} is not installed here: state not asked")
-            continue
         wanted = [run for run in members if every or unresolved(run)]
         answers = _ask_all(asker, [run.handle for run in wanted], deadline)
         for run, answer in zip(wanted, answers):
@@ -166,10 +147,7 @@ def cancel(info: RunInfo, ident: str) -> str:
     if found is None:
         raise UserError("id", ident, f"has no launcher record and no submitted job in {info.run_dir}: nothing to stop")
     try:
-        asker = backend(found.backend)
-        if asker is None:
-            raise Unreachable(f"{REGISTRY[found.backend].split(':')[0]} is not installed here")
-        asker.cancel(found)
+        backend(found.backend).cancel(found)
     except UserError as err:
         raise UserError("id", ident, err.allowed, err.hint) from None
     except Exception as err:  # noqa: BLE001 (a scheduler's or an address's failure, as one line)
@@ -181,16 +159,13 @@ def cancel(info: RunInfo, ident: str) -> str:
 
 
 def logs(info: RunInfo, ident: str, rank: int | None, follow: bool) -> Iterator[str] | None:
-    """A remote run's lines from its back end (``rank`` None: every rank). None: read its files here as
-    for a local launch (a local run; a SLURM or Ray run while that back end's module is not merged:
-    their launchers write into the shared run directory)."""
+    """A remote run's lines from its back end (``rank`` None: every rank). None: a local run, whose
+    files are read here."""
     found = info.handle
     if found is None or found.backend == LOCAL:
         return None
     try:
         asker = backend(found.backend)
-        if asker is None:
-            raise Unreachable(f"{REGISTRY[found.backend].split(':')[0]} is not installed here")
     except Unreachable as err:
         raise UserError("id", ident, f"its {found.backend} back end cannot be reached: {err}") from None
     return _guarded(asker.logs(found, rank, follow), found.backend, ident)

@@ -24,7 +24,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import nodes, record
-from ..backends.base import SUBMIT_RECORD, Handle, Launch, Refused, Request, State, Status
+from ..backends.base import (
+    SUBMIT_RECORD,
+    Handle,
+    Launch,
+    Point,
+    Refused,
+    Request,
+    State,
+    Status,
+    refused,
+    report_refusals,
+)
+from ..backends.job_dir import JobDir
 from ..errors import UserError
 from ..names import PROG, override_key
 
@@ -71,6 +82,8 @@ class SlurmJob:
     workdir: str
     overrides: tuple[str, ...]  # as typed, secrets masked: the sweep summary's columns
     secret_env: Mapping[str, str] = field(default_factory=dict, repr=False)  # NAME -> value: sbatch's env only
+    job_dir: JobDir | None = None  # where submit makes the run directory
+    launch: Launch | None = field(default=None, repr=False, compare=False)  # rebuilt from if that name is taken
 
 
 MOST_NODES = 65536  # a bound for a batch script, well above the largest clusters
@@ -172,6 +185,8 @@ class SlurmBackend:
             workdir=os.getcwd(),
             overrides=tuple(secrets.mask_override(o) for o in typed.overrides),
             secret_env=dict(secret_env),
+            job_dir=JobDir.of(launch),
+            launch=launch,
         )
         script = batch.render(
             payload.slurm, payload.command, {}, payload.workdir, payload.job_name, log_path(run_dir, "%j")
@@ -182,9 +197,17 @@ class SlurmBackend:
 
     # -- submit ------------------------------------------------------------------------------------
     def submit(self, request: Request) -> Handle:
-        """Write the files, ``sbatch`` the script (secrets through sbatch's environment only), record
-        the handle in submit.json and announce it."""
+        """Make the job's run directory (the request is rebuilt for it if the planned name was taken
+        since), write the files, ``sbatch`` the script (secrets through sbatch's environment only),
+        record the handle in submit.json and announce it."""
+        from dataclasses import replace
+
         job: SlurmJob = request.payload
+        if job.job_dir is not None:
+            made = job.job_dir.create()
+            if str(made) != request.run_dir and job.launch is not None:
+                request = self.dryrun(replace(job.launch, run_dir=made))
+                job = request.payload
         run_dir = Path(request.run_dir)
         script = _write(run_dir, request.files)
         job_id = _sbatch(script, job.secret_env)
@@ -193,29 +216,36 @@ class SlurmBackend:
         print(announce(handle), flush=True)
         return handle
 
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
         """A sweep's points as ONE job array (one per distinct set of ``#SBATCH`` lines, should a
-        swept ``slurm.*`` key make them differ); a single request as a plain job."""
+        swept ``slurm.*`` key make them differ); a single request as a plain job. A refusal's error
+        is printed once (an array's is every task's)."""
         if len(requests) == 1:
             try:
-                return [self.submit(requests[0])]
+                out: list[Handle | Refused | None] = [self.submit(requests[0])]
             except UserError as err:
-                return [Refused(requests[0].run_dir, str(err))]
-        out: list[Handle | Refused | None] = [None] * len(requests)
+                out = [refused(requests[0], err)]
+            report_refusals(out)
+            return out
+        out = [None] * len(requests)
         for indices in _groups(requests):
             try:
                 handles = self._submit_array(_array([requests[i] for i in indices]))
             except UserError as err:
-                handles = [Refused(requests[i].run_dir, str(err)) for i in indices]
+                handles = [refused(requests[i], err) for i in indices]
             for i, handle in zip(indices, handles):
                 out[i] = handle
-        return [h for h in out if h is not None]
+        report_refusals(out)
+        return out
 
-    def show(self, requests: Sequence[Request]) -> str:
+    def show(self, requests: Sequence[Request]) -> None:
         """What :meth:`submit_all` writes and submits, for a dry run: a sweep's job array script(s)
         (each point's ``job.sbatch`` holds the same), or the one request's script."""
         if len(requests) == 1:
-            return requests[0].shown
+            print(requests[0].shown, end="", flush=True)
+            return
         shown = []
         for indices in _groups(requests):
             array = _array([requests[i] for i in indices])
@@ -224,7 +254,13 @@ class SlurmBackend:
                 f"# job array of {len(array.requests)} task(s), written to each point's directory "
                 f"(dry run: nothing written, nothing submitted):\n{paths}\n{array.script}"
             )
-        return "".join(shown)
+        print("".join(shown), end="", flush=True)
+
+    def summary(self, points: Sequence[Point]) -> str | None:
+        """The sweep's table (launcher/backends/summary.py): each task's job id or why it has none."""
+        from ..backends import summary
+
+        return summary.submitted(points)
 
     def _submit_array(self, array: _ArrayJob) -> list[Handle]:
         paths = [_write(Path(r.run_dir), {**r.files, SCRIPT_NAME: array.script}) for r in array.requests]
@@ -244,9 +280,9 @@ class SlurmBackend:
             print(announce(handle), flush=True)
         return handles
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
         """SLURM runs the jobs: nothing to wait for once they are queued."""
-        return [0 if isinstance(h, Handle) else h.exit_code for h in handles]
+        return [0 if isinstance(h, Handle) else h.exit_code for h in handles if h is not None]
 
     # -- describe / logs / cancel: no Hydra, bounded -----------------------------------------------
     def describe(self, handle: Handle) -> Status:
@@ -321,44 +357,6 @@ def _array(requests: Sequence[Request]) -> _ArrayJob:
     output = f"{parent}/%a/slurm-%A_%a.out" if own_dirs else f"{parent}/slurm-%A_%a.out"
     script = batch.render_array(first.slurm, [j.command for j in jobs], task_env, first.workdir, first.job_name, output)
     return _ArrayJob(tuple(requests), script, output, secret_env)
-
-
-@dataclass(frozen=True)
-class Shown:
-    """A dry-run sweep point's request, shown with the others (:func:`submit_sweep`)."""
-
-    request: Request
-
-
-def submit_sweep(backend: SlurmBackend, items: list) -> list[int]:
-    """A sweep's collected requests (in ``items``, the session's submissions) submitted as one job
-    array, or shown (:class:`Shown`, a dry run); each replaced in place by its
-    :class:`~launcher.slurm.submit.Submission`. Exit codes."""
-    from ..backends.base import DRY_RUN
-    from .submit import Submission
-
-    shown = [i for i, item in enumerate(items) if isinstance(item, Shown)]
-    if shown:
-        try:
-            print(backend.show([items[i].request for i in shown]), end="", flush=True)
-        except UserError as err:  # what sbatch's environment would need (check_export)
-            print(f"{PROG}: error: {err}", file=sys.stderr, flush=True)
-            return [2]
-        for i in shown:
-            items[i] = Submission(items[i].request.payload.overrides, items[i].request.run_dir, None, DRY_RUN)
-    at = [i for i, item in enumerate(items) if isinstance(item, Request)]
-    if not at:
-        return []
-    outcomes = backend.submit_all([items[i] for i in at])
-    for message in dict.fromkeys(o.error for o in outcomes if isinstance(o, Refused)):
-        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
-    for i, outcome in zip(at, outcomes):
-        overrides = items[i].payload.overrides
-        if isinstance(outcome, Handle):
-            items[i] = Submission(overrides, outcome.run_dir, outcome.id)
-        else:
-            items[i] = Submission(overrides, "", None, outcome.error)
-    return backend.wait(outcomes)
 
 
 def announce(handle: Handle) -> str:

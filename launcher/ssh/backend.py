@@ -65,18 +65,38 @@ class SshBackend:
         self.results[handle.run_dir] = outcome.exit_code
         return handle
 
-    def submit_all(self, requests: Sequence[Request]) -> list[Handle | Refused]:
-        return submit_each(self, requests)
+    def show(self, requests: Sequence[Request]) -> None:
+        """Every node's ssh command line and plan, for each request: nothing connected."""
+        for request in requests:
+            print(request.shown, flush=True)
 
-    def wait(self, handles: Sequence[Handle | Refused], interrupts=None, fail_fast: bool = False) -> list[int]:
+    def submit_all(
+        self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
+    ) -> list[Handle | Refused | None]:
+        """One launch after another (each blocks); a refusal (the preflight's) printed once."""
+        if interrupts is not None:  # a sweep's: one Ctrl+C reaches the running launch's nodes
+            self.interrupts = interrupts
+        return submit_each(self, requests, self.interrupts, fail_fast)
+
+    def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
         """A submit has already waited: the codes the launches ended with."""
         codes = []
         for handle in handles:
             if isinstance(handle, Refused):
                 codes.append(handle.exit_code)
-            else:
+            elif handle is not None:
                 codes.append(self.results.get(handle.run_dir, self.describe(handle).exit_code or 0))
         return codes
+
+    def summary(self, points) -> str | None:
+        """A sweep's table: each launch's run directory here, or why it has none."""
+        from ..backends import summary
+
+        return summary.submitted(points, followed=self._followed)
+
+    def _followed(self, handle: Handle) -> tuple[str | None, int | None]:
+        code = self.results.get(handle.run_dir)
+        return ("ended" if code is not None else None), code
 
     # -- a launch under way: from its handle alone (launcher/ssh/state.py, no Hydra) ----------------
     def describe(self, handle: Handle) -> Status:

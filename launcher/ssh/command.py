@@ -121,7 +121,9 @@ class SshPlan:
 
     def shown(self) -> str:
         """What the dry run prints: every ssh command line, and each node's plan."""
-        lines = [f"# submit=ssh: {len(self.nodes)} node(s), meeting at {self.endpoint}; run directory: {self.run_dir}"]
+        count = len(self.nodes)
+        meeting = f"meeting at {self.endpoint}" if self.endpoint else "no rendezvous"
+        lines = [f"# submit=ssh: {count} node{'s' if count != 1 else ''}, {meeting}; run directory: {self.run_dir}"]
         if self.secrets:
             lines.append(f"# secrets on each ssh client's stdin (never on a command line): {', '.join(self.secrets)}")
         for node in self.nodes:
@@ -294,19 +296,24 @@ def in_typed_order(
 
 def node_settings(cfg, count: int, nproc: str, rank: int, meet: Meeting, run_dir: str) -> list[tuple[str, str]]:
     """What node ``rank`` adds to the overrides as typed, as (key, value) in order: the topology
-    (torchrun's single node becomes multinode), the ranks per node when a hostfile's slots set
-    them, the node count and rank, where the nodes meet, no submission, the run directory (each
-    node's launcher adds ``node<i>``)."""
+    (torchrun's single node becomes multinode across hosts), the ranks per node when a hostfile's
+    slots set them, the node count and rank, where the nodes meet, no submission, the run
+    directory. Node i records in ``<run dir>/node<i>``: across hosts its launcher adds ``node<i>``
+    itself (local.run_dir), one host is given it (and runs as a single node, no rendezvous)."""
     from ..config.schema import Topology
 
     launcher = cfg.launcher
+    single = count == 1 and launcher.topology is not Topology.multinode
     out = []
-    if launcher.topology is Topology.single_node:
+    if launcher.topology is Topology.single_node and not single:
         out.append(("launcher.topology", Topology.multinode.value))
     if nproc != str(launcher.nproc_per_node):
         out.append(("launcher.nproc_per_node", nproc))
-    out += [("launcher.nnodes", str(count)), ("launcher.node_rank", str(rank)), *meet.settings]
-    return [*out, ("submit", "none"), ("run_dir", run_dir)]
+    out += [("launcher.nnodes", str(count)), ("launcher.node_rank", str(rank))]
+    if not single:
+        out += meet.settings
+    where = run_dir if count > 1 else f"{run_dir.rstrip('/')}/{node_name(rank)}"
+    return [*out, ("submit", "none"), ("run_dir", where)]
 
 
 def node_config(cfg, settings: Sequence[tuple[str, str]]):
@@ -364,6 +371,8 @@ def build(
     jax = launcher.topology is Topology.skrl_jax
     rdzv_id = run_dir.rstrip("/").rsplit("/", 1)[-1] or "train_multigpu"
     meet = meeting(launcher, jax, hosts[0], ssh.rendezvous_port, rdzv_id)
+    if count == 1 and launcher.topology is not Topology.multinode:
+        meet = Meeting("")  # one host: a launch of one node, as here
     workdir = str(ssh.workdir) if ssh.workdir else cwd
     entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
     jax_framework = "jax" if jax else "torch"

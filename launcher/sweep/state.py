@@ -1,6 +1,6 @@
 """A ``-m`` sweep's own state, from its first point to its summary: the signal handling every job
-shares, and each job's row of the summary (:class:`lanes.JobResult`). The session holds one per
-sweep; the back end that ran the jobs says how each ended."""
+shares (the session holds one per sweep), and each job's row of a local sweep's summary
+(:class:`lanes.JobResult`: the local back end's ``summary`` makes them from how each launch ended)."""
 
 from __future__ import annotations
 
@@ -47,22 +47,23 @@ class Sweep:
             result.note = self.note(ended.ended)
         self.results.append(result)
 
-    def summary(self) -> None:
-        """The sweep's table, then its learning curves."""
-        print(f"[{PROG}] sweep summary\n" + lanes.summary(self.results), flush=True)
-        self._curves()
+    def summary(self) -> str:
+        """The sweep's table, then (drawn into the sweep's directory) its learning curves' note."""
+        text = f"[{PROG}] sweep summary\n" + lanes.summary(self.results)
+        note = self._curves()
+        return text + (f"\n[{PROG}] {note}" if note else "")
 
-    def _curves(self) -> None:
+    def _curves(self) -> str:
         """One PNG of the jobs' learning curves, labelled by their swept values, in the sweep's
-        directory (launcher/sweep/curves.py); matplotlib is imported only when there is one to draw."""
+        directory (launcher/sweep/curves.py); matplotlib is imported only when there is one to draw.
+        What to say about it (empty: nothing)."""
         from . import curves
 
         results = sorted(self.results, key=lambda r: r.num)
         labels = [" ".join(own) or f"job {r.num}" for r, own in zip(results, swept([r.overrides for r in results]))]
         ran = [(r.run_dir, label) for r, label in zip(results, labels) if r.exit_code is not None and r.run_dir]
         _, note = curves.sweep_png(ran)
-        if note:
-            print(f"[{PROG}] {note}", flush=True)
+        return note or ""
 
 
 def first_failure(codes: Mapping | list[int]) -> int:
