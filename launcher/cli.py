@@ -15,6 +15,7 @@ from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
 from .names import PROG
+from .run import leash
 from .run.process.signals import Interrupts
 from .session import Session, error
 from .sweep import points
@@ -98,6 +99,8 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         save_as, overrides = profiles.split_save(line.overrides)
         # secret values typed here never reach Hydra (nor anything it writes or prints)
         overrides, vault = grammar.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
+        # submit=ssh's remote launcher: the secret values come on stdin, which it watches (run/leash.py)
+        leash.take_channel(vault)
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))

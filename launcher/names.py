@@ -23,6 +23,9 @@ NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
 HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 # the launch's marker: every process started for a launch carries it (run/process/procs.py finds them by it)
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+# set by submit=ssh on each remote launcher's command (value 1, nothing secret): it reads its secrets
+# from stdin and ends its launch when stdin does (run/leash.py)
+SSH_CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"
 
 
 def override_key(override: str) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..backends.base import Handle, Launch, Refused, Request, State, Status, submit_each
+from ..backends.base import Handle, Launch, Refused, Request, Status, submit_each
 from ..errors import UserError
 
 NAME = "ssh"
@@ -28,6 +28,8 @@ class SshBackend:
 
     def __init__(self, python: str | None = None, cwd: str | None = None) -> None:
         self._python, self._cwd = python, cwd  # tests pin this machine's interpreter and directory
+        self.interrupts = None  # a sweep's signal handling (the session sets it)
+        self.results: dict[str, int] = {}  # exit code by run directory, of the launches submitted here
 
     # -- the launch ----------------------------------------------------------------------------
     def dryrun(self, launch: Launch) -> Request:
@@ -55,9 +57,13 @@ class SshBackend:
         return Request(NAME, str(launch.run_dir), shown, {}, plan)
 
     def submit(self, request: Request) -> Handle:
-        raise UserError(
-            "submit", NAME, "starting the nodes over SSH is not in this build yet (dry_run=true shows them)"
-        )
+        """One blocking launch, as the local back end's: every node's ssh client started and
+        supervised to the end (launcher/ssh/launch.py); its exit code is in ``results``."""
+        from . import launch
+
+        handle, outcome = launch.submit(request.payload, self.interrupts)
+        self.results[handle.run_dir] = outcome.exit_code
+        return handle
 
     def show(self, requests: Sequence[Request]) -> None:
         """Every node's ssh command line and plan, for each request: nothing connected."""
@@ -67,23 +73,47 @@ class SshBackend:
     def submit_all(
         self, requests: Sequence[Request], interrupts=None, fail_fast: bool = False
     ) -> list[Handle | Refused | None]:
-        return submit_each(self, requests, interrupts, fail_fast)
+        """One launch after another (each blocks); a refusal (the preflight's) printed once."""
+        if interrupts is not None:  # a sweep's: one Ctrl+C reaches the running launch's nodes
+            self.interrupts = interrupts
+        return submit_each(self, requests, self.interrupts, fail_fast)
 
     def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
-        return [h.exit_code if isinstance(h, Refused) else 0 for h in handles if h is not None]
+        """A submit has already waited: the codes the launches ended with."""
+        codes = []
+        for handle in handles:
+            if isinstance(handle, Refused):
+                codes.append(handle.exit_code)
+            elif handle is not None:
+                codes.append(self.results.get(handle.run_dir, self.describe(handle).exit_code or 0))
+        return codes
 
     def summary(self, points) -> str | None:
-        return None
+        """A sweep's table: each launch's run directory here, or why it has none."""
+        from ..backends import summary
 
-    # -- a launch under way: from its handle alone ---------------------------------------------
+        return summary.submitted(points, followed=self._followed)
+
+    def _followed(self, handle: Handle) -> tuple[str | None, int | None]:
+        code = self.results.get(handle.run_dir)
+        return ("ended" if code is not None else None), code
+
+    # -- a launch under way: from its handle alone (launcher/ssh/state.py, no Hydra) ----------------
     def describe(self, handle: Handle) -> Status:
-        return Status(State.UNKNOWN, "submit=ssh: describe is not in this build yet")
+        from . import state
+
+        return state.describe(handle)
 
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-        return iter(())
+        from . import state
+
+        return state.logs(handle, rank, follow)
 
     def cancel(self, handle: Handle) -> None:
-        return None
+        """One Ctrl+C to this machine's launcher: every node stops."""
+        from . import state
+
+        state.cancel(handle)
 
 
 def read_hostfile(path: str, cwd: str) -> str:
