@@ -1,9 +1,10 @@
 """``submit=ssh``'s preflight against real OpenSSH (tests/sshd.py: one sshd per network namespace).
 
-The ssh clients run inside host 0's namespace (tests/workers/ssh_preflight.py: the launch's dry run,
-then launcher/ssh/preflight.run), as a workstation that is also node 0 would run them. Each host that
-is not ready is one line naming it and the fix, exit 2, and nothing was started or written on any
-host; a ready pair of hosts passes.
+``train_multigpu submit=ssh ...`` runs inside host 0's namespace, as on a workstation that is also
+node 0. Each host that is not ready is one line naming it and the fix, exit 2, and nothing was
+started or written on any host (no run directory here either); a ready pair of hosts passes the
+preflight (tests/workers/ssh_preflight.py: the dry run and the preflight alone, since a real launch
+would then start).
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ RUNS_WORKER = str(REPO / "tests" / "workers" / "runs_worker.py")
 ERROR = "train_multigpu: error: "
 
 
-def preflight(lab: SshHosts, tmp: Path, *args: str, timeout: float = 240) -> tuple[int, list[str], str, float]:
-    """(exit code, the error lines, stdout, seconds) of the dry run and preflight, from host 0."""
+def preflight(
+    lab: SshHosts, tmp: Path, *args: str, timeout: float = 240, cli: bool = True
+) -> tuple[int, list[str], str, float]:
+    """(exit code, the error lines, stdout, seconds) of ``train_multigpu submit=ssh ...`` run in host 0
+    (``cli=False``: the dry run and preflight alone, tests/workers/ssh_preflight.py)."""
     given = {a.split("=", 1)[0] for a in args}  # an override given here replaces the lab's
-    argv = [sys.executable, WORKER, *[o for o in lab.overrides if o.split("=", 1)[0] not in given]]
+    entry = [sys.executable, "-m", "launcher", "submit=ssh"] if cli else [sys.executable, WORKER]
+    argv = [*entry, *[o for o in lab.overrides if o.split("=", 1)[0] not in given]]
     defaults = ["device=cpu", "launcher.nproc_per_node=1", f"script={RUNS_WORKER}", f"run_root={tmp / 'runs'}"]
     argv += [*[o for o in defaults if o.split("=", 1)[0] not in given], *args]
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES",)}
@@ -56,7 +61,7 @@ def assert_nothing_written(tmp: Path) -> None:
 
 def test_two_ready_hosts_pass(tmp_path):
     with SshHosts(2, tmp_path / "ssh") as lab:
-        code, errors, out, _ = preflight(lab, tmp_path)
+        code, errors, out, _ = preflight(lab, tmp_path, cli=False)  # a real launch would start
         assert (code, errors) == (0, []), (out, errors)
         assert out.startswith("ready"), out
         # each host ran our --version and node i's dry run, once, over one connection
@@ -88,6 +93,7 @@ def test_a_key_the_hosts_do_not_take_is_one_line_per_host(tmp_path):
     for host, line in zip(lab.hosts, errors):
         assert line.startswith(f"{ERROR}ssh.hosts={host.addr}: cannot log in ("), line
         assert "Permission denied" in line and f"ssh-copy-id root@{host.addr}" in line, line
+    assert_nothing_written(tmp_path)
 
 
 def test_a_wrong_remote_command_is_one_line_per_host(tmp_path):
@@ -152,6 +158,7 @@ def test_a_missing_working_directory_is_named(tmp_path):
         f"{ERROR}ssh.hosts={lab.hosts[0].addr}: no directory /opt/nowhere there, where the launcher runs "
         "(create it, or name another with ssh.workdir=DIR (the same on every host))"
     )
+    assert_nothing_written(tmp_path)
 
 
 def test_a_host_gone_silent_is_bounded_by_the_connect_timeout(tmp_path):
@@ -163,3 +170,4 @@ def test_a_host_gone_silent_is_bounded_by_the_connect_timeout(tmp_path):
     assert "timed out" in errors[0] and "ssh.connect_timeout=2 s" in errors[0], errors
     # host 0 was asked meanwhile (in parallel): the whole preflight is about the slower of the two
     assert took < 60, took
+    assert_nothing_written(tmp_path)
