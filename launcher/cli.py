@@ -14,7 +14,7 @@ from . import record, secrets
 from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
-from .names import PROG
+from .names import PROG, version_line
 from .run import leash
 from .run.process.signals import Interrupts
 from .session import Session, error
@@ -77,15 +77,6 @@ def _start(argv: list[str] | None = None) -> int:
         print(version_line(), flush=True)
         return 0
     return launch_line(line, argv)
-
-
-def version_line() -> str:
-    """``train_multigpu --version``: ``train_multigpu 0.1.0 (Hydra 1.3.8)``."""
-    import hydra
-
-    from . import __version__
-
-    return f"{PROG} {__version__} (Hydra {hydra.__version__})"
 
 
 def launch_line(line: grammar.CommandLine, command: list[str], again: dict | None = None) -> int:

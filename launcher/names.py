@@ -12,6 +12,22 @@ from collections.abc import Sequence
 
 PROG = "train_multigpu"
 
+
+def version_line() -> str:
+    """``train_multigpu --version``: ``train_multigpu 0.1.0 (Hydra 1.3.8)``. Hydra's version from its
+    distribution's metadata, not by importing it: the answer is quick (submit=ssh's preflight asks
+    every host before a launch starts)."""
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        hydra = metadata.version("hydra-core")
+    except metadata.PackageNotFoundError:
+        hydra = "not installed"
+    return f"{PROG} {__version__} (Hydra {hydra})"
+
+
 # set for every process of a launch
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"  # the run directory (the trainer keeps its outputs there)
 BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"  # nccl or gloo

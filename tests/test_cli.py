@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 
 from conftest import clean_env
 from launcher.run.supervise import WORKER_WRAPPER
@@ -78,9 +80,17 @@ def test_version_names_train_multigpu_then_hydra(run_cli):
 
     from launcher import __version__
 
-    result = run_cli("--version", "seed=3")
-    assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == f"train_multigpu {__version__} (Hydra {hydra.__version__})\n"
+    for args in (["--version", "seed=3"], ["--version"]):
+        result = run_cli(*args)
+        assert (result.returncode, result.stderr) == (0, "")
+        assert result.stdout == f"train_multigpu {__version__} (Hydra {hydra.__version__})\n"
+    # the plain question is answered before Hydra is imported (every host of a submit=ssh launch is asked)
+    probe = (
+        "import sys; sys.argv = ['train_multigpu', '--version']; from launcher.__main__ import entry\n"
+        "try:\n    entry()\nexcept SystemExit:\n    pass\nprint('hydra' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.splitlines()[-1] == "False", out.stdout
 
 
 def test_semantic_error_is_one_line_exit_2(run_cli):
