@@ -9,6 +9,11 @@ import sys
 
 
 def entry() -> None:
+    if sys.argv[1:] == ["--version"]:  # answered before the rest is imported (Hydra: about a second)
+        from .names import version_line
+
+        print(version_line(), flush=True)
+        sys.exit(0)
     try:
         from .cli import entry as run
     except KeyboardInterrupt:

@@ -14,7 +14,8 @@ from . import record, secrets
 from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
-from .names import PROG
+from .names import PROG, version_line
+from .run import leash
 from .run.process.signals import Interrupts
 from .session import Session, error
 from .sweep import points
@@ -72,6 +73,9 @@ def _start(argv: list[str] | None = None) -> int:
     except UserError as err:
         error(str(err))
         return EXIT_USAGE
+    if "--version" in line.hydra_flags:  # ours first (submit=ssh's preflight compares it), then Hydra's
+        print(version_line(), flush=True)
+        return 0
     return launch_line(line, argv)
 
 
@@ -86,6 +90,8 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         save_as, overrides = profiles.split_save(line.overrides)
         # secret values typed here never reach Hydra (nor anything it writes or prints)
         overrides, vault = grammar.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
+        # submit=ssh's remote launcher: the secret values come on stdin, which it watches (run/leash.py)
+        leash.take_channel(vault)
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))

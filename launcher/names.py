@@ -12,6 +12,22 @@ from collections.abc import Sequence
 
 PROG = "train_multigpu"
 
+
+def version_line() -> str:
+    """``train_multigpu --version``: ``train_multigpu 0.1.0 (Hydra 1.3.8)``. Hydra's version from its
+    distribution's metadata, not by importing it: the answer is quick (submit=ssh's preflight asks
+    every host before a launch starts)."""
+    from importlib import metadata
+
+    from . import __version__
+
+    try:
+        hydra = metadata.version("hydra-core")
+    except metadata.PackageNotFoundError:
+        hydra = "not installed"
+    return f"{PROG} {__version__} (Hydra {hydra})"
+
+
 # set for every process of a launch
 RUN_DIR_VAR = "TRAIN_MULTIGPU_RUN_DIR"  # the run directory (the trainer keeps its outputs there)
 BACKEND_VAR = "TRAIN_MULTIGPU_DIST_BACKEND"  # nccl or gloo
@@ -25,6 +41,9 @@ HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 ATTEMPT_VAR = "TRAIN_MULTIGPU_ATTEMPT"
 # the launch's marker: every process started for a launch carries it (run/process/procs.py finds them by it)
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+# set by submit=ssh on each remote launcher's command (value 1, nothing secret): it reads its secrets
+# from stdin and ends its launch when stdin does (run/leash.py)
+SSH_CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"
 
 
 def override_key(override: str) -> str:

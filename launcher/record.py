@@ -140,11 +140,16 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: d
     where.command.write_text(command_script(plan))
     where.command.chmod(0o755)
     write_json(where.env, secrets.mask_env(plan.env))
+    return write_opened(run_dir)
+
+
+def write_opened(run_dir: Path) -> float:
+    """status.json, opened by this process: its start time; ``write_end`` closes it."""
     started = time.time()
     pid = os.getpid()
     # pid + its start time (+ host): a reader tells a live launcher from a dead one whose pid was reused
     opened = {"started": _iso(started), "pid": pid, "pid_start": process_start(pid), "host": socket.gethostname()}
-    write_json(where.status, {**opened, "exit_code": None})
+    write_json(RunPaths(run_dir).status, {**opened, "exit_code": None})
     return started
 
 

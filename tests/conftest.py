@@ -17,6 +17,7 @@ from launcher.facts import HostFacts
 from ray_cluster import ray_cluster  # noqa: F401  (the real two-raylet Ray fixture, used by name)
 from require import unavailable
 from slurm_cluster import slurm_cluster  # noqa: F401  (the real one-host SLURM fixture, used by name)
+from sshd import ssh_hosts  # noqa: F401  (two real sshd hosts in network namespaces, used by name)
 
 ROOT = Path(__file__).resolve().parents[1]
 

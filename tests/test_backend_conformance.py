@@ -41,10 +41,15 @@ OWN = {
     "slurm": ["submit=slurm", "slurm.time=5", "slurm.cpus_per_task=1"],
     "ray": ["submit=ray"],
     "k8s": ["submit=k8s", "k8s.image=ghcr.io/lab/isaac:2.3"],
+    # the dry run connects to nothing; JAX ranks (the test rank imports no JAX): no torch to import, a quick
+    # start, and no address of torch's own to choose on hosts that share a hostname
+    "ssh": ["submit=ssh", "ssh.hosts=[10.0.0.1,10.0.0.2]", "launcher=skrl_jax"],
 }
 # a dry run names where it would submit (nothing is asked there)
 DRY = {"ray": ["ray.address=http://127.0.0.1:8265"]}
 COMMON = ["device=cpu", f"script={WORKER}", "launcher.nproc_per_node=1"]
+BLOCKING = ("none", "ssh")  # a launch that runs here until it ends (the others return once submitted)
+IN_NAMESPACE: dict[str, list[str]] = {}  # the argv prefix that runs a back end's launcher where it can reach its hosts
 
 
 def registered(name: str):
@@ -132,14 +137,17 @@ def _submit(name: str, tmp_path: Path, env: dict, extra: list[str]) -> tuple[sub
     remote: the submission (it returns once submitted)."""
     ready = tmp_path / "ready"
     argv = [sys.executable, "-m", "launcher", *OWN[name], *COMMON, *extra, f"run_root={tmp_path / 'runs'}"]
+    if name == "ssh":  # the launcher runs inside a namespace that reaches the sshd hosts (this process cannot)
+        argv = [*IN_NAMESPACE[name], *argv]
+        argv = [a for a in argv if a != "ssh.hosts=[10.0.0.1,10.0.0.2]"]  # the engine's hosts instead
     argv += ["run_name=conf", "--", "--sleep", "--ready", str(ready), "--lines", "2"]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         dirs = list((tmp_path / "runs").glob("*_conf")) if (tmp_path / "runs").is_dir() else []
-        if dirs and (name != "none" or ready.exists()) and (name == "none" or proc.poll() is not None):
+        if dirs and (name not in BLOCKING or ready.exists()) and (name in BLOCKING or proc.poll() is not None):
             return proc, dirs[0]
-        if name == "none" and proc.poll() is not None:
+        if name in BLOCKING and proc.poll() is not None:
             break
         time.sleep(0.1)
     proc.kill()
@@ -189,6 +197,16 @@ def engine(request, tmp_path, monkeypatch):
     name = request.node.callspec.params["name"]
     env = {**launch_env(), "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env.pop("RAY_ADDRESS", None)
+    if name == "ssh":  # two real sshd hosts in network namespaces (tests/sshd.py), each with its own name
+        from sshd import SshHosts
+
+        lab = SshHosts(2, tmp_path / "ssh", client=True, hostnames=True)
+        request.addfinalizer(lambda: lab.__exit__(None, None, None))
+        lab.__enter__()
+        # the launcher in the client's namespace (it reaches the hosts) under this machine's own name:
+        # runs (this process) stops it as a launch of this host's
+        monkeypatch.setitem(IN_NAMESPACE, name, ["ip", "netns", "exec", lab.client.ns])
+        return lab.overrides, env
     if name == "slurm":
         request.getfixturevalue("slurm_cluster")
     if name == "ray":
@@ -232,12 +250,12 @@ def test_submit_describe_logs_cancel(name, engine, tmp_path):
             ended = _until(lambda: (s := backend.describe(handle)).state.ended and s, 120, "ended after cancel")
             assert ended.state is State.STOPPED, ended
     finally:
-        if proc.poll() is None and name == "none":
+        if proc.poll() is None and name in BLOCKING:
             proc.wait(timeout=60)
         if proc.poll() is None:
             proc.kill()
         proc.communicate()
-    if name == "none":  # the launcher stopped as Ctrl+C stops it
+    if name in BLOCKING:  # the launcher stopped as Ctrl+C stops it
         assert proc.returncode == 130, proc.returncode
         status = json.loads((run_dir / "status.json").read_text())
         assert status["reason"].startswith("stopped"), status

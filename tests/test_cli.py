@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 
 from conftest import clean_env
 from launcher.run.supervise import WORKER_WRAPPER
@@ -69,6 +71,26 @@ def test_help_documents_both_grammars(run_cli):
     assert result.returncode == 0
     for text in ("train_multigpu", "--num_gpus", "launcher=multinode", "dry_run", "Isaac Lab", "presets"):
         assert text in result.stdout
+
+
+def test_version_names_train_multigpu_then_hydra(run_cli):
+    # submit=ssh's preflight compares it with every host's (launcher/ssh/preflight.py); Hydra's own
+    # --version printed only "Hydra 1.3.8"
+    import hydra
+
+    from launcher import __version__
+
+    for args in (["--version", "seed=3"], ["--version"]):
+        result = run_cli(*args)
+        assert (result.returncode, result.stderr) == (0, "")
+        assert result.stdout == f"train_multigpu {__version__} (Hydra {hydra.__version__})\n"
+    # the plain question is answered before Hydra is imported (every host of a submit=ssh launch is asked)
+    probe = (
+        "import sys; sys.argv = ['train_multigpu', '--version']; from launcher.__main__ import entry\n"
+        "try:\n    entry()\nexcept SystemExit:\n    pass\nprint('hydra' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.splitlines()[-1] == "False", out.stdout
 
 
 def test_semantic_error_is_one_line_exit_2(run_cli):

@@ -14,6 +14,7 @@ REGISTRY = {
     "slurm": "launcher.slurm.backend:SlurmBackend",
     "ray": "launcher.ray_submit.backend:RayBackend",
     "k8s": "launcher.k8s.backend:K8sBackend",
+    "ssh": "launcher.ssh.backend:SshBackend",
 }
 
 

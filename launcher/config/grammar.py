@@ -273,7 +273,7 @@ def parse(argv: list[str]) -> CommandLine:
 
 
 # list keys that also take one item written bare: k8s.secret_env=HF_TOKEN:hf-token/token
-BARE_ITEM_LISTS = ("k8s.secret_env",)
+BARE_ITEM_LISTS = ("k8s.secret_env", "ssh.hosts")  # ssh.hosts=gpu-a: one host
 
 
 def _one_item_list(override: str) -> str:

@@ -167,12 +167,14 @@ class ProfileConfig:
 
 class Submit(Enum):
     """Run here (none), write a batch script and submit it to SLURM (slurm), write a Kubeflow
-    TrainJob / PyTorchJob manifest and create it on Kubernetes (k8s), or submit a Ray job (ray)."""
+    TrainJob / PyTorchJob manifest and create it on Kubernetes (k8s), submit a Ray job (ray), or start
+    one launcher per host over SSH (ssh)."""
 
     none = "none"
     slurm = "slurm"
     k8s = "k8s"
     ray = "ray"
+    ssh = "ssh"
 
 
 @dataclass
@@ -250,6 +252,33 @@ class RayConfig:
 
 
 @dataclass
+class SshConfig:
+    """Where and how ``submit=ssh`` starts one launcher per host (launcher/ssh/, docs/ssh.md)."""
+
+    # the hosts, node 0 first (names or addresses every host can reach); or ssh.hostfile
+    hosts: list[str] = field(default_factory=list)
+    # DeepSpeed's hostfile: one "host slots=N" per line, # comments, blank lines (instead of ssh.hosts)
+    hostfile: str | None = None
+    user: str | None = None  # ssh -l USER; null: ssh's own (~/.ssh/config, the local user)
+    port: int | None = None  # ssh -p PORT; null: ssh's own (22)
+    identity: str | None = None  # ssh -i FILE (a private key); null: ssh's own
+    # more ssh options, each as ssh -o takes it: [StrictHostKeyChecking=accept-new, ProxyJump=gw]
+    options: list[str] = field(default_factory=list)
+    # seconds ssh waits for each host to answer (ssh -o ConnectTimeout)
+    connect_timeout: int = 10
+    # the interpreter that runs the launcher on every host (python -m launcher); null: this one's path
+    python: str | None = None
+    # instead of ssh.python: a shell line that runs the launcher there, the arguments appended
+    # (e.g. "source ~/miniconda3/bin/activate rl && train_multigpu")
+    command: str | None = None
+    # the directory the launcher runs in on every host; null: this working directory's path
+    workdir: str | None = None
+    # the rendezvous (or JAX coordinator) port on the first host, when launcher.rdzv_endpoint /
+    # master_addr / coordinator_address are not given
+    rendezvous_port: int = 29400
+
+
+@dataclass
 class SweepConfig:
     """How a ``-m`` sweep runs its jobs (docs/sweeps.md); ignored by a single run."""
 
@@ -313,6 +342,8 @@ class TrainConfig:
     k8s: K8sConfig = field(default_factory=K8sConfig)
     # restarts by cause while progress is made (docs/recovery.md)
     restart: RestartConfig = field(default_factory=RestartConfig)
+    # submit=ssh: one launcher per host of ssh.hosts / ssh.hostfile, started over SSH (docs/ssh.md)
+    ssh: SshConfig = field(default_factory=SshConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
 

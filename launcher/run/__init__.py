@@ -6,7 +6,9 @@ rooms below), ``console`` (the console view: rank logs tailed to the terminal, t
 lines), ``logs`` (per-rank log files), and two separate programs: ``worker`` (the rank wrapper,
 standard library only) and ``watchdog`` (a process that kills what a SIGKILLed launcher left
 behind). They stay here because other interpreters run them by path or module name
-(``launcher.paths.WORKER_WRAPPER``, ``python -m launcher.run.watchdog``).
+(``launcher.paths.WORKER_WRAPPER``, ``python -m launcher.run.watchdog``). ``submit=ssh``'s two ends:
+``ssh_nodes`` (here: one ssh client per node, supervised as one launch) and ``leash`` (on each host:
+the secrets read from the SSH channel, the launch stopped when the channel ends).
 
 - ``process/``: the process group. ``group`` starts, signals, kills and reaps the launch's
   processes; ``procs`` finds and kills processes through /proc and prctl (standard library only);

@@ -1,0 +1,167 @@
+"""The remote end of an SSH channel (``submit=ssh``): the secrets it carries, and the leash that ends
+this node's launch when the channel does.
+
+``submit=ssh`` starts ``train_multigpu`` on every host through ``ssh host -- env
+TRAIN_MULTIGPU_SSH_CHANNEL=1 ...`` (names.SSH_CHANNEL_VAR) and keeps the client's stdin open. What
+travels on it, one line each (the local side: run/ssh_nodes.py):
+
+- first, one JSON object: ``{"secrets": {"worker_env.HF_TOKEN": "value", ...}, "timeout_s": 30}``.
+  The secret values go into this launcher's :class:`~launcher.secrets.Vault` under the placeholder
+  the command line carries (``+worker_env.HF_TOKEN=***``), so they reach the workers' environment
+  and nothing else: never a remote command line (``ps`` on that host), never a file;
+- then ``beat`` every second while the local launcher lives, and ``stop`` for each Ctrl+C there
+  (the first stops this node's launch as Ctrl+C does, a second kills at once).
+
+Why the launcher watches its stdin itself: sshd ends a remote command with the connection only when
+it has a terminal (``-tt``), and a link that goes down closes nothing at all. So this end stops its
+launch, as one Ctrl+C would (SIGINT to itself: every rank stopped, the record closed), when its
+stdin reaches EOF (the client, or its connection, is gone) or when no line came for ``timeout_s``
+(a link down, a frozen client). The nodes' liveness channel (run/monitor/liveness.py) then ends the
+other nodes too, whichever way this one ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Mapping
+
+from ..errors import UserError
+from ..names import PROG, SSH_CHANNEL_VAR
+from ..secrets import MASK, Vault, remember_values
+
+BEAT = "beat"
+STOP = "stop"
+BEAT_EVERY_S = 1.0
+DEFAULT_TIMEOUT_S = 30.0
+FIRST_LINE_WAIT_S = 60.0  # how long the remote launcher waits for the channel's first line
+
+
+def hello(secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> bytes:
+    """The channel's first line, as the local side sends it.
+
+    >>> hello({"worker_env.HF_TOKEN": "abc"}, 30)
+    b'{"secrets": {"worker_env.HF_TOKEN": "abc"}, "timeout_s": 30}\\n'
+    """
+    return json.dumps({"secrets": dict(secrets), "timeout_s": timeout_s}).encode() + b"\n"
+
+
+def parse_hello(line: bytes) -> tuple[dict[str, str], float]:
+    """The secrets and the silence timeout of a first line; a ValueError when it is not one.
+
+    >>> parse_hello(b'{"secrets": {"worker_env.A_TOKEN": "x"}, "timeout_s": 5}')
+    ({'worker_env.A_TOKEN': 'x'}, 5.0)
+    >>> parse_hello(b"beat")
+    Traceback (most recent call last):
+    ValueError: not the SSH channel's first line
+    """
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise ValueError("not the SSH channel's first line") from None
+    if not isinstance(data, dict) or not isinstance(data.get("secrets"), dict):
+        raise ValueError("not the SSH channel's first line")
+    given = data["secrets"]
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+        raise ValueError("the SSH channel's secrets are not names and values")
+    timeout = data.get("timeout_s", DEFAULT_TIMEOUT_S)
+    return dict(given), float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_TIMEOUT_S
+
+
+def fill(vault: Vault, given: Mapping[str, str]) -> Vault:
+    """``vault`` with each given secret under the placeholder its override carries (``***``).
+
+    >>> fill(Vault({"worker_env.HF_TOKEN": {"***": "***"}}), {"worker_env.HF_TOKEN": "abc"}).values
+    {'worker_env.HF_TOKEN': {'***': 'abc'}}
+    """
+    remember_values(given.values())  # masked in every error line, as values typed here are
+    for path, value in given.items():
+        vault.values[path] = {MASK: value}
+    return vault
+
+
+class _Lines:
+    """Lines read from a file descriptor with a deadline (no buffered reader: select decides)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.buffer = fd, b""
+
+    def next(self, timeout: float) -> bytes | None:
+        """The next line (without its newline); None at EOF; TimeoutError when none came in time."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.fd, 4096)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+
+class Leash:
+    """Watches the channel after its first line; ends this launcher's launch when it ends."""
+
+    def __init__(self, lines: _Lines, timeout_s: float) -> None:
+        self.lines, self.timeout_s = lines, timeout_s
+        self.why: str | None = None  # why the launch was stopped from here
+        self._thread = threading.Thread(target=self._watch, name="ssh-leash", daemon=True)
+
+    def start(self) -> Leash:
+        self._thread.start()
+        return self
+
+    def _stop(self, why: str) -> None:
+        if self.why is None:
+            self.why = why
+            print(f"[{PROG}] {why}: stopping this node's launch", flush=True)
+        os.kill(os.getpid(), signal.SIGINT)  # as one Ctrl+C does (a second one: kill at once)
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                line = self.lines.next(self.timeout_s)
+            except TimeoutError:
+                self._stop(f"the SSH channel was silent for {self.timeout_s:g} s")
+                return
+            if line is None:
+                self._stop("the SSH connection closed")
+                return
+            if line.strip() == STOP.encode():
+                self._stop("Ctrl+C on the launching host")
+
+
+def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
+    """Under ``submit=ssh`` (``SSH_CHANNEL_VAR`` set): read the channel's first line into ``vault``
+    and start the leash; otherwise nothing. The variable is taken out of the environment (no rank
+    inherits it)."""
+    if environ.pop(SSH_CHANNEL_VAR, None) is None:
+        return None
+    lines = _Lines(fd)
+    try:
+        first = lines.next(FIRST_LINE_WAIT_S)
+        if first is None:
+            raise ValueError("the SSH channel closed before its first line")
+        given, timeout = parse_hello(first)
+    except (TimeoutError, ValueError) as err:
+        why = "no first line" if isinstance(err, TimeoutError) else str(err)
+        raise UserError(
+            SSH_CHANNEL_VAR,
+            "1",
+            f"set by submit=ssh only: the launcher reads its secrets from stdin ({why})",
+            f"unset {SSH_CHANNEL_VAR}",
+        ) from None
+    fill(vault, given)
+    return Leash(lines, timeout).start()

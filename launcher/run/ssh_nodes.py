@@ -1,0 +1,323 @@
+"""``submit=ssh``'s local side: one ssh client per node, supervised as one launch.
+
+Each node's launcher runs on its host under ``ssh`` (its command: launcher/ssh/command.py). Here,
+this machine's launcher starts every client (each in a session of its own, so a Ctrl+C on the
+terminal reaches this launcher alone; each dies with it), and speaks the channel on the client's
+stdin (run/leash.py: the secrets line first, then a beat every second; ``stop`` on a Ctrl+C).
+
+- One console: every node's output is passed on as it comes. The nodes' consoles show what a
+  local launch shows (global rank 0; with ``log_all_ranks=true`` every rank's line, prefixed
+  ``[node:rank]`` by its node); the launchers' own lines are labelled ``node N (host):``.
+- One Ctrl+C: ``stop`` to every node (each stops its launch as a Ctrl+C there would); a second
+  one says ``stop`` again (each kills at once). ``grace_period`` + ``STOP_MARGIN_S`` after the
+  first, the clients still running are killed: their connections close, and each remote launcher
+  stops on that EOF by itself.
+- One exit code: the first node to fail on its own (not one that only followed another node, was
+  stopped or lost a peer: its reason says so), with that node's code and reason; a client whose
+  connection failed (ssh's own exit status 255) is a lost node, exit 125. Another node's failure
+  reaches the others through their liveness channel (run/monitor/liveness.py); ``FOLLOW_S`` after a
+  node failed, the clients still running are told to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+from ..names import PROG
+from ..rundir import Reason
+from . import leash
+from .process import procs
+from .process.signals import FORWARDED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
+
+POLL_S = 0.05
+STOP_MARGIN_S = 10.0  # after the grace period, the time a node's launcher has to close its record
+FOLLOW_S = 10.0  # after a node failed, how long the others get to end by themselves (liveness)
+SSH_FAILED = 255  # ssh's own exit status: the connection failed or dropped
+EXIT_NODE_LOST = 125  # run/monitor/liveness.py's (this module imports no monitor)
+NODE_LOST, NODE_FAILED = "node lost", "node failed"
+FOLLOWERS = (NODE_LOST, NODE_FAILED)  # a node that ended because another did (liveness.REASON, FAILED_REASON)
+_LAUNCHER = f"[{PROG}] ".encode()
+_ERROR = f"{PROG}: error: ".encode()
+_RUN_DIR = re.compile(rb"^\[" + re.escape(PROG.encode()) + rb"\] run directory: (.+)$")
+_EXIT = re.compile(rb"^\[" + re.escape(PROG.encode()) + rb"\] exit code (-?\d+) \((.*)\); run directory: (.+)$")
+
+
+@dataclass(frozen=True)
+class RemoteNode:
+    rank: int
+    host: str
+    argv: tuple[str, ...]  # the ssh client's
+
+
+@dataclass
+class NodeEnd:
+    """How one node ended, as far as this machine knows."""
+
+    rank: int
+    host: str
+    exit_code: int | None = None  # the client's exit status (the remote launcher's, or ssh's 255)
+    reason: str = ""  # the remote launcher's own words ("rank failed", "node failed", ...)
+    run_dir: str | None = None  # the node's run directory on its host
+    ended_at: float | None = None
+
+    @property
+    def lost(self) -> bool:
+        """Its connection failed (ssh's 255, no word from its launcher), or its client had to be
+        killed here (it said nothing more after being told to stop)."""
+        code = self.exit_code
+        return code is not None and ((code == SSH_FAILED and not self.reason) or code < 0)
+
+    def as_record(self) -> dict:
+        return {
+            "node": self.rank,
+            "host": self.host,
+            "run_dir": self.run_dir,
+            "exit_code": self.exit_code,
+            "reason": self.reason or None,
+        }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exit_code: int
+    reason: str
+    ended: Reason
+    nodes: tuple[NodeEnd, ...]
+    failed_node: int | None = None
+    summary: str = ""
+
+
+@dataclass
+class _Client:
+    node: RemoteNode
+    proc: subprocess.Popen
+    end: NodeEnd
+    pumps: list[threading.Thread] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def say(self, line: bytes) -> None:
+        """One channel line; a client already gone is no error."""
+        with self.lock, contextlib.suppress(OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(line)
+            self.proc.stdin.flush()
+
+
+class SshNodes:
+    """The ssh clients of one launch. ``on_node_dir(rank, path)``: a node named its run directory."""
+
+    def __init__(
+        self,
+        nodes: Sequence[RemoteNode],
+        secrets: dict[str, str],
+        grace_period: float,
+        timeout_s: float = leash.DEFAULT_TIMEOUT_S,
+        stdout: IO[bytes] | None = None,
+        stderr: IO[bytes] | None = None,
+        on_node_dir: Callable[[int, str], None] | None = None,
+    ) -> None:
+        self.nodes = list(nodes)
+        self.hello = leash.hello(secrets, timeout_s)
+        self.grace_period = grace_period
+        self.stdout = stdout if stdout is not None else sys.stdout.buffer
+        self.stderr = stderr if stderr is not None else sys.stderr.buffer
+        self.on_node_dir = on_node_dir
+        self.clients: list[_Client] = []
+        self.signal_received: int | None = None
+        self.kill_at: float | None = None
+        self.stop_at: float | None = None  # a node failed: the others are told to stop then
+        self._write = threading.Lock()
+        self._done = threading.Event()
+
+    # -- start ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        preexec = procs.die_with_parent_preexec(os.getpid())
+        for node in self.nodes:
+            proc = subprocess.Popen(
+                list(node.argv),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+            client = _Client(node, proc, NodeEnd(node.rank, node.host))
+            client.say(self.hello)
+            for stream, out in ((proc.stdout, self.stdout), (proc.stderr, self.stderr)):
+                pump = threading.Thread(target=self._pump, args=(client, stream, out), daemon=True)
+                pump.start()
+                client.pumps.append(pump)
+            self.clients.append(client)
+            if self.signal_received is not None:  # a Ctrl+C while starting
+                client.say(leash.STOP.encode() + b"\n")
+        threading.Thread(target=self._beat, name="ssh-beat", daemon=True).start()
+
+    def _beat(self) -> None:
+        while not self._done.wait(leash.BEAT_EVERY_S):
+            for client in self.clients:
+                if client.proc.poll() is None:
+                    client.say(leash.BEAT.encode() + b"\n")
+
+    def _pump(self, client: _Client, stream: IO[bytes], out: IO[bytes]) -> None:
+        for line in iter(stream.readline, b""):
+            body = line.rstrip(b"\n")
+            found = _RUN_DIR.match(body)
+            if found and client.end.run_dir is None:
+                client.end.run_dir = found.group(1).decode(errors="replace")
+                if self.on_node_dir is not None:
+                    self.on_node_dir(client.node.rank, client.end.run_dir)
+            ended = _EXIT.match(body)
+            if ended:
+                client.end.reason = ended.group(2).decode(errors="replace")
+            self._show(out, _label(client.node, line))
+
+    def _show(self, out: IO[bytes], data: bytes) -> None:
+        with self._write, contextlib.suppress(OSError, ValueError):
+            out.write(data)
+            out.flush()
+
+    def say(self, text: str) -> None:
+        self._show(self.stdout, f"[{PROG}] {text}\n".encode())
+
+    # -- signals -------------------------------------------------------------------------------
+    def on_signal(self, signum: int, _frame: object) -> None:
+        first = self.signal_received is None
+        if first:
+            self.signal_received = signum
+            self.kill_at = time.monotonic() + self.grace_period + STOP_MARGIN_S
+        elif signum == signal.SIGINT:  # a second Ctrl+C: every node kills at once
+            self.kill_at = min(self.kill_at or 0.0, time.monotonic() + STOP_MARGIN_S)
+        else:
+            return
+        self._stop_all()
+
+    def on_stacks(self, _signum: int, _frame: object) -> None:
+        """SIGUSR2 here takes no remote stacks (``runs stacks`` on each host does)."""
+
+    def _stop_all(self) -> None:
+        for client in self.clients:
+            if client.proc.poll() is None:
+                client.say(leash.STOP.encode() + b"\n")
+
+    # -- wait ----------------------------------------------------------------------------------
+    def wait(self) -> Outcome:
+        while True:
+            now = time.monotonic()
+            running = 0
+            for client in self.clients:
+                code = client.proc.poll()
+                if code is None:
+                    running += 1
+                elif client.end.exit_code is None:
+                    client.end.exit_code, client.end.ended_at = code, now
+                    if code != 0 and self.stop_at is None and self.signal_received is None:
+                        self.stop_at = now + FOLLOW_S
+            if running == 0:
+                break
+            if self.stop_at is not None and now >= self.stop_at:
+                self.stop_at = float("inf")
+                self._stop_all()
+                self.kill_at = now + self.grace_period + STOP_MARGIN_S
+            if self.kill_at is not None and now >= self.kill_at:
+                for client in self.clients:
+                    if client.proc.poll() is None:
+                        client.proc.kill()
+                self.kill_at = now + 1.0
+            time.sleep(POLL_S)
+        self._done.set()
+        for client in self.clients:
+            for pump in client.pumps:
+                pump.join(timeout=5)
+        return self._outcome()
+
+    def _outcome(self) -> Outcome:
+        ends = tuple(client.end for client in self.clients)
+        if self.signal_received is not None:
+            name = signal.Signals(self.signal_received).name
+            return Outcome(128 + self.signal_received, f"stopped by {name}", Reason.INTERRUPTED, ends)
+        failed = [end for end in ends if end.exit_code]
+        if not failed:
+            return Outcome(0, "success", Reason.SUCCEEDED, ends)
+        # the first node that failed on its own; else the first that failed at all
+        own = [end for end in failed if not end.lost and end.reason not in FOLLOWERS and end.exit_code != 130]
+        first = min(own or failed, key=lambda end: (end.ended_at or 0.0, end.rank))
+        where = f"node {first.rank} ({first.host})"
+        if first.lost:
+            how = (
+                f"ssh exit status {SSH_FAILED}"
+                if first.exit_code == SSH_FAILED
+                else "no answer after it was told to stop"
+            )
+            text = f"{where} lost: its SSH connection failed ({how})"
+            return Outcome(EXIT_NODE_LOST, NODE_LOST, Reason.NODE_LOST, ends, first.rank, text)
+        why = first.reason or "its launcher failed"
+        text = f"{where} failed: exit code {first.exit_code} ({why})"
+        if first.run_dir:
+            text += f"; its run directory: {first.host}:{first.run_dir}"
+        ended = Reason.NODE_LOST if first.reason == NODE_LOST else Reason.FAILED
+        return Outcome(first.exit_code, f"{where}: {why}", ended, ends, first.rank, text)
+
+    def close(self) -> None:
+        self._done.set()
+        for client in self.clients:
+            with contextlib.suppress(OSError, ValueError):
+                if client.proc.stdin is not None:
+                    client.proc.stdin.close()
+            if client.proc.poll() is None:
+                client.proc.kill()
+            client.proc.wait()
+
+
+def _label(node: RemoteNode, line: bytes) -> bytes:
+    """A line of a node's launcher (``[train_multigpu] ...``, ``train_multigpu: error: ...``) with
+    the node named; the ranks' lines as they are.
+
+    >>> _label(RemoteNode(1, "gpu-b", ()), b"[train_multigpu] exit code 0 (success)\\n")
+    b'[train_multigpu] node 1 (gpu-b): exit code 0 (success)\\n'
+    >>> _label(RemoteNode(1, "gpu-b", ()), b"[1:3] step 10\\n")
+    b'[1:3] step 10\\n'
+    """
+    tag = f"node {node.rank} ({node.host}): ".encode()
+    for head in (_LAUNCHER, _ERROR):
+        if line.startswith(head):
+            return head + tag + line[len(head) :]
+    return line
+
+
+def run(
+    nodes: Sequence[RemoteNode],
+    secrets: dict[str, str],
+    grace_period: float,
+    timeout_s: float = leash.DEFAULT_TIMEOUT_S,
+    interrupts: Interrupts | None = None,
+    on_node_dir: Callable[[int, str], None] | None = None,
+) -> Outcome:
+    """Start every node's client, supervise them to the end, print the failing node's summary."""
+    launch = SshNodes(nodes, secrets, grace_period, timeout_s, on_node_dir=on_node_dir)
+    installed = {} if interrupts is not None else {sig: launch.on_signal for sig in FORWARDED_SIGNALS}
+    if interrupts is None:
+        installed.update({sig: launch.on_stacks for sig in STACK_SIGNALS})
+    with handlers(installed):
+        if interrupts is not None:
+            interrupts.attach(launch)
+        try:
+            launch.start()
+            outcome = launch.wait()
+        finally:
+            if interrupts is not None:
+                interrupts.detach(launch)
+            launch.close()
+    if outcome.summary:
+        with contextlib.suppress(OSError):
+            print(f"[{PROG}] {outcome.summary}", file=sys.stderr, flush=True)
+    return outcome

@@ -1,0 +1,99 @@
+"""``submit=ssh``'s handle side (``runs`` calls it; no Hydra): a launch under way, from its record.
+
+This machine's launcher holds the launch (it supervises every node's ssh client), so its own record
+says how the launch stands (``describe``: D/status.json, read as a local launch's), and stopping it
+is one Ctrl+C to it (``cancel``: SIGINT, which stops every node). A rank's log is on its node's
+host, in that node's run directory (D/nodes.json names it): read here where that directory is
+visible (a shared disk, node 0 on this machine), else over the node's own ssh command.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+
+from .. import files
+from ..backends import local_state
+from ..backends.base import Handle, Status
+from ..errors import UserError
+from ..rundir import RunPaths
+
+NODES = "nodes.json"
+
+
+def describe(handle: Handle) -> Status:
+    return local_state.describe(handle)
+
+
+def cancel(handle: Handle) -> None:
+    local_state.cancel(handle)
+
+
+def nodes(handle: Handle) -> list[dict]:
+    """D/nodes.json's nodes ([] when it cannot be read)."""
+    try:
+        data = files.read_json(os.path.join(handle.run_dir, NODES))
+    except (OSError, ValueError):
+        return []
+    found = data.get("nodes") if isinstance(data, dict) else None
+    return [node for node in found if isinstance(node, dict)] if isinstance(found, list) else []
+
+
+def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+    """Rank ``rank``'s log (0 by default) from the node that ran it."""
+    rank = 0 if rank is None else rank
+    known = nodes(handle)
+    for node in known:
+        where = node.get("run_dir")
+        if not isinstance(where, str):
+            continue
+        path = RunPaths(where).rank_log(rank)
+        if os.path.isfile(path):  # visible here: followed while this launch runs
+            yield from _local(handle, where, rank, follow)
+            return
+    for node in known:
+        where, ssh = node.get("run_dir"), node.get("ssh")
+        if not isinstance(where, str) or not isinstance(ssh, list) or not all(isinstance(a, str) for a in ssh):
+            continue
+        path = str(RunPaths(where).rank_log(rank))
+        lines = list(_remote(ssh, path))
+        if lines and lines[0] != _MISSING:
+            yield from lines
+            return
+    hosts = ", ".join(f"node {n.get('node')} ({n.get('host')})" for n in known) or "none recorded"
+    raise UserError("--rank", rank, f"no node of this launch has a log for rank {rank} (nodes: {hosts})")
+
+
+_MISSING = "train_multigpu: no such log\n"
+
+
+def _local(handle: Handle, node_dir: str, rank: int, follow: bool) -> Iterator[str]:
+    """A node's rank log read here; followed until this launch's own record ends."""
+    import time
+
+    stream = files.open_regular(RunPaths(node_dir).rank_log(rank), node_dir)
+    partial = b""
+    try:
+        while True:
+            data = stream.read(1 << 20)
+            if data:
+                *lines, partial = (partial + data).split(b"\n")
+                yield from (line.decode(errors="replace") + "\n" for line in lines)
+                continue
+            if not follow or describe(handle).state.ended:
+                break
+            time.sleep(local_state.POLL_S)
+        if partial:
+            yield partial.decode(errors="replace")
+    finally:
+        stream.close()
+
+
+def _remote(ssh: list[str], path: str) -> Iterator[str]:
+    """A rank log on its host, through the node's ssh command (read once)."""
+    from ..run.process import procs
+
+    quoted = shlex.quote(path)
+    line = f"if test -f {quoted}; then cat {quoted}; else echo {shlex.quote(_MISSING.strip())}; fi"
+    yield from procs.follow_lines([*ssh, line])

@@ -1,0 +1,239 @@
+"""``submit=ssh`` for real (issue 21): two "hosts" (network namespaces, each with a real Debian sshd:
+tests/sshd.py), this machine's launcher started inside host 0's namespace (a workstation that is
+also node 0) and every node's launcher started over ssh. What runs: one console, one exit code, one
+Ctrl+C, the leash, the secret on the channel, the record.
+
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sshd import SshHosts
+from supervise_util import env
+
+REPO = Path(__file__).resolve().parents[1]
+ALLREDUCE = REPO / "examples" / "allreduce.py"
+PROBE = REPO / "tests" / "workers" / "secret_probe.py"
+SPAWNER = REPO / "tests" / "workers" / "spawner.py"
+SECRET = "tmg-ssh-s3cr3t-value-0xC0FFEE"
+
+
+@pytest.fixture
+def lab(tmp_path):
+    with SshHosts(2, tmp_path / "ssh", hostnames=True) as hosts:
+        yield hosts
+
+
+def launch(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Popen:
+    """``train_multigpu submit=ssh <lab's hosts> device=cpu run_root=<tmp>/runs ...`` in host 0's namespace."""
+    argv = [sys.executable, "-m", "launcher", "submit=ssh", *lab.overrides, "device=cpu", f"run_root={tmp / 'runs'}"]
+    argv += [*overrides, "--", *script_args] if script_args else list(overrides)
+    return lab.hosts[0].run(argv, env=env(), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the launch did not end in {timeout} s:\n{out.decode()}\n{err.decode()}") from None
+    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def record(tmp: Path) -> Path:
+    """The launch's run directory here (the only one under the run root)."""
+    found = [p for p in (tmp / "runs").iterdir() if p.is_dir()]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_two_hosts_torch_c10d_meet(lab, tmp_path):
+    proc = launch(lab, tmp_path, "launcher.nproc_per_node=2", f"script={ALLREDUCE}", "log_all_ranks=true")
+    code, out, err = finish(proc)
+    assert code == 0, (out, err)
+    sums = re.findall(r"^\[(\d):(\d)\] rank (\d)/4 .*all_reduce sum=(\d+) expected=15$", out, re.M)
+    assert sorted(int(rank) for _, _, rank, _ in sums) == [0, 1, 2, 3], out
+    assert {total for *_, total in sums} == {"15"}
+    assert {node for node, *_ in sums} == {"0", "1"}  # both hosts' ranks, each line named by its node
+    status = json.loads((record(tmp_path) / "status.json").read_text())
+    assert status["exit_code"] == 0 and status["outcome"] == "succeeded"
+    nodes = json.loads((record(tmp_path) / "nodes.json").read_text())["nodes"]
+    assert [(n["node"], n["host"], n["exit_code"]) for n in nodes] == [
+        (0, lab.addresses[0], 0),
+        (1, lab.addresses[1], 0),
+    ]
+    assert [n["run_dir"] for n in nodes] == [str(record(tmp_path) / "node0"), str(record(tmp_path) / "node1")]
+    submit = json.loads((record(tmp_path) / "submit.json").read_text())
+    assert submit["backend"] == "ssh"
+    # runs: the launch listed once, with its nodes; a rank's log from the node that ran it
+    runs = [sys.executable, "-m", "launcher", "runs"]
+    root = ["--root", str(tmp_path / "runs")]
+    listed = subprocess.run([*runs, *root, "--json", "list"], capture_output=True, text=True, env=env())
+    assert listed.returncode == 0, listed.stderr
+    (only,) = json.loads(listed.stdout)
+    assert only["status"] == "success" and len(only["record_dirs"]) == 2, only
+    rank3 = next(node for node, _, rank, _ in sums if rank == "3")
+    logs = [*runs, *root, "logs", only["id"], "--rank", "3"]
+    shown = subprocess.run(logs, capture_output=True, text=True, env=env())
+    assert shown.returncode == 0, shown.stderr
+    assert "rank 3/4" in shown.stdout, (shown.stdout, rank3)
+
+
+def ns_pids(host) -> set[int]:
+    out = subprocess.run(["ip", "netns", "pids", host.ns], capture_output=True, text=True, timeout=30).stdout
+    return {int(tok) for tok in out.split()}
+
+
+def left_in(lab) -> dict[int, list[str]]:
+    """What still runs in each host's namespace besides its sshd (and the sshd sessions' own)."""
+    sshd = {p.pid for p in lab.sshd.values()}
+    left = {}
+    for host in lab.hosts:
+        names = []
+        for pid in ns_pids(host) - sshd:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if not cmd.startswith("sshd"):
+                names.append(f"{pid}: {cmd[:120]}")
+        if names:
+            left[host.index] = names
+    return left
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def sleeping(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> tuple[subprocess.Popen, Path]:
+    """Two JAX-topology ranks per host running the spawner (no JAX imported: a quick start), asleep."""
+    pid_dir = tmp / "pids"
+    pid_dir.mkdir()
+    proc = launch(
+        lab,
+        tmp,
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=2",
+        f"script={SPAWNER}",
+        *overrides,
+        script_args=("--pid_dir", str(pid_dir), *script_args),
+    )
+    return proc, pid_dir
+
+
+def test_a_rank_exiting_7_on_node_1_gives_exit_7_here(lab, tmp_path):
+    proc, _ = sleeping(lab, tmp_path, "launcher.grace_period=5", script_args=("--mode", "sleep", "--fail", "3:7"))
+    code, out, err = finish(proc)
+    assert code == 7, (out, err)
+    assert f"node 1 ({lab.addresses[1]}) failed: exit code 7 (rank failed)" in err
+    status = json.loads((record(tmp_path) / "status.json").read_text())
+    assert status["exit_code"] == 7 and status["failure"]["node"] == 1
+    assert left_in(lab) == {}
+
+
+def test_ctrl_c_leaves_nothing_running_on_either_host(lab, tmp_path):
+    from supervise_util import survivors, wait_for_files
+
+    proc, pid_dir = sleeping(lab, tmp_path, script_args=("--mode", "sleep"))
+    wait_for_files(pid_dir, 12, timeout=120)  # four ranks, two helpers each
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, (out, err)
+    assert survivors(pid_dir) == []
+    assert wait_for(lambda: left_in(lab) == {} or None, 10, f"nothing left: {left_in(lab)}") is not None
+    status = json.loads((record(tmp_path) / "status.json").read_text())
+    assert status["reason"] == "stopped by SIGINT"
+    nodes = json.loads((record(tmp_path) / "nodes.json").read_text())["nodes"]
+    assert [n["reason"] for n in nodes] == ["stopped by SIGINT", "stopped by SIGINT"]
+
+
+def test_a_secret_reaches_both_hosts_workers_and_no_command_line_or_file(lab, tmp_path):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    proc = launch(
+        lab,
+        tmp_path,
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=1",
+        f"script={PROBE}",
+        f"+worker_env.HF_TOKEN={SECRET}",
+        script_args=("--name", "HF_TOKEN", "--out", str(out_dir), "--sleep"),
+    )
+    shas = wait_for(lambda: len(found := sorted(out_dir.glob("*.sha"))) == 2 and found, 120, "both ranks' probes")
+    assert {p.name for p in shas} == {"node0-rank0.sha", "node1-rank1.sha"}  # one rank on each host
+    assert {p.read_text() for p in shas} == {hashlib.sha256(SECRET.encode()).hexdigest()}
+    # every host's processes (one pid namespace), but the command typed here (the user's own line)
+    for pid in set(filter(str.isdigit, os.listdir("/proc"))) - {str(proc.pid)}:
+        try:
+            assert SECRET.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), pid
+        except OSError:
+            continue
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, (out, err)
+    assert SECRET not in out + err
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert written == []
+
+
+def test_node_1_link_down_ends_its_ranks_by_themselves(lab, tmp_path):
+    from supervise_util import survivors, wait_for_files
+
+    proc, pid_dir = sleeping(
+        lab, tmp_path, "launcher.node_timeout=5", "launcher.grace_period=5", script_args=("--mode", "sleep")
+    )
+    wait_for_files(pid_dir, 12, timeout=120)
+    node1 = [int(p.read_text()) for p in (pid_dir / "rank2.pid", pid_dir / "rank3.pid")]
+    lab.hosts[1].unplug()  # silence: no FIN, no RST reaches anyone
+    # node 1's launcher notices by itself (its liveness beat and its channel go silent) and stops its ranks
+    wait_for(lambda: not any(Path(f"/proc/{pid}").exists() for pid in node1) or None, 60, "node 1's ranks ended")
+    code, out, err = finish(proc, timeout=180)
+    assert code == 125, (out, err)
+    assert survivors(pid_dir) == []
+
+
+def test_two_hosts_jax_meet(lab, tmp_path):
+    proc = launch(
+        lab,
+        tmp_path,
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=2",
+        f"script={ALLREDUCE}",
+        "log_all_ranks=true",
+        "+worker_env.JAX_PLATFORMS=cpu",
+        script_args=("--ml_framework", "jax"),
+    )
+    code, out, err = finish(proc, timeout=400)
+    assert code == 0, (out, err)
+    sums = re.findall(r"^\[(\d):(\d)\] rank (\d)/4 local_rank \d psum=(\d+) expected=15$", out, re.M)
+    assert sorted((node, rank) for node, _, rank, _ in sums) == [("0", "0"), ("0", "1"), ("1", "2"), ("1", "3")], out
+    assert {total for *_, total in sums} == {"15"}
+
+
+def test_the_bundled_trainer_trains_across_two_hosts(lab, tmp_path):
+    proc = launch(lab, tmp_path, "launcher.nproc_per_node=1", "max_iterations=3", "num_envs=4", "seed=7")
+    code, out, err = finish(proc, timeout=400)
+    assert code == 0, (out, err)
+    trained = record(tmp_path)  # run_dir: every node trains there (rank 0 writes), as a SLURM job's nodes
+    info = json.loads((trained / "run_info.json").read_text())
+    assert info["world_size"] == 2 and info["dist_backend"] == "gloo"
+    assert list((trained / "checkpoints").glob("iter_000003.ckpt"))

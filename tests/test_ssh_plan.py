@@ -1,0 +1,431 @@
+"""``submit=ssh``'s pure side: the hosts (``ssh.hosts``, DeepSpeed hostfiles), the ``ssh.*`` checks and
+their messages, and each node's ssh and remote command (launcher/ssh/hosts.py, checks.py, command.py),
+through ``SshBackend.dryrun`` on a launch composed as the session composes it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.backends.base import Launch, Typed
+from launcher.config import compose, grammar
+from launcher.errors import UserError
+from launcher.ssh.backend import SshBackend
+from launcher.ssh.command import SshNode
+
+SECRET = "s3cr3t-ssh-plan-value"
+PY = "/opt/venv/bin/python"
+CWD = "/home/me/project"
+
+
+def dryrun(*typed: str, script_args: tuple[str, ...] = (), hydra_flags: tuple[str, ...] = (), cwd: str = CWD):
+    """The request for ``typed`` (secrets hidden and revealed as the session does), this machine's
+    interpreter and working directory pinned."""
+    masked, vault = grammar.hide(list(typed), False)
+    cfg = vault.reveal(compose.compose(masked))
+    launch = Launch(
+        cfg,
+        Typed(overrides=tuple(masked), script_args=script_args, hydra_flags=hydra_flags),
+        Path("/runs/2026-12-01_10-00-00_x"),
+        vault,
+    )
+    return SshBackend(python=PY, cwd=cwd).dryrun(launch)
+
+
+def refused(*typed: str, cwd: str = CWD) -> str:
+    with pytest.raises(UserError) as err:
+        dryrun(*typed, cwd=cwd)
+    return str(err.value)
+
+
+TWO = ("submit=ssh", "ssh.hosts=[gpu-a,gpu-b]")
+
+
+# -- each node's commands ----------------------------------------------------------------------------
+def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_endpoint():
+    request = dryrun(
+        *TWO,
+        "launcher.nproc_per_node=4",
+        "task=Isaac-Cartpole-v0",
+        "seed=3",
+        "dry_run=true",
+        script_args=("--headless",),
+    )
+    plan = request.payload
+    assert [n.host for n in plan.nodes] == ["gpu-a", "gpu-b"]
+    for rank, node in enumerate(plan.nodes):
+        assert node.ssh_argv == (
+            "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+            "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", node.host,
+        )  # fmt: skip
+        assert node.entry == f"{PY} -m launcher" and node.workdir == CWD
+        assert node.remote_argv == (
+            "launcher.nproc_per_node=4", "task=Isaac-Cartpole-v0", "seed=3",  # as typed, in that order
+            "launcher.topology=multinode", "launcher.nnodes=2", f"launcher.node_rank={rank}",
+            "launcher.rdzv_endpoint=gpu-a:29400", "launcher.rdzv_id=2026-12-01_10-00-00_x",
+            "submit=none", "run_dir=/runs/2026-12-01_10-00-00_x", "--", "--headless",
+        )  # fmt: skip
+        assert node.argv[-1] == (
+            f"cd {CWD} && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && {PY} -m launcher {shlex.join(node.remote_argv)}"
+        )
+    assert plan.endpoint == "gpu-a:29400" and plan.secrets == ()
+
+
+def test_the_dry_run_prints_every_ssh_command_line_as_it_is_run():
+    request = dryrun(*TWO, "ssh.user=me", "ssh.port=2222", "ssh.identity=/k/id", "launcher.nproc_per_node=2")
+    for node in request.payload.nodes:
+        assert shlex.join(node.argv) in request.shown.splitlines()
+        assert (
+            f"# node {node.rank}: {node.host}, ranks {2 * node.rank}-{2 * node.rank + 1} of 4, in {CWD}, "
+            f"recording in /runs/2026-12-01_10-00-00_x/node{node.rank}"
+        ) in request.shown
+    auto = dryrun(*TWO).shown
+    assert "# node 1: gpu-b, launcher.nproc_per_node=auto ranks (counted there), in" in auto
+    assert "-l me -p 2222 -i /k/id" in request.shown
+    assert request.files == {}  # nothing to write: each node records on its own disk
+
+
+def test_the_remote_shell_gets_every_argument_back_exactly(tmp_path):
+    # the remote line as a real sh parses it: an entry that prints the arguments it got
+    args = ("task=it's a $HOME `x`", '+worker_env.A="b c"', "run_dir=/r d", "--", "--name", "a;b|c&&d")
+    printer = shlex.join([sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"])
+    node = SshNode(0, "h", ("ssh", "h"), printer, args, str(tmp_path))
+    out = subprocess.run(["sh", "-c", node.remote_line], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert json.loads(out) == list(args)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["task=X", "seed=2", "--", "--headless"],
+        ["--headless", "task=X", "--lr", "3", "seed=2", "--", "--extra", "a b"],
+        ["--task", "X", "--ml_framework", "jax", "env.scene.num_envs=4", "--seed=1", "presets=[debug]", "--flag"],
+        ["presets=debug", "--video", "--device", "cpu", "agent.lr=1e-3", "--", "--headless"],
+    ],
+)
+def test_each_node_parses_the_arguments_back_in_the_typed_order(argv):
+    # what the training script gets, and in which order, is the same on every node as it would be here
+    line = grammar.parse([*TWO, *argv])
+    masked, vault = grammar.hide(line.overrides, False)
+    cfg = vault.reveal(compose.compose(compose.with_default_profile(masked, {})))
+    typed = Typed(overrides=tuple(masked), script_args=tuple(line.script_args), order=tuple(line.order))
+    plan = SshBackend(python=PY, cwd=CWD).dryrun(Launch(cfg, typed, Path("/r/x"), vault)).payload
+    for node in plan.nodes:
+        there = grammar.parse(list(node.remote_argv))
+        assert (there.order, there.script_args) == (line.order, line.script_args), node.remote_argv
+
+
+def test_one_host_runs_a_single_node_launch_there():
+    request = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "task=x")
+    (node,) = request.payload.nodes
+    assert node.remote_argv == (
+        "task=x", "launcher.nnodes=1", "launcher.node_rank=0", "submit=none",
+        "run_dir=/runs/2026-12-01_10-00-00_x/node0",
+    )  # fmt: skip
+    assert (
+        request.shown.splitlines()[1]
+        == "# submit=ssh: 1 node, no rendezvous; run directory: /runs/2026-12-01_10-00-00_x"
+    )
+    # launcher=multinode typed: a multi-node launch of one node, meeting on that host
+    multi = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "launcher=multinode").payload
+    assert "launcher.rdzv_endpoint=gpu-a:29400" in multi.nodes[0].remote_argv
+
+
+def test_jax_meets_at_a_coordinator_on_node0_and_a_given_endpoint_is_kept():
+    jax = dryrun(*TWO, "launcher=skrl_jax", "launcher.nproc_per_node=2").payload
+    assert "launcher.coordinator_address=gpu-a:29400" in jax.nodes[1].remote_argv
+    assert not any(a.startswith(("launcher.rdzv", "launcher.topology")) for a in jax.nodes[1].remote_argv)
+    given = dryrun(*TWO, "launcher.rdzv_endpoint=10.0.0.9:4000", "ssh.rendezvous_port=5000").payload
+    assert given.endpoint == "10.0.0.9:4000"
+    assert [a for a in given.nodes[1].remote_argv if "rdzv" in a] == ["launcher.rdzv_endpoint=10.0.0.9:4000"]
+    port = dryrun(*TWO, "ssh.rendezvous_port=5000").payload
+    assert "launcher.rdzv_endpoint=gpu-a:5000" in port.nodes[0].remote_argv
+    v6 = dryrun("submit=ssh", "ssh.hosts=['fd00::1','fd00::2']").payload
+    assert "launcher.rdzv_endpoint=[fd00::1]:29400" in v6.nodes[1].remote_argv
+    assert v6.nodes[1].ssh_argv[-1] == "fd00::2"
+
+
+def test_only_this_machines_keys_are_dropped_and_config_dirs_made_absolute(tmp_path):
+    (tmp_path / "lab").mkdir()
+    request = dryrun(
+        *TWO, "ssh.connect_timeout=3", "run_dir=/elsewhere", "launcher.nnodes=2", "seed=1",
+        hydra_flags=("--config-dir", "lab"), cwd=str(tmp_path),
+    )  # fmt: skip
+    argv = request.payload.nodes[0].remote_argv
+    assert argv[:3] == ("--config-dir", str(tmp_path / "lab"), "seed=1")
+    assert not any(a.startswith(("ssh.", "submit=ssh", "run_dir=/elsewhere")) for a in argv)
+    assert argv.count("launcher.nnodes=2") == 1
+    assert "ConnectTimeout=3" in request.payload.nodes[0].ssh_argv
+
+
+def test_ssh_keys_reach_the_ssh_command_only():
+    plan = dryrun(
+        *TWO, "ssh.user=lab", "ssh.identity=/keys/lab", "ssh.workdir=/srv/rl",
+        "ssh.command=conda run -n rl train_multigpu",
+        "+ssh.options=['ProxyJump=gw','StrictHostKeyChecking=accept-new']",
+    ).payload  # fmt: skip
+    node = plan.nodes[1]
+    assert node.ssh_argv[5:-1] == (
+        "-l", "lab", "-i", "/keys/lab", "-o", "ProxyJump=gw", "-o", "StrictHostKeyChecking=accept-new",
+        "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+    )  # fmt: skip
+    assert node.argv[-1].startswith(
+        "cd /srv/rl && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && conda run -n rl train_multigpu "
+        "launcher.topology=multinode"
+    )
+
+
+def test_no_secret_value_in_any_command_the_dry_run_or_the_payload():
+    request = dryrun(*TWO, f"+worker_env.HF_TOKEN={SECRET}", "task=x")
+    plan = request.payload
+    assert plan.secrets == ("worker_env.HF_TOKEN",)
+    for node in plan.nodes:
+        assert SECRET not in " ".join(node.argv)
+        assert "+worker_env.HF_TOKEN=***" in node.remote_argv  # the placeholder; the value goes on stdin
+    assert SECRET not in request.shown and SECRET not in repr(plan)
+    assert plan.vault.values == {"worker_env.HF_TOKEN": {"***": SECRET}}  # for the submitter, never shown
+    assert "secrets on each ssh client's stdin (never on a command line): worker_env.HF_TOKEN" in request.shown
+
+
+# -- hostfiles ---------------------------------------------------------------------------------------
+def test_a_deepspeed_hostfile_names_the_hosts_and_slots_set_the_ranks_per_node(tmp_path):
+    (tmp_path / "hosts.txt").write_text("# the lab\ngpu-a slots=4\n\n  gpu-b slots=4   # under the desk\n")
+    plan = dryrun("submit=ssh", "ssh.hostfile=hosts.txt", cwd=str(tmp_path)).payload
+    assert [n.host for n in plan.nodes] == ["gpu-a", "gpu-b"]
+    assert "launcher.nproc_per_node=4" in plan.nodes[0].remote_argv
+    agree = dryrun("submit=ssh", "ssh.hostfile=hosts.txt", "launcher.nproc_per_node=4", cwd=str(tmp_path)).payload
+    assert agree.nodes[0].remote_argv.count("launcher.nproc_per_node=4") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "typed", "message"),
+    [
+        (
+            "gpu-a slots=4\ngpu-b slots=2\n",
+            (),
+            "ssh.hostfile=gpu-a slots=4, gpu-b slots=2: the same slots on every host (each node runs "
+            "launcher.nproc_per_node ranks) (docs/ssh.md#the-hostfile)",
+        ),
+        (
+            "gpu-a slots=4\n",
+            ("launcher.nproc_per_node=2",),
+            "ssh.hostfile=gpu-a slots=4: must agree with launcher.nproc_per_node=2 (drop one of them) "
+            "(docs/ssh.md#the-hostfile)",
+        ),
+        (
+            "gpu-a slots=4 max_slots=8\n",
+            (),
+            "ssh.hostfile=line 1 'gpu-a slots=4 max_slots=8': each line is 'HOST slots=N' (N >= 1), 'HOST', "
+            "a # comment or blank (docs/ssh.md#the-hostfile)",
+        ),
+        (
+            "# nobody yet\n",
+            (),
+            "ssh.hostfile=hosts.txt: a hostfile naming at least one host ('HOST slots=N' per line) "
+            "(docs/ssh.md#the-hostfile)",
+        ),
+        ("a\nb\na\n", (), "ssh.hostfile=hosts.txt: each host once (a is given twice)"),
+    ],
+)
+def test_hostfile_mistakes(tmp_path, text, typed, message):
+    (tmp_path / "hosts.txt").write_text(text)
+    assert refused("submit=ssh", "ssh.hostfile=hosts.txt", *typed, cwd=str(tmp_path)) == message
+
+
+def test_an_unreadable_hostfile(tmp_path):
+    assert refused("submit=ssh", "ssh.hostfile=nope.txt", cwd=str(tmp_path)) == (
+        "ssh.hostfile=nope.txt: a readable hostfile (No such file or directory) (docs/ssh.md#the-hostfile)"
+    )
+
+
+# -- every other mistake: one line naming the key, the value, what is allowed -------------------------
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        (
+            ("submit=ssh",),
+            "ssh.hosts=[]: submit=ssh needs the hosts, node 0 first: 'ssh.hosts=[gpu-a,gpu-b]' or "
+            "ssh.hostfile=FILE (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.hostfile=h.txt"),
+            "ssh.hostfile=h.txt: either ssh.hosts or ssh.hostfile, not both (drop one of them)",
+        ),
+        (
+            ("submit=ssh", "ssh.hosts=[me@gpu-a]"),
+            "ssh.hosts=me@gpu-a: a host name or address (gpu-a, 10.0.0.2, fd00::2) (the user goes in ssh.user=NAME)",
+        ),
+        (
+            ("submit=ssh", "ssh.hosts=[gpu-a,'-oProxyCommand=x']"),
+            "ssh.hosts=-oProxyCommand=x: a host name or address (gpu-a, 10.0.0.2, fd00::2) (docs/ssh.md#the-hostfile)",
+        ),
+        (("submit=ssh", "ssh.hosts=[a,a]"), "ssh.hosts=['a', 'a']: each host once (a is given twice)"),
+        (
+            (*TWO, "launcher.nnodes=3"),
+            "launcher.nnodes=3: submit=ssh runs one node per host: 2 hosts (gpu-a, gpu-b) "
+            "(drop launcher.nnodes, or name 3 hosts)",
+        ),
+        (
+            (*TWO, "launcher.nnodes=1:2"),
+            "launcher.nnodes=1:2: submit=ssh runs one node per host: 2 hosts (gpu-a, gpu-b) (drop launcher.nnodes)",
+        ),
+        (
+            (*TWO, "launcher.node_rank=1"),
+            "launcher.node_rank=1: submit=ssh gives every host its own (node 0 is the first host) "
+            "(drop launcher.node_rank; reorder the hosts to choose node 0)",
+        ),
+        # node 0's and the last node's composition is checked here, before anything connects
+        (
+            ("submit=ssh", "ssh.hosts=[127.0.0.1,10.0.0.2]"),
+            "launcher.rdzv_endpoint=127.0.0.1:29400: a loopback address in a launch of nnodes=2: the other nodes "
+            "cannot reach it (use node 0's network address or hostname; if every node runs on this host, add "
+            "launcher.local_nodes=true)",
+        ),
+        (
+            (*TWO, "launcher.rdzv_backend=static"),
+            "launcher.rdzv_backend=static: static rendezvous uses master_addr/master_port, not rdzv_endpoint",
+        ),
+        (
+            (*TWO, "launcher=skrl_jax", "launcher.max_restarts=2"),
+            "launcher.max_restarts=2: torchrun only; launcher=skrl_jax does not take it (it belongs to "
+            "launcher=single_node or launcher=multinode)",
+        ),
+        (
+            (*TWO, "ssh.connect_timeout=0"),
+            "ssh.connect_timeout=0: whole seconds from 1 to 600 (how long ssh waits for each host to answer)",
+        ),
+        ((*TWO, "ssh.port=0"), "ssh.port=0: a port is an integer in 1..65535"),
+        ((*TWO, "ssh.rendezvous_port=70000"), "ssh.rendezvous_port=70000: a port is an integer in 1..65535"),
+        (
+            (*TWO, "ssh.options=[-v]"),
+            "ssh.options=-v: each an ssh -o option as Name=value, e.g. StrictHostKeyChecking=accept-new "
+            "(ssh_config(5))",
+        ),
+        (
+            (*TWO, "ssh.options=['BatchMode=no']"),
+            "ssh.options=BatchMode=no: the launch sets BatchMode=yes itself (a password prompt would wait forever) "
+            "(docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['ConnectTimeout=3']"),
+            "ssh.options=ConnectTimeout=3: the connect timeout is ssh.connect_timeout=N (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.python=python3", "ssh.command=train_multigpu"),
+            "ssh.command=train_multigpu: either ssh.python or ssh.command, not both "
+            "(ssh.command runs the launcher itself; drop ssh.python)",
+        ),
+        (
+            (*TWO, "ssh.workdir=project"),
+            "ssh.workdir=project: an absolute directory that exists on every host (the launcher runs there) "
+            "(docs/ssh.md)",
+        ),
+        ((*TWO, "ssh.user='me@x'"), "ssh.user=me@x: the login name on every host (ssh -l) (docs/ssh.md)"),
+        (
+            (*TWO, "ssh.identity=-i"),
+            "ssh.identity=-i: the private key file ssh uses (ssh -i) (docs/ssh.md)",
+        ),
+    ],
+)
+def test_mistakes_are_one_line(typed, message):
+    assert refused(*typed) == message
+
+
+def test_this_machine_needs_no_gpu_for_the_hosts_gpus(monkeypatch):
+    # a laptop without GPUs submits to GPU workstations: their GPUs are theirs to check (preflight)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    plan = dryrun(*TWO, "device=cuda", "launcher.nproc_per_node=gpu").payload
+    assert plan.nodes[1].remote_argv[:2] == ("device=cuda", "launcher.nproc_per_node=gpu")
+
+
+def test_a_typed_nproc_meets_no_slots():
+    plan = dryrun(*TWO, "launcher.nproc_per_node=3").payload
+    assert plan.nodes[0].remote_argv.count("launcher.nproc_per_node=3") == 1
+
+
+def test_the_timeouts_the_submitter_needs_travel_in_the_plan():
+    plan = dryrun(*TWO, "launcher.grace_period=5", "launcher.node_timeout=12", "ssh.connect_timeout=4").payload
+    assert (plan.grace_period, plan.node_timeout, plan.connect_timeout) == (5.0, 12.0, 4)
+
+
+def test_one_host_may_be_written_bare(run_cli):
+    result = run_cli("submit=ssh", "ssh.hosts=gpu-a", "dry_run=true")
+    assert result.returncode == 0, result.stderr
+    assert "# node 0: gpu-a," in result.stdout
+
+
+def test_the_example_lab_profile(tmp_path, monkeypatch, isaaclab):
+    # examples/profiles/lab_ssh.yaml as a lab commits it (.train_multigpu/profile/ of the project)
+    import shutil
+
+    target = tmp_path / ".train_multigpu" / "profile"
+    target.mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "profiles" / "lab_ssh.yaml", target)
+    monkeypatch.chdir(tmp_path)
+    masked, vault = grammar.hide(["profile=lab_ssh", "task=Isaac-Cartpole-v0"], False)
+    cfg = vault.reveal(compose.compose(compose.with_default_profile(masked, {})))
+    launch = Launch(cfg, Typed(overrides=tuple(masked), script_args=("--headless",)), Path("/r/x"), vault)
+    plan = SshBackend(python=PY, cwd=str(tmp_path)).dryrun(launch).payload
+    node = plan.nodes[1]
+    assert node.ssh_argv == (
+        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-l", "rl", "-i", "~/.ssh/id_lab",
+        "-o", "StrictHostKeyChecking=accept-new", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+        "gpu-b",
+    )  # fmt: skip
+    assert node.entry == "/opt/rl/venv/bin/python -m launcher" and node.workdir == "/home/rl/projects/cartpole"
+    # the profile travels by name (the project holds it on every machine); the node never submits
+    assert node.remote_argv == (
+        "profile=lab_ssh", "task=Isaac-Cartpole-v0", "launcher.topology=multinode", "launcher.nnodes=2",
+        "launcher.node_rank=1", "launcher.rdzv_endpoint=gpu-a:29400", "launcher.rdzv_id=x", "submit=none",
+        "run_dir=/r/x", "--", "--headless",
+    )  # fmt: skip
+
+
+# -- through the command line (the session's one path) ------------------------------------------------
+def test_the_command_lines_dry_run_shows_every_node_and_writes_nothing(run_cli, tmp_path):
+    before = sorted(tmp_path.rglob("*"))
+    result = run_cli(
+        "submit=ssh", "ssh.hosts=[gpu-a,gpu-b]", "launcher.nproc_per_node=2", "task=Pendulum-v1",
+        f"+worker_env.HF_TOKEN={SECRET}", "dry_run=true", "--", "--headless",
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "# ssh (dry run: nothing connected, nothing written)"
+    commands = [shlex.split(line) for line in lines if line.startswith("ssh ")]
+    assert [c[-2] for c in commands] == ["gpu-a", "gpu-b"]
+    for rank, argv in enumerate(commands):
+        remote = shlex.split(argv[-1])
+        assert remote[:8] == [
+            "cd",
+            str(tmp_path),
+            "&&",
+            "export",
+            "TRAIN_MULTIGPU_SSH_CHANNEL=1",
+            "&&",
+            sys.executable,
+            "-m",
+        ]
+        assert f"launcher.node_rank={rank}" in remote and remote[-2:] == ["--", "--headless"]
+    assert SECRET not in result.stdout
+    assert sorted(tmp_path.rglob("*")) == before  # no run directory, no file
+
+
+def test_a_mistake_on_the_command_line_is_one_line_exit_2(run_cli):
+    result = run_cli("submit=ssh", "ssh.hosts=[gpu-a,gpu-b]", "launcher.nnodes=3", "dry_run=true")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "train_multigpu: error: launcher.nnodes=3: submit=ssh runs one node per host: 2 hosts (gpu-a, gpu-b) "
+        "(drop launcher.nnodes, or name 3 hosts)\n"
+    )
+
+
+def test_help_names_the_ssh_keys(run_cli):
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for text in ("SSH (docs/ssh.md): submit=ssh 'ssh.hosts=[gpu-a,gpu-b]'", "ssh.hostfile=FILE", "ssh.workdir"):
+        assert text in result.stdout
