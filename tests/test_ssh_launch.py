@@ -89,6 +89,14 @@ def test_two_hosts_torch_c10d_meet(lab, tmp_path):
     shown = subprocess.run(logs, capture_output=True, text=True, env=env())
     assert shown.returncode == 0, shown.stderr
     assert "rank 3/4" in shown.stdout, (shown.stdout, rank3)
+    missing = subprocess.run(
+        [*runs, *root, "logs", only["id"], "--rank", "9"], capture_output=True, text=True, env=env()
+    )
+    hosts = ", ".join(f"node {i} ({address})" for i, address in enumerate(lab.addresses))
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        f"train_multigpu: error: --rank=9: no node of this launch has a log for rank 9 (nodes: {hosts})\n"
+    )
 
 
 def ns_pids(host) -> set[int]:

@@ -41,31 +41,35 @@ def nodes(handle: Handle) -> list[dict]:
 
 
 def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-    """Rank ``rank``'s log (0 by default) from the node that ran it."""
+    """Rank ``rank``'s log (0 by default) from the node that ran it: read here where the node's run
+    directory is visible, else asked over that node's ssh command (read once)."""
     rank = 0 if rank is None else rank
     known = nodes(handle)
+    elsewhere, unreachable = [], []
     for node in known:
         where = node.get("run_dir")
         if not isinstance(where, str):
             continue
-        path = RunPaths(where).rank_log(rank)
-        if os.path.isfile(path):  # visible here: followed while this launch runs
+        if os.path.isfile(RunPaths(where).rank_log(rank)):  # visible here: followed while this launch runs
             yield from _local(handle, where, rank, follow)
             return
-    for node in known:
-        where, ssh = node.get("run_dir"), node.get("ssh")
-        if not isinstance(where, str) or not isinstance(ssh, list) or not all(isinstance(a, str) for a in ssh):
-            continue
-        path = str(RunPaths(where).rank_log(rank))
-        lines = list(_remote(ssh, path))
-        if lines and lines[0] != _MISSING:
-            yield from lines
+        ssh = node.get("ssh")
+        if not os.path.isdir(where) and isinstance(ssh, list) and all(isinstance(a, str) for a in ssh):
+            elsewhere.append((node, ssh, str(RunPaths(where).rank_log(rank))))
+    for node, ssh, path in elsewhere:
+        code, text = _remote(ssh, path)
+        if code == 0:
+            yield from text.splitlines(keepends=True)
             return
+        if code != _MISSING:
+            unreachable.append(f"node {node.get('node')} ({node.get('host')}): {text.strip() or f'ssh exit {code}'}")
     hosts = ", ".join(f"node {n.get('node')} ({n.get('host')})" for n in known) or "none recorded"
-    raise UserError("--rank", rank, f"no node of this launch has a log for rank {rank} (nodes: {hosts})")
+    why = f"; not asked: {'; '.join(unreachable)}" if unreachable else ""
+    raise UserError("--rank", rank, f"no node of this launch has a log for rank {rank} (nodes: {hosts}){why}")
 
 
-_MISSING = "train_multigpu: no such log\n"
+_MISSING = 3  # the remote shell's exit status when the log is not there
+REMOTE_TIMEOUT_S = 60
 
 
 def _local(handle: Handle, node_dir: str, rank: int, follow: bool) -> Iterator[str]:
@@ -90,10 +94,20 @@ def _local(handle: Handle, node_dir: str, rank: int, follow: bool) -> Iterator[s
         stream.close()
 
 
-def _remote(ssh: list[str], path: str) -> Iterator[str]:
-    """A rank log on its host, through the node's ssh command (read once)."""
-    from ..run.process import procs
+def _remote(ssh: list[str], path: str) -> tuple[int, str]:
+    """A rank log on its host, through the node's ssh command: (exit status, its text or ssh's words).
+    A short bounded query (as ``sbatch`` or ``kubectl`` elsewhere), stdin closed."""
+    import subprocess
 
     quoted = shlex.quote(path)
-    line = f"if test -f {quoted}; then cat {quoted}; else echo {shlex.quote(_MISSING.strip())}; fi"
-    yield from procs.follow_lines([*ssh, line])
+    line = f"test -f {quoted} || exit {_MISSING}; cat {quoted}"
+    try:
+        done = subprocess.run(
+            [*ssh, line], stdin=subprocess.DEVNULL, capture_output=True, timeout=REMOTE_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return -1, f"no answer in {REMOTE_TIMEOUT_S} s"
+    except OSError as err:
+        return -1, str(err)
+    text = (done.stdout if done.returncode == 0 else done.stderr).decode(errors="replace")
+    return done.returncode, text
