@@ -103,3 +103,25 @@ def test_the_record_side_imports_no_hydra():
         "assert not {'hydra', 'omegaconf'} & set(sys.modules), sorted(m for m in sys.modules if 'hydra' in m)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": ""})
+
+
+def test_logs_without_a_rank_are_every_ranks_lines(tmp_path):
+    """``logs(handle)`` (rank None) is every rank's output, as on every back end (base.Backend.logs):
+    each line names its rank, rank after rank; following an ended launch gives the same and ends. A
+    real two-rank launch, run to its end."""
+    script = tmp_path / "worker.py"
+    script.write_text('import os\nfor i in range(3):\n    print("rank", os.environ["JAX_RANK"], "line", i)\n')
+    argv = [sys.executable, "-m", "launcher", "launcher=skrl_jax", "launcher.nproc_per_node=2", f"script={script}"]
+    done = subprocess.run(
+        [*argv, f"run_root={tmp_path / 'runs'}"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    local = backends.get("none")
+    handle = Handle("none", "1", str(run_dir))
+    expected = [f"[rank {r}] rank {r} line {i}\n" for r in (0, 1) for i in range(3)]
+    assert list(local.logs(handle)) == expected
+    assert list(local.logs(handle, follow=True)) == expected
+    assert list(local.logs(handle, rank=1)) == [f"rank 1 line {i}\n" for i in range(3)]
+    with pytest.raises(UserError, match="--rank=all: no readable rank log in"):
+        list(local.logs(Handle("none", "1", str(tmp_path))))

@@ -39,8 +39,9 @@ LATER_STAGES = (
 # modules of it may reach Hydra (``runs show``'s defaults, ``rerun``/``resume``/``compare``)
 RUNS_COMPOSING = {"launcher.runs.chosen", "launcher.runs.again", "launcher.runs.curves"}
 # the back ends' handle side runs calls (describe/logs/cancel: backends/base.py, no Hydra); the local
-# launch's reads its record with runs/read.py (one reader of run directories)
-RUNS_BACKENDS = {"launcher.backends", "launcher.backends.base"}
+# launch's reads its record with runs/read.py (one reader of run directories), and runs/remote reads a
+# local run's handle from its status.json through it (local_state.handle: no Hydra either)
+RUNS_BACKENDS = {"launcher.backends", "launcher.backends.base", "launcher.backends.local_state"}
 READS_RUNS = {"launcher.backends.local_state": {"launcher.runs", "launcher.runs.read"}}
 
 

@@ -272,6 +272,35 @@ def test_the_nodes_of_a_multinode_launch_are_one_group(launches):
     ]
 
 
+def test_json_lists_how_each_run_ended_as_its_outcome(tmp_path):
+    """``runs --json`` carries status.json's ``outcome`` (rundir.Reason's value); a record older than
+    the field reads it from its reason and exit code; a record without an end has none. Records
+    written as the launcher writes them (record.write_json), no launch needed."""
+    root = tmp_path / "runs"
+    config = "launcher:\n  topology: single_node\n  nnodes: '1'\n  nproc_per_node: '2'\n"
+    statuses = {
+        "2026-01-01_10-00-00_hang": {"exit_code": 124, "reason": "hang", "outcome": "hang"},
+        "2026-01-01_10-00-01_port": {"exit_code": 1, "reason": "port 29500 in use", "outcome": "port_in_use"},
+        "2026-01-01_10-00-02_old": {"exit_code": 130, "reason": "stopped by SIGINT"},  # before outcome
+        "2026-01-01_10-00-03_open": {"exit_code": None, "reason": None},  # no end (another host's)
+    }
+    for name, status in statuses.items():
+        (root / name).mkdir(parents=True)
+        record.write_json(root / name / "status.json", {"started": "2026-01-01T10:00:00+00:00", **status})
+        (root / name / "config.yaml").write_text(config)
+    listed = runs_cli(tmp_path, "--json", "--root", str(root))
+    assert listed.returncode == 0, listed.stderr
+    outcome = {run["id"]: run["outcome"] for run in json.loads(listed.stdout)}
+    assert outcome == {
+        "2026-01-01_10-00-00_hang": "hang",
+        "2026-01-01_10-00-01_port": "port_in_use",
+        "2026-01-01_10-00-02_old": "interrupted",
+        "2026-01-01_10-00-03_open": None,
+    }
+    shown = json.loads(runs_cli(tmp_path, "show", "--json", "--root", str(root), "2026-01-01_10-00-00_hang").stdout)
+    assert shown["outcome"] == "hang"
+
+
 def test_json_round_trip(launches):
     tmp, _ = launches
     items = json.loads(runs_cli(tmp, "--json").stdout)

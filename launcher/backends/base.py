@@ -193,7 +193,16 @@ class Backend(Protocol):
 
     def describe(self, handle: Handle) -> Status: ...
 
-    def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]: ...
+    def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        """The run's log lines; ``follow``: and new ones as they come, until the run ends.
+
+        ``rank`` None (``runs logs --rank all``) means EVERY rank: the run's whole output, as the back
+        end keeps it -- a local launch every rank's log, each line prefixed ``[rank R]``; SLURM the
+        job's ``slurm-<id>.out`` (every node's launcher); Ray the job's log; Kubernetes every pod's
+        output (kubectl's ``[pod/NAME/container]`` prefix). An int: that rank's own log (SLURM and
+        Ray: its ``rank<R>.log`` where this machine sees the run directory; Kubernetes: that node's
+        pod). A log that cannot be read is one ``UserError``."""
+        ...
 
     def cancel(self, handle: Handle) -> None: ...
 

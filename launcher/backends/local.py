@@ -367,6 +367,7 @@ class LocalBackend:
         return local_state.describe(handle)
 
     def logs(self, handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
+        """That rank's log; None: every rank's, each line prefixed ``[rank R]`` (base.Backend.logs)."""
         from . import local_state
 
         return local_state.logs(handle, rank, follow)

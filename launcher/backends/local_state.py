@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import files
 from ..errors import UserError
-from ..rundir import RunPaths
+from ..rundir import RANK_LOG, RunPaths
 from ..runs import read
 from .base import Handle, State, Status
 
@@ -67,32 +67,85 @@ def _log(handle: Handle, rank: int) -> Path:
 
 
 def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-    """The lines of one rank's log (rank 0 by default); ``follow``: until the launch's record ends."""
-    path = _log(handle, 0 if rank is None else rank)
+    """One rank's log lines; ``rank`` None: every rank's (Backend.logs' one meaning: the launch's
+    whole output), each line prefixed ``[rank R]``, rank after rank for what is written, then as they
+    come. ``follow``: until the launch's record ends."""
+    if rank is None:
+        yield from _every_rank(handle, follow)
+        return
+    path = _log(handle, rank)
     try:
         stream = files.open_regular(path, handle.run_dir)
     except OSError as err:
-        raise UserError(
-            "--rank", rank if rank is not None else 0, f"no readable log {path}: {err.strerror or err}"
-        ) from None
-    partial = b""
+        raise UserError("--rank", rank, f"no readable log {path}: {err.strerror or err}") from None
     try:
-        while True:
-            data = stream.read(1 << 20)
-            if data:
-                *lines, partial = (partial + data).split(b"\n")
-                yield from (line.decode(errors="replace") + "\n" for line in lines)
-                continue
-            if not follow or describe(handle).state is not State.RUNNING:
-                break
-            time.sleep(POLL_S)
-        rest = stream.read()
-        *lines, partial = (partial + rest).split(b"\n")
-        yield from (line.decode(errors="replace") + "\n" for line in lines)
-        if partial:
-            yield partial.decode(errors="replace")
+        yield from _lines(stream, handle, follow)
     finally:
         stream.close()
+
+
+def _lines(stream, handle: Handle, follow: bool, prefix: str = "") -> Iterator[str]:
+    partial = b""
+    while True:
+        data = stream.read(1 << 20)
+        if data:
+            *lines, partial = (partial + data).split(b"\n")
+            yield from (prefix + line.decode(errors="replace") + "\n" for line in lines)
+            continue
+        if not follow or describe(handle).state is not State.RUNNING:
+            break
+        time.sleep(POLL_S)
+    *lines, partial = (partial + stream.read()).split(b"\n")  # what came before the end was seen
+    yield from (prefix + line.decode(errors="replace") + "\n" for line in lines)
+    if partial:
+        yield prefix + partial.decode(errors="replace")
+
+
+def _every_rank(handle: Handle, follow: bool) -> Iterator[str]:
+    """Every rank's lines: each log read to its end in rank order, then (``follow``) the new lines of
+    any rank, a rank's log that appears later included, until the launch's record ends."""
+    logs_dir = RunPaths(handle.run_dir).logs
+    streams: dict[int, list] = {}  # rank -> [stream, partial line]
+
+    def discover() -> None:
+        try:
+            names = os.listdir(logs_dir)
+        except OSError:
+            return
+        for name in names:
+            match = RANK_LOG.match(name)
+            if match and int(match.group(1)) not in streams:
+                try:
+                    streams[int(match.group(1))] = [files.open_regular(logs_dir / name, handle.run_dir), b""]
+                except OSError:  # not a regular file (runs/read names those): not read
+                    pass
+
+    discover()
+    if not streams and not follow:
+        raise UserError("--rank", "all", f"no readable rank log in {logs_dir}")
+    try:
+        while True:
+            progressed = False
+            for rank in sorted(streams):
+                entry = streams[rank]
+                while data := entry[0].read(1 << 20):
+                    progressed = True
+                    *lines, entry[1] = (entry[1] + data).split(b"\n")
+                    yield from (f"[rank {rank}] " + line.decode(errors="replace") + "\n" for line in lines)
+            if not follow or (not progressed and describe(handle).state is not State.RUNNING):
+                break
+            if not progressed:
+                time.sleep(POLL_S)
+            discover()
+        for rank in sorted(streams):  # what came before the end was seen
+            stream, partial = streams[rank]
+            *lines, partial = (partial + stream.read()).split(b"\n")
+            yield from (f"[rank {rank}] " + line.decode(errors="replace") + "\n" for line in lines)
+            if partial:
+                yield f"[rank {rank}] " + partial.decode(errors="replace")
+    finally:
+        for stream, _ in streams.values():
+            stream.close()
 
 
 def cancel(handle: Handle) -> None:

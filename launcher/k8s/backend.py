@@ -146,19 +146,12 @@ class K8sBackend:
         """The job's pods' output (``rank``: node ``rank``'s pod alone), line by line; all pods' lines
         carry kubectl's ``[pod/NAME/container]`` prefix."""
         kind = handle.extra.get("kind", "")
-        if kind not in kubectl.RESOURCE:
-            raise UserError("logs", handle.id, "submit.json names no TrainJob or PyTorchJob")
+        _resource(handle, "logs")
         selector = kubectl.pod_selector(kind, handle.id, rank)
         args = ["logs", "-l", selector, *self._scope(handle), "--tail=-1", "--max-log-requests=64"]
         args += ["--prefix"] if rank is None else []
         if not follow:
-            try:
-                out = kubectl.run(args, kubectl.QUERY_TIMEOUT_S)
-            except kubectl.KubectlError as err:
-                raise UserError("logs", handle.id, str(err)) from None
-            if out.returncode != 0:
-                raise UserError("logs", handle.id, f"kubectl logs failed: {kubectl.why(out)}")
-            yield from out.stdout.splitlines(keepends=True)
+            yield from _kubectl(args, "logs", handle).stdout.splitlines(keepends=True)
             return
         try:
             argv = [kubectl.find(), *args, "-f"]
@@ -170,16 +163,32 @@ class K8sBackend:
 
     def cancel(self, handle: Handle) -> None:
         """``kubectl delete``: the operator stops and removes the pods. One already gone is no error."""
-        resource = kubectl.RESOURCE.get(handle.extra.get("kind", ""))
-        if resource is None:
-            raise UserError("cancel", handle.id, "submit.json names no TrainJob or PyTorchJob")
-        args = ["delete", resource, handle.id, *self._scope(handle), "--ignore-not-found", "--wait=false"]
-        try:
-            out = kubectl.run(args, kubectl.QUERY_TIMEOUT_S)
-        except kubectl.KubectlError as err:
-            raise UserError("cancel", handle.id, str(err)) from None
-        if out.returncode != 0:
-            raise UserError("cancel", handle.id, f"kubectl delete failed: {kubectl.why(out)}")
+        resource = _resource(handle, "cancel")
+        _kubectl(
+            ["delete", resource, handle.id, *self._scope(handle), "--ignore-not-found", "--wait=false"],
+            "cancel",
+            handle,
+        )
+
+
+def _resource(handle: Handle, key: str) -> str:
+    """kubectl's resource for the job's kind; a record naming no job kind is one UserError."""
+    resource = kubectl.RESOURCE.get(handle.extra.get("kind", ""))
+    if resource is None:
+        raise UserError(key, handle.id, "submit.json names no TrainJob or PyTorchJob")
+    return resource
+
+
+def _kubectl(args: list[str], key: str, handle: Handle):
+    """``kubectl ARGS``, bounded (:data:`kubectl.QUERY_TIMEOUT_S`); kubectl missing, silent or failing
+    as one UserError naming the job (``key``: what was asked, logs or cancel)."""
+    try:
+        out = kubectl.run(args, kubectl.QUERY_TIMEOUT_S)
+    except kubectl.KubectlError as err:
+        raise UserError(key, handle.id, str(err)) from None
+    if out.returncode != 0:
+        raise UserError(key, handle.id, f"kubectl {args[0]} failed: {kubectl.why(out)}")
+    return out
 
 
 def _true(conditions: object) -> list[str]:

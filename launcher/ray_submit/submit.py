@@ -391,7 +391,7 @@ def follow(client, job: RayJob) -> int:
                 except Exception:  # the output stays in `ray job logs`
                     pass
         except KeyboardInterrupt:
-            signum = handler.received or signal.SIGINT
+            signum = handler.received
             print(f"\n[{PROG}] stopping Ray job {job.job_id} ...", flush=True)
             _stop(client, [job])
             print(f"[{PROG}] Ray job {job.job_id}: {job.state or 'not stopped yet'}", flush=True)
@@ -432,7 +432,7 @@ def follow_many(jobs: Sequence[RayJob], clients: Clients, interrupts=None, fail_
             for job in running:
                 _stop(clients[job.address], [job])
             interrupted = running
-    signum = handler.received or signal.SIGINT
+    signum = handler.received
     return [128 + signum if job in interrupted else job.exit_code or 0 for job in jobs]
 
 

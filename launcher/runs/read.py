@@ -75,6 +75,7 @@ class RunInfo:
     status: str = UNKNOWN
     exit_code: int | None = None
     reason: str | None = None
+    outcome: str | None = None  # how it ended (status.json's outcome: rundir.Reason's value); None: not ended
     started: str | None = None  # ISO 8601 with the UTC offset, as status.json has it
     ended: str | None = None
     duration_s: float | None = None
@@ -370,6 +371,8 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
     code = status.get("exit_code")
     info.exit_code = code if isinstance(code, int) and not isinstance(code, bool) else None
     info.reason = status.get("reason") if isinstance(status.get("reason"), str) else None
+    ended = reason_of(status) if info.exit_code is not None else None  # an older record's: from its reason
+    info.outcome = ended.value if ended is not None else None
     for key in ("started", "ended"):
         if isinstance(status.get(key), str):
             setattr(info, key, status[key])

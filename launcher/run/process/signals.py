@@ -39,12 +39,17 @@ def handlers(installed: Mapping[int, Handler]) -> Iterator[None]:
 
 class TermAsInterrupt:
     """While following a remote job (ray_submit/submit.py): SIGTERM and SIGHUP raise
-    KeyboardInterrupt, so they stop the job as Ctrl+C does; ``received`` names the signal that came
-    (unset: none, or Ctrl+C itself)."""
+    KeyboardInterrupt, so they stop the job as Ctrl+C does; ``received`` is the signal a
+    KeyboardInterrupt raised inside stands for (the exit code is 128 + it): SIGTERM or SIGHUP when
+    one came, else SIGINT (Ctrl+C, Python's own KeyboardInterrupt).
+
+    >>> TermAsInterrupt().received == signal.SIGINT
+    True
+    """
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
-        self.received: int | None = None
+        self.received: int = signal.SIGINT
 
     def __enter__(self) -> TermAsInterrupt:
         self._stack.enter_context(handlers({sig: self._raise for sig in (signal.SIGTERM, signal.SIGHUP)}))
