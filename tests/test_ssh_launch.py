@@ -89,6 +89,19 @@ def test_two_hosts_torch_c10d_meet(lab, tmp_path):
     shown = subprocess.run(logs, capture_output=True, text=True, env=env())
     assert shown.returncode == 0, shown.stderr
     assert "rank 3/4" in shown.stdout, (shown.stdout, rank3)
+    every = subprocess.run(
+        [*runs, *root, "logs", only["id"], "--rank", "all"], capture_output=True, text=True, env=env()
+    )
+    assert every.returncode == 0, every.stderr
+    assert sorted(re.findall(r"^\[rank (\d)\] rank \1/4 ", every.stdout, re.M)) == ["0", "1", "2", "3"], every.stdout
+    missing = subprocess.run(
+        [*runs, *root, "logs", only["id"], "--rank", "9"], capture_output=True, text=True, env=env()
+    )
+    hosts = ", ".join(f"node {i} ({address})" for i, address in enumerate(lab.addresses))
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        f"train_multigpu: error: --rank=9: no node of this launch has a log for rank 9 (nodes: {hosts})\n"
+    )
 
 
 def ns_pids(host) -> set[int]:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import UserError
-from ..names import override_key
+from ..names import SSH_CHANNEL_VAR, override_key
 from ..rundir import node_name
 from .hosts import Host
 
@@ -50,9 +50,8 @@ if TYPE_CHECKING:
     from ..secrets import Vault
 
 SSH = "ssh"
-# set on the remote launcher: its stdin is the SSH channel (the secrets; EOF: the connection is gone).
-# Branch sshrun defines it as names.SSH_CHANNEL_VAR: one of the two goes at the merge.
-CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"
+# set on the remote launcher: its stdin is the SSH channel (the secrets; EOF: the connection is gone)
+CHANNEL_VAR = SSH_CHANNEL_VAR
 # a connection that went silent (a link down, a host gone) ends its client after ~15 s: exit 255
 ALIVE = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
 ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launcher/__main__.py)

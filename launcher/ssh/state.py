@@ -41,59 +41,95 @@ def nodes(handle: Handle) -> list[dict]:
 
 
 def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
-    """Rank ``rank``'s log (0 by default) from the node that ran it."""
-    rank = 0 if rank is None else rank
+    """Rank ``rank``'s log from the node that ran it: read here where the node's run directory is
+    visible (``follow``: while this launch runs), else asked over that node's ssh command (read once).
+    ``rank`` None: every rank of every node, each line prefixed ``[rank R]`` (global ranks)."""
+    if rank is None:
+        yield from _every_rank(handle, follow)
+        return
     known = nodes(handle)
+    elsewhere, unreachable = [], []
     for node in known:
         where = node.get("run_dir")
         if not isinstance(where, str):
             continue
-        path = RunPaths(where).rank_log(rank)
-        if os.path.isfile(path):  # visible here: followed while this launch runs
+        if os.path.isfile(RunPaths(where).rank_log(rank)):  # visible here: followed while this launch runs
             yield from _local(handle, where, rank, follow)
             return
-    for node in known:
-        where, ssh = node.get("run_dir"), node.get("ssh")
-        if not isinstance(where, str) or not isinstance(ssh, list) or not all(isinstance(a, str) for a in ssh):
-            continue
-        path = str(RunPaths(where).rank_log(rank))
-        lines = list(_remote(ssh, path))
-        if lines and lines[0] != _MISSING:
-            yield from lines
+        ssh = node.get("ssh")
+        if not os.path.isdir(where) and isinstance(ssh, list) and all(isinstance(a, str) for a in ssh):
+            elsewhere.append((node, ssh, str(RunPaths(where).rank_log(rank))))
+    for node, ssh, path in elsewhere:
+        code, text = _remote(ssh, path)
+        if code == 0:
+            yield from text.splitlines(keepends=True)
             return
+        if code != _MISSING:
+            unreachable.append(f"node {node.get('node')} ({node.get('host')}): {text.strip() or f'ssh exit {code}'}")
     hosts = ", ".join(f"node {n.get('node')} ({n.get('host')})" for n in known) or "none recorded"
-    raise UserError("--rank", rank, f"no node of this launch has a log for rank {rank} (nodes: {hosts})")
+    why = f"; not asked: {'; '.join(unreachable)}" if unreachable else ""
+    raise UserError("--rank", rank, f"no node of this launch has a log for rank {rank} (nodes: {hosts}){why}")
 
 
-_MISSING = "train_multigpu: no such log\n"
+_MISSING = 3  # the remote shell's exit status when the log is not there
+REMOTE_TIMEOUT_S = 60
 
 
 def _local(handle: Handle, node_dir: str, rank: int, follow: bool) -> Iterator[str]:
     """A node's rank log read here; followed until this launch's own record ends."""
-    import time
-
     stream = files.open_regular(RunPaths(node_dir).rank_log(rank), node_dir)
-    partial = b""
     try:
-        while True:
-            data = stream.read(1 << 20)
-            if data:
-                *lines, partial = (partial + data).split(b"\n")
-                yield from (line.decode(errors="replace") + "\n" for line in lines)
-                continue
-            if not follow or describe(handle).state.ended:
-                break
-            time.sleep(local_state.POLL_S)
-        if partial:
-            yield partial.decode(errors="replace")
+        yield from local_state._lines(stream, handle, follow)
     finally:
         stream.close()
 
 
-def _remote(ssh: list[str], path: str) -> Iterator[str]:
-    """A rank log on its host, through the node's ssh command (read once)."""
-    from ..run.process import procs
+def _every_rank(handle: Handle, follow: bool) -> Iterator[str]:
+    """Every node's ranks: a node's directory visible here read as a local launch's (its ranks'
+    lines prefixed ``[rank R]``), another's asked over its ssh command (read once)."""
+    found = False
+    for node in nodes(handle):
+        where, ssh = node.get("run_dir"), node.get("ssh")
+        if not isinstance(where, str):
+            continue
+        if os.path.isdir(where):
+            try:
+                yield from local_state.logs(Handle(local_state.BACKEND, "", where), None, follow)
+                found = True
+            except UserError:  # no rank log on this node (yet)
+                pass
+        elif isinstance(ssh, list) and all(isinstance(a, str) for a in ssh):
+            logs = shlex.quote(str(RunPaths(where).logs))
+            line = (
+                f"cd {logs} || exit {_MISSING}; for f in rank*.log; do r=${{f#rank}}; r=${{r%.log}}; "
+                f'sed "s/^/[rank $r] /" "$f"; done'
+            )
+            code, text = _query(ssh, line)
+            if code == 0 and text:
+                found = True
+                yield from text.splitlines(keepends=True)
+    if not found:
+        raise UserError("--rank", "all", "no readable rank log on any node of this launch")
 
+
+def _remote(ssh: list[str], path: str) -> tuple[int, str]:
+    """A rank log on its host, through the node's ssh command: (exit status, its text or ssh's words)."""
     quoted = shlex.quote(path)
-    line = f"if test -f {quoted}; then cat {quoted}; else echo {shlex.quote(_MISSING.strip())}; fi"
-    yield from procs.follow_lines([*ssh, line])
+    return _query(ssh, f"test -f {quoted} || exit {_MISSING}; cat {quoted}")
+
+
+def _query(ssh: list[str], line: str) -> tuple[int, str]:
+    """One shell line on a node's host: a short bounded query (as ``sbatch`` or ``kubectl`` elsewhere),
+    stdin closed; (exit status, its output, or ssh's words when it failed)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [*ssh, line], stdin=subprocess.DEVNULL, capture_output=True, timeout=REMOTE_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return -1, f"no answer in {REMOTE_TIMEOUT_S} s"
+    except OSError as err:
+        return -1, str(err)
+    text = (done.stdout if done.returncode == 0 else done.stderr).decode(errors="replace")
+    return done.returncode, text
