@@ -127,3 +127,33 @@ def build(argv: list[str], gpus: int = 0, cpus: int = 2, env: dict | None = None
 # the small distributed target (gloo all-reduce / JAX psum, --exit_code_on_rank R:CODE) for tests
 # that exercise launching rather than training
 ALLREDUCE = str(paths.examples_dir() / "allreduce.py")
+
+
+# -- running the suite on several pytest-xdist workers (pyproject's addopts: -n 2) -----------------
+# The suite is mostly waiting (hang timeouts, SLURM's scheduler, Ray jobs, supervised processes
+# stopping), so two workers share 2 cores well. What a test shares decides where it runs: every test
+# of a file on one worker (module fixtures run once), every test on the one-host SLURM cluster on one
+# worker (its 2 CPUs: two jobs at once would queue behind each other), every test on the Ray cluster
+# on one worker (one head for them all, started once). ``-n 0`` runs everything in this process.
+
+CLUSTERS = ("ray", "slurm")
+
+
+def _group(item: pytest.Item) -> str:
+    names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for cluster in CLUSTERS:
+        # test_backend_conformance's `engine` asks for the cluster its parameter names (getfixturevalue)
+        if f"{cluster}_cluster" in names or ("engine" in names and params.get("name") == cluster):
+            return f"{cluster}_cluster"
+    return item.nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") == "no":
+        return
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    # the learning tests (minutes, on one worker) first, so that they end with the rest
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
