@@ -128,3 +128,69 @@ def build(argv: list[str], gpus: int = 0, cpus: int = 2, env: dict | None = None
 # the small distributed target (gloo all-reduce / JAX psum, --exit_code_on_rank R:CODE) for tests
 # that exercise launching rather than training
 ALLREDUCE = str(paths.examples_dir() / "allreduce.py")
+
+
+# -- running the suite on several pytest-xdist workers (pyproject's addopts: -n 2) -----------------
+# The suite is mostly waiting (hang timeouts, SLURM's scheduler, Ray jobs, supervised processes
+# stopping), so two workers share 2 cores well. What a test shares decides where it runs: every test
+# of a file on one worker (module fixtures run once), every test on the one-host SLURM cluster on one
+# worker (its 2 CPUs: two jobs at once would queue behind each other), every test on the Ray cluster
+# on one worker (one head for them all, started once). ``-n 0`` runs everything in this process.
+#
+# xdist's own --dist loadgroup cannot do it here: it renames a test's node id to carry the group,
+# and pytest 9.2 no longer reads the attribute it sets. The workers, which collect, write each test's
+# group to a table named for the controller (their parent process); the controller's scheduler hands
+# out one group at a time.
+
+CLUSTERS = ("ray", "slurm")
+
+
+def _group(item: pytest.Item) -> str:
+    names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    for cluster in CLUSTERS:
+        # test_backend_conformance's `engine` asks for the cluster its parameter names (getfixturevalue)
+        if f"{cluster}_cluster" in names or ("engine" in names and params.get("name") == cluster):
+            return f"{cluster}_cluster"
+    return item.nodeid.split("::", 1)[0]
+
+
+def _groups_table(controller_pid: int) -> Path:
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / f"train_multigpu-xdist-groups-{controller_pid}.tsv"
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):  # not an xdist worker
+        return
+    # the learning tests (minutes, on one worker) first, so that they end with the rest
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    table = _groups_table(os.getppid())
+    draft = table.with_name(f"{table.name}.{os.getpid()}")
+    draft.write_text("".join(f"{item.nodeid}\t{_group(item)}\n" for item in items))
+    os.replace(draft, table)  # every worker writes the same table: the last one stays, whole
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: unknown with -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """xdist's scope scheduling with :func:`_group` as the scope (read once the workers collected)."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                table = _groups_table(os.getpid())
+                lines = table.read_text().splitlines() if table.exists() else []  # none: by file
+                self.groups = dict(line.split("\t", 1) for line in lines)
+            return self.groups.get(nodeid, nodeid.split("::", 1)[0])
+
+    return ByGroup(config, log)
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        _groups_table(os.getpid()).unlink(missing_ok=True)

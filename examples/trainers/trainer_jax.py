@@ -7,6 +7,7 @@ collectives on CPU) and set skrl's config.
 from __future__ import annotations
 
 import functools
+import math
 import pickle
 
 import flax
@@ -49,13 +50,26 @@ class CachedReduce:
 
     def reduce_parameters(self, tree):
         leaves, treedef = jax.tree.flatten(tree)
-        vector = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])[None]
-        mean = jax.device_put(_PSUM(vector)[0], config.jax.device) / config.jax.world_size
-        out, offset = [], 0
-        for leaf in leaves:
-            out.append(mean[offset : offset + leaf.size].reshape(leaf.shape))
-            offset += leaf.size
-        return jax.tree.unflatten(treedef, out)
+        mean = jax.device_put(_PSUM(_row(leaves))[0], config.jax.device) / config.jax.world_size
+        return jax.tree.unflatten(treedef, _split(mean, tuple(leaf.shape for leaf in leaves)))
+
+
+# Packing the leaves into one row and cutting the mean back into leaves only move numbers: compiled
+# once, each is one call instead of a dispatch per leaf and per slice (eager, those took about an
+# eighth of a distributed run's training time on CPU). The results are the same bit for bit.
+@jax.jit
+def _row(leaves):
+    return jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])[None]
+
+
+@functools.partial(jax.jit, static_argnames=("shapes",))
+def _split(vector, shapes):
+    out, offset = [], 0
+    for shape in shapes:
+        size = math.prod(shape)
+        out.append(vector[offset : offset + size].reshape(shape))
+        offset += size
+    return out
 
 
 @functools.partial(jax.jit, static_argnames=("time_limit_bootstrap",))
