@@ -105,7 +105,7 @@ def _lines(stream, handle: Handle, follow: bool, prefix: str = "") -> Iterator[s
 def _every_rank(handle: Handle, follow: bool) -> Iterator[str]:
     """Every rank's lines: each log read to its end in rank order, then (``follow``) the new lines of
     any rank, a rank's log that appears later included, until the launch's record ends."""
-    logs_dir = RunPaths(handle.run_dir).logs
+    logs_dir = RunPaths(handle.run_dir).attempts()[-1].logs  # the latest attempt's (a launch restarted)
     streams: dict[int, list] = {}  # rank -> [stream, partial line]
 
     def discover() -> None:
