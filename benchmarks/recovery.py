@@ -1,6 +1,6 @@
 """How long a restart takes, and what restarts cost while nothing fails (docs/recovery.md), one node:
 
-    python benchmarks/recovery.py [--repeat 2] [--pairs 5] [--crash 3]
+    python benchmarks/recovery.py [--repeat 2] [--pairs 5] [--crash 3] [--nodes]
 
 1. Recovery: the bundled trainer (CartPole, 2 CPU workers; torch under torchrun, and JAX), rank 1
    exits 3 after iteration --crash (TRAIN_MULTIGPU_EXAMPLE_CRASH, first attempt only), with
@@ -14,6 +14,12 @@
    - resume: up -> the first iteration after the checkpoint done (its beat).
    Goal: the sum under 15 s (a hang adds launcher.hang_timeout before detection). The restart is
    mostly the ranks' own start-up: the first attempt's (the launch -> its ranks up) is printed too.
+   Two nodes (``--nodes``, needs root for network namespaces: tests/netns.py): two launchers on two
+   namespace hosts, the static rendezvous (node 1 holds global rank 1), one worker each, rank 1
+   exits 3 on node 1; node 0's times (its ranks follow a failure on the other node): detection
+   (the crash -> node 0 found its attempt failed), teardown (-> node 0's attempt gone), decision
+   (-> node 0's next attempt starts: node 1's end heard, the word sent), restart (-> node 0's rank
+   0 up again), resume.
 2. Cost while nothing fails: a trivial two-rank all-reduce (examples/allreduce.py) launched with
    ``restart.max=0`` and ``restart.max=3``, alternating pairs; the medians and their ratio.
 
@@ -113,6 +119,47 @@ def recovery(jax: bool, crash: int) -> dict[str, float]:
         }
 
 
+def two_nodes(crash: int) -> dict[str, float]:
+    """One recovery across two network-namespace hosts (the module's docstring)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from netns import Hosts, netns_unavailable
+
+    why = netns_unavailable()
+    if why is not None:
+        raise SystemExit(f"two nodes: {why}")
+    with tempfile.TemporaryDirectory() as tmp, Hosts(2) as hosts:
+        shared = Path(tmp) / "shared"
+        common = ["launcher=multinode", "launcher.nnodes=2", "launcher.nproc_per_node=1", "device=cpu"]
+        common += [f"launcher.master_addr={hosts[0].addr}", "launcher.master_port=29500"]
+        common += ["launcher.network_interface=eth0", f"run_dir={shared}", "num_envs=4"]
+        common += [f"max_iterations={crash + 2}", "restart.max=1", "restart.classes=[default,exit-code]"]
+        poller = Poller(shared, crash)  # node1/logs/rank1.log: the crash; node0/attempt1/logs/rank0.beat
+        poller.start()
+        procs = []
+        for host in hosts:
+            argv = [PY, "-m", "launcher", *common, f"launcher.node_rank={host.index}"]
+            node_env = env(TRAIN_MULTIGPU_EXAMPLE_CRASH=f"{crash}:1", OMP_NUM_THREADS="1")
+            procs.append(host.run(argv, env=node_env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        outputs = [proc.communicate(timeout=600)[0].decode(errors="replace") for proc in procs]
+        poller.done = True
+        poller.join(5)
+        if any(proc.returncode != 0 for proc in procs):
+            raise SystemExit(
+                f"two nodes: expected exit code 0 on both nodes:\n{outputs[0][-3000:]}\n{outputs[1][-3000:]}"
+            )
+        first, second = json.loads((shared / "node0" / "status.json").read_text())["attempts"]
+        if None in (poller.crashed, poller.up, poller.first, first["timing"]["failure_found"]):
+            raise SystemExit(f"two nodes: a time is missing: {poller.__dict__}, {first['timing']}")
+        return {
+            "detection": first["timing"]["failure_found"] - poller.crashed,
+            "teardown": first["timing"]["ended"] - first["timing"]["failure_found"],
+            "decision": second["timing"]["started"] - first["timing"]["ended"],
+            "restart": poller.up - second["timing"]["started"],
+            "resume": poller.first - poller.up,
+            "total": poller.first - poller.crashed,
+        }
+
+
 def timed(restart_max: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         argv = [PY, "-m", "launcher", "device=cpu", f"run_root={tmp}", "launcher.nproc_per_node=2"]
@@ -122,25 +169,35 @@ def timed(restart_max: int) -> float:
         return time.perf_counter() - start
 
 
+def show(name: str, runs: list[dict[str, float]]) -> None:
+    parts = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+    split = "  ".join(f"{key} {value:.2f} s" for key, value in parts.items() if key not in ("total", "cold start"))
+    verdict = "under" if parts["total"] < 15 else "OVER"
+    print(f"{name}: failure -> next attempt's first iteration {parts['total']:.2f} s ({verdict} 15 s): {split}")
+    if "cold start" in parts:  # the first attempt's own start-up: what a restart costs beyond starting the ranks
+        print(
+            f"{name}: the first attempt's own start-up (launch -> ranks up) {parts['cold start']:.2f} s; "
+            f"restart / that: {parts['restart'] / parts['cold start']:.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2, help="recoveries per framework")
     parser.add_argument("--pairs", type=int, default=5, help="restart.max=0/3 launch pairs (0: skip)")
     parser.add_argument("--crash", type=int, default=3, help="the iteration after which rank 1 exits 3")
+    parser.add_argument("--nodes", action="store_true", help="also across two network-namespace hosts (root)")
     args = parser.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print(f"command: python benchmarks/recovery.py --repeat {args.repeat} --pairs {args.pairs} --crash {args.crash}")
+    nodes = " --nodes" if args.nodes else ""
+    print(
+        f"command: python benchmarks/recovery.py --repeat {args.repeat} --pairs {args.pairs} "
+        f"--crash {args.crash}{nodes}"
+    )
     for jax in (False, True):
-        name = "jax" if jax else "torch"
-        runs = [recovery(jax, args.crash) for _ in range(args.repeat)]
-        parts = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
-        split = "  ".join(f"{key} {parts[key]:.2f} s" for key in ("detection", "teardown", "restart", "resume"))
-        verdict = "under" if parts["total"] < 15 else "OVER"
-        print(f"{name}: failure -> next attempt's first iteration {parts['total']:.2f} s ({verdict} 15 s): {split}")
-        print(
-            f"{name}: the first attempt's own start-up (launch -> ranks up) {parts['cold start']:.2f} s; "
-            f"restart / that: {parts['restart'] / parts['cold start']:.2f}"
-        )
+        show("jax" if jax else "torch", [recovery(jax, args.crash) for _ in range(args.repeat)])
+    if args.nodes:
+        show("torch, two nodes", [two_nodes(args.crash) for _ in range(args.repeat)])
     if args.pairs:
         off, on = [], []
         for _ in range(args.pairs):

@@ -357,6 +357,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         )
 
     backend = rendezvous.backend(not jax, launcher.rdzv_backend, rdzv is not None)
+    elastic_restarts(launcher, backend, min_nodes, max_nodes, cfg.restart.max)
     user_conf = rendezvous.parse_conf(launcher.rdzv_conf)
     _rendezvous_keys(launcher, backend, user_conf)
 
@@ -374,7 +375,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         rdzv_backend=backend,
         rdzv_conf=tuple(user_conf.items()),
         local_addr=launcher.local_addr,
-        node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes),
+        node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes, cfg.restart.max),
     )
 
 
@@ -427,13 +428,6 @@ def restart_keys(cfg: TrainConfig) -> None:
             f"a parallel sweep (sweep.parallel={cfg.sweep.parallel}) runs each job once in this version",
             "restart.max=0, or sweep.parallel=1 (a serial sweep restarts each job)",
         )
-    if restart.max > 0 and str(cfg.launcher.nnodes) != "1":
-        raise UserError(
-            "restart.max",
-            restart.max,
-            f"restarts one node only in this version (launcher.nnodes={cfg.launcher.nnodes})",
-            "restart.max=0 across nodes",
-        )
 
 
 def _node_timeout(launcher: LauncherConfig) -> None:
@@ -449,6 +443,50 @@ def _node_timeout(launcher: LauncherConfig) -> None:
         )
 
 
+def elastic_restarts(
+    launcher: LauncherConfig, backend: str | None, min_nodes: int, max_nodes: int, restarts: int
+) -> None:
+    """Restarts across nodes (``restart.max > 0``, more than one node): every node restarts together
+    through the nodes' liveness channel, node 0 deciding (docs/recovery.md, "Across nodes"), so it
+    must be on (``launcher.node_timeout``). ``launcher.nnodes=MIN:MAX``: a lost node is not fatal
+    while MIN remain ("Elastic nodes"); the world size changes between attempts: the c10d rendezvous
+    (the static one has a fixed size).
+
+    >>> from launcher.config.schema import LauncherConfig
+    >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "c10d", 1, 2, 1)
+    >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "static", 1, 2, 0)
+    >>> elastic_restarts(LauncherConfig(nnodes="1:2"), "static", 1, 2, 1)
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: launcher.nnodes=1:2: MIN:MAX with restart.max > 0 needs the c10d rendezvous: the static one has a fixed world size (set launcher.rdzv_endpoint=<node 0's host>:<port> (c10d), or give launcher.nnodes one number)
+    """  # noqa: E501
+    if max_nodes < 2 or not restarts:
+        return
+    if min_nodes != max_nodes and backend != "c10d":
+        raise UserError(
+            _key("nnodes"),
+            launcher.nnodes,
+            f"MIN:MAX with restart.max > 0 needs the c10d rendezvous: the {backend} one has a fixed world size",
+            "set launcher.rdzv_endpoint=<node 0's host>:<port> (c10d), or give launcher.nnodes one number",
+        )
+    if not launcher.node_timeout:
+        raise UserError(
+            _key("node_timeout"),
+            launcher.node_timeout,
+            f"seconds with launcher.nnodes={launcher.nnodes} and restart.max > 0: every node restarts together "
+            "through the nodes' liveness channel, node 0 deciding",
+            "leave launcher.node_timeout at its default (30), or restart.max=0",
+        )
+    if backend not in ("c10d", "static", None):
+        raise UserError(
+            "restart.max",
+            restarts,
+            f"across nodes needs node 0's address for the nodes' liveness channel; the {backend} rendezvous "
+            "endpoint is not node 0",
+            "use the c10d or the static rendezvous, or restart.max=0",
+        )
+
+
 def node_hub(
     launcher: LauncherConfig,
     backend: str | None,
@@ -456,11 +494,14 @@ def node_hub(
     coordinator: Endpoint | None,
     min_nodes: int,
     max_nodes: int,
+    restarts: int = 0,
 ) -> Endpoint | None:
     """Where the nodes' launchers meet to watch each other (run/monitor/liveness.py): node 0's host, as in
     the rendezvous endpoint, the static master or the JAX coordinator, and ``launcher.node_port``
-    (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX``, whose
-    nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not node 0).
+    (default: that rendezvous port + 1). None: nothing to watch (one node; elastic ``MIN:MAX`` without
+    restarts, whose nodes may leave; ``node_timeout`` off; an etcd rendezvous, whose endpoint is not
+    node 0). ``restarts``: restart.max; elastic ``MIN:MAX`` with restarts is watched (a lost node is
+    not fatal there while MIN remain: node 0 decides, run/monitor/coordinator.py).
 
     >>> from launcher.config.schema import LauncherConfig
     >>> node_hub(LauncherConfig(nnodes="2"), "c10d", Endpoint("10.0.0.1", 29400), None, 2, 2)
@@ -469,12 +510,14 @@ def node_hub(
     Endpoint(host='h', port=29501)
     >>> node_hub(LauncherConfig(nnodes="1:2"), "c10d", Endpoint("h", 29400), None, 1, 2) is None
     True
+    >>> node_hub(LauncherConfig(nnodes="1:2"), "c10d", Endpoint("h", 29400), None, 1, 2, restarts=3)
+    Endpoint(host='h', port=29401)
     >>> node_hub(LauncherConfig(nnodes="2", node_port=29400), "c10d", Endpoint("h", 29400), None, 2, 2)
     Traceback (most recent call last):
     ...
     launcher.errors.UserError: launcher.node_port=29400: the rendezvous uses port 29400 (launcher.rdzv_endpoint) (give the nodes' liveness channel another port, or leave launcher.node_port unset: the rendezvous port + 1)
     """  # noqa: E501
-    if max_nodes < 2 or min_nodes != max_nodes or not launcher.node_timeout:
+    if max_nodes < 2 or (min_nodes != max_nodes and not restarts) or not launcher.node_timeout:
         return None
     if coordinator is not None:
         base, key = coordinator, "coordinator_address"

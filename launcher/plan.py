@@ -123,6 +123,7 @@ class NodeWatch:
     port: int
     timeout: float
     port_value: str  # launcher.node_port as the user gave it, or how it was chosen (for messages)
+    min_nodes: int | None = None  # elastic launcher.nnodes=MIN:MAX: MIN (nnodes is MAX); None: a fixed count
 
 
 @dataclass(frozen=True)
@@ -415,6 +416,7 @@ def _node_watch(cfg: TrainConfig, settled: Settled) -> NodeWatch | None:
         port=hub.port,
         timeout=float(cfg.launcher.node_timeout),
         port_value=str(given) if given is not None else f"{hub.port} ({NODE_PORT_DEFAULT})",
+        min_nodes=settled.min_nodes if settled.min_nodes != settled.max_nodes else None,
     )
 
 

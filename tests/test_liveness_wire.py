@@ -39,6 +39,16 @@ def one(data: bytes) -> wire.Message | None:
             wire.Relay(("stacks", "2", "HANG", "on", "node", "2:", "rank", "5")),
         ),
         (wire.frame("teardown"), wire.Relay(("teardown",))),
+        # restarts across nodes, elastic nodes (issue 20)
+        (wire.hello(2, 3, min_nodes=2), wire.Hello(2, 3, 2)),
+        (wire.hello(1, 2, min_nodes=1), wire.Hello(1, 2, 1)),
+        (wire.simple("standby"), wire.Simple("standby")),
+        (wire.ended(0, 3, True, "rank 1 failed: exit code 3"), wire.Ended(0, 3, True, "rank 1 failed: exit code 3")),
+        (wire.ended(4, 0, False, ""), wire.Ended(4, 0, False, "")),
+        (wire.ended(1, 300, False, "x\ny"), wire.Ended(1, 1, False, "x y")),
+        (wire.restart(1, 2), wire.Restart(1, 2)),
+        (wire.stop(125, "node 1 lost"), wire.Stop(125, "node 1 lost")),
+        (wire.stop(0, ""), wire.Stop(0, "")),
     ],
 )
 def test_every_message_round_trips(sent, meant):
@@ -60,6 +70,22 @@ def test_every_message_round_trips(sent, meant):
         b"bye 256",
         b"bye 0 0",
         b"bye \xff",
+        b"hello " + wire.GREETING.encode() + b" 1 3:2",  # MIN above MAX
+        b"hello " + wire.GREETING.encode() + b" 1 0:2",
+        b"hello " + wire.GREETING.encode() + b" 1 1:2:3",
+        b"ended",
+        b"ended 1 3",
+        b"ended 1 3 maybe why",
+        b"ended x 3 retry why",
+        b"ended 1 256 retry why",
+        b"ended 99999999999 1 retry why",
+        b"restart 1",
+        b"restart 1 0",
+        b"restart one 2",
+        b"restart 1 2 3",
+        b"stop",
+        b"stop 300 why",
+        b"stop x why",
     ],
 )
 def test_a_known_word_with_arguments_no_launcher_sends_is_malformed(line):

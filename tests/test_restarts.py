@@ -108,11 +108,12 @@ def test_restarts_and_torchruns_own_restarts_are_not_combined():
     restart_keys(cfg)
 
 
-def test_restarts_across_nodes_are_refused_in_this_version():
+def test_restarts_across_nodes_are_allowed():
+    """(branch nodes: every node restarts together, node 0 deciding: tests/test_coordinator.py,
+    tests/test_restarts_nodes.py; this test refused them before)"""
     cfg = TrainConfig()
     cfg.restart.max, cfg.launcher.nnodes = 1, "2"
-    with pytest.raises(UserError, match=r"^restart.max=1: restarts one node only in this version"):
-        restart_keys(cfg)
+    restart_keys(cfg)
 
 
 def test_restarts_in_a_parallel_sweep_are_refused_in_this_version():

@@ -189,6 +189,7 @@ class Training:
     iteration: int = 0
     env_steps: int = 0
     history: list = field(default_factory=list)
+    checkpoint_world: int | None = None  # the world size of the checkpoint resumed from
     stopped_by: int = 0  # the signal that stopped training (on any rank), 0: none
     train_s: float = 0.0
 
@@ -240,6 +241,30 @@ def run(*, args, topo, hp: dict, backend_factory: Callable[..., Backend]) -> int
     return finish(training)
 
 
+def world_change(state: dict, world_size: int, num_envs: int) -> str:
+    """The line that says a checkpoint was written at another world size ("" when the same): an
+    elastic launch (``launcher.nnodes=MIN:MAX``) that lost or regained a node resumes at another
+    size. The trainer keeps the per-worker env count (``--num_envs`` is per worker, as in Isaac
+    Lab): the total env count, and the env steps of an iteration, follow the world size. The
+    checkpoint (the policy, the optimizer, the iteration, the env steps so far) is the same on every
+    rank, so any world size can load it (docs/recovery.md, "Elastic nodes").
+
+    >>> world_change({"world_size": 4, "num_envs_per_worker": 8}, 2, 8)
+    'world size 4 -> 2 since the checkpoint: 8 envs per worker as before, 16 in all (was 32)'
+    >>> world_change({"world_size": 2, "num_envs_per_worker": 8}, 2, 8), world_change({}, 2, 8)
+    ('', '')
+    """
+    before = state.get("world_size")
+    if before is None or int(before) == world_size:
+        return ""
+    envs_before = int(state.get("num_envs_per_worker", num_envs))
+    same = "as before" if envs_before == num_envs else f"(was {envs_before})"
+    return (
+        f"world size {before} -> {world_size} since the checkpoint: {num_envs} envs per worker {same}, "
+        f"{world_size * num_envs} in all (was {int(before) * envs_before})"
+    )
+
+
 def restore(t: Training) -> int:
     """Choose the run directory and the starting point (rank 0 decides, everyone loads the same
     bytes); returns an exit code to stop with, 0 to go on."""
@@ -270,6 +295,10 @@ def restore(t: Training) -> int:
         backend.load_state_dict(state["agent"])
         t.start_iteration, t.env_steps = int(state["iteration"]), int(state["env_steps"])
         t.history = [tuple(h) for h in state.get("history", [])]
+        t.checkpoint_world = state.get("world_size")
+        changed = world_change(state, topo.world_size, t.num_envs)
+        if changed:
+            say(topo, changed)
     t.iteration = t.start_iteration
 
     if topo.is_main:
@@ -284,6 +313,7 @@ def restore(t: Training) -> int:
             "dist_backend": topo.backend if topo.distributed else None,
             "threads_per_worker": topo.threads,
             "start_iteration": t.start_iteration,
+            "checkpoint_world_size": t.checkpoint_world,  # another than world_size: an elastic launch's
             "argv": sys.argv[1:],
             "hyperparameters": t.hp,
         }

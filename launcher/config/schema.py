@@ -66,7 +66,8 @@ class LauncherConfig:
     topology: Topology = Topology.single_node
     # int >= 1, or auto | gpu | cpu (torchrun); the launcher resolves auto/gpu/cpu to an integer.
     nproc_per_node: str = "auto"
-    # N, or MIN:MAX for elastic torchrun launches. null (launcher=slurm): from the allocation.
+    # N, or MIN:MAX for elastic torchrun launches (c10d; with restart.max > 0 a lost node is not fatal
+    # while MIN remain: docs/recovery.md). null (launcher=slurm): from the allocation.
     nnodes: str | None = "1"
     node_rank: int | None = 0
     # torchrun only
@@ -114,7 +115,8 @@ class LauncherConfig:
     straggler_factor: float | None = 2.0
     # Across nodes (docs/multinode.md#nodes-watch-each-other): every node's launcher beats to node 0's
     # and back; a node silent this long (or gone without a goodbye) ends the launch on every node
-    # (exit 125, "node lost"). null or 0: off. Fixed nnodes only (elastic MIN:MAX lets nodes leave).
+    # (exit 125, "node lost"). null or 0: off. Elastic MIN:MAX: on with restart.max > 0 (docs/recovery.md:
+    # the nodes left go on while MIN remain), off without (torch elastic lets nodes leave).
     node_timeout: float | None = 30.0
     # the port node 0's launcher listens on for the others' beats. null: the rendezvous port + 1
     # (c10d endpoint, static master_port, JAX coordinator)

@@ -144,13 +144,58 @@ def run(
 ) -> Result:
     """Run ``plan`` (attempt 0's, supervised for ``run_dir/logs``) and restart it as ``policy`` says.
     ``on_attempt``: called with every attempt so far after each one ends (status.json while it
-    runs); ``shown``: a checkpoint's path as the console line shows it."""
+    runs); ``shown``: a checkpoint's path as the console line shows it. A multi-node launch with
+    restarts on (``plan.nodes``, ``restart.max > 0``): the loop owns the nodes' liveness channel for
+    every attempt (node 0 binds its port before the first; a goodbye with the launch's exit code
+    after the last) and node 0 decides for every node (run/monitor/coordinator.py)."""
+    if liveness is not None or plan.nodes is None or policy.max == 0:
+        return _run(
+            plan, run_dir, policy, resume, console, relay_usr1, interrupts, coordinator, liveness, on_attempt, shown
+        )
+    from .monitor.coordinator import NodesCoordinator
+
+    channel = liveness_mod.NodeLiveness(plan.nodes)
+    channel.start()
+    code = 1
+    try:
+        coordinator = coordinator or NodesCoordinator(channel)
+        result = _run(
+            plan, run_dir, policy, resume, console, relay_usr1, interrupts, coordinator, channel, on_attempt, shown
+        )
+        code = result.outcome.exit_code
+        return result
+    finally:
+        channel.close(code)
+
+
+def _run(
+    plan: LaunchPlan,
+    run_dir: Path,
+    policy: restarts.Policy,
+    resume: Resume,
+    console: IO[bytes] | None,
+    relay_usr1: bool,
+    interrupts: Interrupts | None,
+    coordinator: Coordinator | None,
+    liveness: liveness_mod.NodeLiveness | None,
+    on_attempt: Callable[[tuple[Attempt, ...]], None] | None,
+    shown: Callable[[str | None], str | None],
+) -> Result:
     coordinator = coordinator or Alone()
     paths = RunPaths(run_dir)
     attempts: list[Attempt] = []
     stalled = 0
     number, resumed_from = 0, None
     with LaunchSignals(interrupts) as signals:
+        joined = coordinator.join(lambda: signals.received) if hasattr(coordinator, "join") else 0
+        if isinstance(joined, restarts.Decision):  # node 0 ended the launch before this node could join
+            outcome = Outcome(joined.exit_code or 0, joined.why, joined.ended or Reason.SUCCEEDED)
+            if signals.received is not None:
+                outcome = _interrupted(outcome, signals.received)
+            return Result(outcome, ())
+        if joined:  # a node that came back joins the others' next attempt (elastic launcher.nnodes=MIN:MAX)
+            number = joined
+            plan, resumed_from = resume.plan(number, paths.attempt(0), paths.attempt(number))
         while True:
             here = paths.attempt(number)
             # the checkpoint it starts from: a new one after it is progress
@@ -172,7 +217,7 @@ def run(
                 stalled = 0 if progress else stalled + 1
             local = restarts.decide(policy, number, cls, stalled)
             decision = coordinator.decide(number, outcome, local)
-            stopped = decision.restart and signals.received is not None
+            stopped = (decision.restart or decision.ended is Reason.INTERRUPTED) and signals.received is not None
             if stopped:
                 decision = restarts.Decision(False, "stopped by a signal before the restart")
             attempts.append(

@@ -102,6 +102,20 @@ class Lost:
     code: int = EXIT_NODE_LOST  # another node's exit code: that node failed, not lost
 
 
+def _recv(peer: _Peer) -> bytes | None:
+    """What ``peer`` sent: None when nothing is there yet, ``b""`` when its connection closed or broke."""
+    try:
+        return peer.sock.recv(4096)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _count(nnodes: int, min_nodes: int | None) -> str:
+    return str(nnodes) if min_nodes is None else f"{min_nodes}:{nnodes}"
+
+
 def _display(address: str) -> str:
     return address[7:] if address.startswith("::ffff:") else address
 
@@ -136,6 +150,15 @@ class NodeLiveness:
         self._relay = HangRelay(watch.node_rank, self.hub)
         self._hang_mine = False  # this node found it (its own monitor has the failure)
         self._outbox: list[str] = []  # the supervisor's words ("found <headline>", "taken"), for the thread
+        # restarts (run/monitor/coordinator.py): the channel outlives an attempt; the loop's words for the thread
+        self.attempt = 0
+        self._posts: list[bytes] = []  # frames to every node watched (ended, restart, stop), sent by the thread
+        self._reports: dict[int, wire.Ended] = {}  # (node 0) each node's end of this attempt, as it said
+        self._word: wire.Restart | wire.Stop | None = None  # (not node 0) node 0's word after this attempt
+        self._standing_by = False  # (not node 0) joined while the others ran an attempt: joins the next
+        self._hub_ended: float | None = None  # (not node 0) when node 0 said its attempt ended (monotonic)
+        self._standby: set[int] = set()  # (node 0) the nodes that joined during this attempt (elastic)
+        self._gone: set[int] = set()  # (node 0) the nodes lost during this attempt
 
     # -- the monitor ----------------------------------------------------------------------------
     def check(self, codes: Sequence[int | None]) -> Failure | None:
@@ -188,6 +211,82 @@ class NodeLiveness:
     def teardown_allowed(self) -> bool:
         """Every node has its stacks, or the wait is over (node 0 gone, ``STACKS_WAIT_S``, closed)."""
         return self._relay.teardown or self._stop.is_set() or self._thread is None or not self._thread.is_alive()
+
+    # -- attempts: the channel outlives one (run/monitor/coordinator.py) -----------------------------
+    def attempt_ended(self, attempt: int, code: int, retry: bool, why: str) -> None:
+        """This node's attempt ``attempt`` ended with ``code``; ``retry``: its own verdict. Node 0
+        hears it (the others, from node 0: a failed attempt there ends theirs)."""
+        self._post(wire.ended(attempt, code, retry, why))
+
+    def announce(self, word: wire.Restart | wire.Stop) -> None:
+        """(node 0) Every node watched hears node 0's word after this attempt."""
+        if isinstance(word, wire.Restart):
+            self._post(wire.restart(word.attempt, word.nodes))
+        else:
+            self._post(wire.stop(word.code, word.text))
+
+    def reports(self) -> dict[int, wire.Ended]:
+        """(node 0) What each node said of this attempt's end so far."""
+        with self._lock:
+            return dict(self._reports)
+
+    def word(self) -> wire.Restart | wire.Stop | None:
+        """(not node 0) Node 0's word after this attempt, None until it came."""
+        return self._word
+
+    def hub_ended_at(self) -> float | None:
+        """(not node 0) When node 0 said its own attempt ended (``time.monotonic()``), None before."""
+        return self._hub_ended
+
+    def standing_by(self) -> bool:
+        """(not node 0) Node 0 answered that the others run an attempt: this node joins the next."""
+        return self._standing_by
+
+    def lost_nodes(self) -> set[int]:
+        """(node 0) The nodes lost during this attempt (their launcher gone or silent)."""
+        with self._lock:
+            return set(self._gone)
+
+    def joining(self) -> set[int]:
+        """(node 0) The nodes that joined during this attempt and take part from the next one."""
+        with self._lock:
+            return set(self._standby)
+
+    def begin(self, attempt: int) -> None:
+        """Attempt ``attempt`` starts: what the previous one found is forgotten (a lost node stays
+        lost); the nodes that stood by take part."""
+        with self._lock:
+            self.attempt = attempt
+            self._lost = None
+            self._reports = {}
+            self._word = None
+            self._hub_ended = None
+            self._standing_by = False
+            self._standby = set()
+            self._gone = set()  # those lost before are not connected: they are not waited for
+            self._relay = HangRelay(self.watch.node_rank, self.hub)
+            self._hang_mine = False
+            self._outbox = []
+            if not self.hub and self._peers:
+                self._done = False
+
+    def say(self, line: str) -> None:
+        """A line of the launcher's own, on its error stream (between attempts: no supervisor prints)."""
+        self._print(line)
+
+    def _post(self, frame: bytes) -> None:
+        with self._lock:
+            self._posts.append(frame)
+        self._wake()
+
+    def _send_posts(self) -> None:
+        """(the thread) The loop's frames, to every node watched."""
+        with self._lock:
+            posts, self._posts = self._posts, []
+        for frame in posts:
+            for peer in list(self._peers.values()):
+                if self._watches(peer):
+                    self._send(peer, frame)
 
     def _wake(self) -> None:
         try:
@@ -306,6 +405,7 @@ class NodeLiveness:
                 else:
                     self._read(self._peers.get(key.fileobj))  # type: ignore[arg-type]
             self._relay_turn()
+            self._send_posts()
             now = time.monotonic()
             if now >= next_beat:
                 for peer in list(self._peers.values()):
@@ -320,6 +420,7 @@ class NodeLiveness:
                             peer.node,
                             f"its launcher sent no beat for {self.watch.timeout:g} s (launcher.node_timeout)",
                             peer.address,
+                            gone=True,
                         )
 
     def _connect(self) -> str | None:
@@ -332,7 +433,7 @@ class NodeLiveness:
         peer = _Peer(sock, self.watch.host, time.monotonic(), node=0)
         self._peers[sock] = peer
         self._selector.register(sock, selectors.EVENT_READ)
-        self._send(peer, wire.hello(self.watch.node_rank, self.watch.nnodes))
+        self._send(peer, wire.hello(self.watch.node_rank, self.watch.nnodes, self.watch.min_nodes))
         return None
 
     def _accept(self) -> None:
@@ -350,14 +451,8 @@ class NodeLiveness:
 
     def _read(self, peer: _Peer | None) -> None:
         """Take what ``peer`` sent."""
-        if peer is None:
+        if peer is None or (data := _recv(peer)) is None:
             return
-        try:
-            data = peer.sock.recv(4096)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
         if not data:
             self._closed(peer)
             return
@@ -379,7 +474,7 @@ class NodeLiveness:
             code = message.code if isinstance(message, wire.Bye) else None
             if watched and isinstance(message, wire.Malformed):  # an exit code is 0..255: not this protocol's bye
                 why = f"its launcher said a goodbye no launcher sends ({message.line!r})"
-                self._declare(peer.node, why, peer.address)  # type: ignore[arg-type]
+                self._declare(peer.node, why, peer.address, gone=True)  # type: ignore[arg-type]
                 return
             if watched and code != 0:  # it failed (or was stopped): so does the launch here
                 why = f"its launch ended with exit code {code}"
@@ -400,6 +495,12 @@ class NodeLiveness:
             self._hello(peer, message)  # type: ignore[arg-type]
         elif isinstance(message, wire.Relay) and peer.node is not None:
             self._relay_turn(list(message.words), peer.node)
+        elif isinstance(message, wire.Ended) and peer.node is not None and message.attempt == self.attempt:
+            with self._lock:
+                self._reports[peer.node] = message
+            if message.code != 0:  # its attempt failed: so does this one, everywhere
+                why = f"its attempt {message.attempt} ended with exit code {message.code}"
+                self._declare(peer.node, why, peer.address, message.code)
 
     def _member_heard(self, peer: _Peer, message: wire.Message) -> None:
         """(not node 0) A line from node 0's launcher."""
@@ -415,14 +516,24 @@ class NodeLiveness:
             self._relay_turn(list(message.words), 0)
         elif isinstance(message, wire.LostNode):
             self._declare(message.node, message.text + " (seen by node 0)", None, message.code)
+        elif message == wire.Simple("standby") and peer.welcomed:
+            self._standing_by = True
+        elif isinstance(message, (wire.Restart, wire.Stop)) and peer.welcomed:
+            self._word = message
+        elif isinstance(message, wire.Ended) and peer.welcomed and message.attempt == self.attempt:
+            self._hub_ended = time.monotonic()
+            if message.code != 0:  # node 0's attempt failed: this one ends too
+                why = f"its attempt {message.attempt} ended with exit code {message.code}"
+                self._declare(0, why, peer.address, message.code)
 
     def _hello(self, peer: _Peer, message: wire.Hello | wire.Malformed) -> None:
         nnodes = self.watch.nnodes
         why = None
         if isinstance(message, wire.Malformed):
             why = f"not a {GREETING} hello"
-        elif message.nnodes != nnodes:
-            why = f"launcher.nnodes={message.nnodes} there, {nnodes} on node 0"
+        elif (message.nnodes, message.min_nodes) != (nnodes, self.watch.min_nodes):
+            there, here = _count(message.nnodes, message.min_nodes), _count(nnodes, self.watch.min_nodes)
+            why = f"launcher.nnodes={there} there, {here} on node 0"
         elif not 1 <= message.node < nnodes:
             why = f"launcher.node_rank={message.node}: node 0 expects 1..{nnodes - 1}"
         elif any(other.node == message.node for other in self._peers.values()):
@@ -439,6 +550,11 @@ class NodeLiveness:
             return
         peer.node = message.node
         self._send(peer, wire.simple("welcome"))
+        if self.attempt > 0 or message.node in self._gone:  # the others run an attempt: it joins the next
+            with self._lock:
+                self._standby.add(message.node)
+                self._gone.discard(message.node)
+            self._send(peer, wire.simple("standby"))
 
     def _watches(self, peer: _Peer) -> bool:
         """Whether ``peer`` is a node watched: on node 0, one that said hello; on the others, node 0
@@ -452,19 +568,26 @@ class NodeLiveness:
                 peer.node,
                 "its launcher closed its connection without a goodbye (killed, or its machine went down)",
                 peer.address,
+                gone=True,
             )
 
-    def _declare(self, node: int, why: str, address: str | None, code: int = EXIT_NODE_LOST) -> None:
+    def _declare(
+        self, node: int, why: str, address: str | None, code: int = EXIT_NODE_LOST, gone: bool = False
+    ) -> None:
+        """The launch (this attempt) ends: ``node`` was lost (``gone``: its launcher is gone, no
+        restart brings it back) or failed with ``code``."""
         with self._lock:
+            if gone and self.hub:
+                self._gone.add(node)
             if self._lost is not None:
                 return
             how = "lost" if code == EXIT_NODE_LOST else "failed"
             text = why if address is None else f"node {node} ({address}) {how}: {why}"
             self._lost = Lost(node, text, time.time(), code)
         self._done = True  # the launch ends: no new connection to node 0
-        if self.hub:  # every other node stops too, naming the same node
+        if self.hub:  # every other node stops too, naming the same node (one standing by runs nothing)
             for peer in list(self._peers.values()):
-                if peer.node is not None:
+                if peer.node is not None and peer.node not in self._standby:
                     self._send(peer, wire.lost(node, code, text))
 
     def _send(self, peer: _Peer, data: bytes) -> None:
@@ -512,6 +635,7 @@ class NodeLiveness:
             self._listener.close()
             self._listener = None
         self._join_to_say_it_failed()
+        self._send_posts()  # node 0's last word (stop) before its goodbye: the loop closes right after it
         # a failed node's hello node 0 has not answered yet (node 0 busy): node 0 reads a connection's
         # lines in order, so the bye after the hello is still that node's goodbye (refused or "later":
         # node 0 drops the connection at the hello and never reads the bye)
@@ -529,15 +653,7 @@ class NodeLiveness:
         while self._peers and time.monotonic() < deadline:
             for key, _ in self._selector.select(max(0.0, deadline - time.monotonic())):
                 peer = self._peers.get(key.fileobj)  # type: ignore[arg-type]
-                if peer is None:
-                    continue
-                try:
-                    data = peer.sock.recv(4096)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    data = b""
-                if not data:
+                if peer is not None and _recv(peer) == b"":  # what it still sent is not read: we said bye
                     self._drop(peer)
         for peer in list(self._peers.values()):
             self._drop(peer)

@@ -3,12 +3,17 @@ and decoding, no socket, no clock. Standard library only.
 
 A frame is one line of printable ASCII words ending in ``\\n``, at most :data:`MAX_LINE` bytes::
 
-    hello <GREETING> <node_rank> <nnodes>      a node to node 0
+    hello <GREETING> <node_rank> <nnodes>      a node to node 0 (nnodes: N, or MIN:MAX when elastic)
     welcome | refused <why> | later            node 0's answer
+    standby                                    node 0, after welcome: join at the next attempt
     beat                                       both ways, every second
     bye <code>                                 a launch ended (code 0..255)
     lost <node> <code> <text>                  node 0: that node was lost or failed
     hang | stacks | stacked | teardown ...     a hang across nodes (liveness.HangRelay reads them)
+    ended <attempt> <code> <verdict> <text>    a node's attempt ended, the node stays (restarts on):
+                                               its code and its own verdict (retry or stop)
+    restart <attempt> <nodes>                  node 0: every node starts attempt <attempt>, <nodes> nodes
+    stop <code> <text>                         node 0: no attempt follows; the launch ends with <code>
 
 :func:`decode` turns a frame into a message, :class:`Malformed` when a known word has arguments no
 launcher sends, ``None`` for a word that is not this protocol's (ignored). :class:`Frames` cuts a
@@ -21,16 +26,18 @@ from dataclasses import dataclass
 
 from ...names import PROG
 
-GREETING = f"{PROG}-nodes-3"  # the protocol's name and version, in the hello
+GREETING = f"{PROG}-nodes-4"  # the protocol's name and version, in the hello
 MAX_LINE = 1024  # bytes in a frame, its newline included
 RELAY_WORDS = frozenset({"hang", "stacks", "stacked", "teardown"})
-SIMPLE_WORDS = frozenset({"beat", "welcome", "later"})
+SIMPLE_WORDS = frozenset({"beat", "welcome", "later", "standby"})
+VERDICTS = ("retry", "stop")  # an ended attempt's verdict, its node's own
 
 
 @dataclass(frozen=True)
 class Hello:
     node: int
-    nnodes: int
+    nnodes: int  # the most nodes (MAX of MIN:MAX)
+    min_nodes: int | None = None  # elastic: MIN (None: a fixed count)
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,27 @@ class LostNode:
 
 @dataclass(frozen=True)
 class Simple:
-    word: str  # beat, welcome or later
+    word: str  # beat, welcome, later or standby
+
+
+@dataclass(frozen=True)
+class Ended:
+    attempt: int
+    code: int  # the attempt's exit code, 0..255
+    retry: bool  # the node's own verdict on its outcome (restart.on, the budget, progress)
+    text: str  # why it ended, for people ("rank 3 failed: exit code 3 (exception)")
+
+
+@dataclass(frozen=True)
+class Restart:
+    attempt: int  # the attempt every node starts now
+    nodes: int  # how many nodes take part in it
+
+
+@dataclass(frozen=True)
+class Stop:
+    code: int  # the launch's exit code on every node, 0..255
+    text: str  # why (node 0's words)
 
 
 @dataclass(frozen=True)
@@ -66,7 +93,7 @@ class Malformed:
     line: str  # ... with arguments no launcher sends
 
 
-Message = Hello | Bye | Refused | LostNode | Simple | Relay | Malformed
+Message = Hello | Bye | Refused | LostNode | Simple | Relay | Ended | Restart | Stop | Malformed
 
 
 class FrameTooLong(ValueError):
@@ -105,8 +132,35 @@ def frame(line: str) -> bytes:
     return data
 
 
-def hello(node: int, nnodes: int) -> bytes:
-    return frame(f"hello {GREETING} {node} {nnodes}")
+def hello(node: int, nnodes: int, min_nodes: int | None = None) -> bytes:
+    """``hello <GREETING> <node> <N or MIN:MAX>``.
+
+    >>> hello(1, 2), hello(1, 3, min_nodes=2)
+    (b'hello train_multigpu-nodes-4 1 2\\n', b'hello train_multigpu-nodes-4 1 2:3\\n')
+    """
+    count = str(nnodes) if min_nodes is None else f"{min_nodes}:{nnodes}"
+    return frame(f"hello {GREETING} {node} {count}")
+
+
+def _code(code: int) -> int:
+    return code if 0 <= code <= 255 else 1
+
+
+def ended(attempt: int, code: int, retry: bool, why: str) -> bytes:
+    """``ended <attempt> <code> <verdict> <text>``; a code outside 0..255 is said as 1.
+
+    >>> ended(0, 3, True, "rank 1 failed"), ended(2, -9, False, "x")
+    (b'ended 0 3 retry rank 1 failed\\n', b'ended 2 1 stop x\\n')
+    """
+    return frame(f"ended {attempt} {_code(code)} {VERDICTS[0] if retry else VERDICTS[1]} {text(why)}".rstrip())
+
+
+def restart(attempt: int, nodes: int) -> bytes:
+    return frame(f"restart {attempt} {nodes}")
+
+
+def stop(code: int, why: str) -> bytes:
+    return frame(f"stop {_code(code)} {text(why)}".rstrip())
 
 
 def refused(why: str) -> bytes:
@@ -115,7 +169,7 @@ def refused(why: str) -> bytes:
 
 def bye(code: int) -> bytes:
     """``bye <code>``: a code outside 0..255 (not a process's) is said as 1."""
-    return frame(f"bye {code if 0 <= code <= 255 else 1}")
+    return frame(f"bye {_code(code)}")
 
 
 def lost(node: int, code: int, why: str) -> bytes:
@@ -141,18 +195,53 @@ def exit_code_of(words: list[str]) -> int | None:
 
 
 def _number(word: str) -> int | None:
-    return int(word) if word.isascii() and word.isdigit() else None
+    return int(word) if word.isascii() and word.isdigit() and len(word) <= 9 else None
+
+
+def _count(word: str) -> tuple[int, int | None] | None:
+    """A hello's node count: ``N`` -> (N, None); ``MIN:MAX`` -> (MAX, MIN) with 1 <= MIN <= MAX."""
+    low, colon, high = word.partition(":")
+    if not colon:
+        return None if _number(word) is None else (int(word), None)
+    lowest, highest = _number(low), _number(high)
+    if lowest is None or highest is None or not 1 <= lowest <= highest:
+        return None
+    return highest, lowest
+
+
+def _attempt_words(words: list[str]) -> Message | None:
+    """``ended``, ``restart`` and ``stop``: the restarts' words (None: not one of them)."""
+    what, said = words[0], " ".join(words)
+    numbers = [_number(word) for word in words[1:3]] + [None, None]
+    if what == "ended":
+        attempt, code = numbers[0], numbers[1]
+        if len(words) < 4 or attempt is None or code is None or code > 255 or words[3] not in VERDICTS:
+            return Malformed(what, said)
+        return Ended(attempt, code, words[3] == VERDICTS[0], " ".join(words[4:]))
+    if what == "restart":
+        if len(words) != 3 or numbers[0] is None or not numbers[1]:
+            return Malformed(what, said)
+        return Restart(numbers[0], numbers[1])  # type: ignore[arg-type]
+    if what == "stop":
+        if len(words) < 2 or numbers[0] is None or numbers[0] > 255:
+            return Malformed(what, said)
+        return Stop(numbers[0], " ".join(words[2:]))
+    return None
 
 
 def decode(line: bytes) -> Message | None:
     """A frame (without its newline) as a message.
 
     >>> decode(b"hello " + GREETING.encode() + b" 1 2"), decode(b"bye 7"), decode(b"beat")
-    (Hello(node=1, nnodes=2), Bye(code=7), Simple(word='beat'))
+    (Hello(node=1, nnodes=2, min_nodes=None), Bye(code=7), Simple(word='beat'))
     >>> decode(b"lost 1 125 node 1 lost"), decode(b"stacked")
     (LostNode(node=1, code=125, text='node 1 lost'), Relay(words=('stacked',)))
     >>> decode(b"hello other-3 1 2"), decode(b"bye 300")
     (Malformed(word='hello', line='hello other-3 1 2'), Malformed(word='bye', line='bye 300'))
+    >>> decode(b"hello " + GREETING.encode() + b" 2 2:3"), decode(b"ended 1 3 retry rank 1 failed")
+    (Hello(node=2, nnodes=3, min_nodes=2), Ended(attempt=1, code=3, retry=True, text='rank 1 failed'))
+    >>> decode(b"restart 2 3"), decode(b"stop 125 node 1 lost"), decode(b"restart 2")
+    (Restart(attempt=2, nodes=3), Stop(code=125, text='node 1 lost'), Malformed(word='restart', line='restart 2'))
     >>> decode(b"GET / HTTP/1.1") is None, decode(b"lost x 1 y") is None
     (True, True)
     """
@@ -167,10 +256,12 @@ def decode(line: bytes) -> Message | None:
         code = exit_code_of(words)
         return Malformed(what, said) if code is None else Bye(code)
     if what == "hello":
-        node, nnodes = (_number(w) for w in (words + ["", ""])[2:4])
-        if len(words) != 4 or words[1] != GREETING or node is None or nnodes is None:
+        node, count = _number((words + ["", ""])[2]), _count((words + ["", "", ""])[3])
+        if len(words) != 4 or words[1] != GREETING or node is None or count is None:
             return Malformed(what, said)
-        return Hello(node, nnodes)
+        return Hello(node, *count)
+    if what in ("ended", "restart", "stop"):
+        return _attempt_words(words)
     if what == "refused":
         return Refused(" ".join(words[1:]))
     if what == "lost":
