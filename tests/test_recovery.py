@@ -150,12 +150,13 @@ def test_a_python_exception_is_restarted_when_opted_in(tmp_path):
     assert "restart 1 of 2 after exception before any iteration; starting over (no checkpoint)" in r.stdout
 
 
-# rank 0 fails at once; rank 1 ignores SIGTERM, so the attempt's teardown lasts until its SIGKILL
+# JAX ranks (started by the launcher itself): rank 0 fails; rank 1 notes the launcher's SIGTERM (the
+# failure was found: the attempt is being torn down) and ignores it, so the teardown lasts until SIGKILL
 SLOW_TEARDOWN = """import os, signal, sys, time
-if os.environ["RANK"] == "0":
+if os.environ["JAX_RANK"] == "0":
     time.sleep(1)
     sys.exit(3)
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, lambda *_: open(os.environ["TEARDOWN_MARK"], "w").close())
 time.sleep(60)
 """
 
@@ -167,13 +168,16 @@ def test_ctrl_c_during_a_restart_stops_at_once_and_no_attempt_starts(tmp_path):
         "launcher",
         f"run_root={tmp_path / 'runs'}",
         script(tmp_path, SLOW_TEARDOWN),
+        "launcher=skrl_jax",
         "launcher.nproc_per_node=2",
         "restart.max=3",
         "restart.classes=[default,exit-code]",
     ]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    mark = tmp_path / "teardown"
+    env = clean_env(TEARDOWN_MARK=str(mark))
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not list((tmp_path / "runs").glob("*/logs/rank0.exit.json")):
+    while time.monotonic() < deadline and not mark.exists():
         assert proc.poll() is None
         time.sleep(0.02)
     sent = time.monotonic()
