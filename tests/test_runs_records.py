@@ -166,7 +166,7 @@ def test_a_link_to_dev_zero_is_not_read_without_end(tmp_path):
     assert stat.S_ISCHR(os.stat("/dev/zero").st_mode)
 
 
-def test_sockets_under_record_names_are_named(tmp_path, capsys):
+def test_sockets_under_record_names_are_named(tmp_path, capsys, monkeypatch):
     import socket
 
     from launcher.runs import cli as runs_cli
@@ -174,9 +174,10 @@ def test_sockets_under_record_names_are_named(tmp_path, capsys):
     root = tmp_path / "runs"
     run_dir = make_run(root, "2026-01-01_10-00-00_sock", status_json=None, config_yaml=None, logs__rank0_log=None)
     bound = []
+    monkeypatch.chdir(run_dir)  # bound by relative paths: a socket's path has at most 107 bytes
     for name in ("status.json", "config.yaml", "logs/rank0.log"):
         server = socket.socket(socket.AF_UNIX)
-        server.bind(str(run_dir / name))
+        server.bind(name)
         bound.append(server)
     HOSTILE.extend(["socket status.json", "socket config.yaml", "socket rank0.log"])
     try:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import supervise_util
 from sshd import SshHosts
 from supervise_util import env
 
@@ -43,13 +44,7 @@ def launch(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> subproce
 
 
 def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"the launch did not end in {timeout} s:\n{out.decode()}\n{err.decode()}") from None
-    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    return supervise_util.finish(proc, timeout)
 
 
 def record(tmp: Path) -> Path:

@@ -204,7 +204,8 @@ def _run(
             supervisor = Supervisor(plan, here.logs, console, given_liveness=liveness)
             outcome = signals.run(supervisor, relay_usr1)
             ended = time.time()
-            iterations = reached(here.logs)
+            # without restarts nothing reads it (status.json records no attempts): no read of the beats
+            iterations = reached(here.logs) if policy.max > 0 else None
             after = _stamp(resume.checkpoint()) if policy.max > 0 else None
             progress = restarts.progressed(
                 restarts.iteration_of(resumed_from), iterations, after is not None and after != before
