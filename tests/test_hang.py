@@ -142,7 +142,9 @@ def test_sigusr2_writes_every_stack_and_the_launch_goes_on(tmp_path, mode):
     proc, pids = launch(tmp_path, *extra, jax=True, nproc=nproc, args=("--mode", "silent", "--seconds", "4"))
     runs = tmp_path / "runs"
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (runs / "multirun" if mode != "single" else runs).is_dir():
+    made = runs / "multirun" if mode != "single" else runs
+    # a sweep's multirun/ is made before its dated directory inside: wait for that one
+    while time.monotonic() < deadline and not (made.is_dir() and (mode == "single" or any(made.iterdir()))):
         time.sleep(0.05)
     if mode == "single":
         jobs = [run_dir(tmp_path)]

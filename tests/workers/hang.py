@@ -31,8 +31,10 @@ parser.add_argument("--at", type=int, default=3)
 parser.add_argument("--seconds", type=float, default=6.0)
 args, _unknown = parser.parse_known_args()
 rank = int(os.environ.get("RANK", os.environ.get("JAX_RANK", "0")))
-with open(os.path.join(args.pid_dir, f"rank{rank}-{os.getpid()}.pid"), "w") as handle:
+PID_FILE = os.path.join(args.pid_dir, f"rank{rank}-{os.getpid()}.pid")
+with open(PID_FILE + ".tmp", "w") as handle:  # whole or absent (os.replace)
     handle.write(str(os.getpid()))
+os.replace(PID_FILE + ".tmp", PID_FILE)
 BEAT = os.environ.get("TRAIN_MULTIGPU_HEARTBEAT_FILE")
 
 

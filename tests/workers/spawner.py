@@ -53,8 +53,10 @@ def main() -> int:
     for kind, new_session in (("setsid", True), ("daemon", False)):
         path = os.path.join(args.pid_dir, f"helper-{rank}-{kind}.pid")
         subprocess.Popen([sys.executable, "-c", HELPER, path, kind, "tmg-test-helper"], start_new_session=new_session)
-    with open(os.path.join(args.pid_dir, f"rank{rank}.pid"), "w") as f:
+    pid_file = os.path.join(args.pid_dir, f"rank{rank}.pid")
+    with open(pid_file + ".tmp", "w") as f:  # whole or absent: a rank killed while writing leaves no empty pid file
         f.write(str(os.getpid()))
+    os.replace(pid_file + ".tmp", pid_file)
     print(f"rank {rank} started", flush=True)
     if args.ignore_signals:
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
