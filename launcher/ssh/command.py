@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from ..secrets import Vault
 
 SSH = "ssh"
-# set on the remote launcher: its stdin is the SSH channel (the secrets; EOF: the connection is gone)
-CHANNEL_VAR = SSH_CHANNEL_VAR
 # a connection that went silent (a link down, a host gone) ends its client after ~15 s: exit 255
 ALIVE = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
 ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launcher/__main__.py)
@@ -80,7 +78,7 @@ class SshNode:
 
         (the variable tells the remote launcher that its stdin is the SSH channel: the secrets, then
         EOF when the connection drops; ``export`` so that it holds for an ``ssh.command`` line too)."""
-        head = f"cd {shlex.quote(self.workdir)} && export {CHANNEL_VAR}=1 && {self.entry}"
+        head = f"cd {shlex.quote(self.workdir)} && export {SSH_CHANNEL_VAR}=1 && {self.entry}"
         return f"{head} {shlex.join(self.remote_argv)}".rstrip()
 
     @property
