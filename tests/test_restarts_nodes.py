@@ -30,6 +30,20 @@ NODE_TIMEOUT = 3
 RDZV_PORT = 29400
 
 
+def trainer(run_dir: Path, *extra: str) -> list[str]:
+    """What every node of these launches runs: one rank of the bundled trainer, watched by its peers."""
+    return [
+        "launcher.nproc_per_node=1",
+        f"launcher.node_timeout={NODE_TIMEOUT}",
+        f"script={TRAINER}",
+        "task=CartPole-v1",
+        "num_envs=4",
+        "seed=1",
+        f"run_dir={run_dir}",
+        *extra,
+    ]
+
+
 def torch_node(hosts, index: int, run_dir: Path, nnodes: str, *extra: str, static: bool = False) -> list[str]:
     """A node of a torch launch: c10d, or ``static`` (node 1 holds global rank 1: ranks by node)."""
     rendezvous = (
@@ -47,14 +61,7 @@ def torch_node(hosts, index: int, run_dir: Path, nnodes: str, *extra: str, stati
         f"launcher.node_rank={index}",
         *rendezvous,
         "launcher.network_interface=eth0",
-        "launcher.nproc_per_node=1",
-        f"launcher.node_timeout={NODE_TIMEOUT}",
-        f"script={TRAINER}",
-        "task=CartPole-v1",
-        "num_envs=4",
-        "seed=1",
-        f"run_dir={run_dir}",
-        *extra,
+        *trainer(run_dir, *extra),
     ]
 
 
@@ -64,14 +71,7 @@ def jax_node(hosts, index: int, run_dir: Path, *extra: str) -> list[str]:
         "launcher.nnodes=2",
         f"launcher.node_rank={index}",
         f"launcher.coordinator_address={hosts[0].addr}:5127",
-        "launcher.nproc_per_node=1",
-        f"launcher.node_timeout={NODE_TIMEOUT}",
-        f"script={TRAINER}",
-        "task=CartPole-v1",
-        "num_envs=4",
-        "seed=1",
-        f"run_dir={run_dir}",
-        *extra,
+        *trainer(run_dir, *extra),
     ]
 
 

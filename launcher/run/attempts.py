@@ -85,12 +85,18 @@ class Resume(Protocol):
 
 
 class Coordinator(Protocol):
+    def join(self, signal: Callable[[], int | None]) -> int | restarts.Decision:
+        """Before the first attempt: the attempt this node starts at, or how it ends having run none."""
+
     def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
         """The decision every node follows after attempt ``attempt``; ``local``: this node's own."""
 
 
 class Alone:
-    """One node: the local decision."""
+    """One node: attempt 0 first, then the local decision."""
+
+    def join(self, signal: Callable[[], int | None]) -> int:
+        return 0
 
     def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
         return local
@@ -187,7 +193,7 @@ def _run(
     stalled = 0
     number, resumed_from = 0, None
     with LaunchSignals(interrupts) as signals:
-        joined = coordinator.join(lambda: signals.received) if hasattr(coordinator, "join") else 0
+        joined = coordinator.join(lambda: signals.received)
         if isinstance(joined, restarts.Decision):  # node 0 ended the launch before this node could join
             outcome = Outcome(joined.exit_code or 0, joined.why, joined.ended or Reason.SUCCEEDED)
             if signals.received is not None:
