@@ -86,12 +86,14 @@ class Policy:
 class Decision:
     """What happens after an attempt: a restart, or the launch ends. ``why`` is for people. A stop
     may carry the exit code and Reason the launch ends with (``no progress``; a coordinator's word
-    from another node); None: the attempt's own."""
+    from another node); None: the attempt's own. ``cause``: the failure class the decision is for
+    when another node's (node 0 decided: run/monitor/coordinator.cause); None: this attempt's own."""
 
     restart: bool
     why: str
     exit_code: int | None = None
     ended: Reason | None = None
+    cause: str | None = None
 
 
 def expand(on: Iterable[str]) -> set[str]:

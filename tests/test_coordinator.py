@@ -54,8 +54,10 @@ class Node:
         self.popen.stdin.write(line + "\n")
         self.popen.stdin.flush()
 
-    def end(self, code: int, retry: bool, why: str = "why") -> None:
-        self.say(f"end {code} {int(retry)} {why}")
+    def end(self, code: int, retry: bool, cls: str | None) -> None:
+        """This node's attempt ended with ``code``, failure class ``cls`` (its policy: ``retry``)."""
+        why = "no failure" if cls is None else f"{cls} is retried" if retry else f"{cls} is not in restart.classes"
+        self.say(f"end {code} {int(retry)} {cls or '-'} {why}")
 
     def close(self, code: int = 0) -> None:
         self.say(f"close {code}")
@@ -78,13 +80,13 @@ class Node:
 def test_a_rank_failure_on_node_1_restarts_both_nodes_together_and_the_next_attempt_ends_both():
     port = free_port()
     with Node(0, 2, port) as hub, Node(1, 2, port) as one:
-        one.end(3, True, "rank 1 failed: exit code 3 (killed)")  # its class is retried there
+        one.end(3, True, "killed")  # its class is retried there
         assert hub.line(10) == "FAILED 1 3"  # node 0's attempt ends too
-        hub.end(3, True, "node-failed is retried")
-        assert hub.line(10) == "WORD restart 1 2"
-        assert one.line(10) == "WORD restart 1 2"
-        one.end(0, False, "no failure")
-        hub.end(0, False, "no failure")
+        hub.end(3, True, "node-failed")
+        assert hub.line(10) == "WORD restart 1 2 after killed"
+        assert one.line(10) == "WORD restart 1 2 after killed"
+        one.end(0, False, None)
+        hub.end(0, False, None)
         assert hub.line(10) == one.line(10) == "WORD stop 0 success"
         one.close()
         hub.close()
@@ -96,23 +98,48 @@ def test_the_verdict_of_the_node_that_failed_first_decides_for_every_node():
     class, node-failed, is retried): nobody restarts, every node ends with node 1's code."""
     port = free_port()
     with Node(0, 3, port) as hub, Node(1, 3, port) as one, Node(2, 3, port) as two:
-        one.end(1, False, "exception is not in restart.on")
+        one.end(1, False, "exception")
         assert hub.line(10) == "FAILED 1 1"
         assert two.line(10) == "FAILED 1 1"  # node 0 named node 1 to node 2
-        two.end(1, True, "node-failed is retried")
-        hub.end(1, True, "node-failed is retried")
+        two.end(1, True, "node-failed")
+        hub.end(1, True, "node-failed")
         for node in (hub, one, two):
-            assert node.line(10) == "WORD stop 1 exception is not in restart.on"
+            assert node.line(10) == "WORD stop 1 exception is not in restart.classes"
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_that_only_lost_its_peer_is_no_cause_the_other_nodes_exception_is():
+    """Node 0's rank failed first, of a reset connection (``follower``: retried), while node 1's
+    rank raised the exception behind it (not retried): nobody restarts, node 1's code everywhere."""
+    port = free_port()
+    with Node(0, 2, port) as hub, Node(1, 2, port) as one:
+        hub.end(1, True, "follower")
+        assert one.line(10) == "FAILED 0 1"
+        one.end(1, False, "exception")
+        for node in (hub, one):
+            assert node.line(10) == "WORD stop 1 exception is not in restart.classes"
+
+
+@pytest.mark.timeout(60)
+def test_survivors_whose_ranks_failed_before_a_node_was_found_lost_restart_after_node_lost():
+    """2:3, node 2's launcher killed: the survivors' ranks fail at once (gloo: connection reset,
+    ``follower``), node 2 is found silent a node_timeout later; the restart is after ``node-lost``."""
+    port = free_port()
+    with Node(0, 3, port, 2) as hub, Node(1, 3, port, 2) as one, Node(2, 3, port, 2) as two:
+        two.kill()
+        hub.end(1, True, "follower")  # before node 2 is found lost
+        one.end(1, True, "follower")
+        assert hub.line(15) == one.line(15) == "WORD restart 1 2 after node-lost"
 
 
 @pytest.mark.timeout(60)
 def test_node_0s_own_failure_is_heard_by_every_node_and_restarts_them():
     port = free_port()
     with Node(0, 2, port) as hub, Node(1, 2, port) as one:
-        hub.end(124, True, "hang is retried")
+        hub.end(124, True, "hang")
         assert one.line(10) == "FAILED 0 124"
-        one.end(124, True, "node-failed is retried")
-        assert hub.line(10) == one.line(10) == "WORD restart 1 2"
+        one.end(124, True, "node-failed")
+        assert hub.line(10) == one.line(10) == "WORD restart 1 2 after hang"
 
 
 @pytest.mark.timeout(60)
@@ -124,7 +151,7 @@ def test_node_0s_own_failure_is_heard_by_every_node_and_restarts_them():
             None,
             "WORD stop 125 node 1 lost: launcher.nnodes=2 is a fixed count (MIN:MAX goes on without a lost node)",
         ),
-        (2, 1, "WORD restart 1 1"),
+        (2, 1, "WORD restart 1 1 after node-lost"),
     ],
 )
 def test_a_lost_node_stops_a_fixed_count_and_not_an_elastic_one(nnodes, min_nodes, word):
@@ -132,7 +159,7 @@ def test_a_lost_node_stops_a_fixed_count_and_not_an_elastic_one(nnodes, min_node
     with Node(0, nnodes, port, min_nodes) as hub, Node(1, nnodes, port, min_nodes) as one:
         one.kill()
         assert hub.line(10) == "FAILED 1 125"
-        hub.end(125, True, "node-lost is retried")
+        hub.end(125, True, "node-lost")
         assert hub.line(10) == word
 
 
@@ -143,16 +170,16 @@ def test_three_nodes_2_3_one_lost_the_two_left_restart_and_a_node_that_comes_bac
         two.kill()
         assert hub.line(10) == "FAILED 2 125"
         assert one.line(10) == "FAILED 2 125"
-        one.end(125, True, "node-failed is retried")
-        hub.end(125, True, "node-lost is retried")
-        assert hub.line(15) == one.line(15) == "WORD restart 1 2"
+        one.end(125, True, "node-failed")
+        hub.end(125, True, "node-lost")
+        assert hub.line(15) == one.line(15) == "WORD restart 1 2 after node-lost"
         with Node(2, 3, port, 2) as back:
             assert back.up == "UP standby"  # the others run attempt 1: it joins the next
-            one.end(3, True, "killed is retried")
+            one.end(3, True, "killed")
             assert hub.line(10) == "FAILED 1 3"
-            hub.end(3, True, "node-failed is retried")
+            hub.end(3, True, "node-failed")
             for node in (hub, one, back):
-                assert node.line(15) == "WORD restart 2 3"
+                assert node.line(15) == "WORD restart 2 3 after killed"
             assert back.said == [
                 "[train_multigpu] the other nodes run an attempt: this node joins at their next restart"
             ]
@@ -160,7 +187,7 @@ def test_three_nodes_2_3_one_lost_the_two_left_restart_and_a_node_that_comes_bac
             one.kill()
             back.kill()
             assert hub.line(10).startswith("FAILED ")
-            hub.end(125, True, "node-lost is retried")
+            hub.end(125, True, "node-lost")
             assert (
                 hub.line(15) == "WORD stop 125 node 1, node 2 lost: 1 node left, launcher.nnodes=2:3 needs at least 2"
             )
@@ -170,7 +197,7 @@ def test_three_nodes_2_3_one_lost_the_two_left_restart_and_a_node_that_comes_bac
 def test_a_node_waits_for_node_0s_word_while_node_0_runs_and_a_ctrl_c_ends_the_wait_at_once():
     port = free_port()
     with Node(0, 2, port) as hub, Node(1, 2, port) as one:
-        one.end(0, False, "no failure")  # its ranks are done; node 0's rank 0 still evaluates
+        one.end(0, False, None)  # its ranks are done; node 0's rank 0 still evaluates
         time.sleep(TIMEOUT + 1)  # longer than node_timeout: node 0 beats, so the wait goes on
         assert one.popen.poll() is None
         started = time.monotonic()
@@ -188,7 +215,7 @@ def test_a_node_whose_node_0_is_gone_stops_at_once_instead_of_waiting_for_a_word
         hub.kill()
         assert one.line(10) == "FAILED 0 125"
         started = time.monotonic()
-        one.end(125, True, "node-lost is retried")
+        one.end(125, True, "node-lost")
         assert one.line(10) == "WORD stop 125 node 0's launcher is gone: nobody decides on a restart"
         assert time.monotonic() - started < 5
 

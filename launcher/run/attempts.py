@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -88,8 +89,11 @@ class Coordinator(Protocol):
     def join(self, signal: Callable[[], int | None]) -> int | restarts.Decision:
         """Before the first attempt: the attempt this node starts at, or how it ends having run none."""
 
-    def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
-        """The decision every node follows after attempt ``attempt``; ``local``: this node's own."""
+    def decide(
+        self, attempt: int, outcome: Outcome, cls: str | None, judge: Callable[[str | None], restarts.Decision]
+    ) -> restarts.Decision:
+        """The decision every node follows after attempt ``attempt``, which ended here with class
+        ``cls``; ``judge``: this node's policy for a class (this attempt's budget and progress)."""
 
 
 class Alone:
@@ -98,8 +102,10 @@ class Alone:
     def join(self, signal: Callable[[], int | None]) -> int:
         return 0
 
-    def decide(self, attempt: int, outcome: Outcome, local: restarts.Decision) -> restarts.Decision:
-        return local
+    def decide(
+        self, attempt: int, outcome: Outcome, cls: str | None, judge: Callable[[str | None], restarts.Decision]
+    ) -> restarts.Decision:
+        return judge(cls)
 
 
 @dataclass(frozen=True)
@@ -222,8 +228,9 @@ def _run(
             )
             if number > 0:
                 stalled = 0 if progress else stalled + 1
-            local = restarts.decide(policy, number, cls, stalled)
-            decision = coordinator.decide(number, outcome, local)
+            judge = functools.partial(restarts.decide, policy, number, stalled=stalled)
+            decision = coordinator.decide(number, outcome, cls, judge)
+            cls = decision.cause or cls  # another node's failure, when node 0 found that one the cause
             stopped = (decision.restart or decision.ended is Reason.INTERRUPTED) and signals.received is not None
             if stopped:
                 decision = restarts.Decision(False, "stopped by a signal before the restart")

@@ -5,8 +5,9 @@ tests/test_coordinator.py: ``coordinated_node.py NODE_RANK NNODES PORT TIMEOUT [
 Prints ``UP`` once started (not node 0: once node 0 answered its hello; ``UP standby`` when node 0
 said it joins the next attempt: then node 0's word when it comes), and ``FAILED <node> <code>``
 once per attempt when the channel ends it (another node lost or failed). Stdin lines:
-``end <code> <retry 0|1> <text>``: this attempt ended here; prints node 0's word,
-``WORD restart <attempt> <nodes>`` or ``WORD stop <code> <text>``. ``close <code>``: says goodbye,
+``end <code> <retry 0|1> <class|-> <text>``: this attempt ended here; prints node 0's word,
+``WORD restart <attempt> <nodes> after <class>`` (``after <class>`` only when node 0 named one) or
+``WORD stop <code> <text>``. ``close <code>``: says goodbye,
 prints ``BYE``. SIGINT is noted as the attempt loop notes it (the coordinator's waits end).
 """
 
@@ -51,7 +52,7 @@ def said(word) -> None:
     global attempt
     if isinstance(word, wire.Restart):
         attempt = word.attempt
-        print("WORD restart", word.attempt, word.nodes, flush=True)
+        print("WORD restart", word.attempt, word.nodes, *(["after", word.cause] if word.cause else []), flush=True)
     else:
         print("WORD stop", word.code, word.text, flush=True)
 
@@ -67,7 +68,8 @@ for line in sys.stdin:
         with lock:
             failure, found[0] = found[0], "settling"
         root = failure.node if failure not in (None, "settling") else 0
-        said(coordinator.settle(attempt, Verdict(int(words[1]), words[2] == "1", " ".join(words[3:])), root))
+        cls = None if words[3] == "-" else words[3]
+        said(coordinator.settle(attempt, Verdict(int(words[1]), words[2] == "1", " ".join(words[4:]), cls), root))
         with lock:
             found[0] = None
     elif words[0] == "close":

@@ -213,15 +213,15 @@ class NodeLiveness:
         return self._relay.teardown or self._stop.is_set() or self._thread is None or not self._thread.is_alive()
 
     # -- attempts: the channel outlives one (run/monitor/coordinator.py) -----------------------------
-    def attempt_ended(self, attempt: int, code: int, retry: bool, why: str) -> None:
-        """This node's attempt ``attempt`` ended with ``code``; ``retry``: its own verdict. Node 0
-        hears it (the others, from node 0: a failed attempt there ends theirs)."""
-        self._post(wire.ended(attempt, code, retry, why))
+    def attempt_ended(self, attempt: int, code: int, retry: bool, cls: str | None, why: str) -> None:
+        """This node's attempt ``attempt`` ended with ``code``; ``retry``: its own verdict; ``cls``:
+        its failure class. Node 0 hears it (the others, from node 0: a failed attempt there ends theirs)."""
+        self._post(wire.ended(attempt, code, retry, cls, why))
 
     def announce(self, word: wire.Restart | wire.Stop) -> None:
         """(node 0) Every node watched hears node 0's word after this attempt."""
         if isinstance(word, wire.Restart):
-            self._post(wire.restart(word.attempt, word.nodes))
+            self._post(wire.restart(word.attempt, word.nodes, word.cause))
         else:
             self._post(wire.stop(word.code, word.text))
 

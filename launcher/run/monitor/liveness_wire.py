@@ -10,9 +10,12 @@ A frame is one line of printable ASCII words ending in ``\\n``, at most :data:`M
     bye <code>                                 a launch ended (code 0..255)
     lost <node> <code> <text>                  node 0: that node was lost or failed
     hang | stacks | stacked | teardown ...     a hang across nodes (liveness.HangRelay reads them)
-    ended <attempt> <code> <verdict> <text>    a node's attempt ended, the node stays (restarts on):
-                                               its code and its own verdict (retry or stop)
-    restart <attempt> <nodes>                  node 0: every node starts attempt <attempt>, <nodes> nodes
+    ended <attempt> <code> <verdict> <class> <text>
+                                               a node's attempt ended, the node stays (restarts on): its
+                                               code, its own verdict (retry or stop) and failure class
+                                               (launcher/restarts.py; ``-``: none)
+    restart <attempt> <nodes> <class>          node 0: every node starts attempt <attempt>, <nodes> nodes,
+                                               after a failure of <class> (``-``: none known)
     stop <code> <text>                         node 0: no attempt follows; the launch ends with <code>
 
 :func:`decode` turns a frame into a message, :class:`Malformed` when a known word has arguments no
@@ -26,11 +29,12 @@ from dataclasses import dataclass
 
 from ...names import PROG
 
-GREETING = f"{PROG}-nodes-4"  # the protocol's name and version, in the hello
+GREETING = f"{PROG}-nodes-5"  # the protocol's name and version, in the hello
 MAX_LINE = 1024  # bytes in a frame, its newline included
 RELAY_WORDS = frozenset({"hang", "stacks", "stacked", "teardown"})
 SIMPLE_WORDS = frozenset({"beat", "welcome", "later", "standby"})
 VERDICTS = ("retry", "stop")  # an ended attempt's verdict, its node's own
+NO_CLASS = "-"  # an ended attempt's or a restart's class when there is none
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,8 @@ class Simple:
 class Ended:
     attempt: int
     code: int  # the attempt's exit code, 0..255
-    retry: bool  # the node's own verdict on its outcome (restart.on, the budget, progress)
+    retry: bool  # the node's own verdict on its outcome (restart.classes, the budget, progress)
+    cls: str | None  # its failure class (launcher/restarts.py), None: none
     text: str  # why it ended, for people ("rank 3 failed: exit code 3 (exception)")
 
 
@@ -74,6 +79,7 @@ class Ended:
 class Restart:
     attempt: int  # the attempt every node starts now
     nodes: int  # how many nodes take part in it
+    cause: str | None = None  # the class of the failure it restarts after (the first node's that failed)
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,7 @@ def hello(node: int, nnodes: int, min_nodes: int | None = None) -> bytes:
     """``hello <GREETING> <node> <N or MIN:MAX>``.
 
     >>> hello(1, 2), hello(1, 3, min_nodes=2)
-    (b'hello train_multigpu-nodes-4 1 2\\n', b'hello train_multigpu-nodes-4 1 2:3\\n')
+    (b'hello train_multigpu-nodes-5 1 2\\n', b'hello train_multigpu-nodes-5 1 2:3\\n')
     """
     count = str(nnodes) if min_nodes is None else f"{min_nodes}:{nnodes}"
     return frame(f"hello {GREETING} {node} {count}")
@@ -146,17 +152,24 @@ def _code(code: int) -> int:
     return code if 0 <= code <= 255 else 1
 
 
-def ended(attempt: int, code: int, retry: bool, why: str) -> bytes:
-    """``ended <attempt> <code> <verdict> <text>``; a code outside 0..255 is said as 1.
+def _class(cls: str | None) -> str:
+    """A failure class as one wire word (``-``: none)."""
+    word = text(cls or "").replace(" ", "")
+    return word or NO_CLASS
 
-    >>> ended(0, 3, True, "rank 1 failed"), ended(2, -9, False, "x")
-    (b'ended 0 3 retry rank 1 failed\\n', b'ended 2 1 stop x\\n')
+
+def ended(attempt: int, code: int, retry: bool, cls: str | None, why: str) -> bytes:
+    """``ended <attempt> <code> <verdict> <class> <text>``; a code outside 0..255 is said as 1.
+
+    >>> ended(0, 3, True, "exit-code", "rank 1 failed"), ended(2, -9, False, None, "x")
+    (b'ended 0 3 retry exit-code rank 1 failed\\n', b'ended 2 1 stop - x\\n')
     """
-    return frame(f"ended {attempt} {_code(code)} {VERDICTS[0] if retry else VERDICTS[1]} {text(why)}".rstrip())
+    verdict = VERDICTS[0] if retry else VERDICTS[1]
+    return frame(f"ended {attempt} {_code(code)} {verdict} {_class(cls)} {text(why)}".rstrip())
 
 
-def restart(attempt: int, nodes: int) -> bytes:
-    return frame(f"restart {attempt} {nodes}")
+def restart(attempt: int, nodes: int, cause: str | None) -> bytes:
+    return frame(f"restart {attempt} {nodes} {_class(cause)}")
 
 
 def stop(code: int, why: str) -> bytes:
@@ -209,19 +222,23 @@ def _count(word: str) -> tuple[int, int | None] | None:
     return highest, lowest
 
 
+def _read_class(word: str) -> str | None:
+    return None if word == NO_CLASS else word
+
+
 def _attempt_words(words: list[str]) -> Message | None:
     """``ended``, ``restart`` and ``stop``: the restarts' words (None: not one of them)."""
     what, said = words[0], " ".join(words)
     numbers = [_number(word) for word in words[1:3]] + [None, None]
     if what == "ended":
         attempt, code = numbers[0], numbers[1]
-        if len(words) < 4 or attempt is None or code is None or code > 255 or words[3] not in VERDICTS:
+        if len(words) < 5 or attempt is None or code is None or code > 255 or words[3] not in VERDICTS:
             return Malformed(what, said)
-        return Ended(attempt, code, words[3] == VERDICTS[0], " ".join(words[4:]))
+        return Ended(attempt, code, words[3] == VERDICTS[0], _read_class(words[4]), " ".join(words[5:]))
     if what == "restart":
-        if len(words) != 3 or numbers[0] is None or not numbers[1]:
+        if len(words) != 4 or numbers[0] is None or not numbers[1]:
             return Malformed(what, said)
-        return Restart(numbers[0], numbers[1])  # type: ignore[arg-type]
+        return Restart(numbers[0], numbers[1], _read_class(words[3]))  # type: ignore[arg-type]
     if what == "stop":
         if len(words) < 2 or numbers[0] is None or numbers[0] > 255:
             return Malformed(what, said)
@@ -238,10 +255,12 @@ def decode(line: bytes) -> Message | None:
     (LostNode(node=1, code=125, text='node 1 lost'), Relay(words=('stacked',)))
     >>> decode(b"hello other-3 1 2"), decode(b"bye 300")
     (Malformed(word='hello', line='hello other-3 1 2'), Malformed(word='bye', line='bye 300'))
-    >>> decode(b"hello " + GREETING.encode() + b" 2 2:3"), decode(b"ended 1 3 retry rank 1 failed")
-    (Hello(node=2, nnodes=3, min_nodes=2), Ended(attempt=1, code=3, retry=True, text='rank 1 failed'))
-    >>> decode(b"restart 2 3"), decode(b"stop 125 node 1 lost"), decode(b"restart 2")
-    (Restart(attempt=2, nodes=3), Stop(code=125, text='node 1 lost'), Malformed(word='restart', line='restart 2'))
+    >>> decode(b"hello " + GREETING.encode() + b" 2 2:3"), decode(b"ended 1 3 retry exit-code rank 1 failed")
+    (Hello(node=2, nnodes=3, min_nodes=2), Ended(attempt=1, code=3, retry=True, cls='exit-code', text='rank 1 failed'))
+    >>> decode(b"restart 2 3 node-lost"), decode(b"stop 125 node 1 lost")
+    (Restart(attempt=2, nodes=3, cause='node-lost'), Stop(code=125, text='node 1 lost'))
+    >>> decode(b"restart 2 3")
+    Malformed(word='restart', line='restart 2 3')
     >>> decode(b"GET / HTTP/1.1") is None, decode(b"lost x 1 y") is None
     (True, True)
     """
