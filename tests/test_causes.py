@@ -370,6 +370,22 @@ def test_a_rank_that_really_dies_of_a_signal_is_named_with_its_python_frame(
 
 
 @pytest.mark.timeout(120)
+def test_a_rank_that_calls_os_exit_leaves_its_exit_record_and_a_child_it_forked_does_not(tmp_path):
+    """os._exit skips every handler: the worker wrapper records it itself, so the launcher sees the
+    rank's own failure at once, not at torchrun's next poll (across nodes, the other node's ranks
+    fail of the lost connection within that time and would be taken for the cause)."""
+    started = time.monotonic()
+    rc, out, err = finish(torchrun_launch(tmp_path, "hard_exit"), timeout=80)
+    assert rc == 3, err
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 3" in err, err
+    failure = status(tmp_path)["failure"]
+    assert (failure["rank"], failure["source"], failure["class"]) == (1, "exit record", "exit-code"), failure
+    record = json.loads((run_dir(tmp_path) / "logs" / "rank1.exit.json").read_text())
+    assert record["exit_code"] == 3  # the parent's, not the forked child's 5
+    assert time.monotonic() - started < 60  # rank 0 sleeps 120 s: ended by rank 1's record
+
+
+@pytest.mark.timeout(120)
 def test_torchrun_failing_in_its_rendezvous_is_not_the_scripts_exit(tmp_path):
     """A real c10d launch on a node whose own host name does not resolve (a network namespace whose
     hosts file lacks it): torch's is_host guess raises socket.gaierror inside torchrun, before any

@@ -13,7 +13,9 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
   writing (or touching) it is a heartbeat the launcher's hang watchdog sees (run/monitor/beats.py).
 - Lets the launcher's py-spy read its stack under Yama's ``ptrace_scope=1`` (``PR_SET_PTRACER``).
 - A non-zero exit leaves ``<dir>/rank<R>.exit.json`` (rank, exit code, exception, traceback) for
-  the launcher's failure summary, and an uncaught exception is also written to torch elastic's
+  the launcher's failure summary (``os._exit(code)`` in the rank's own process too: it skips every
+  handler, and torchrun reports a rank's exit only at its next poll, seconds after the other
+  ranks failed of the lost connection), and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
   carries the traceback.
 - A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) prints every thread's Python stack to the
@@ -135,6 +137,19 @@ def _record(ranks: dict, code: int, error: "BaseException | None", stack: str) -
             pass
 
 
+def _record_hard_exits(ranks: dict) -> None:
+    """``os._exit(code)`` with a non-zero code in this process (not in a process forked from it)
+    writes the exit record first."""
+    hard_exit, pid = os._exit, os.getpid()
+
+    def _exit(code: int) -> None:
+        if code != 0 and os.getpid() == pid:
+            _record(ranks, code, None, "")
+        hard_exit(code)
+
+    os._exit = _exit
+
+
 def _exit_code(value: object) -> int:
     if value is None:
         return 0
@@ -163,6 +178,7 @@ def main(argv: list) -> None:
 
     import runpy
 
+    _record_hard_exits(ranks)
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as done:

@@ -5,6 +5,8 @@
                 with gloo's lost-peer error (a follower). Rank 0 ignores SIGTERM so that torchrun's
                 stop does not race its error: the launcher's SIGKILL ends it a second later.
 --mode abort    rank 1 calls os.abort() in crash_here(); rank 0 sleeps (standard library only)
+--mode hard_exit rank 1 forks a child that calls os._exit(5), waits for it, then calls os._exit(3);
+                rank 0 sleeps (standard library only)
 --mode raise    rank 1 raises RuntimeError(--text); rank 0 sleeps (standard library only)
 --mode printed  rank 1 prints --text, then raises KeyError (standard library only)
 --mode segv     rank 1 dies of SIGSEGV in crash_segv() (ctypes reads address 0); rank 0 sleeps
@@ -104,6 +106,12 @@ def main() -> int:
             crash_segv()
         if args.mode == "sigbus":
             crash_sigbus()
+        if args.mode == "hard_exit":
+            child = os.fork()
+            if child == 0:
+                os._exit(5)
+            os.waitpid(child, 0)
+            os._exit(3)
     time.sleep(120)
     return 0
 
