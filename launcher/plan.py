@@ -54,6 +54,12 @@ ARG_ENTRY = ""
 PRESET_ENTRY = "presets:"
 PRESETS_ARG = "presets="  # Isaac Lab's training script's preset selector
 JAX_RANK_VARS = ("JAX_LOCAL_RANK", "JAX_RANK", "JAX_WORLD_SIZE", "JAX_COORDINATOR_ADDR", "JAX_COORDINATOR_PORT")
+# JAX's persistent compilation cache (read by JAX from the environment): a JAX launch keeps the
+# programs it compiled in its run directory, every one (JAX's default keeps only those that took a
+# second or more: an RL step is many small programs), so a restart, a requeue or a resume there
+# loads them instead of compiling again (docs/recovery.md); a directory the user or a profile set wins
+JAX_CACHE_VAR, JAX_CACHE_DIR = "JAX_COMPILATION_CACHE_DIR", "jax_cache"
+JAX_CACHE_MIN_TIME_VAR = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 # what torchrun sets for each worker (torch/distributed/elastic/agent/server/local_elastic_agent.py)
 TORCHRUN_WORKER_VARS = (
     "RANK",
@@ -259,6 +265,10 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
         env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
     if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
         env.setdefault("JAX_PLATFORMS", "cpu")
+    jax_cache = run_dir is not None and cfg.launcher.topology is Topology.skrl_jax
+    if jax_cache and JAX_CACHE_VAR not in facts.env and JAX_CACHE_VAR not in env:
+        env[JAX_CACHE_VAR] = os.path.join(run_dir, JAX_CACHE_DIR)
+        env.setdefault(JAX_CACHE_MIN_TIME_VAR, "0")
     if _flight_recorder(cfg, settled):
         env.update(flight_recorder_env({**facts.env, **env}))
     if cfg.launcher.topology is Topology.skrl_jax and facts.env.get("WORLD_SIZE", "1") != "1":

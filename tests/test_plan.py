@@ -241,6 +241,28 @@ def test_jax_ranks_get_skrls_variables():
     # --ml_framework jax follows from launcher=skrl_jax (not typed): ahead of what the line typed
     assert args[2:] == ["--ml_framework", "jax", "--task=Pendulum-v1", "--distributed"]
     assert p.env["JAX_PLATFORMS"] == "cpu"
+    # JAX's compilation cache in the run directory, every program in it (a restart loads them)
+    assert (p.env["JAX_COMPILATION_CACHE_DIR"], p.env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]) == (
+        "/runs/r1/jax_cache",
+        "0",
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["+worker_env.JAX_COMPILATION_CACHE_DIR=/cache/mine"], None),
+        ([], {"JAX_COMPILATION_CACHE_DIR": "/cache/mine"}),
+    ],
+)
+def test_a_jax_compilation_cache_of_ones_own_wins_with_jaxs_own_threshold(argv, env):
+    p = build(["launcher=skrl_jax", *argv], env=env, coordinator=Endpoint("127.0.0.1", 4321))
+    assert p.env.get("JAX_COMPILATION_CACHE_DIR", (env or {}).get("JAX_COMPILATION_CACHE_DIR")) == "/cache/mine"
+    assert "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in p.env
+
+
+def test_a_torch_launch_sets_no_jax_cache():
+    assert not [name for name in build(["launcher=single_node"]).env if name.startswith("JAX_")]
 
 
 def test_jax_multinode_ranks_and_isaaclab_grammar(isaaclab):

@@ -598,8 +598,9 @@ print("NEW_VARS", " ".join(sorted(set(os.environ) - before)), flush=True)
 def test_every_variable_the_launch_sets_is_refused(run_cli, tmp_path, topology):
     """The list checks.worker_env_names refuses covers every variable a real launch (torchrun
     included) gives its workers beyond the launcher's own environment, but the ones a user's value
-    wins over (OMP_NUM_THREADS, JAX_PLATFORMS, TORCH_NCCL_ASYNC_ERROR_HANDLING). The launcher's
-    HYDRA_FULL_ERROR=1 (how it catches Hydra's errors) must not reach the workers either."""
+    wins over (OMP_NUM_THREADS, JAX_PLATFORMS, the JAX compilation cache's two,
+    TORCH_NCCL_ASYNC_ERROR_HANDLING). The launcher's HYDRA_FULL_ERROR=1 (how it catches Hydra's
+    errors) must not reach the workers either."""
     import json
 
     from launcher import plan
@@ -617,7 +618,13 @@ def test_every_variable_the_launch_sets_is_refused(run_cli, tmp_path, topology):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("NEW_VARS"))
-    new = set(line.split()[1:]) - {"OMP_NUM_THREADS", "JAX_PLATFORMS", "TORCH_NCCL_ASYNC_ERROR_HANDLING"}
+    new = set(line.split()[1:]) - {
+        "OMP_NUM_THREADS",
+        "JAX_PLATFORMS",
+        "JAX_COMPILATION_CACHE_DIR",
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    }
     assert "TRAIN_MULTIGPU_LAUNCH_ID" in new and ("RANK" in new or "JAX_RANK" in new), new
     assert new <= set(plan.LAUNCH_VARS), new - set(plan.LAUNCH_VARS)
 
