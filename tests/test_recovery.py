@@ -66,7 +66,8 @@ def test_a_rank_that_crashes_once_is_restarted_from_its_checkpoint_and_the_run_c
     record = status(run_dir)
     first, second = record["attempts"]
     assert (first["attempt"], first["exit_code"] != 0, first["resumed_from"]) == (0, True, None)
-    assert first["cause"] in ("exit-code", "follower") and first["iterations"] == 2
+    # rank 1's os._exit(3) is recorded by the worker wrapper: the cause, not rank 0's lost peer
+    assert first["cause"] == "exit-code" and first["iterations"] == 2
     assert second["resumed_from"] == str(run_dir / "checkpoints" / "iter_000002.ckpt")
     assert (second["exit_code"], second["iterations"], record["exit_code"]) == (0, 4, 0)
     assert (
@@ -192,3 +193,66 @@ def test_ctrl_c_during_a_restart_stops_at_once_and_no_attempt_starts(tmp_path):
     assert (record["reason"], record["outcome"]) == ("stopped by SIGINT", "interrupted")
     assert [a["decision"] for a in record["attempts"]] == ["stopped by a signal before the restart"]
     assert b"restart 1" not in out
+
+
+TWO_ATTEMPTS = """import os, pathlib, sys, time
+attempt, gate = os.environ["TRAIN_MULTIGPU_ATTEMPT"], pathlib.Path(sys.argv[1])
+print(f"attempt {attempt} line", flush=True)
+if attempt == "0":
+    (gate / "ready").touch()
+    while not (gate / "go").exists():
+        time.sleep(0.05)
+    print("attempt 0 last line", flush=True)
+    sys.exit(3)
+while not (gate / "until").exists():
+    time.sleep(0.05)
+print("attempt 1 done", flush=True)
+"""
+
+
+def test_runs_logs_follow_goes_on_into_the_next_attempt(tmp_path):
+    """``runs logs --follow`` started during attempt 0 prints the rest of attempt 0's log, then
+    attempt 1's as it is written, and ends with the launch."""
+    from test_runs import Lines
+
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", script(tmp_path, TWO_ATTEMPTS)]
+    argv += ["launcher.nproc_per_node=1", *CRASH_RETRIED, "--", str(tmp_path)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    follow = None
+    try:
+        wait = time.monotonic() + 120
+        while not (tmp_path / "ready").exists():
+            assert proc.poll() is None and time.monotonic() < wait, proc.stdout.read().decode()[-3000:]
+            time.sleep(0.05)
+        root = f"--root={tmp_path / 'runs'}"
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "launcher", "runs", "logs", the_run(tmp_path).name, root, "--follow"],
+            cwd=tmp_path,
+            env=clean_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines = Lines(follow.stdout)
+
+        def until(count: int, what: str) -> None:
+            end = time.monotonic() + 60
+            while len(lines.lines) < count:
+                assert time.monotonic() < end, f"{what}: {lines.lines}"
+                time.sleep(0.05)
+
+        until(1, "attempt 0's first line")
+        (tmp_path / "go").touch()  # attempt 0 ends (exit 3, restarted)
+        until(3, "attempt 1's first line, through follow")
+        (tmp_path / "until").touch()
+        assert proc.wait(timeout=120) == 0, proc.stdout.read().decode()[-3000:]
+        assert follow.wait(timeout=30) == 0
+        lines.thread.join(timeout=10)
+        assert lines.lines == ["attempt 0 line", "attempt 0 last line", "attempt 1 line", "attempt 1 done"]
+        the_log = the_run(tmp_path) / "attempt1" / "logs" / "rank0.log"
+        assert follow.stderr.read() == f"[train_multigpu] rank 0: the next attempt's log {the_log}\n"
+    finally:
+        for p in (proc, follow):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait(10)

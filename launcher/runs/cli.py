@@ -66,7 +66,9 @@ def parser() -> argparse.ArgumentParser:
     _common(logs)
     logs.add_argument("id", help="a run id, a unique prefix of one, or last")
     logs.add_argument("--rank", default="0", help="a global rank, or all (interleaved, [node:rank] prefixes)")
-    logs.add_argument("--follow", "-f", action="store_true", help="keep printing until the launch ends")
+    logs.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing until the launch ends (across its restarts)"
+    )
     stop = sub.add_parser(
         "stop",
         help="stop a run on its back end: a local launch as Ctrl+C does (SIGINT to its launcher), "

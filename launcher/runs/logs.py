@@ -97,19 +97,29 @@ class _Follower:
         self.told: set[Path] = set()
         self.out, self.prefix, self.as_json = out, prefix or as_json, as_json
         self.handles: dict[int, IO[bytes]] = {}
+        self.paths: dict[int, Path] = {}
         self.partial: dict[int, bytes] = {}
         self.tags: dict[int, bytes] = {}
         self.nodes: dict[int, int] = {}
 
     def add(self, rank: int, node: int, path: Path) -> None:
-        if rank in self.handles:
+        """Follow ``rank``'s log at ``path``; a rank followed already at another path (the launch
+        restarted: the next attempt's log) is read to its end first, then followed there."""
+        if self.paths.get(rank) == path:
             return
         try:
-            self.handles[rank] = files.open_regular(path, self.within)
+            handle = files.open_regular(path, self.within)
         except OSError as err:
             if isinstance(err, files.Unreadable):
                 self.refused.setdefault(path, err.strerror)
             return
+        if rank in self.handles:  # the attempt it was on ended: what it wrote last, then the next one's
+            while self.copy(only=rank):
+                pass
+            self.copy(final=True, only=rank)
+            self.handles.pop(rank).close()
+            print(f"[{PROG}] rank {rank}: the next attempt's log {path}", file=sys.stderr, flush=True)
+        self.handles[rank], self.paths[rank] = handle, path
         self.tags[rank] = f"[{node}:{rank}] ".encode()
         self.nodes[rank] = node
 
@@ -120,9 +130,11 @@ class _Follower:
                 self.told.add(path)
                 print(one_line(f"[{PROG}] {path}: {why}: not read"), file=sys.stderr, flush=True)
 
-    def copy(self, final: bool = False) -> bool:
+    def copy(self, final: bool = False, only: int | None = None) -> bool:
         copied = False
         for rank, handle in sorted(self.handles.items()):
+            if only is not None and rank != only:
+                continue
             data = handle.read(CHUNK)
             if not data and not (final and self.partial.get(rank)):
                 continue
