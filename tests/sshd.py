@@ -99,9 +99,19 @@ class SshHosts:
     side (key, known_hosts) under ``folder``."""
 
     def __init__(
-        self, n: int, folder: Path, without_sshd: Sequence[int] = (), client: bool = False, hostnames: bool = False
+        self,
+        n: int,
+        folder: Path,
+        without_sshd: Sequence[int] = (),
+        client: bool = False,
+        hostnames: bool = False,
+        own_disk: Path | None = None,
     ) -> None:
+        """``own_disk``: a directory each sshd host sees as a disk of its own (an empty tmpfs mounted
+        there in that sshd's mount namespace, so in its sessions): what a node writes there is not
+        visible here, nor on another host (a workstation's local disk)."""
         self.n, self.folder, self.without_sshd, self.with_client = n, Path(folder), tuple(without_sshd), client
+        self.own_disk = own_disk
         self._hosts = Hosts(n + (1 if client else 0), hostnames=hostnames)
         self.hosts: list[Host] = []
         self.client: Host | None = None
@@ -171,7 +181,11 @@ class SshHosts:
             config.write_text(sshd_config(self.folder, host.index, host.addr))
             log = self.folder / f"sshd{host.index}.log"
             # -D: stay in the foreground (Host.run's process: killed with the namespace), -E: log file
-            self.sshd[host.index] = host.run([SSHD, "-D", "-f", str(config), "-E", str(log)])
+            argv = [SSHD, "-D", "-f", str(config), "-E", str(log)]
+            if self.own_disk is not None:
+                mount = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
+                argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(self.own_disk), *argv]
+            self.sshd[host.index] = host.run(argv)
         self.known_hosts.write_text("\n".join(known) + "\n")
         deadline = time.monotonic() + START_TIMEOUT_S
         for index, proc in self.sshd.items():

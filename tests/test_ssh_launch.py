@@ -99,6 +99,39 @@ def test_two_hosts_torch_c10d_meet(lab, tmp_path):
     )
 
 
+def test_runs_logs_asks_a_node_over_ssh_for_a_log_on_that_nodes_own_disk(tmp_path):
+    """Each host writes its node directory on a disk of its own (tests/sshd.py ``own_disk``): the
+    record here names them, ``runs logs`` (on the workstation, host 0) reads them over each node's
+    ssh command, one rank or every rank."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    with SshHosts(2, tmp_path / "ssh", hostnames=True, own_disk=disk) as lab:
+        argv = [sys.executable, "-m", "launcher", "submit=ssh", *lab.overrides, "device=cpu", f"run_root={disk}"]
+        argv += ["launcher.nproc_per_node=1", f"script={ALLREDUCE}"]
+        code, out, err = finish(
+            lab.hosts[0].run(argv, env=env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        )
+        assert code == 0, (out, err)
+        (here,) = [p for p in disk.iterdir() if p.is_dir()]
+        nodes = json.loads((here / "nodes.json").read_text())["nodes"]
+        assert [n["run_dir"] for n in nodes] == [str(here / "node0"), str(here / "node1")]
+        assert not (here / "node0").exists() and not (here / "node1").exists()  # on the hosts' own disks only
+
+        def runs_logs(rank: str) -> subprocess.CompletedProcess:
+            command = [sys.executable, "-m", "launcher", "runs", "--root", str(disk), "logs", here.name, "--rank", rank]
+            proc = lab.hosts[0].run(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            out, err = proc.communicate(timeout=120)
+            return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+        for rank in ("0", "1"):
+            shown = runs_logs(rank)
+            assert shown.returncode == 0, shown.stderr
+            assert re.search(rf"^rank {rank}/2 .*all_reduce sum=3 expected=3$", shown.stdout, re.M), shown.stdout
+        every = runs_logs("all")
+        assert every.returncode == 0, every.stderr
+        assert sorted(re.findall(r"^\[rank (\d)\] rank \1/2 ", every.stdout, re.M)) == ["0", "1"], every.stdout
+
+
 def ns_pids(host) -> set[int]:
     out = subprocess.run(["ip", "netns", "pids", host.ns], capture_output=True, text=True, timeout=30).stdout
     return {int(tok) for tok in out.split()}
