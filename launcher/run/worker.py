@@ -143,8 +143,9 @@ def _record_hard_exits(ranks: dict) -> None:
     hard_exit, pid = os._exit, os.getpid()
 
     def _exit(code: int) -> None:
-        if code != 0 and os.getpid() == pid:
-            _record(ranks, code, None, "")
+        status = code & 0xFF  # what the process's parent sees
+        if status != 0 and os.getpid() == pid:
+            _record(ranks, status, None, "")
         hard_exit(code)
 
     os._exit = _exit

@@ -7,7 +7,8 @@ channel (run/monitor/liveness.py), which outlives the attempts:
   exit code, its own verdict from its policy, and its failure class). A failed attempt on any node
   ends the attempt on every node, as a failed node always did (node 0 names it to the others);
 - node 0 waits (at most :data:`REPORT_WAIT_S`) until every node taking part said so or was lost, and
-  decides with :func:`rule`: ``restart <attempt> <nodes>`` or ``stop <code> <text>``, to every node;
+  decides with :func:`rule`: ``restart <attempt> <nodes> <class>`` or ``stop <code> <text>``, to every
+  node;
 - a node other than node 0 waits for that word (while node 0's attempt runs, as long as node 0's
   launcher beats; after node 0's attempt ended, at most :data:`WORD_WAIT_S`; node 0 gone: not at
   all) and follows it; without it, it stops (nobody stays on an old attempt, nobody starts one alone).
@@ -16,10 +17,10 @@ The verdict that counts is the one of the node whose attempt failed first (the *
 only followed it; their own class, ``node-failed``, says nothing of the cause), unless it only
 followed a failure elsewhere itself (``follower``: its rank lost a peer): then the first node that
 names a cause of its own, else a lost node (:func:`cause`). Every node's restart line and record
-names that class. A node whose launcher
-is gone (lost: killed, powered off, cut off) cannot be restarted by anyone here: with a fixed
-``launcher.nnodes`` the launch stops (exit 125, as without restarts); with ``MIN:MAX`` the others go on
-without it while at least MIN remain, and a node that comes back joins at the next restart.
+names that class. A node whose launcher is gone (lost: killed, powered off, cut off) cannot be
+restarted by anyone here: with a fixed ``launcher.nnodes`` the launch stops (exit 125, as without
+restarts); with ``MIN:MAX`` the others go on without it while at least MIN remain, and a node that
+comes back joins at the next restart.
 """
 
 from __future__ import annotations
