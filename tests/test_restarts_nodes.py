@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -105,6 +106,42 @@ def test_a_killed_node_ends_both_nodes_without_restarts(tmp_path):
         os.kill(procs[1].popen.pid, signal.SIGKILL)  # node 1's launcher only (its watchdog ends its ranks)
         assert procs[0].wait(60) == 125, procs[0].out[-3000:]
     assert "[train_multigpu] exit code 125 (node lost)" in procs[0].out
+    assert status(run_dir, 0)["reason"] == "node lost"
+
+
+def ranks_in(host) -> list[int]:
+    """The rank processes in ``host``'s namespace (the worker wrapper's, run/worker.py, among the
+    first words of its command line; torchrun's names it only after its own flags)."""
+    out = subprocess.run(["ip", "netns", "pids", host.ns], capture_output=True, text=True, timeout=30).stdout
+    ranks = []
+    for pid in map(int, out.split()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(word.endswith(b"run/worker.py") for word in argv[1:3]):
+            ranks.append(pid)
+    return ranks
+
+
+@pytest.mark.timeout(240)
+def test_a_rank_that_only_lost_its_peer_waits_for_the_silent_node_and_the_launch_ends_node_lost(tmp_path):
+    """restart.max=0: node 1's launcher stopped (SIGSTOP: silent, its connections open), then its
+    rank killed: node 0's rank fails at once of the reset connection (a follower); node 1 is found
+    silent a node_timeout later. Node 0's launch ends as node 1 lost (125), not as its follower (1)."""
+    run_dir = tmp_path / "shared"
+    with Hosts(2) as hosts:
+        extra = ("max_iterations=400", "restart.max=0")
+        procs = [launch(h, tmp_path / f"n{h.index}", *torch_node(hosts, h.index, run_dir, "2", *extra)) for h in hosts]
+        wait_for_iteration(procs, 2, 150)
+        os.kill(procs[1].popen.pid, signal.SIGSTOP)
+        try:
+            (rank,) = ranks_in(hosts[1])
+            os.kill(rank, signal.SIGKILL)
+            assert procs[0].wait(60) == 125, procs[0].out[-3000:]
+        finally:
+            os.kill(procs[1].popen.pid, signal.SIGKILL)
+    assert "[train_multigpu] exit code 125 (node lost)" in procs[0].out, procs[0].out[-3000:]
     assert status(run_dir, 0)["reason"] == "node lost"
 
 

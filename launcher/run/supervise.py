@@ -84,7 +84,7 @@ from .postmortem import failure as failure_mod
 from .postmortem.detect import FailureDetector, Monitor
 from .postmortem.failure import Failure
 from .process.group import ProcessGroup
-from .process.signals import FORWARDED_SIGNALS, RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
+from .process.signals import RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
 
 POLL_S = 0.05
 FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIGKILL
@@ -295,9 +295,40 @@ class Supervisor:
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
         self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
+        self._wait_for_the_cause_elsewhere()
         outcome = replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
         self.exit_code = outcome.exit_code
         return outcome
+
+    def _wait_for_the_cause_elsewhere(self) -> None:
+        """A multi-node launch whose failure here is a rank that only lost its peer (class
+        ``follower``: gloo's "connection reset" comes at once) ends as the other nodes' channel says
+        why, when it says so within ``launcher.node_timeout`` (+1 s): a node lost (its launcher gone
+        or silent) or failed (its own code). Else the follower stays the failure."""
+        if (
+            self.liveness is None
+            or self.plan.nodes is None
+            or self.failure is None
+            or self.found_by is not self.detector
+        ):
+            return
+        outcome = self._outcome()
+        if outcome.context is None or causes.diagnose(outcome.failure, outcome.context).cls != "follower":
+            return
+        start = time.monotonic()
+        said = False
+        while time.monotonic() < start + self.plan.nodes.timeout + 1 and self.signal_received is None:
+            found = self.liveness.check([])
+            if found is not None:
+                self.failure, self.found_by = found, self.liveness
+                return
+            if not said and time.monotonic() > start + 2:
+                said = True
+                self.console.say(
+                    "a rank here only lost its peer: waiting for the other nodes to say why "
+                    f"(at most {self.plan.nodes.timeout + 1:g} s)"
+                )
+            time.sleep(POLL_S)
 
     def _outcome(self) -> Outcome:
         if self.failure is not None and self.failure.source in liveness.SOURCES:
@@ -355,51 +386,34 @@ class LaunchSignals:
     """The launch's signal handlers, installed once (a context manager) for every attempt of a
     launch (run/attempts.py): SIGINT/SIGTERM/SIGHUP and SIGUSR2 go to the attempt running now
     (:meth:`run`); between attempts a stop signal is only noted in ``received``, and the next
-    attempt's supervisor is told at once. With ``interrupts`` (a sweep), the sweep's handlers stay
-    and pass the signals on (``received`` is the sweep's)."""
+    attempt's supervisor is told at once. Both are an :class:`Interrupts`' (its own, or a sweep's,
+    whose handlers stay and pass the signals on to every launch it runs)."""
 
     def __init__(self, interrupts: Interrupts | None = None) -> None:
-        self.interrupts = interrupts
-        self.current: Supervisor | None = None
-        self._received: int | None = None
+        self.own = interrupts is None
+        self.interrupts = Interrupts() if interrupts is None else interrupts
         self._stack = contextlib.ExitStack()
 
     @property
     def received(self) -> int | None:
-        return self.interrupts.received if self.interrupts is not None else self._received
+        return self.interrupts.received
 
     def __enter__(self) -> LaunchSignals:
-        installed = {} if self.interrupts is not None else {sig: self.on_signal for sig in FORWARDED_SIGNALS}
-        installed.update({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS})  # inherited by every process started
-        if self.interrupts is None:  # a sweep's Interrupts passes SIGUSR2 on to its running launches
-            installed.update({sig: self.on_stacks for sig in STACK_SIGNALS})
+        if self.own:
             hold_stack_requests()  # what is restored after the launch
-        self._stack.enter_context(handlers(installed))
+            self._stack.enter_context(self.interrupts)
+        # inherited by every process started
+        self._stack.enter_context(handlers({sig: signal.SIG_IGN for sig in RELAYED_SIGNALS}))
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self._stack.close()
 
-    def on_signal(self, signum: int, frame: object) -> None:
-        if self._received is None:
-            self._received = signum
-        if self.current is not None:
-            self.current.on_signal(signum, frame)
-
-    def on_stacks(self, signum: int, frame: object) -> None:
-        if self.current is not None:
-            self.current.on_stacks(signum, frame)
-
     def run(self, supervisor: Supervisor, relay_usr1: bool = True) -> Outcome:
         """One attempt under these handlers: start, supervise to the end, close; the outcome, summarised."""
         for sig in RELAYED_SIGNALS:  # ignored while starting: an ignored disposition survives exec
             signal.signal(sig, signal.SIG_IGN)
-        if self.interrupts is not None:
-            self.interrupts.attach(supervisor)
-        else:
-            self.current = supervisor
-            if self._received is not None:  # came between attempts: this one starts stopped
-                supervisor.on_signal(self._received, None)
+        self.interrupts.attach(supervisor)  # a stop signal that came between attempts: it starts stopped
         try:
             supervisor.start()
             if relay_usr1:
@@ -410,9 +424,7 @@ class LaunchSignals:
             supervisor.kill_all()
             raise
         finally:
-            if self.interrupts is not None:
-                self.interrupts.detach(supervisor)
-            self.current = None
+            self.interrupts.detach(supervisor)
             for sig in RELAYED_SIGNALS:
                 signal.signal(sig, signal.SIG_IGN)
             supervisor.close()

@@ -71,8 +71,9 @@ class Stoppable(Protocol):
 
 class Interrupts:
     """A sweep's hold on SIGINT/SIGTERM/SIGHUP, from its first job to its summary (a context
-    manager). The first signal is passed to every running launch (each stops as on its own) and
-    stays in ``received``: the sweep starts nothing more. A second SIGINT reaches the running
+    manager); a launch's, from its first attempt to its last (run/supervise.LaunchSignals). The
+    first signal is passed to every running launch (each stops as on its own) and stays in
+    ``received``: the sweep starts nothing more. A second SIGINT reaches the running
     launches too, which kill at once. Between jobs a signal is only noted. SIGUSR2 (stacks on
     demand) goes to every running launch for the sweep's whole length too; between jobs it does
     nothing (the default action would end the sweep)."""
