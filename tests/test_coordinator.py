@@ -7,9 +7,11 @@ launches across network namespaces: tests/test_restarts_nodes.py."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -32,24 +34,29 @@ class Node:
         )
         self.node = node
         self.said: list[str] = []
+        # read on a thread: a select() on the pipe misses a line already in the reader's buffer
+        # (two lines written together: the second waited there until the test gave up)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
         self.up = self.line(20)
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
 
     def line(self, seconds: float) -> str:
         """Its next line of output, within ``seconds`` (the launcher's own lines are kept in ``said``)."""
-        os.set_blocking(self.popen.stdout.fileno(), True)
         end = time.monotonic() + seconds
-        import selectors
-
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.popen.stdout, selectors.EVENT_READ)
-            while time.monotonic() < end:
-                if sel.select(max(0.0, end - time.monotonic())):
-                    line = self.popen.stdout.readline()
-                    assert line, f"ended (exit {self.popen.wait(5)})"
-                    if not line.startswith("[train_multigpu] "):
-                        return line.strip()
-                    self.said.append(line.strip())
-        pytest.fail(f"node {self.node}: no line within {seconds} s; its launcher's lines: {self.said}")
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"node {self.node}: no line within {seconds} s; its launcher's lines: {self.said}")
+            assert line is not None, f"ended (exit {self.popen.wait(5)})"
+            if not line.startswith("[train_multigpu] "):
+                return line.strip()
+            self.said.append(line.strip())
 
     def say(self, line: str) -> None:
         self.popen.stdin.write(line + "\n")
