@@ -520,7 +520,7 @@ def test_save_profile_keeps_env_references_unresolved(run_cli, tmp_path):
         (["+worker_env.BAD-TOKEN={s}"], "worker_env.BAD-TOKEN=***: not an environment variable name"),
         (
             ["+worker_env.HF_TOKEN={s}", "num_envs=many"],
-            "num_envs=many: Value 'many' of type 'str' could not be converted to Integer",
+            "num_envs=many: an integer",
         ),
         (["+worker_env.HF_TOKEN={s}", "launcher.nproc_per_node=0"], "launcher.nproc_per_node=0"),
         (["-m", "seed=1,2", "+worker_env.HF_TOKEN={s}", "num_envs=many"], "num_envs=many"),

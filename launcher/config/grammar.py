@@ -30,7 +30,7 @@ from ..secrets import (
     remember_values,
     section_name,
 )
-from .schema import TORCHRUN_FLAGS
+from .schema import TORCHRUN_FLAGS, keys_of_type
 
 # Isaac Lab flag -> config key
 _LAUNCHER_FLAGS = ("nproc_per_node", "nnodes", "node_rank", *TORCHRUN_FLAGS, "coordinator_address")
@@ -272,22 +272,31 @@ def parse(argv: list[str]) -> CommandLine:
     return line
 
 
-# list keys that also take one item written bare: k8s.secret_env=HF_TOKEN:hf-token/token
-BARE_ITEM_LISTS = ("k8s.secret_env", "ssh.hosts")  # ssh.hosts=gpu-a: one host
+# Every list key takes one item written bare (the one rule for a list key given a bare value):
+# k8s.secret_env=HF_TOKEN:hf-token/token, ssh.hosts=gpu-a, restart.classes=hang, ssh.options=-v.
+BARE_ITEM_LISTS = keys_of_type(list)
 
 
 def _one_item_list(override: str) -> str:
-    """``k8s.secret_env=A:s/k`` is ``k8s.secret_env=[A:s/k]``; a list, null or a comma sweep stays.
+    """``k8s.secret_env=A:s/k`` is ``k8s.secret_env=[A:s/k]``; a list, null, an empty value or a
+    comma list (a sweep with -m; refused without it: a list is written in brackets) stays.
 
     >>> _one_item_list("k8s.secret_env=HF_TOKEN:hf/token"), _one_item_list("k8s.secret_env=[A:b/c,D:e/f]")
     ('k8s.secret_env=[HF_TOKEN:hf/token]', 'k8s.secret_env=[A:b/c,D:e/f]')
+    >>> _one_item_list("restart.classes=hang"), _one_item_list("ssh.options=-v"), _one_item_list("ssh.options=A=b")
+    ('restart.classes=[hang]', 'ssh.options=[-v]', "ssh.options=['A=b']")
     """
     key, eq, value = override.partition("=")
     if not eq or key.lstrip("+") not in BARE_ITEM_LISTS:
         return override
-    if not value or value.startswith("[") or value == "null" or "," in value:
+    if not value.strip() or value.lstrip().startswith("[") or value.strip() == "null" or "," in value:
         return override
+    if not _BARE_WORD.fullmatch(value) and not value.startswith(("'", '"')) and "${" not in value:
+        value = quote(value)  # one item as typed (A=b, a b): Hydra reads = and spaces only quoted
     return f"{key}=[{value}]"
+
+
+_BARE_WORD = re.compile(r"[\w\-+./:%@~]+")
 
 
 def preset_names(value: str) -> list[str]:

@@ -356,3 +356,28 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=SCHEMA_NAME, node=TrainConfig)
+
+
+def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tuple[str, ...]:
+    """Every dotted key of ``kind`` whose value is a ``wanted`` (``list``: ``list[str]`` keys; ``int``:
+    ``int`` and ``int | None`` keys), so a rule for a kind of value covers every key of it.
+
+    >>> keys_of_type(list)
+    ('profile.rl_libraries', 'script_args', 'k8s.secret_env', 'restart.classes', 'ssh.hosts', 'ssh.options')
+    """
+    import dataclasses
+    import types
+    import typing
+
+    found: list[str] = []
+    hints = typing.get_type_hints(kind)
+    for item in dataclasses.fields(kind):
+        hint, key = hints[item.name], prefix + item.name
+        if dataclasses.is_dataclass(hint):
+            found += keys_of_type(wanted, hint, f"{key}.")
+            continue
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        inner = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
+        if len(inner) == 1 and (typing.get_origin(inner[0]) or inner[0]) is wanted:
+            found.append(key)
+    return tuple(found)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import UserError
 from ..names import override_key
-from .grammar import FLAG_TO_KEY, GROUPS, bad_env_name, quote
+from .grammar import BARE_ITEM_LISTS, FLAG_TO_KEY, GROUPS, bad_env_name, quote
 
 _OVERRIDE_IN_MESSAGE = re.compile(r"(?:Could not override '([^']+)'|Error merging override (\S+))")
 _MISSING_OPTION = re.compile(r"Could not (?:find|load) '([^/']+)/([^']*)'")
@@ -27,7 +27,41 @@ def from_omegaconf(err: Exception, override: str | None = None) -> UserError:
         key, value = override.lstrip("+~").split("=", 1)
     if "not in" in reason and key != "config":
         reason += "; train_multigpu --cfg job lists the keys"
+    kind = _value_kind(reason, key, str(value))
+    if kind is not None:
+        return UserError(key, value, *kind)
     return UserError(key, value, reason)
+
+
+# the node-count key that takes an elastic range: every other integer key is told so for MIN:MAX
+RANGE_KEY = "launcher.nnodes"
+_NOT_INT = re.compile(r"could not be converted to Integer")
+_NOT_FLOAT = re.compile(r"could not be converted to Float")
+_NOT_BOOL = re.compile(r"could not be converted to Boolean|is not a valid bool")
+_NOT_LIST = re.compile(r"is not a ListConfig")
+
+
+def _value_kind(reason: str, key: str, value: str) -> tuple[str, str | None] | None:
+    """What a key of this kind takes (and a hint), for OmegaConf's words on a value of the wrong
+    kind; None: not such an error.
+
+    >>> _value_kind("Value '1:2' of type 'str' could not be converted to Integer", "slurm.nodes", "1:2")
+    ('an integer', 'MIN:MAX is taken by launcher.nnodes only: elastic torchrun across nodes, launcher=multinode')
+    >>> _value_kind("Invalid value assigned: str is not a ListConfig, list or tuple.", "ssh.hosts", "")
+    ('a list', 'write ssh.hosts=[a,b], or one item bare: ssh.hosts=a')
+    """
+    if _NOT_INT.search(reason):
+        hint = None
+        if ":" in value:
+            hint = f"MIN:MAX is taken by {RANGE_KEY} only: elastic torchrun across nodes, launcher=multinode"
+        return "an integer", hint
+    if _NOT_FLOAT.search(reason):
+        return "a number", None
+    if _NOT_BOOL.search(reason):
+        return "true or false", None
+    if _NOT_LIST.search(reason) or (key in BARE_ITEM_LISTS and "is not Optional" in reason):
+        return "a list", f"write {key}=[a,b], or one item bare: {key}=a"
+    return None
 
 
 _GROUP_NOT_STRING = re.compile(r"Config group override must be a string or a list")
@@ -64,6 +98,9 @@ def quoting_hint(override: str) -> UserError:
         return name_error
     flags = [name for name, flag_key in FLAG_TO_KEY.items() if flag_key == key]
     hydra_form = f"{raw_key}={quote(value)}"
+    if key in BARE_ITEM_LISTS and value.startswith("[") and value.endswith("]"):  # a list: quote its items
+        flags = []
+        hydra_form = f"{raw_key}=[{','.join(quote(item.strip()) for item in value[1:-1].split(','))}]"
     quoted = shell_word(hydra_form)
     if quoted == hydra_form:  # no shell quotes: the shell would strip the quotes Hydra needs
         quoted = f'"{quoted}"'
@@ -115,6 +152,15 @@ def from_hydra(err: Exception, overrides: list[str]) -> str:
     if ambiguous:
         key, _, value = ambiguous.group(1).partition("=")
         key = key.lstrip("+~")
+        if key in BARE_ITEM_LISTS:
+            return str(
+                UserError(
+                    key,
+                    value,
+                    "a comma list is a sweep: one job per value",
+                    f"a list is written in brackets: {shell_word(f'{key}=[{value}]')}; add -m to sweep",
+                )
+            )
         return str(
             UserError(
                 key,

@@ -1,0 +1,118 @@
+"""A value of the wrong kind for a key, refused in one line before anything starts (exit 2, nothing
+written), the same for every key of that kind: every list key takes ``key=[a,b]`` or one item
+written bare; every integer key given ``MIN:MAX`` says which key takes a range. In process
+(tests/inproc.py): dozens of command lines a second."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from inproc import environment, run_main
+from launcher.config import grammar
+from launcher.config.compose import compose
+from launcher.config.schema import keys_of_type
+
+PREFIX = "train_multigpu: error: "
+LIST_KEYS = keys_of_type(list)
+INT_KEYS = keys_of_type(int)
+
+
+class _NoProcess:
+    def __init__(self, *args, **kwargs):
+        raise AssertionError(f"a refused command line started a process: {args[0] if args else kwargs}")
+
+
+def _snapshot(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def refused(argv: list[str], tmp_path: Path) -> str:
+    """Run ``argv`` (a real launch, not a dry run) in process; it must be refused: exit 2, one line
+    on stderr, nothing on stdout, no file written, no process started. Returns the message."""
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(exist_ok=True)
+    home.mkdir(exist_ok=True)
+    before = _snapshot(tmp_path)
+    saved, subprocess.Popen = subprocess.Popen, _NoProcess
+    try:
+        result = run_main(argv, str(work), environment(str(home), HOME=str(home)))
+    finally:
+        subprocess.Popen = saved
+    shown = f"argv: {argv}\nexit {result.returncode}\nstdout: {result.stdout}\nstderr: {result.stderr}"
+    assert result.returncode == 2, shown
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(PREFIX) and not result.stdout, shown
+    assert _snapshot(tmp_path) == before, shown
+    return lines[0][len(PREFIX) :]
+
+
+def test_the_schema_has_list_and_int_keys():
+    """The parametrized tests below cover every key of each kind: the schema is read, not a list."""
+    assert {"restart.classes", "ssh.hosts", "ssh.options", "k8s.secret_env"} <= set(LIST_KEYS)
+    assert {"slurm.nodes", "k8s.nodes", "restart.max", "seed"} <= set(INT_KEYS)
+
+
+@pytest.mark.parametrize("key", LIST_KEYS)
+def test_a_list_key_takes_one_item_bare(key):
+    typed = grammar.parse([f"{key}=item-1"])
+    cfg = compose(typed.overrides, typed.script_args)
+    node = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    assert node == ["item-1"]
+
+
+@pytest.mark.parametrize("key", LIST_KEYS)
+def test_a_list_key_given_no_list_is_one_line(key, tmp_path):
+    message = refused([f"{key}="], tmp_path)
+    assert message == f"{key}=: a list (write {key}=[a,b], or one item bare: {key}=a)"
+
+
+@pytest.mark.parametrize("key", LIST_KEYS)
+def test_a_list_key_given_a_comma_list_says_brackets(key, tmp_path):
+    message = refused([f"{key}=a,b"], tmp_path)
+    assert message == (
+        f"{key}=a,b: a comma list is a sweep: one job per value "
+        f"(a list is written in brackets: '{key}=[a,b]'; add -m to sweep)"
+    )
+
+
+@pytest.mark.parametrize("key", INT_KEYS)
+def test_an_integer_key_given_a_range_names_the_key_that_takes_one(key, tmp_path):
+    message = refused([f"{key}=1:2"], tmp_path)
+    assert message == (
+        f"{key}=1:2: an integer (MIN:MAX is taken by launcher.nnodes only: elastic torchrun across nodes, "
+        "launcher=multinode)"
+    )
+
+
+@pytest.mark.parametrize("key", INT_KEYS)
+def test_an_integer_key_given_a_word_is_one_line(key, tmp_path):
+    assert refused([f"{key}=many"], tmp_path) == f"{key}=many: an integer"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["restart.classes=segfault"],
+            "restart.classes=segfault: a failure class (hang, node-lost, node-failed, nccl, nccl-timeout, "
+            "rendezvous, jax-init-timeout, follower, killed, exception, exit-code, usage, cuda-oom, oom-killed, "
+            "illegal-memory-access, crash, torchrun, port-in-use), default or all "
+            "(docs/recovery.md lists what each class means)",
+        ),
+        (["launcher.grace_period=soon"], "launcher.grace_period=soon: a number"),
+        (["log_all_ranks=maybe"], "log_all_ranks=maybe: true or false"),
+    ],
+)
+def test_values_of_the_wrong_kind(argv, message, tmp_path):
+    assert refused(argv, tmp_path) == message
+
+
+def test_a_bare_item_with_an_equals_sign_is_one_item():
+    """``ssh.options=BatchMode=no`` is one option (Hydra reads '=' only quoted: the item is quoted)."""
+    typed = grammar.parse(["ssh.options=ConnectionAttempts=3"])
+    assert compose(typed.overrides).ssh.options == ["ConnectionAttempts=3"]
