@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Callable
 
-from . import rendezvous
+from . import nodes, rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
 from .config.schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
 from .errors import UserError
@@ -103,22 +103,12 @@ def _topology_keys(launcher: LauncherConfig) -> None:
 
 
 def parse_nnodes(value: str, jax: bool) -> tuple[int, int]:
-    """``N`` or (torchrun only) ``MIN:MAX``.
+    """``N`` or (torchrun only) ``MIN:MAX`` (launcher/nodes.py holds the rule).
 
     >>> parse_nnodes("2", jax=False), parse_nnodes("1:4", jax=False)
     ((2, 2), (1, 4))
     """
-    key = _key("nnodes")
-    allowed = "an integer >= 1" + ("" if jax else ", or MIN:MAX with 1 <= MIN <= MAX")
-    parts = str(value).split(":")
-    if len(parts) == 2 and jax:
-        raise UserError(key, value, "an integer >= 1 (elastic MIN:MAX is torchrun only)")
-    if len(parts) > 2 or not all(re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
-        raise UserError(key, value, allowed)
-    low, high = (int(parts[0]), int(parts[-1]))
-    if low < 1 or high < low:
-        raise UserError(key, value, allowed)
-    return low, high
+    return nodes.node_range(value, jax)
 
 
 def _device(cfg: TrainConfig, facts: HostFacts, refuse: Refuse) -> str:
@@ -274,7 +264,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         raise UserError("rl_library", cfg.rl_library.name, "launcher=skrl_jax runs skrl only", "use rl_library=skrl")
     if cfg.rl_library.ml_framework is MLFramework.jax and not jax:
         raise UserError("rl_library.ml_framework", "jax", "JAX runs through launcher=skrl_jax", "add launcher=skrl_jax")
-    if topology is Topology.single_node and str(launcher.nnodes) != "1":
+    if topology is Topology.single_node and str(launcher.nnodes).strip() != "1":
         raise UserError(_key("nnodes"), launcher.nnodes, "launcher=single_node runs 1 node", "use launcher=multinode")
     min_nodes, max_nodes = parse_nnodes(launcher.nnodes, jax)
     if not 0 <= launcher.node_rank < max_nodes:
@@ -366,7 +356,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
     return Settled(
         device=device,
         nproc_per_node=nproc,
-        nnodes=str(launcher.nnodes),
+        nnodes=nodes.spelled(launcher.nnodes, jax),
         min_nodes=min_nodes,
         max_nodes=max_nodes,
         script=_script(cfg),
@@ -413,6 +403,13 @@ def restart_keys(cfg: TrainConfig) -> None:
                 f"a failure class ({', '.join(restarts.CLASSES)}), {words[0]} or {words[1]}",
                 "docs/recovery.md lists what each class means",
             )
+    if restart.max > 0 and not restart.classes:
+        raise UserError(
+            "restart.classes",
+            "[]",
+            f"names no failure class, so restart.max={restart.max} would never restart",
+            "restart.classes=default, a class or a list of them; or restart.max=0 for no restarts",
+        )
     if restart.max > 0 and cfg.launcher.max_restarts:
         raise UserError(
             "restart.max",

@@ -14,6 +14,35 @@ from .errors import UserError
 NNODES = "launcher.nnodes"
 
 
+def node_range(value: object, jax: bool, key: str = NNODES) -> tuple[int, int]:
+    """``N`` or (torchrun only) ``MIN:MAX``, spaces around the numbers allowed: (MIN, MAX). The one
+    rule for a node count written as text; :func:`spelled` writes it back as torchrun takes it.
+
+    >>> node_range("2", jax=False), node_range(" 1 : 4", jax=False)
+    ((2, 2), (1, 4))
+    """
+    allowed = "an integer >= 1" + ("" if jax else ", or MIN:MAX with 1 <= MIN <= MAX")
+    parts = str(value).split(":")
+    if len(parts) == 2 and jax:
+        raise UserError(key, value, "an integer >= 1 (elastic MIN:MAX is torchrun only)")
+    if len(parts) > 2 or not all(re.fullmatch(r"[0-9]+", p.strip()) for p in parts):
+        raise UserError(key, value, allowed)
+    low, high = (int(parts[0]), int(parts[-1]))
+    if low < 1 or high < low:
+        raise UserError(key, value, allowed)
+    return low, high
+
+
+def spelled(value: object, jax: bool = False) -> str:
+    """The node count as torchrun takes it: ``N`` or ``MIN:MAX``, without spaces.
+
+    >>> spelled(" 1 : 2"), spelled(" 3"), spelled("2:2")
+    ('1:2', '3', '2:2')
+    """
+    low, high = node_range(value, jax)
+    return f"{low}:{high}" if ":" in str(value) else str(low)
+
+
 def job_nodes(nnodes: object, nnodes_typed: bool, alias_key: str, alias: int, alias_typed: bool, most: int) -> int:
     """The job's node count, 1 to ``most``.
 

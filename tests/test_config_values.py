@@ -116,3 +116,21 @@ def test_a_bare_item_with_an_equals_sign_is_one_item():
     """``ssh.options=BatchMode=no`` is one option (Hydra reads '=' only quoted: the item is quoted)."""
     typed = grammar.parse(["ssh.options=ConnectionAttempts=3"])
     assert compose(typed.overrides).ssh.options == ["ConnectionAttempts=3"]
+
+
+def test_restarts_with_no_class_are_refused(tmp_path):
+    """restart.max=3 with an empty class list would never restart (the dry run said "up to 3 after ,")."""
+    assert refused(["restart.max=3", "restart.classes=[]"], tmp_path) == (
+        "restart.classes=[]: names no failure class, so restart.max=3 would never restart "
+        "(restart.classes=default, a class or a list of them; or restart.max=0 for no restarts)"
+    )
+
+
+@pytest.mark.parametrize("typed, shown", [(" 1 : 2", "1:2"), ("1 :2", "1:2"), (" 2 ", "2")])
+def test_a_node_count_with_spaces_reaches_torchrun_as_torchrun_takes_it(typed, shown):
+    from conftest import build
+
+    plan = build(["launcher=multinode", f"launcher.nnodes={typed}", "launcher.rdzv_endpoint=10.0.0.1:29400"])
+    argv = plan.processes[0].argv
+    assert plan.nnodes == shown
+    assert argv[argv.index("--nnodes") + 1] == shown
