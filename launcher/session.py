@@ -211,7 +211,8 @@ class Session:
             profiles.write(Path(target), text)
         except OSError as err:  # profiles.save_target looked first; this is what it could not foresee
             raise UserError(profiles.SAVE_KEY, target, f"cannot write it: {err.strerror or err}") from None
-        print(f"[{PROG}] profile written: {target} (select it with profile={Path(target).stem})")
+        how = profiles.selection(Path(target), os.environ, os.getcwd())
+        print(f"[{PROG}] profile written: {target} ({how})")
         return 0
 
     # -- after the last job --------------------------------------------------------------------

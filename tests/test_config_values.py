@@ -134,3 +134,38 @@ def test_a_node_count_with_spaces_reaches_torchrun_as_torchrun_takes_it(typed, s
     argv = plan.processes[0].argv
     assert plan.nnodes == shown
     assert argv[argv.index("--nnodes") + 1] == shown
+
+
+def _run(argv: list[str], tmp_path: Path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir(exist_ok=True)
+    home.mkdir(exist_ok=True)
+    return run_main(argv, str(work), environment(str(home), HOME=str(home)))
+
+
+@pytest.mark.parametrize("where", ["elsewhere/profile/p1.yaml", "p1.yaml", "plain"])
+def test_a_saved_profile_is_selected_as_the_line_says(where, tmp_path):
+    """save_profile=/abs/p1.yaml said "select it with profile=p1", which then was not found."""
+    target = tmp_path / where if where.endswith(".yaml") else None
+    saved = _run(["save_profile=" + (str(target) if target else "p1"), "num_envs=7"], tmp_path)
+    assert saved.returncode == 0, saved.stderr
+    line = saved.stdout.strip()
+    written = line.split("profile written: ", 1)[1].split(" (", 1)[0]
+    how = line.split(" (", 1)[1].rstrip(")")
+    if where == "p1.yaml":
+        assert how == (
+            f"to select it, put it in a profile/ folder (e.g. {tmp_path / 'profile' / 'p1.yaml'}) "
+            f"and add --config-dir {tmp_path} profile=p1"
+        )
+        (tmp_path / "profile").mkdir()
+        Path(written).rename(tmp_path / "profile" / "p1.yaml")
+        argv = ["--config-dir", str(tmp_path), "profile=p1"]
+    elif where == "plain":
+        assert how == "select it with profile=p1"
+        argv = ["profile=p1"]
+    else:
+        assert how == f"select it with --config-dir {tmp_path / 'elsewhere'} profile=p1"
+        argv = how.removeprefix("select it with ").split()
+    selected = _run(["dry_run=true", *argv], tmp_path)
+    assert selected.returncode == 0, selected.stderr
+    assert "# profile: p1 " in selected.stdout and "--num_envs" in selected.stdout, selected.stdout

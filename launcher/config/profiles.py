@@ -225,6 +225,31 @@ def save_target(name: str, cwd: str, config_dir: str | None = None) -> Path:
     return target
 
 
+def selection(target: Path, env: Mapping[str, str], cwd: str, home: str | None = None) -> str:
+    """How a later command selects the profile written at ``target``: ``profile=NAME`` where its
+    folder is on the search path, ``--config-dir DIR profile=NAME`` for a ``DIR/profile/`` folder that
+    is not, and for a file outside any ``profile/`` folder where to put it (a config group is a folder).
+
+    >>> selection(Path("/abs/p1.yaml"), {}, "/w", "/h")
+    'to select it, put it in a profile/ folder (e.g. /abs/profile/p1.yaml) and add --config-dir /abs profile=p1'
+    >>> selection(Path("/abs/profile/p1.yaml"), {}, "/w", "/h")
+    'select it with --config-dir /abs profile=p1'
+    """
+    name, folder = target.stem, target.parent
+    if folder.name != "profile":
+        return (
+            f"to select it, put it in a profile/ folder (e.g. {folder / 'profile' / target.name}) "
+            f"and add --config-dir {folder} profile={name}"
+        )
+    try:
+        on_path = folder.parent.resolve() in search_dirs(env, cwd, home)
+    except UserError:  # TRAIN_MULTIGPU_CONFIG_PATH names a missing folder: the next command says so
+        on_path = False
+    return (
+        f"select it with profile={name}" if on_path else f"select it with --config-dir {folder.parent} profile={name}"
+    )
+
+
 def _drop(container: dict, dotted: str) -> None:
     *parents, last = dotted.split(".")
     node = container
