@@ -128,6 +128,14 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts, refuse: Refu
     if value == "auto" and device == "cpu":
         count = facts.usable_cpus
     elif value in ("auto", "gpu"):
+        if facts.visible_gpus == 0 and device == "cuda":  # device=cuda said so: the cause is named
+            raise UserError(
+                "device",
+                "cuda",
+                "no GPU is visible on this machine",
+                f"from {facts.gpus_source}; launcher.nproc_per_node={value} counts GPUs: give a number "
+                "to see the plan in a dry run (a warning then), or device=auto / device=cpu",
+            )
         if facts.visible_gpus == 0:  # an error in a dry run too: there is no count to plan
             raise UserError(key, value, "no GPU is visible on this machine", f"from {facts.gpus_source}")
         count = facts.visible_gpus
@@ -139,7 +147,7 @@ def _nproc(launcher: LauncherConfig, device: str, facts: HostFacts, refuse: Refu
             raise UserError(key, value, allowed)
     else:
         raise UserError(key, value, "an integer >= 1" if jax else allowed)
-    if device == "cuda" and count > facts.visible_gpus:
+    if device == "cuda" and count > facts.visible_gpus > 0:  # none at all: device=cuda's refusal says it
         refuse(
             UserError(
                 key,

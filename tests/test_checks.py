@@ -390,7 +390,7 @@ def test_a_dry_run_of_cuda_without_a_gpu_has_no_count_to_plan(run_cli):
     result = run_cli("device=cuda", "dry_run=true", env=clean_env(CUDA_VISIBLE_DEVICES=""))
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines()[-1].startswith(
-        "train_multigpu: error: launcher.nproc_per_node=auto: no GPU is visible on this machine"
+        "train_multigpu: error: device=cuda: no GPU is visible on this machine"
     ), result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
 

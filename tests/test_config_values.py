@@ -169,3 +169,22 @@ def test_a_saved_profile_is_selected_as_the_line_says(where, tmp_path):
     selected = _run(["dry_run=true", *argv], tmp_path)
     assert selected.returncode == 0, selected.stderr
     assert "# profile: p1 " in selected.stdout and "--num_envs" in selected.stdout, selected.stdout
+
+
+def test_device_cuda_without_a_gpu_is_the_documented_warning_in_a_dry_run(tmp_path):
+    """docs/errors.md: device=cuda with no GPU is a dry run's warning (with a worker count to plan),
+    named as device=cuda; with nproc_per_node=auto there is no count: an error naming device=cuda."""
+    env = environment(str(tmp_path), HOME=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    counted = run_main(["dry_run=true", "device=cuda", "launcher.nproc_per_node=2"], str(tmp_path), env)
+    assert counted.returncode == 0, counted.stderr
+    assert counted.stderr.splitlines() == [
+        "train_multigpu: warning: device=cuda: no GPU is visible on this machine (from CUDA_VISIBLE_DEVICES='')"
+        "; a real launch on this host refuses it"
+    ]
+    auto = run_main(["dry_run=true", "device=cuda"], str(tmp_path), env)
+    assert auto.returncode == 2 and not auto.stdout
+    assert auto.stderr == (
+        "train_multigpu: error: device=cuda: no GPU is visible on this machine (from CUDA_VISIBLE_DEVICES=''; "
+        "launcher.nproc_per_node=auto counts GPUs: give a number to see the plan in a dry run (a warning then), "
+        "or device=auto / device=cpu)\n"
+    )
