@@ -192,6 +192,16 @@ def _script(cfg: TrainConfig) -> str:
             f"profile={profile.name} runs {', '.join(profile.rl_libraries)} only",
             "choose profile=isaaclab for Isaac Lab's libraries, or set script=",
         )
+    if cfg.task is not None and profile.tasks and cfg.task not in profile.tasks:
+        isaaclab = profile.name != "isaaclab" and cfg.task.startswith("Isaac-")
+        raise UserError(
+            "task",
+            cfg.task,
+            f"profile={profile.name} trains {', '.join(profile.tasks)} only",
+            "an Isaac Lab task needs Isaac Lab: profile=isaaclab, docs/profiles.md"
+            if isaaclab
+            else "choose one of them, or script= for a trainer of your own",
+        )
     relative = profile.entry or cfg.rl_library.script
     return os.path.join(os.path.expanduser(profile.script_root), relative)
 

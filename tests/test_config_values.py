@@ -188,3 +188,45 @@ def test_device_cuda_without_a_gpu_is_the_documented_warning_in_a_dry_run(tmp_pa
         "launcher.nproc_per_node=auto counts GPUs: give a number to see the plan in a dry run (a warning then), "
         "or device=auto / device=cpu)\n"
     )
+
+
+def test_the_bundled_profile_lists_the_bundled_trainers_tasks():
+    """profile.tasks of the examples profile is what the bundled trainer accepts (one agent file each)."""
+    import sys
+
+    from launcher import paths
+
+    sys.path.insert(0, str(paths.examples_dir() / "trainers"))
+    try:
+        import trainer_args
+    finally:
+        sys.path.pop(0)
+    assert compose([]).profile.tasks == trainer_args.available_tasks()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["task=Isaac-Cartpole-v0"],
+            "task=Isaac-Cartpole-v0: profile=examples trains CartPole-v1, Pendulum-v1 only "
+            "(an Isaac Lab task needs Isaac Lab: profile=isaaclab, docs/profiles.md)",
+        ),
+        (
+            ["--task", "Cartpole-v1"],
+            "task=Cartpole-v1: profile=examples trains CartPole-v1, Pendulum-v1 only "
+            "(choose one of them, or script= for a trainer of your own)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("dry", [True, False])
+def test_a_task_the_bundled_trainer_does_not_know_is_refused_before_anything_starts(argv, message, dry, tmp_path):
+    assert refused([*argv, *(["dry_run=true"] if dry else [])], tmp_path) == message
+
+
+def test_a_script_of_ones_own_takes_any_task(tmp_path):
+    script = tmp_path / "mine.py"
+    script.write_text("")
+    result = _run(["dry_run=true", "task=Isaac-Cartpole-v0", f"script={script}"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "--task=Isaac-Cartpole-v0" in result.stdout

@@ -68,7 +68,7 @@ TOPOLOGIES = {
         "k8s.namespace=rl-team",
         "k8s.secret_env=[HF_TOKEN:hf-token/token,WANDB_API_KEY:wandb/api-key]",
         "launcher.max_restarts=2",
-        "task=Isaac-Cartpole-v0",
+        "task=CartPole-v1",
         "--",
         "--headless",
     ),
@@ -88,7 +88,7 @@ def test_every_topology_loads_strictly(kind, topology):
     assert "submit=k8s" not in command and "submit=none" in command
     assert not any(arg.startswith(("k8s.", "launcher=skrl_jax")) for arg in command)
     if topology == "multi-node-gpus":
-        assert command[-2:] == ["--", "--headless"] and "task=Isaac-Cartpole-v0" in command
+        assert command[-2:] == ["--", "--headless"] and "task=CartPole-v1" in command
         resources = {"cpu": "64", "memory": "480Gi", "nvidia.com/gpu": "8"}
         env = [
             {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}},

@@ -80,7 +80,7 @@ def test_dry_run_prints_the_job_and_submits_nothing(tmp_path):
 def test_the_cluster_launches_what_this_machine_would(tmp_path):
     """The job's side (python -m launcher.ray_submit.job), given what the job carries, plans the same
     command as a launch here: the carried config and typed order compose to the same argv."""
-    args = ["--task=Foo", "seed=3", "--num_envs", "4", "presets=[debug]", "launcher.nproc_per_node=1"]
+    args = ["--task=CartPole-v1", "seed=3", "--num_envs", "4", "presets=[debug]", "launcher.nproc_per_node=1"]
     script_args = ["--", "--lr", "${x}", "--max_iterations=9"]
     here = _run(tmp_path, *args, "dry_run=true", *script_args)
     assert here.returncode == 0, here.stderr
@@ -98,7 +98,10 @@ def test_the_cluster_launches_what_this_machine_would(tmp_path):
     )
     assert there.returncode == 0, there.stderr
     command = here.stdout.strip().splitlines()[-1]
-    assert "--max_iterations=5 --task=Foo --seed=3 --num_envs=4 --lr '${x}' --max_iterations=9 --distributed" in command
+    assert (
+        "--max_iterations=5 --task=CartPole-v1 --seed=3 --num_envs=4 --lr '${x}' --max_iterations=9 --distributed"
+        in command
+    )
     assert there.stdout.strip().splitlines()[-1] == command
 
 

@@ -51,7 +51,7 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
     request = dryrun(
         *TWO,
         "launcher.nproc_per_node=4",
-        "task=Isaac-Cartpole-v0",
+        "task=CartPole-v1",
         "seed=3",
         "dry_run=true",
         script_args=("--headless",),
@@ -65,7 +65,7 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
         )  # fmt: skip
         assert node.entry == f"{PY} -m launcher" and node.workdir == CWD
         assert node.remote_argv == (
-            "launcher.nproc_per_node=4", "task=Isaac-Cartpole-v0", "seed=3",  # as typed, in that order
+            "launcher.nproc_per_node=4", "task=CartPole-v1", "seed=3",  # as typed, in that order
             "launcher.topology=multinode", "launcher.nnodes=2", f"launcher.node_rank={rank}",
             "launcher.rdzv_endpoint=gpu-a:29400", "launcher.rdzv_id=2026-12-01_10-00-00_x",
             "submit=none", "run_dir=/runs/2026-12-01_10-00-00_x", "--", "--headless",
@@ -102,9 +102,18 @@ def test_the_remote_shell_gets_every_argument_back_exactly(tmp_path):
 @pytest.mark.parametrize(
     "argv",
     [
-        ["task=X", "seed=2", "--", "--headless"],
-        ["--headless", "task=X", "--lr", "3", "seed=2", "--", "--extra", "a b"],
-        ["--task", "X", "--ml_framework", "jax", "env.scene.num_envs=4", "--seed=1", "presets=[debug]", "--flag"],
+        ["task=CartPole-v1", "seed=2", "--", "--headless"],
+        ["--headless", "task=CartPole-v1", "--lr", "3", "seed=2", "--", "--extra", "a b"],
+        [
+            "--task",
+            "Pendulum-v1",
+            "--ml_framework",
+            "jax",
+            "env.scene.num_envs=4",
+            "--seed=1",
+            "presets=[debug]",
+            "--flag",
+        ],
         ["presets=debug", "--video", "--device", "cpu", "agent.lr=1e-3", "--", "--headless"],
     ],
 )
@@ -121,10 +130,10 @@ def test_each_node_parses_the_arguments_back_in_the_typed_order(argv):
 
 
 def test_one_host_runs_a_single_node_launch_there():
-    request = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "task=x")
+    request = dryrun("submit=ssh", "ssh.hosts=[gpu-a]", "task=CartPole-v1")
     (node,) = request.payload.nodes
     assert node.remote_argv == (
-        "task=x", "launcher.nnodes=1", "launcher.node_rank=0", "submit=none",
+        "task=CartPole-v1", "launcher.nnodes=1", "launcher.node_rank=0", "submit=none",
         "run_dir=/runs/2026-12-01_10-00-00_x/node0",
     )  # fmt: skip
     assert (
@@ -181,7 +190,7 @@ def test_ssh_keys_reach_the_ssh_command_only():
 
 
 def test_no_secret_value_in_any_command_the_dry_run_or_the_payload():
-    request = dryrun(*TWO, f"+worker_env.HF_TOKEN={SECRET}", "task=x")
+    request = dryrun(*TWO, f"+worker_env.HF_TOKEN={SECRET}", "task=CartPole-v1")
     plan = request.payload
     assert plan.secrets == ("worker_env.HF_TOKEN",)
     for node in plan.nodes:

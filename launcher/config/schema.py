@@ -158,6 +158,9 @@ class ProfileConfig:
     pass_rl_library: bool = False
     # libraries the scripts support; empty means any
     rl_libraries: list[str] = field(default_factory=list)
+    # tasks the profile's trainer knows (task= is checked against it before anything starts, unless
+    # script= runs another script); empty means any
+    tasks: list[str] = field(default_factory=list)
     # environment variables for the workers (e.g. NCCL settings)
     env: dict[str, str] = field(default_factory=dict)
     # the script takes Isaac Lab's presets=NAME: a presets= name train_multigpu does not ship is
