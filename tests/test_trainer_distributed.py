@@ -33,6 +33,11 @@ def test_torchrun_two_ranks_gloo_identical_params(tmp_path):
     _check_dump(dump, 2)
     assert len(iteration_lines(r.stdout)) == 3  # rank 0 only: one line per iteration
     assert r.stdout.strip().splitlines()[-1] == f"run_dir: {tmp_path / 'run'}"
+    # rank 1 says a little in its own stream (its log, logs/rank1.log under the launcher), never on rank 0's
+    assert "rank 1:" not in r.stdout
+    own = [line for line in r.stderr.splitlines() if line.startswith("rank 1: ")]
+    assert own == ["rank 1: CartPole-v1 | torch | worker 1 of 2 x 4 envs | device cpu | iterations 1..3",
+                   "rank 1: done: 3 iterations"], r.stderr[-3000:]  # fmt: skip
     cfg = json.loads((tmp_path / "run" / "run_info.json").read_text())
     assert cfg["world_size"] == 2 and cfg["dist_backend"] == "gloo" and cfg["seed"] == 7
     assert (tmp_path / "run" / "learning_curve.png").stat().st_size > 0

@@ -167,6 +167,17 @@ def say(topo, *parts) -> None:
         print(*parts, flush=True)
 
 
+# the other ranks' lines (their own log, logs/rank<R>.log; the console shows rank 0 only by default):
+# their start, one line every this many iterations, and their end
+NOTE_EVERY = 10
+
+
+def note(topo, *parts) -> None:
+    """A line of a rank other than 0, led by its rank (rank 0 speaks through :func:`say`)."""
+    if not topo.is_main:
+        print(f"rank {topo.rank}:", *parts, flush=True)
+
+
 @dataclass
 class Training:
     """What the three phases share: settings from the command line and hyperparameters, the
@@ -325,6 +336,11 @@ def restore(t: Training) -> int:
             f" | {topo.threads} thread(s)/worker | iterations {t.start_iteration + 1}..{t.max_iterations}"
             f" | run dir {t.run_dir}",
         )
+    note(
+        topo,
+        f"{t.task} | {backend.name} | worker {topo.rank} of {topo.world_size} x {t.num_envs} envs"
+        f" | device {topo.device} | iterations {t.start_iteration + 1}..{t.max_iterations}",
+    )
     return 0
 
 
@@ -436,6 +452,8 @@ def iterate(t: Training) -> None:
                     eta.update(iteration, time.perf_counter()),
                 )
             )
+        if iteration % NOTE_EVERY == 0:
+            note(topo, f"iteration {iteration}/{t.max_iterations}, mean return {mean_return:.1f}")
         crash_now(crash, iteration, topo)
         beat(iteration, t.max_iterations)
         if t.stopped_by:
@@ -484,6 +502,10 @@ def finish(t: Training) -> int:
             )
             say(topo, f"evaluation: mean_return={mean_eval:.1f} over {episodes} episodes (deterministic policy)")
         say(topo, f"run_dir: {t.run_dir}")
+    if t.stopped_by:
+        note(topo, f"stopped by {signal.Signals(t.stopped_by).name} after iteration {t.iteration}")
+    else:
+        note(topo, f"done: {t.iteration} iterations")
     t.env.close()
     backend.close()
     return 128 + t.stopped_by if t.stopped_by else 0
