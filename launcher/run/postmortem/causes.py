@@ -40,6 +40,9 @@ from pathlib import Path
 from ...rundir import Source, exit_record_name
 from .. import logs
 from . import flight_recorder, oom
+
+# a rank's exit code 2: a usage error (argparse's), class "usage" as for restarts (launcher/restarts.py)
+USAGE_EXIT = 2
 from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
 
 TEXT_LINES = 60
@@ -378,6 +381,14 @@ def _classify(case: _Case, evidence: oom.Evidence, gpu: bool = True) -> None:
     if failure.rank is None:  # torchrun's exit status, no worker failed: never "the script exited by itself"
         case.cls, case.hint = "torchrun", TORCHRUN_FIX
         case.detail = _last_exception_line(case.text) or f"torchrun exited with {failure.exit_code}"
+        return
+    if failure.exit_code == USAGE_EXIT:  # one name with the restart class (launcher/restarts.py)
+        case.cls = "usage"
+        case.detail = f"the script refused its arguments (rank exit {USAGE_EXIT})"
+        case.hint = (
+            "its last log lines (argparse's usage line) say which argument; the launch had started: "
+            "train_multigpu's own refusals, exit 2 too, are one 'error:' line before anything starts"
+        )
         return
     case.cls = "exit-code"
     case.hint = f"the script exited with {failure.exit_code} by itself: its last log lines say why"
