@@ -40,11 +40,10 @@ from pathlib import Path
 from ...rundir import Source, exit_record_name
 from .. import logs
 from . import flight_recorder, oom
+from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
 
 # a rank's exit code 2: a usage error (argparse's), class "usage" as for restarts (launcher/restarts.py)
 USAGE_EXIT = 2
-from .failure import Failure, exit_code_of, parse_torchrun_entries, read_exit_records, signal_name
-
 TEXT_LINES = 60
 
 IMA_FIX = (
