@@ -230,3 +230,24 @@ def test_a_script_of_ones_own_takes_any_task(tmp_path):
     result = _run(["dry_run=true", "task=Isaac-Cartpole-v0", f"script={script}"], tmp_path)
     assert result.returncode == 0, result.stderr
     assert "--task=Isaac-Cartpole-v0" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "where", ["foo", "head:8265", "http://:8265", "http://head:0", "http://head:x", "'http://h 1:8265'"]
+)
+@pytest.mark.parametrize("dry", [True, False])
+def test_a_malformed_ray_address_is_refused_in_a_dry_run_too(where, dry, tmp_path):
+    """A dry run connects to nothing, and still checks the address it was given (it took any before)."""
+    argv = ["submit=ray", "launcher.nproc_per_node=1", f"ray.address={where}", *(["dry_run=true"] if dry else [])]
+    message = refused(argv, tmp_path)
+    assert message == (
+        f"ray.address={where.strip(chr(39))}: the Ray dashboard's HTTP address, http://HOST:PORT or https://HOST:PORT "
+        "(not a GCS address HOST:PORT, nor ray://) (e.g. ray.address=http://HEAD:8265 (`ray start --head` prints it))"
+    )
+
+
+def test_a_malformed_ray_address_variable_is_refused_in_a_dry_run(tmp_path):
+    env = environment(str(tmp_path), HOME=str(tmp_path), RAY_ADDRESS="ray://head:10001")
+    result = run_main(["submit=ray", "launcher.nproc_per_node=1", "dry_run=true"], str(tmp_path), env)
+    assert result.returncode == 2 and not result.stdout, result.stderr
+    assert result.stderr.startswith("train_multigpu: error: RAY_ADDRESS=ray://head:10001: the Ray dashboard's HTTP")

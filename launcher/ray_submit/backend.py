@@ -171,9 +171,11 @@ class RayBackend:
 
         from .. import checks, probe, record, secrets
         from . import spec as spec_mod
-        from .submit import address, shown_address
+        from .submit import address, given_address, shown_address
 
         cfg = launch.cfg
+        if cfg.dry_run:  # a real submission checks it below, with the address required
+            given_address(cfg, os.environ)
         spec_mod.check(cfg)
         node0 = spec_mod.node0_check_config(cfg)
         settled = checks.validate(node0, spec_mod.planned_facts(cfg, probe.gather()))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -75,6 +76,15 @@ def address(cfg: TrainConfig, env) -> tuple[str, str]:
     return key, where
 
 
+def given_address(cfg: TrainConfig, env) -> None:
+    """A dry run connects to nothing and needs no address; one that is given is checked as a real
+    submission checks it (``ray.address``, else ``$RAY_ADDRESS``)."""
+    if cfg.ray.address is not None:
+        check_address("ray.address", str(cfg.ray.address))
+    elif env.get(ADDRESS_VAR):
+        check_address(ADDRESS_VAR, env[ADDRESS_VAR])
+
+
 def check_address(key: str, where: str) -> None:
     """Only the dashboard's ``http(s)://HOST[:PORT]``: anything else Ray's client takes for a GCS or Ray
     Client address, which it resolves itself -- slowly, with warnings of its own, and it may replace a
@@ -90,7 +100,9 @@ def check_address(key: str, where: str) -> None:
     try:
         parts = urlsplit(where.strip())
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)  # a path: behind a proxy
-        parts.port  # noqa: B018 (raises on a port that is not a number)
+        port = parts.port  # raises on a port that is not a number
+        ok = ok and (port is None or 1 <= port <= 65535)  # like every endpoint's port (launcher/addresses.py)
+        ok = ok and not re.search(r"[\s\x00-\x1f\x7f]", where.strip())  # no blanks or control characters
     except ValueError:
         ok = False
     if not ok:
