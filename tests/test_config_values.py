@@ -251,3 +251,75 @@ def test_a_malformed_ray_address_variable_is_refused_in_a_dry_run(tmp_path):
     result = run_main(["submit=ray", "launcher.nproc_per_node=1", "dry_run=true"], str(tmp_path), env)
     assert result.returncode == 2 and not result.stdout, result.stderr
     assert result.stderr.startswith("train_multigpu: error: RAY_ADDRESS=ray://head:10001: the Ray dashboard's HTTP")
+
+
+# -- launcher.local_nodes=true: each node its share of the host ------------------------------------
+def _local(rank: int, nnodes: str = "2", *extra: str) -> list[str]:
+    return [
+        "launcher=multinode",
+        f"launcher.nnodes={nnodes}",
+        f"launcher.node_rank={rank}",
+        "launcher.local_nodes=true",
+        "launcher.rdzv_endpoint=127.0.0.1:29400",
+        *extra,
+    ]
+
+
+@pytest.mark.parametrize("nnodes", ["2", "1:2"])
+def test_local_nodes_split_the_cores_like_sweep_lanes(nnodes):
+    from conftest import make_facts
+    from launcher import checks
+    from launcher.sweep import lanes
+
+    facts = make_facts(cpus=8)
+    shares = []
+    for rank in (0, 1):
+        typed = grammar.parse(_local(rank, nnodes, "device=cpu"))
+        cfg = compose(typed.overrides)
+        share = lanes.local_node_slot(cfg, facts, list(range(8)), checks.refuse_now)
+        settled = checks.validate(cfg, lanes.node_facts(facts, share))
+        shares.append(share.cpus)
+        assert settled.nproc_per_node == 4  # auto: this node's cores, not the host's 8
+    assert shares == [(0, 1, 2, 3), (4, 5, 6, 7)]
+
+
+def test_local_nodes_split_the_gpus():
+    from conftest import make_facts
+    from launcher import checks
+    from launcher.sweep import lanes
+
+    facts = make_facts(gpus=4, env={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    cfg = compose(grammar.parse(_local(1)).overrides)
+    share = lanes.local_node_slot(cfg, facts, [0, 1], checks.refuse_now)
+    assert share.gpus == ("2", "3")
+    assert checks.validate(cfg, lanes.node_facts(facts, share)).nproc_per_node == 2
+
+
+def test_more_local_nodes_than_cores_is_refused():
+    from conftest import make_facts
+    from launcher import checks
+    from launcher.errors import UserError
+    from launcher.sweep import lanes
+
+    cfg = compose(grammar.parse(_local(2, "3", "device=cpu")).overrides)
+    with pytest.raises(UserError) as caught:
+        lanes.local_node_slot(cfg, make_facts(cpus=2), [0, 1], checks.refuse_now)
+    assert str(caught.value) == (
+        "launcher.local_nodes=true: 3 nodes on this host share its 2 usable CPU cores: each node gets its own, "
+        "at least one (fewer nodes, or the nodes on separate hosts)"
+    )
+
+
+def test_a_local_nodes_dry_run_shows_each_nodes_share(tmp_path):
+    import os
+
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs 2 usable CPU cores")
+    half = len(cores) // 2
+    env = environment(str(tmp_path), HOME=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    result = run_main(["dry_run=true", *_local(1)], str(tmp_path), env)
+    assert result.returncode == 0, result.stderr
+    mine = ",".join(map(str, cores[half : 2 * half]))
+    assert f"# local node 1's share of this host: CPU cores {mine} (the ranks pinned to them)" in result.stdout
+    assert f"--nproc_per_node {half} " in result.stdout.splitlines()[-1]

@@ -55,6 +55,7 @@ class Planned:
     allocation: Any = None  # slurm.launch.Allocation (launcher=slurm)
     pod: Any = None  # k8s.launch.Pod (launcher=k8s)
     warnings: tuple[str, ...] = ()  # a dry run's refusals from this host's facts (stderr, after the plan)
+    share: Slot | None = None  # launcher.local_nodes=true: this node's share of the host (lanes.local_node_slot)
 
     def __repr__(self) -> str:  # the config holds the secret values (the workers need them): masked here
         from .. import secrets
@@ -121,6 +122,9 @@ class LocalBackend:
         # this host's facts are collected and shown after it, one warning each (a real launch raises)
         refusals: list[UserError] = []
         refuse = refusals.append if cfg.dry_run else checks.refuse_now
+        # several nodes on this host (launcher.local_nodes=true): this node's share of its devices
+        share = lanes.local_node_slot(cfg, facts, sorted(os.sched_getaffinity(0)), refuse) if slot is None else None
+        facts = lanes.node_facts(facts, share)
         settled = checks.validate(cfg, facts, refuse)
         checks.num_gpus_flag(launch.typed.num_gpus, cfg, settled, facts)
         if cfg.launcher.topology is Topology.skrl_jax and settled.coordinator is None:
@@ -140,7 +144,9 @@ class LocalBackend:
         if cfg.restart.max > 0:  # restarts on: TRAIN_MULTIGPU_ATTEMPT=0, as a real launch's first attempt
             plan = plan_mod.attempt(plan, 0)
         notes = dry_run_notes(launch, settled)
-        shown.append(plan_mod.describe(secrets.mask_plan(lanes.bind(plan, slot)), notes))
+        if share is not None:
+            notes.append(f"{facts.gpus_source}" + (" (the ranks pinned to them)" if share.cpus else ""))
+        shown.append(plan_mod.describe(secrets.mask_plan(lanes.bind(lanes.bind(plan, slot), share)), notes))
         planned = Planned(
             launch,
             cfg,
@@ -150,6 +156,7 @@ class LocalBackend:
             allocation,
             pod,
             tuple(f"{refusal}; a real launch on this host refuses it" for refusal in refusals),
+            share,
         )
         return Request(NAME, str(launch.run_dir), "\n".join(shown), payload=planned)
 
@@ -165,6 +172,8 @@ class LocalBackend:
 
         planned: Planned = request.payload
         cfg = planned.cfg
+        if planned.share is not None and planned.share.cpus:  # a local node's cores: its ranks inherit them
+            os.sched_setaffinity(0, planned.share.cpus)
         run_dir = self._create_run_dir(planned)
         logs = run_dir / "logs"
         plan = self._plan(planned, run_dir)
@@ -334,7 +343,7 @@ class LocalBackend:
         built = plan_mod.build(
             cfg, planned.settled, planned.facts, run_dir=trainer_dir, order=launch.typed.script_order
         )
-        return supervise.prepare(lanes.bind(built, planned.slot), run_dir / "logs")
+        return supervise.prepare(lanes.bind(lanes.bind(built, planned.slot), planned.share), run_dir / "logs")
 
     def _run_parallel(self, requests: Sequence[Request]) -> list[Handle | Refused | None]:
         """``sweep.parallel=N``: every job's directory and record are made when it starts on its lane."""

@@ -107,6 +107,63 @@ def job_slot(cfg: TrainConfig, facts: HostFacts, job_num: int, cpus: Sequence[in
     return slots[job_num % len(slots)]
 
 
+def local_node_slot(cfg: TrainConfig, facts: HostFacts, cpus: Sequence[int], refuse) -> Slot | None:
+    """``launcher.local_nodes=true``: several nodes' launchers on this host share its devices as a
+    parallel sweep's lanes do -- node ``node_rank`` of N (N: MAX of ``launcher.nnodes``) gets the
+    ``node_rank``-th of N disjoint, equal sets of the visible GPUs (``CUDA_VISIBLE_DEVICES``) or, on
+    CPU, of the cores this launcher may use (its ranks pinned to them), so ``nproc_per_node=auto``
+    counts its share, not the whole host. None: one node, not local nodes, or a value the checks
+    refuse. Fewer devices than nodes: ``refuse`` (a fact of this host: a dry run warns).
+
+    >>> from launcher.config.schema import TrainConfig, Device
+    >>> from launcher.facts import HostFacts
+    >>> cfg = TrainConfig(); cfg.device = Device.cpu
+    >>> cfg.launcher.nnodes, cfg.launcher.node_rank, cfg.launcher.local_nodes = "2", 1, True
+    >>> facts = HostFacts(visible_gpus=0, usable_cpus=4, python="python", gpus_source="-", examples_dir="-")
+    >>> local_node_slot(cfg, facts, [0, 1, 2, 3], print)
+    Slot(index=1, cpus=(2, 3), gpus=())
+    """
+    from ..config.schema import Topology
+    from ..nodes import node_range
+
+    launcher = cfg.launcher
+    if not launcher.local_nodes or launcher.nnodes is None or launcher.node_rank is None:
+        return None
+    try:
+        _, nodes = node_range(launcher.nnodes, launcher.topology is Topology.skrl_jax)
+    except UserError:
+        return None  # the checks name it
+    if nodes < 2 or not 0 <= launcher.node_rank < nodes:
+        return None
+    use_gpus = cfg.device is not Device.cpu and facts.visible_gpus > 0
+    devices = list(gpu_ids(facts)) if use_gpus else list(cpus)
+    if len(devices) < nodes:
+        kind = "visible GPUs" if use_gpus else "usable CPU cores"
+        refuse(
+            UserError(
+                "launcher.local_nodes",
+                "true",
+                f"{nodes} nodes on this host share its {len(devices)} {kind}: each node gets its own, at least one",
+                "fewer nodes, or the nodes on separate hosts",
+            )
+        )
+        return None
+    size = len(devices) // nodes
+    share = tuple(devices[launcher.node_rank * size : (launcher.node_rank + 1) * size])
+    if use_gpus:
+        return Slot(launcher.node_rank, gpus=share)
+    return Slot(launcher.node_rank, cpus=tuple(int(c) for c in share))
+
+
+def node_facts(facts: HostFacts, slot: Slot | None) -> HostFacts:
+    """What a local node in ``slot`` sees: only its GPUs or cores (:func:`local_node_slot`)."""
+    if slot is None:
+        return facts
+    lane = job_facts(facts, slot)
+    devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
+    return replace(lane, gpus_source=f"local node {slot.index}'s share of this host: {devices}")
+
+
 def job_facts(facts: HostFacts, slot: Slot | None) -> HostFacts:
     """What a job in ``slot`` sees: only its GPUs or cores (``nproc_per_node=auto`` fills the slot)."""
     if slot is None:
