@@ -323,3 +323,11 @@ def test_a_local_nodes_dry_run_shows_each_nodes_share(tmp_path):
     mine = ",".join(map(str, cores[half : 2 * half]))
     assert f"# local node 1's share of this host: CPU cores {mine} (the ranks pinned to them)" in result.stdout
     assert f"--nproc_per_node {half} " in result.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("key", keys_of_type(dict))
+def test_a_new_entry_of_a_free_form_map_needs_a_plus(key, tmp_path):
+    """errors.md's and the tool's own hints said slurm.extra.export=ALL, which is refused without +."""
+    assert refused([f"{key}.new_entry=1"], tmp_path) == (
+        f"{key}.new_entry=1: a new entry of {key}, a free-form map (add it with +: +{key}.new_entry=1)"
+    )

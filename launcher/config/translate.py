@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import UserError
 from ..names import override_key
 from .grammar import BARE_ITEM_LISTS, FLAG_TO_KEY, GROUPS, bad_env_name, quote
+from .schema import keys_of_type
 
 _OVERRIDE_IN_MESSAGE = re.compile(r"(?:Could not override '([^']+)'|Error merging override (\S+))")
 _MISSING_OPTION = re.compile(r"Could not (?:find|load) '([^/']+)/([^']*)'")
@@ -25,6 +26,9 @@ def from_omegaconf(err: Exception, override: str | None = None) -> UserError:
     value: Any = raw if isinstance(raw, str) and raw.startswith("${") and raw.endswith("}") else ""
     if override and "=" in override:
         key, value = override.lstrip("+~").split("=", 1)
+    parent = key.rpartition(".")[0]
+    if "not in struct" in reason and any(parent == m or parent.startswith(f"{m}.") for m in MAP_KEYS):
+        return UserError(key, value, f"a new entry of {parent}, a free-form map", f"add it with +: +{key}={value}")
     if "not in" in reason and key != "config":
         reason += "; train_multigpu --cfg job lists the keys"
     kind = _value_kind(reason, key, str(value))
@@ -33,6 +37,8 @@ def from_omegaconf(err: Exception, override: str | None = None) -> UserError:
     return UserError(key, value, reason)
 
 
+# free-form maps (worker_env, slurm.extra, ray.runtime_env, ...): a new entry takes +key=value
+MAP_KEYS = keys_of_type(dict)
 # the node-count key that takes an elastic range: every other integer key is told so for MIN:MAX
 RANGE_KEY = "launcher.nnodes"
 _NOT_INT = re.compile(r"could not be converted to Integer")
