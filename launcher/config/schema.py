@@ -366,7 +366,7 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
     ``int`` and ``int | None`` keys), so a rule for a kind of value covers every key of it.
 
     >>> keys_of_type(list)
-    ('profile.rl_libraries', 'script_args', 'k8s.secret_env', 'restart.classes', 'ssh.hosts', 'ssh.options')
+    ('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env', 'restart.classes', 'ssh.hosts', 'ssh.options')
     """
     import dataclasses
     import types
