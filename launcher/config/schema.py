@@ -365,8 +365,10 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
     """Every dotted key of ``kind`` whose value is a ``wanted`` (``list``: ``list[str]`` keys; ``int``:
     ``int`` and ``int | None`` keys), so a rule for a kind of value covers every key of it.
 
-    >>> keys_of_type(list)[:4], keys_of_type(list)[4:]
-    (('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env'), ('restart.classes', 'ssh.hosts', 'ssh.options'))
+    >>> keys_of_type(list)[:4]
+    ('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env')
+    >>> keys_of_type(list)[4:]
+    ('restart.classes', 'ssh.hosts', 'ssh.options')
     """
     import dataclasses
     import types
