@@ -360,3 +360,374 @@ def _commands_of(page: Path, lines: list[str]):
             else item
             for item in commands(path)
         )
+
+
+# -- the error messages the docs quote ----------------------------------------------------------------
+
+ERRORS_PAGE = ROOT / "docs" / "errors.md"
+PREFIX = "train_multigpu: error: "
+
+
+def quoted_errors() -> list[str]:
+    """Every message of docs/errors.md's tables (first column; ``a / b`` is two) and every
+    ``train_multigpu: error: ...`` line of a fenced block anywhere in the docs."""
+    found = []
+    for row in ERRORS_PAGE.read_text().splitlines():
+        if row.startswith("| `"):
+            cell = row.split(" | ")[0][2:]
+            found += re.findall(r"`([^`]+)`", cell.split(" (also ")[0])
+    for page in PAGES:
+        for block in blocks(page):
+            found += [line[len(PREFIX) :] for line in block.text if line.startswith(PREFIX)]
+    return list(dict.fromkeys(found))
+
+
+def _derived(message: str) -> list[str] | None:
+    """The command a message names itself: its ``key=value`` (or ``--flag=value``) before ``: ``."""
+    head = message.split(": ", 1)[0]
+    if "..." in head or "<" in head or "***" in head or "=" not in head:
+        return None
+    return [head]
+
+
+K8S = ["submit=k8s", "k8s.image=img:1"]
+SSH = ["submit=ssh", "ssh.hosts=[gpu-a,gpu-b]"]
+MULTI = ["launcher=multinode", "launcher.nnodes=2"]
+RAY = ["submit=ray", "ray.address=http://127.0.0.1:9", "launcher.nproc_per_node=1"]
+# the command that produces a quoted message, by the message's start, where its own key=value is not
+# enough (dry_run=true is added; ``ISAACLAB``/``GPUS`` entries in the environment: as in run_page)
+CONTEXT: dict[str, list[str]] = {
+    "argument=stray": ["stray"],
+    "foo=1: not a train_multigpu key": ["+foo=1"],
+    "ssh.options=BatchMode=no": [*SSH, 'ssh.options=["BatchMode=no"]'],
+    "ssh.options=ConnectTimeout=3": [*SSH, 'ssh.options=["ConnectTimeout=3"]'],
+    "slurm.extra.export=NONE": ["submit=slurm", "+worker_env.HF_TOKEN=x", "+slurm.extra.export=NONE"],
+    "worker_env.BAD-NAME=1": ["+worker_env.BAD-NAME=1"],
+    "worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x": ["+worker_env.TRAIN_MULTIGPU_LAUNCH_ID=x"],
+    "profile.env.CUDA_VISIBLE_DEVICES=1": ["+profile.env.CUDA_VISIBLE_DEVICES=1"],
+    "launcher.nnodes=3: the pod's PET_NNODES": ["launcher=k8s", "launcher.nnodes=3", "PET=2,0,4"],
+    "launcher.node_rank=0: the pod's PET_NODE_RANK": ["launcher=k8s", "launcher.node_rank=0", "PET=2,1,4"],
+    "launcher.nproc_per_node=2: the pod's PET_NPROC": ["launcher=k8s", "launcher.nproc_per_node=2", "PET=2,0,4"],
+    "--cfg=hydra: contradicts --cfg job": ["--cfg", "job", "--cfg=hydra"],
+    "--cfg=hydra: contradicts --multirun": ["-m", "--cfg=hydra"],
+    "launcher.nproc_per_node=4: contradicts --num_gpus 2": ["--num_gpus", "2", "launcher.nproc_per_node=4", "GPUS=2"],
+    "launcher=multinode: contradicts --ml_framework jax": ["--ml_framework", "jax", "launcher=multinode"],
+    "launcher.nnodes=3: slurm.nodes=2 says otherwise": ["submit=slurm", "slurm.nodes=2", "launcher.nnodes=3"],
+    "slurm.nodes=0: a node count": ["submit=slurm", "slurm.nodes=0"],
+    "launcher.nnodes=1:2: submit=slurm asks": ["submit=slurm", "launcher.nnodes=1:2"],
+    "slurm.array_parallelism=0": ["-m", "seed=1,2", "submit=slurm", "slurm.array_parallelism=0"],
+    "launcher.nproc_per_node=4: more workers than the 2 visible": [
+        "launcher.nproc_per_node=4",
+        "device=cuda",
+        "GPUS=2",
+    ],
+    "launcher.nnodes=0: an integer": ["launcher=multinode", "launcher.nnodes=0"],
+    "launcher.nnodes=1:2: an integer >= 1 (elastic": ["launcher=skrl_jax", "launcher.nnodes=1:2"],
+    "launcher.node_rank=2: an integer in 0..1": [*MULTI, "launcher.node_rank=2", "launcher.rdzv_endpoint=h:29400"],
+    "launcher.rdzv_endpoint=None": MULTI,
+    "launcher.coordinator_address=None": ["launcher=skrl_jax", "launcher.nnodes=2"],
+    "launcher.node_port=29400: the rendezvous": [*MULTI, "launcher.rdzv_endpoint=h:29400", "launcher.node_port=29400"],
+    "launcher.coordinator_address=node0: expected": ["launcher=skrl_jax", "launcher.coordinator_address=node0"],
+    "launcher.rdzv_backend=static: static": [*MULTI, "launcher.rdzv_backend=static", "launcher.rdzv_endpoint=h:1"],
+    "launcher.master_port=29500: torchrun only": ["launcher=skrl_jax", "launcher.master_port=29500"],
+    "rl_library=rsl_rl: launcher=skrl_jax": ["launcher=skrl_jax", "rl_library=rsl_rl", "profile=isaaclab", "ISAACLAB"],
+    "launcher.nnodes=1:2: MIN:MAX with restart.max": ["launcher=multinode", "launcher.nnodes=1:2", "restart.max=1"],
+    "restart.max=2: cannot be combined": ["restart.max=2", "launcher.max_restarts=1"],
+    "restart.max=1: a parallel sweep": ["-m", "seed=1,2", "sweep.parallel=2", "restart.max=1"],
+    "sweep.parallel=3: at most 2": ["-m", "seed=1,2,3", "sweep.parallel=3"],
+    "sweep.parallel=2: packs jobs on one node": [
+        "-m",
+        "seed=1,2",
+        "sweep.parallel=2",
+        *MULTI,
+        "launcher.rdzv_endpoint=h:1",
+    ],
+    "save_profile=x: saves one composition": ["-m", "seed=1,2", "save_profile=x"],
+    "seed=range(0)": ["-m", "seed=range(0)"],
+    "launcher.nproc_per_node=auto: submit=ray": ["submit=ray", "ray.address=http://127.0.0.1:9"],
+    "launcher.nnodes=1:2: submit=ray": [*RAY, "launcher.nnodes=1:2"],
+    "launcher.rdzv_endpoint=h:1: submit=ray": [*RAY, "launcher.rdzv_endpoint=h:1"],
+    "launcher.node_rank=1: submit=ray": [*RAY, "launcher.nnodes=2", "launcher.node_rank=1"],
+    "launcher=slurm: reads its topology": [*RAY, "launcher=slurm"],
+    "ray.num_cpus_per_rank=-1.0": [*RAY, "ray.num_cpus_per_rank=-1.0"],
+    "ray.python=: the interpreter": [*RAY, "ray.python="],
+    "ray.address=127.0.0.1:8265": ["submit=ray", "launcher.nproc_per_node=1", "ray.address=127.0.0.1:8265"],
+    "id=nope": ["runs", "show", "nope"],
+    "id=last: there are no runs": ["runs", "show", "last", "--root", "empty"],
+    "runs=bogus": ["runs", "bogus"],
+    "id=ID: already ended (success)": ["runs", "stop", "2026-12-01_10"],
+    "--rank=one": ["runs", "logs", "last", "--rank", "one"],
+    "--rank=5: no log of that rank": ["runs", "logs", "last", "--rank", "5"],
+    "id=ID: is not running here": ["runs", "stacks", "2026-12-01_10"],
+    "ID=A A: names the same run twice": ["runs", "compare", "2026-12-01_10", "2026-12-01_10"],
+    "--out=/x/y.png: cannot write it": ["runs", "compare", "2026-12-01_10", "2026-12-01_11", "--out", "/x/y.png"],
+    "--out=/dev/null": ["runs", "compare", "2026-12-01_10", "2026-12-01_11", "--out", "/dev/null"],
+    "k8s.image=None: required": ["submit=k8s"],
+    **{
+        start: [*K8S, start.split(": ")[0]]
+        for start in (
+            "k8s.job_name=PPO",
+            "k8s.namespace=Team_A",
+            "k8s.memory_per_node=64GB",
+            "k8s.cpus_per_node=0",
+            "k8s.gpu_resource=gpu",
+            "k8s.nodes=0",
+            "k8s.gpus_per_node=-1",
+            "k8s.nodes=100000",
+            "launcher.nnodes=5001",
+            "k8s.runtime_kind=Runtime",
+            "k8s.runtime=Torch",
+            "k8s.secret_env=HF_TOKEN",
+            "k8s.secret_env=PET_MASTER_ADDR:s/k",
+            "k8s.secret_env=RANK:s/k",
+            "launcher.nnodes=1:4: an elastic",
+        )
+    },
+    "k8s.shm_size=64Gi": [*K8S, "k8s.memory_per_node=32Gi", "k8s.shm_size=64Gi"],
+    "launcher.nnodes=2: k8s.nodes=3": [*K8S, "k8s.nodes=3", "launcher.nnodes=2"],
+    "launcher.nproc_per_node=8: more workers than the 4": [*K8S, "k8s.gpus_per_node=4", "launcher.nproc_per_node=8"],
+    "launcher.nproc_per_node=2: more workers than the 1 CPU": [
+        *K8S,
+        "k8s.cpus_per_node=1",
+        "launcher.nproc_per_node=2",
+    ],
+    "ssh.hosts=[]": ["submit=ssh"],
+    "ssh.hostfile=h.txt": [*SSH, "ssh.hostfile=h.txt"],
+    "ssh.hosts=me@gpu-a": ["submit=ssh", "ssh.hosts=me@gpu-a"],
+    "ssh.hosts=['a', 'a']": ["submit=ssh", "ssh.hosts=[a,a]"],
+    "ssh.hostfile=nope.txt": ["submit=ssh", "ssh.hostfile=nope.txt"],
+    "launcher.nnodes=3: submit=ssh": [*SSH, "launcher.nnodes=3"],
+    "launcher.node_rank=1: submit=ssh": [*SSH, "launcher.node_rank=1"],
+    "launcher.rdzv_endpoint=127.0.0.1:29400: a loopback": ["submit=ssh", "ssh.hosts=[127.0.0.1,gpu-b]"],
+    **{
+        start: [*SSH, start.split(": ")[0]]
+        for start in (
+            "ssh.connect_timeout=0",
+            "ssh.port=0",
+            "ssh.options=-v",
+            "ssh.workdir=project",
+        )
+    },
+    "ssh.command=train_multigpu": [*SSH, "ssh.command=train_multigpu", "ssh.python=python3"],
+    "launcher.rdzv_endpoint=localhost:29400": [*MULTI, "launcher.rdzv_endpoint=localhost:29400"],
+    "launcher.topology=single_node: launcher.from_k8s": ["launcher.from_k8s=true"],
+}
+
+
+def _produce(message: str, folder: Path, home: Path, isaaclab: Path):
+    argv = next((argv for start, argv in CONTEXT.items() if message.startswith(start)), None) or _derived(message)
+    if argv is None:
+        return None
+    extra = {"HOME": str(home)}
+    if "ISAACLAB" in argv:
+        extra["ISAACLAB_PATH"] = str(isaaclab)
+    for word in argv:
+        if word.startswith("GPUS="):
+            extra["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(int(word[5:])))
+        if word.startswith("PET="):  # a Kubeflow pod: PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE
+            nnodes, rank, nproc = word[4:].split(",")
+            extra.update(PET_NNODES=nnodes, PET_NODE_RANK=rank, PET_NPROC_PER_NODE=nproc, PET_MASTER_ADDR="h")
+            extra.update(PET_MASTER_PORT="29400")
+    argv = [word for word in argv if word != "ISAACLAB" and not word.startswith(("GPUS=", "PET="))]
+    return argv, run_main(dry(argv), cwd=str(folder), env=environment(str(home), **extra))
+
+
+# reasons a quoted message is not produced here
+PREFLIGHT = "a real host's answer to submit=ssh's preflight (tests/test_ssh_preflight.py)"
+RUNTIME = "a running launch's line (the launch tests)"
+KUBECTL = "kubectl against a cluster (tests/test_k8s_submit.py)"
+RAY = "a Ray cluster's answer (tests/test_ray.py)"
+RECORD = "a run record in that state, or a placeholder id (tests/test_runs*.py)"
+PRODUCT = "the product's message differs: being fixed on another branch (issue 25)"
+TODO = "not produced by this test yet: give it a command in CONTEXT"
+# the quoted messages not produced here, by their start (70 characters), each with its reason; one
+# that errors.md no longer quotes must leave this list (test_every_quoted_error_is_produced)
+NOT_HERE: dict[str, str] = {
+    "profile.script_root=: Environment variable 'ISAACLAB_PATH' not found,": TODO,
+    "--config-dir=/x: not a directory (a config directory, with your profil": TODO,
+    "--resolve=: only with --cfg or --help": TODO,
+    "--shell-completion=: needs one of install=SHELL, uninstall=SHELL or qu": TODO,
+    "run_root=runs: cannot hold run directories: .../runs is not a director": TODO,
+    "run_root=...: cannot create the run directory: <reason>": TODO,
+    "worker_env.HF_TOKEN=***: one value (a ',' outside quotes makes a list": TODO,
+    "worker_env.HF_TOKEN=***: a string": TODO,
+    "worker_env.HF_TOKEN=***: one value, or values to sweep: a,b, choice(a,": TODO,
+    "worker_env.HF_TOKEN=***: not a value Hydra's override grammar can read": TODO,
+    "worker_env=***: secrets are given one by one, never as a map": TODO,
+    "TRAIN_MULTIGPU_SSH_CHANNEL=1: set by submit=ssh only: the launcher rea": TODO,
+    "device=cuda: no GPU is visible on this machine": PRODUCT,
+    "launcher.node_port=29401 (the rendezvous port + 1): port 29401 is alre": TODO,
+    "[train_multigpu] node 0's launcher is not reachable at 10.0.0.10:29401": RUNTIME,
+    "[train_multigpu] node 0's launcher refused this node (node 1 is connec": RUNTIME,
+    "[train_multigpu] FAILED: node 1 (10.0.0.11) lost: ...": RUNTIME,
+    "exit code 125 (node lost)": RUNTIME,
+    "FAILED: node 0, torchrun: exit code 1": RUNTIME,
+    "cause: rendezvous: socket.gaierror: [Errno -3] Temporary failure in na": RUNTIME,
+    "cause: torchrun: ...": RUNTIME,
+    "...: expected [IPv6]:port, the ']' is missing": TODO,
+    "'node0' in brackets is not an IPv6 address": TODO,
+    "launcher.master_port=29500: port 29500 is already in use on this host": TODO,
+    "python=/opt/py: cannot start it: No such file or directory (set python": TODO,
+    "...: the host 'x' does not resolve on this machine (no answer from the": TODO,
+    "launcher.coordinator_address=10.0.0.1:5123: this host's name 'node1' d": TODO,
+    "launcher.nnodes=1:2: MIN:MAX with restart.max > 0 needs the c10d rende": TODO,
+    "launcher.node_timeout=None: seconds with launcher.nnodes=2 and restart": TODO,
+    "restart.max=1: across nodes needs node 0's address for the nodes' live": TODO,
+    "restart.classes=segfault: a failure class (hang, node-lost, ...), defa": PRODUCT,
+    "launcher.rdzv_conf=read_timeout=-5: read_timeout takes whole seconds i": TODO,
+    "TRAIN_MULTIGPU_CONFIG_PATH=/x:/y: /y is not a directory": TODO,
+    "save_profile=NAME: /.../NAME.yaml already exists": TODO,
+    "save_profile=/x/p.yaml: not a regular file (a FIFO) (name a file path)": TODO,
+    "save_profile=/x/p.yaml: cannot write it: No space left on device": TODO,
+    "profile=bad: /.../profile/bad.yaml is not valid YAML: <problem> (line": TODO,
+    "profile=bad: /.../profile/bad.yaml is not UTF-8 text (...)": TODO,
+    "profile=bad: its defaults list includes itself: profile/bad -> profile": TODO,
+    "submit=ray: Ray's Job Submission API is not installed (No module named": RAY,
+    "ray.address=None: needs the Ray dashboard's address (or RAY_ADDRESS) (": TODO,
+    "ray.address=http://HEAD:8265: no Ray Job Submission API answers there": RAY,
+    "ray.address=127.0.0.1:8265: the Ray dashboard's HTTP address, http://H": TODO,
+    "ray.address=http://HEAD:8265: stopped answering about job raysubmit_..": RAY,
+    "train_multigpu: error: TRAIN_MULTIGPU_RAY_SECRETS: the job's secret va": TODO,
+    "submit=ray: Ray refused the job: ... (address ...)": RAY,
+    "launcher.rdzv_endpoint=h:1: submit=ray chooses node 0's address and a": TODO,
+    "ray.runtime_env.env_vars=...: a map of variable names to strings": TODO,
+    "ray.runtime_env.env_vars.TRAIN_MULTIGPU_RAY_CONFIG=***: set by train_m": TODO,
+    "TRAIN_MULTIGPU_RAY_CONFIG is not set: this module runs inside a Ray jo": RAY,
+    "id=2026: matches 3 runs (a, b, c, ...) (give more of the id)": RECORD,
+    "id=last: there are no runs under runs (launch one, or point --root els": TODO,
+    "train_multigpu runs show: the following arguments are required: id (tr": RECORD,
+    "id=ID: already ended (success): nothing to stop": RECORD,
+    "id=ID: has no launcher record and no submitted job in <run dir>: nothi": RECORD,
+    "id=ID: was launched on HOST: stop it there (this is HOST2)": RECORD,
+    "id=ID: its ray back end cannot be reached: <urlopen error [Errno 111]": RECORD,
+    "--rank=9: no node of this launch has a log for rank 9 (nodes: node 0 (": RECORD,
+    "id=ID: no rank logs in <run dir>/logs": RECORD,
+    "id=ID: is not running here (success): only a running launch on this ho": RECORD,
+    "id=ID: its launcher (pid N) does not take stack requests (SIGUSR2 not": RECORD,
+    "id=ID: its launcher (pid N) takes no stack requests now (SIGUSR2 ignor": RECORD,
+    "id=ID: the launch ended before its stacks were written": RECORD,
+    "--timeout=60.0: no new directory under <run dir>/stacks in time": RECORD,
+    "--rank=0: its log <run dir>/logs/rank0.log cannot be read: not a regul": RECORD,
+    "worker_env.HF_TOKEN=***: the record keeps no secret values: set them i": RECORD,
+    "id=ID: its record has no composition.json (launched by an older train_": RECORD,
+    "id=ID: .../composition.json cannot be read (...)": RECORD,
+    "id=ID: .../composition.json has no overrides/script_args lists (edited": RECORD,
+    "cwd=/x: the recorded working directory no longer exists (recreate it,": RECORD,
+    "id=ID: is still running; resume continues a run that ended (wait, or s": RECORD,
+    "id=ID: has no checkpoint to resume from (none in .../checkpoints) (rer": RECORD,
+    "id=ID: has no checkpoint to resume from (no model_*.pt in <Isaac Lab r": RECORD,
+    "id=ID: its rank 0 log does not say where Isaac Lab logged the run (no": RECORD,
+    "rl_library=sb3: Isaac Lab resumes rsl_rl, skrl and rl_games runs (reru": RECORD,
+    "ID=A A: names the same run twice (give each run once)": TODO,
+    "ID=A B: none of these runs has a learning curve (metrics.csv)": RECORD,
+    "--out=/x/y.png: cannot write it: No such file or directory": TODO,
+    "--out=x.png: a symbolic link to nothing (name a file path, or remove t": RECORD,
+    "id=ID: .../composition.json: overrides is not a list of strings ([1, n": RECORD,
+    "runs compare=matplotlib: is needed to draw the PNG (pip install matplo": RECORD,
+    "k8s.image=...: an image reference: no spaces, at most 500 characters": TODO,
+    "k8s.job_name=...: too long for 12 node(s): the pod host name ...-worke": TODO,
+    "worker_env.HF_TOKEN=***: a secret value cannot travel in a Kubernetes": TODO,
+    "k8s=TrainJob: the container command has 140 arguments, at most 128": TODO,
+    "submit=k8s: kubectl is not on PATH (install kubectl and choose a conte": KUBECTL,
+    "submit=k8s: kubectl has no current context (error: current-context is": KUBECTL,
+    "submit=k8s: kubectl create failed in context lab: <kubectl's last word": KUBECTL,
+    "submit=k8s: kubectl create did not answer within 120 s": KUBECTL,
+    "kubectl config": KUBECTL,
+    "logs=NAME: kubectl logs failed: <kubectl's last words>": KUBECTL,
+    "cancel=NAME: kubectl delete failed: ...": KUBECTL,
+    "run_dir=/data/mine/trainjob.yaml: not a regular file (a FIFO) (choose": TODO,
+    "launcher=k8s: cannot read the operator's environment: PET_NODE_RANK=1": KUBECTL,
+    "launcher.topology=single_node: launcher.from_k8s=true takes topology m": TODO,
+    "[train_multigpu] stopped: no progress (restart.max_without_progress=1)": RUNTIME,
+    "exit code 3 (no progress)": RUNTIME,
+    "ssh.hostfile=line 2 'gpu-b slots=four': each line is 'HOST slots=N' (N": TODO,
+    "ssh.hostfile=hosts.txt: a hostfile naming at least one host ('HOST slo": TODO,
+    "ssh.hostfile=gpu-a slots=4, gpu-b slots=2: the same slots on every hos": TODO,
+    "ssh.hostfile=gpu-a slots=4: must agree with launcher.nproc_per_node=2": TODO,
+    "ssh.options=-v: each an ssh -o option as Name=value, e.g. StrictHostKe": PRODUCT,
+    "ssh.hosts=gpu-b: cannot log in (ssh: connect to host gpu-b port 22: Co": PREFLIGHT,
+    "ssh.hosts=gpu-b: cannot log in (ssh: Could not resolve hostname gpu-b:": PREFLIGHT,
+    "ssh.hosts=gpu-b: cannot log in (Host key verification failed.) (its ho": PREFLIGHT,
+    "ssh.hosts=gpu-b: cannot log in (rl@gpu-b: Permission denied (publickey": PREFLIGHT,
+    "ssh.hosts=gpu-b: ssh fails (...) (try ssh gpu-b by hand)": PREFLIGHT,
+    "ssh.hosts=gpu-b: no directory /home/rl/proj there, where the launcher": PREFLIGHT,
+    "ssh.hosts=gpu-b: '/opt/rl/venv/bin/python -m launcher' is not found th": PREFLIGHT,
+    "ssh.hosts=gpu-b: '... --version' fails there (exit 1: ...No module nam": PREFLIGHT,
+    "ssh.hosts=gpu-b: runs train_multigpu 0.0.9 (Hydra 1.3.8), this machine": PREFLIGHT,
+    "ssh.hosts=gpu-b: node 1's launcher there would refuse to start: script": PREFLIGHT,
+    "ssh.hosts=gpu-b: node 1's launcher there refuses its command: <its one": PREFLIGHT,
+    "ssh.hosts=gpu-b: no answer within 130 s (is it up, and does its launch": PREFLIGHT,
+    "py-spy cannot attach to pid 4242: permission denied (ptrace); run as r": RUNTIME,
+    "py-spy not found: pip install py-spy (a dependency of train_multigpu:": RUNTIME,
+    "py-spy failed on pid 4242: Failed to get stack traces: Failed to suspe": RUNTIME,
+    "py-spy did not answer within 10 s": RUNTIME,
+    "pid 4242 exited before its stack was taken": RUNTIME,
+    "NCCL flight recorder: no dump from rank(s) 1 within 5 s of asking (thr": RUNTIME,
+}
+
+
+def test_every_quoted_error_is_produced(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    _runs_fixture(tmp_path)
+    (tmp_path / "empty").mkdir()
+    isaaclab = _isaaclab(tmp_path)
+    quoted = quoted_errors()
+    failures, produced = [], 0
+    for message in quoted:
+        if message[:70].rstrip() in NOT_HERE:
+            continue
+        done = _produce(message, tmp_path, home, isaaclab)
+        if done is None:
+            failures.append(f"{message}: no command produces it (CONTEXT) and NOT_HERE does not name it")
+            continue
+        argv, result = done
+        if not _matches(message, result.stdout + result.stderr):
+            said = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:]
+            failures.append(f"{message}\n    {shlex.join(argv)}: exit {result.returncode}: {said}")
+        else:
+            produced += 1
+    starts = {message[:70].rstrip() for message in quoted}
+    stale = [start for start in NOT_HERE if start not in starts]
+    reasons = {reason: list(NOT_HERE.values()).count(reason) for reason in set(NOT_HERE.values())}
+    print(f"\n{produced} quoted message(s) produced and matched; not here: {reasons}")
+    assert not failures, f"{len(failures)} quoted message(s) not produced as quoted:\n" + "\n".join(failures)
+    assert not stale, f"NOT_HERE names messages the docs no longer quote: {stale}"
+
+
+# a mistake, and the fixes its message (and errors.md's row) gives, each of which must then run
+FIXES = [
+    (
+        ["submit=slurm", "+worker_env.HF_TOKEN=x", "+slurm.extra.export=NONE"],
+        "slurm.extra.export=NONE: must pass HF_TOKEN",
+        re.compile(r"e\.g\. (\S+), or '([^']+)'"),
+    ),
+]
+
+
+@pytest.mark.parametrize("mistake, message, fixes", FIXES, ids=lambda v: v[0] if isinstance(v, list) else "")
+def test_the_fix_a_message_gives_runs(mistake, message, fixes, tmp_path):
+    env = environment(str(tmp_path))
+    refused = run_main(dry(mistake), cwd=str(tmp_path), env=env)
+    assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+    hinted = fixes.search(refused.stderr)
+    assert hinted, refused.stderr
+    row = next(row for row in ERRORS_PAGE.read_text().splitlines() if f"`{message}" in row)
+    for fix in hinted.groups():
+        assert f"`{fix}`" in row or f"`'{fix}'`" in row, f"errors.md's row does not give {fix}: {row}"
+        fixed = [word for word in mistake if not word.startswith("+slurm.extra.export")] + [fix]
+        done = run_main(dry(fixed), cwd=str(tmp_path), env=env)
+        assert done.returncode == 0, f"{shlex.join(fixed)}: {done.stderr.strip()}"
+
+
+@pytest.mark.parametrize("jobs", [["0"], ["0", "1"]], ids=["one job", "two jobs"])
+def test_a_sweeps_png_is_next_to_its_job_directories(jobs, tmp_path):
+    """docs/sweeps.md: the PNG goes "into the sweep's directory next to the job directories", also
+    when only one job ran (fail_fast, an interrupted sweep), never into job 0's own directory."""
+    from launcher.sweep import curves
+
+    sweep = tmp_path / "runs" / "multirun" / "2026-12-01_12-00-00"
+    for job in jobs:
+        _run_record(sweep / job, 0, [f"seed={job}"])
+    path, note = curves.sweep_png([(str(sweep / job), f"seed={job}") for job in jobs])
+    assert path == sweep / curves.PNG, note
