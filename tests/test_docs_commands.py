@@ -814,3 +814,12 @@ def test_a_sweeps_png_is_next_to_its_job_directories(jobs, tmp_path):
         _run_record(sweep / job, 0, [f"seed={job}"])
     path, note = curves.sweep_png([(str(sweep / job), f"seed={job}") for job in jobs])
     assert path == sweep / curves.PNG, note
+
+
+def test_the_quoted_name_errors_md_gives_reaches_the_launcher(tmp_path):
+    """errors.md: "a name that reads as one needs quotes": the fix, typed in a shell as shown, must
+    reach the launcher still quoted (``launcher='3'`` unquoted by the shell is ``launcher=3`` again)."""
+    row = next(row for row in ERRORS_PAGE.read_text().splitlines() if row.startswith("| `launcher=3: a launcher name"))
+    (typed,) = re.findall(r"`([^`]*'3'[^`]*)`", row.split(" | ")[1])
+    result = run_main(dry(shlex.split(typed)), cwd=str(tmp_path), env=environment(str(tmp_path)))
+    assert "launcher=3: no such launcher option" in result.stderr, result.stderr
