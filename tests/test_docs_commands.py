@@ -49,6 +49,7 @@ FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 ANNOTATION = re.compile(r"^\s*<!--\s*doc-test:(.*?)-->\s*$")
 INFO_FLAGS = ("--cfg", "--help", "-h", "--info", "-i", "-sc", "--shell-completion", "--version", "--hydra-help")
 ISAAC_TASK = re.compile(r"(^|\s)-{0,2}task=Isaac-")
+PROFILE = re.compile(r"(^|\s)profile=")  # a cluster profile of the page's own names its script
 SETUP = ("mkdir", "cp")  # the shell commands a page's reader runs that the commands after them need
 # the docs' placeholders, as a reader fills them in; an ``ID`` is each of _runs_fixture's runs in turn
 PLACEHOLDERS = {"launcher.node_rank=R": "launcher.node_rank=0", "seed=S": "seed=1"}
@@ -305,8 +306,9 @@ def run_page(page: Path, folder: Path) -> tuple[list[str], int]:
                 failures.append(f"{command}: exit {result.returncode}, the doc says {want}: {last[:400]}")
             elif notes.get("expect") and not _matches(notes["expect"], output):
                 failures.append(f"{command}: no {notes['expect']!r} in its output: {output[-400:]}")
-            elif ISAAC_TASK.search(" ".join(argv)) and "# profile: examples " in result.stdout:
-                failures.append(f"{command}: an Isaac Lab task under profile=examples (the bundled trainer's)")
+            elif ISAAC_TASK.search(" ".join(argv)) and not notes.get("isaaclab") and not PROFILE.search(" ".join(argv)):
+                # under profile=examples the bundled trainer would get Isaac Lab's task (every back end)
+                failures.append(f"{command}: an Isaac Lab task without Isaac Lab (<!-- doc-test: isaaclab -->)")
     return failures, ran
 
 
