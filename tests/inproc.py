@@ -53,7 +53,8 @@ def run_main(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Result:
 
     from launcher import cli
 
-    out, err = io.StringIO(), io.StringIO()
+    # text streams over bytes, as a console's are (``runs logs --follow`` writes to sys.stdout.buffer)
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
     with _isolated(cwd, env), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = cli.main(list(argv))
@@ -64,4 +65,5 @@ def run_main(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> Result:
             code = 1
         finally:
             GlobalHydra.instance().clear()
-    return Result(code, out.getvalue(), err.getvalue())
+    out.flush(), err.flush()
+    return Result(code, out.buffer.getvalue().decode(errors="replace"), err.buffer.getvalue().decode(errors="replace"))

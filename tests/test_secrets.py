@@ -410,7 +410,7 @@ def test_slurm_export_must_pass_the_secret(run_cli, tmp_path, sentinel, fake_sba
     result = run_cli("submit=slurm", "+slurm.extra.export=NONE", f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch)
     assert one_error_line(result) == (
         "train_multigpu: error: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through "
-        "sbatch's environment, never the batch script (e.g. +slurm.extra.export=ALL, or '+slurm.extra.export=\"NONE,HF_TOKEN\"')"  # noqa: E501
+        "sbatch's environment, never the batch script (e.g. ++slurm.extra.export=ALL, or '++slurm.extra.export=\"NONE,HF_TOKEN\"')"  # noqa: E501
     )
     ok = run_cli(
         "submit=slurm", '+slurm.extra.export="NONE,HF_TOKEN"', f"+worker_env.HF_TOKEN={sentinel}", env=fake_sbatch

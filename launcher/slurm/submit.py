@@ -113,7 +113,7 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
     >>> check_export(SlurmConfig(extra={"export": "NONE"}), ["HF_TOKEN"])
     Traceback (most recent call last):
     ...
-    launcher.errors.UserError: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through sbatch's environment, never the batch script (e.g. +slurm.extra.export=ALL, or '+slurm.extra.export="NONE,HF_TOKEN"')
+    launcher.errors.UserError: slurm.extra.export=NONE: must pass HF_TOKEN to the job: secret values reach it through sbatch's environment, never the batch script (e.g. ++slurm.extra.export=ALL, or '++slurm.extra.export="NONE,HF_TOKEN"')
     """  # noqa: E501
     value = slurm.extra.get("export")
     if not names or value is None or isinstance(value, bool):  # false: no directive, sbatch's default ALL
@@ -126,5 +126,5 @@ def check_export(slurm: SlurmConfig, names: Sequence[str]) -> None:
             value,
             f"must pass {', '.join(missing)} to the job: secret values reach it "
             "through sbatch's environment, never the batch script",
-            f"""e.g. +slurm.extra.export=ALL, or '+slurm.extra.export="{value},{",".join(missing)}"'""",
+            f"""e.g. ++slurm.extra.export=ALL, or '++slurm.extra.export="{value},{",".join(missing)}"'""",
         )

@@ -134,9 +134,8 @@ def sweep_png(jobs: Sequence[tuple[str, str]]) -> tuple[Path | None, str]:
     curves = [c for run_dir, label in jobs if run_dir and (c := read_curve(Path(run_dir) / METRICS, label))]
     if not curves:
         return None, ""
-    sweep_dir = Path(os.path.commonpath([str(d) for d in dirs]))
-    if len(dirs) > 1 and sweep_dir in dirs:  # never inside one job's directory
-        sweep_dir = sweep_dir.parent
+    # the jobs' parent, never one job's own directory (also when only one job ran: fail_fast, Ctrl+C)
+    sweep_dir = Path(os.path.commonpath([str(d.parent) for d in dirs]))
     try:
         path = write_png(sweep_dir / PNG, curves, f"{sweep_dir.name}: {len(curves)} job(s)")
     except ImportError:
