@@ -58,6 +58,7 @@ def register(config_groups: str | None = None) -> None:
         primary.hydra.help.template = primary.hydra.help.template.replace("$APP_CONFIG_GROUPS", config_groups)
     ConfigStore.instance().store(name=CONFIG_NAME, node=primary, provider="train_multigpu")
     OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
+    OmegaConf.register_new_resolver("tmg_docs_dir", lambda: str(paths.docs_dir()), replace=True)
     OmegaConf.register_new_resolver("tmg_isaaclab_root", isaaclab_root, replace=True)
 
 
