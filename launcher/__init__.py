@@ -21,8 +21,9 @@ Import rules (tests/test_layout.py checks them):
   ``run/worker.py`` and ``run/watchdog.py`` run as separate processes and import nothing of the
   package beyond the standard library (the watchdog: ``run/process/procs.py``).
 - ``slurm/``, ``ray_submit/`` and ``sweep/`` may use the stages before them; ``session`` may use
-  everything; nothing imports ``cli``. ``ray_submit/job.py`` is the entry of a Ray job on the cluster
-  and, like ``cli``, hands the launch to a ``session``.
+  everything; nothing imports ``cli``. A back end (``backends/``, ``slurm/``, ``k8s/``,
+  ``ray_submit/``, ``ssh/``) imports neither ``session`` nor ``cli``: where it launches again (a SLURM
+  job, a pod, a Ray job's entrypoint, a host) it runs the command-line entry, ``python -m launcher``.
 - ``runs/`` (``train_multigpu runs``) is reached only from ``cli``; reading and listing records
   use the standard library, the leaves and ``record``'s names (no Hydra).
 """

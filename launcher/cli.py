@@ -15,6 +15,7 @@ from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError
 from .names import PROG, version_line
+from .ray_submit.spec import CONFIG_VAR, ORDER_VAR
 from .run import leash
 from .run.process.signals import Interrupts
 from .session import Session, error
@@ -56,6 +57,9 @@ def _run_once(session: Session, overrides: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     secrets.forget()  # the secret values errors mask are this command line's (secrets.remember)
+    carried = os.environ.pop(CONFIG_VAR, None)
+    if carried is not None:  # a node of a Ray job (ray_submit/job.py): the config the job carries
+        return launch_carried(carried, os.environ.pop(ORDER_VAR, "[]"), argv)
     if argv[:1] == ["runs"]:  # the run records read back (launcher/runs/): a subcommand, no Hydra
         from .runs import cli as runs_cli
 
@@ -64,6 +68,42 @@ def main(argv: list[str] | None = None) -> int:
         return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
         return 128 + 2
+
+
+# the carried config becomes a primary config: the schema first, then its values
+_CARRIED_NAME = "ray_job"
+_CARRIED_HEADER = "defaults:\n  - train_multigpu_schema\n  - _self_\n\n"
+
+
+def launch_carried(text: str, order: str, overrides: list[str]) -> int:
+    """A launch from a config composed elsewhere (``submit=ray``: the resolved config ``text`` the
+    job carries, the typed ``order`` of the script-bound values, JSON) plus this node's
+    ``overrides``: the text is the primary config of a Hydra composition with no other source, so the
+    schema checks it again; secret values came as variables of their own name (spec.secret_env)."""
+    import json
+    import tempfile
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    vault = secrets.Vault()
+    compose.register()
+    with tempfile.TemporaryDirectory(prefix="tmg-ray-") as folder:
+        (Path(folder) / f"{_CARRIED_NAME}.yaml").write_text(_CARRIED_HEADER + text)
+        with initialize_config_dir(config_dir=folder, version_base="1.3", job_name=PROG):
+            cfg = hydra_compose(_CARRIED_NAME, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    for section in ("worker_env", "profile.env"):
+        for name, value in (OmegaConf.select(cfg, section) or {}).items():
+            if value == secrets.MASK and name in os.environ:
+                vault.values[f"{section}.{name}"] = {secrets.MASK: os.environ[name]}
+    session = Session(Typed(order=tuple(json.loads(order))), vault)
+    session.job(cfg)
+    return session.finish()
 
 
 def _start(argv: list[str] | None = None) -> int:

@@ -1,10 +1,14 @@
-"""Where the shipped configs and example trainers are, in a wheel and in a source checkout."""
+"""Where the package is, and its shipped configs, example trainers and docs, in a wheel and in a
+source checkout."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
+# the folder that holds the ``launcher`` package (site-packages, or the checkout): what a child
+# started as ``python -S -m launcher...`` (no site-packages) needs on PYTHONPATH to import it
+PACKAGE_PARENT = str(_PACKAGE.parent)
 
 
 def _shipped(name: str) -> Path:
@@ -19,6 +23,10 @@ def conf_dir() -> Path:
 
 def examples_dir() -> Path:
     return _shipped("examples")
+
+
+def docs_dir() -> Path:
+    return _shipped("docs")
 
 
 # the rank wrapper (launcher/run/worker.py): named here so that a dry run need not import the supervisor

@@ -45,9 +45,28 @@ def isaaclab(tmp_path, monkeypatch) -> Path:
     return root
 
 
+def off_checkout(environ) -> dict[str, str]:
+    """``environ`` with no PYTHONPATH entry inside the checkout: a launch under test finds the package
+    the way a user's does (installed in this interpreter), and so must every child it starts (the
+    watchdog once found it only through such an entry: from any other folder it died at start)."""
+    out = dict(environ)
+    kept = [p for p in out.pop("PYTHONPATH", "").split(os.pathsep) if p and not _inside_checkout(p)]
+    if kept:
+        out["PYTHONPATH"] = os.pathsep.join(kept)
+    return out
+
+
+def _inside_checkout(path: str) -> bool:
+    resolved = Path(path).resolve()
+    return resolved == ROOT or ROOT in resolved.parents
+
+
 def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a launch under test (run it with cwd=tmp_path, never the checkout)."""
     env = {
-        k: v for k, v in os.environ.items() if k not in ("ISAACLAB_PATH", "HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES")
+        k: v
+        for k, v in off_checkout(os.environ).items()
+        if k not in ("ISAACLAB_PATH", "HYDRA_FULL_ERROR", "CUDA_VISIBLE_DEVICES")
     }
     env["CUDA_VISIBLE_DEVICES"] = ""  # this machine has no GPU; make that explicit and fast
     env.update(extra)

@@ -9,14 +9,16 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import off_checkout
+
 REPO = Path(__file__).resolve().parent.parent
 SPAWNER = REPO / "tests" / "workers" / "spawner.py"
 HELPER_TOKEN = b"tmg-test-helper"
 
 
 def env() -> dict:
-    out = dict(os.environ)
-    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), out.get("PYTHONPATH")]))
+    """A launch's environment: run from a folder of its own (``cwd=tmp``), never the checkout."""
+    out = off_checkout(os.environ)
     out.pop("OMP_NUM_THREADS", None)
     return out
 

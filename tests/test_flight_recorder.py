@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import build, clean_env
+from conftest import build, clean_env, off_checkout
 from launcher import plan
 from launcher.addresses import Endpoint
 from launcher.run.postmortem import causes, flight_recorder, oom
@@ -124,7 +124,7 @@ def test_a_hang_waits_for_every_ranks_dump_before_stopping_it_and_the_summary_na
         sys.executable, "-m", "launcher", "device=cuda", "launcher.nproc_per_node=2", f"script={HANG}",
         f"run_root={tmp_path / 'runs'}", "launcher.hang_timeout=3", "--", "--mode", "torch", "--pid_dir", str(pids),
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "CUDA_VISIBLE_DEVICES": "0,1"}
+    env = {**off_checkout(os.environ), "CUDA_VISIBLE_DEVICES": "0,1"}
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     code, out, err = finish(proc, timeout=90)
     assert code == 124, out + err

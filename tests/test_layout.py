@@ -42,6 +42,8 @@ RUNS_COMPOSING = {"launcher.runs.chosen", "launcher.runs.again", "launcher.runs.
 # the back ends' handle side runs calls (describe/logs/cancel: backends/base.py, no Hydra); the local
 # launch's reads its record with runs/read.py (one reader of run directories), and runs/remote reads a
 # local run's handle from its status.json through it (local_state.handle: no Hydra either)
+# the back ends: they run the launcher again (python -m launcher) where they launch, never a session
+BACKENDS = ("launcher.backends", "launcher.slurm", "launcher.k8s", "launcher.ray_submit", "launcher.ssh")
 RUNS_BACKENDS = {"launcher.backends", "launcher.backends.base", "launcher.backends.local_state"}
 READS_RUNS = {"launcher.backends.local_state": {"launcher.runs", "launcher.runs.read"}}
 
@@ -106,6 +108,9 @@ def test_imports_point_one_way(module):
         assert not bad, f"runs/ reads records with the leaves and record's names: {sorted(bad)}"
         third_party = {m.split(".")[0] for m in imports(MODULES[module])} - set(sys.stdlib_module_names)
         assert third_party <= {"launcher", "__future__"}, f"listing imports no third-party module: {third_party}"
+    if within(module, BACKENDS):  # a back end launches again through the command-line entry (issue 25)
+        bad = {m for m in own if within(m, ("launcher.session", "launcher.cli"))}
+        assert not bad, f"a back end never calls back into the face: {sorted(bad)}"
     for backend, other in (("launcher.slurm", "launcher.k8s"), ("launcher.k8s", "launcher.slurm")):
         if within(module, (backend,)):  # a back end runs the launcher again in its jobs: never supervises
             # a process it must start (kubectl logs -f) it starts through run/process/, the one place

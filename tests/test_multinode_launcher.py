@@ -29,8 +29,9 @@ PY = sys.executable
 
 
 def launcher_env() -> dict[str, str]:
-    """The launcher inside a namespace imports this checkout's code, with no GPU to look for."""
-    return env(PYTHONPATH=str(ROOT), CUDA_VISIBLE_DEVICES="")
+    """The launcher inside a namespace: this interpreter's (the checkout's, installed), found as a
+    user's is (no PYTHONPATH into the checkout), with no GPU to look for."""
+    return env(CUDA_VISIBLE_DEVICES="")
 
 
 def launch(host, cwd: Path, *overrides: str, script_args: tuple = ()) -> Proc:

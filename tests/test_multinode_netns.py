@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import off_checkout
 from netns import Hosts
 from ports import free_port
 
@@ -53,7 +54,7 @@ _SCRUB = (
 
 
 def env(**extra: str) -> dict[str, str]:
-    e = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    e = {k: v for k, v in off_checkout(os.environ).items() if k not in _SCRUB}
     e.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
     return e
 
@@ -372,7 +373,7 @@ def test_jax_on_cpu_refuses_a_node_whose_own_name_does_not_resolve(tmp_path):
         base = [PY, "-m", "launcher", "device=cpu", f"run_root={tmp_path / 'runs'}", "launcher=skrl_jax"]
         base += ["launcher.nnodes=2", "launcher.node_rank=1", "launcher.coordinator_address=10.77.31.9:5123"]
         base += ["launcher.nproc_per_node=1", "rl_library=skrl", f"script={worker}"]
-        environ = env(PYTHONPATH=str(WORKERS.parents[1]), CUDA_VISIBLE_DEVICES="")
+        environ = env(CUDA_VISIBLE_DEVICES="")
         real = start(node, base, environ)
         assert real.wait(60) == 2, real.out
         dry = start(node, [*base, "dry_run=true"], environ)

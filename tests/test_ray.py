@@ -5,6 +5,7 @@ nodes, a sweep, a stop. Nothing is mocked: the jobs run train_multigpu, torchrun
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -162,6 +163,52 @@ def test_ray_keys_are_checked(overrides, message):
     with pytest.raises(UserError) as err:
         spec.check(cfg)
     assert str(err.value).startswith(message), str(err.value)
+
+
+@pytest.mark.timeout(120)
+def test_the_job_entry_runs_the_launch_through_the_cli_and_passes_a_stop_on(tmp_path):
+    """ray_submit/job.py (the job's entrypoint) runs the node's launch as a child, the command-line entry
+    (python -m launcher) in a session of its own, and imports no session (tests/test_layout.py). A
+    SIGTERM for the job (ray job stop) reaches the launch once: it stops its ranks, records the stop
+    and its code is the entry's; nothing survives. (Real processes, no cluster: a one-node job.)"""
+    from supervise_util import finish, status
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    args = ["device=cpu", "launcher.nproc_per_node=2", f"script={SPAWNER}", "--", "--pid_dir", str(pids)]
+    dry = _run(tmp_path, "submit=ray", "dry_run=true", *args)
+    assert dry.returncode == 0, dry.stderr
+    spec = json.loads(dry.stdout[dry.stdout.index("{") : dry.stdout.index("\n}\n") + 2])
+    text = dry.stdout.split("the resolved config the job launches from):\n", 1)[1]
+    env = clean_env(TRAIN_MULTIGPU_RAY_CONFIG=text, TRAIN_MULTIGPU_RAY_ORDER=spec["runtime_env"]["env_vars"][ORDER])
+    entry = subprocess.Popen(
+        [sys.executable, "-m", "launcher.ray_submit.job"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_files(pids, 6)  # two ranks, two helpers each (one in a session of its own)
+        launchers = [p for p in _children(entry.pid) if _cmdline(p)[1:3] == [b"-m", b"launcher"]]
+        assert len(launchers) == 1, [_cmdline(p) for p in _children(entry.pid)]
+        assert os.getsid(launchers[0]) == launchers[0]  # its own session: a group signal reaches it once
+        entry.send_signal(signal.SIGTERM)
+        code, out, err = finish(entry, timeout=60)
+    finally:
+        if entry.poll() is None:
+            entry.kill()
+    assert code == 128 + signal.SIGTERM, out + err
+    assert survivors(pids, settle=5.0) == []
+    assert status(tmp_path)["reason"] == "stopped by SIGTERM"
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
 
 
 def test_job_module_outside_a_job_is_one_line(tmp_path):

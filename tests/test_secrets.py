@@ -277,10 +277,9 @@ def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch
 
 def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, tmp_path, worker, sentinel):
     """The same, end to end on the real one-host cluster: the job's workers see the value."""
-    from conftest import ROOT
     from slurm_cluster import wait_job
 
-    env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = clean_env(OMP_NUM_THREADS="1")
     env.pop("HF_TOKEN", None)
     result = run_cli(
         "submit=slurm",
@@ -378,10 +377,9 @@ def assert_not_on_the_head(ray_cluster, result, *values: str) -> None:
 def test_slurm_array_over_secret_values_on_the_real_cluster(slurm_cluster, run_cli, tmp_path, worker, sentinel):
     """A -m sweep over secret values is one job array (issue 19): each task's workers see their own
     value, carried by sbatch's environment under the task's own name, never written."""
-    from conftest import ROOT
     from slurm_cluster import wait_job
 
-    env = clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = clean_env(OMP_NUM_THREADS="1")
     env.pop("HF_TOKEN", None)
     first, second = sentinel + "a", sentinel + "b"
     result = run_cli(

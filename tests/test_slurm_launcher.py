@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALLREDUCE, ROOT, clean_env
+from conftest import ALLREDUCE, clean_env
 from launcher.backends.base import Handle, State, Status
 from launcher.slurm.backend import SlurmBackend
 from slurm_cluster import job_info, wait_job
@@ -40,8 +40,9 @@ time.sleep(120)  # "training" goes on until the job is requeued
 
 
 def env() -> dict[str, str]:
-    """The job must run THIS checkout's launcher: sbatch passes the submitter's environment on."""
-    return clean_env(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    """sbatch passes the submitter's environment on: the job runs this interpreter's train_multigpu (the
+    checkout's, installed), found as a user's is, with no PYTHONPATH into the checkout."""
+    return clean_env(OMP_NUM_THREADS="1")
 
 
 def submitted(stdout: str) -> list[tuple[str, Path]]:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import clean_env
 from launcher.config import compose
 from launcher.slurm import batch
 from launcher.slurm.backend import job_config, job_nodes
@@ -219,7 +219,7 @@ def test_submit_errors_are_one_line(run_cli, args, message):
 
 
 def test_no_sbatch_on_path_is_a_clear_error(run_cli, tmp_path):
-    env = clean_env(PATH="/nonexistent", PYTHONPATH=str(ROOT))
+    env = clean_env(PATH="/nonexistent")
     result = run_cli("submit=slurm", env=env)
     assert result.returncode == 2
     assert "train_multigpu: error: submit=slurm: sbatch is not on PATH (submit from a SLURM login node" in result.stderr

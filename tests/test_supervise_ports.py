@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,8 @@ def taken_port():
 
 def dry_run(*overrides: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "launcher", "device=cpu", "launcher.nproc_per_node=1", "dry_run=true", *overrides]
-    return subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=REPO, timeout=60)
+    with tempfile.TemporaryDirectory() as folder:  # a folder of its own, not the checkout
+        return subprocess.run(argv, capture_output=True, text=True, env=env(), cwd=folder, timeout=60)
 
 
 def refused(taken: str, *overrides: str) -> str:
@@ -144,7 +146,7 @@ def test_omp_threads_follow_the_affinity_mask_and_torchrun_prints_no_banner(tmp_
         capture_output=True,
         text=True,
         env=env(),
-        cwd=REPO,
+        cwd=tmp_path,
         timeout=60,
     )
     assert "export OMP_NUM_THREADS=1" in pinned.stdout

@@ -50,6 +50,10 @@ def register(config_groups: str | None = None) -> None:
     from omegaconf import OmegaConf
 
     schema.register()
+    # first: the help text reads one (the docs folder) when it is filled in below
+    OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
+    OmegaConf.register_new_resolver("tmg_docs_dir", lambda: str(paths.docs_dir()), replace=True)
+    OmegaConf.register_new_resolver("tmg_isaaclab_root", isaaclab_root, replace=True)
     # The primary config is served from the ConfigStore: the app then needs no primary config
     # directory, and every directory on the search path (profiles.py) is in the order we give it,
     # the shipped conf/ last. (Hydra caches the primary config before it applies hydra.searchpath.)
@@ -57,8 +61,6 @@ def register(config_groups: str | None = None) -> None:
     if config_groups is not None:
         primary.hydra.help.template = primary.hydra.help.template.replace("$APP_CONFIG_GROUPS", config_groups)
     ConfigStore.instance().store(name=CONFIG_NAME, node=primary, provider="train_multigpu")
-    OmegaConf.register_new_resolver("tmg_examples_dir", lambda: str(paths.examples_dir()), replace=True)
-    OmegaConf.register_new_resolver("tmg_isaaclab_root", isaaclab_root, replace=True)
 
 
 def preset_overrides(overrides: Sequence[str]) -> list[tuple[int, list[str]]]:

@@ -1,18 +1,23 @@
-"""The cluster's side of ``submit=ray``: ``python -m launcher.ray_submit.job [node overrides]``.
+"""The cluster's side of ``submit=ray``: ``python -m launcher.ray_submit.job``.
 
 The entrypoint of every Ray job train_multigpu submits. It takes the resolved config the job carries
-(``TRAIN_MULTIGPU_RAY_CONFIG``, launcher/ray_submit/spec.py) and launches from it exactly as a
-launch on this machine would: the text becomes the primary config of a Hydra composition with no
-other source (so the schema checks it again, and the rest of the launch -- checks, probe, plan,
-supervision, the run record -- is the session's own code), plus the node's own overrides.
+(``TRAIN_MULTIGPU_RAY_CONFIG``, launcher/ray_submit/spec.py) and the job's secret values, and has the
+launch run by the command-line entry, ``python -m launcher`` (a child started through run/process/),
+exactly as a launch on this machine would: the CLI, finding the carried config, makes it the primary
+config of a Hydra composition with no other source (so the schema checks it again, and the rest of the
+launch -- checks, probe, plan, supervision, the run record -- is the session's own code), plus the
+node's own overrides. This module never imports the session: a back end does not call back into the
+face (tests/test_layout.py).
 
-One node: the launch runs here, in the entrypoint, which Ray gave the ranks' resources; its exit
-code is the job's (Ray marks a non-zero exit FAILED and keeps the code as ``driver_exit_code``).
+One node: the launch runs in a child of the entrypoint, which Ray gave the ranks' resources, in a
+session of its own (a signal for the job reaches it once, passed on from here) and tied to the
+entrypoint (PR_SET_PDEATHSIG); its exit code is the job's (Ray marks a non-zero exit FAILED and keeps
+the code as ``driver_exit_code``).
 
 ``launcher.nnodes=N``: this process is the Ray driver. It reserves a STRICT_SPREAD placement group of
 N bundles (one per node), starts one :class:`NodeLauncher` actor in each, asks node 0's actor for its
-address and a free port, and has every actor run ``<python> -m launcher.ray_submit.job
-launcher.node_rank=R launcher.rdzv_endpoint=ADDR:PORT`` (JAX: ``launcher.coordinator_address``).
+address and a free port, and has every actor run ``<python> -m launcher launcher.node_rank=R
+launcher.rdzv_endpoint=ADDR:PORT`` (JAX: ``launcher.coordinator_address``) with the carried config.
 The first node to fail stops the others (SIGTERM: their launchers stop their ranks and write their
 records) and its exit code becomes the job's. A stop of the job (``ray job stop``, Ctrl+C of a
 following train_multigpu) reaches this driver as SIGTERM and is passed to every node's launcher the
@@ -25,17 +30,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from ..names import PROG
 from ..run.process import procs, signals
-from .spec import CONFIG_VAR, JOB_MODULE, ORDER_VAR, SECRETS_VAR, node_overrides
-
-JOB_CONFIG_NAME = "ray_job"
-# the carried config becomes a primary config: the schema first, then its values
-_HEADER = "defaults:\n  - train_multigpu_schema\n  - _self_\n\n"
+from .spec import CONFIG_VAR, LAUNCH_MODULE, ORDER_VAR, SECRETS_VAR, node_overrides
 
 
 def _say(message: str) -> None:
@@ -69,36 +68,30 @@ def take_secrets() -> dict[str, str]:
     return json.loads(bytes(a ^ b for a, b in zip(data, bytes.fromhex(pad))))
 
 
-def launch(text: str, order: list[str], overrides: list[str]) -> int:
-    """One train_multigpu launch from the carried config ``text``, the typed ``order`` of the
-    script-bound values (spec.ORDER_VAR) and this node's ``overrides``."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf, open_dict
+def launch(text: str, order: str, overrides: list[str]) -> int:
+    """One train_multigpu launch here, from the carried config ``text``, the typed ``order`` of the
+    script-bound values (spec.ORDER_VAR, JSON) and this node's ``overrides``: the command-line entry
+    in a child, each signal this process gets passed on to it; its exit code."""
+    child = None
+    pending: list[int] = []  # signals that came before the child was there
 
-    from .. import secrets
-    from ..backends.base import Typed
-    from ..config import compose
-    from ..session import Session
+    def on_signal(signum, frame):
+        if child is None:
+            pending.append(signum)
+        elif child.poll() is None:
+            procs.kill([child.pid], signum)
 
-    # secret values came as variables of their own name (spec.secret_env): back into the config
-    vault = secrets.Vault()
-    compose.register()
-    with tempfile.TemporaryDirectory(prefix="tmg-ray-") as folder:
-        (Path(folder) / f"{JOB_CONFIG_NAME}.yaml").write_text(_HEADER + text)
-        with initialize_config_dir(config_dir=folder, version_base="1.3", job_name=PROG):
-            cfg = hydra_compose(JOB_CONFIG_NAME, overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    for section in ("worker_env", "profile.env"):
-        for name, value in (OmegaConf.select(cfg, section) or {}).items():
-            if value == secrets.MASK and name in os.environ:
-                vault.values[f"{section}.{name}"] = {secrets.MASK: os.environ[name]}
-    session = Session(Typed(order=tuple(order)), vault)
-    session.job(cfg)
-    return session.finish()
+    env = {**os.environ, CONFIG_VAR: text, ORDER_VAR: order}
+    with signals.handlers({signum: on_signal for signum in signals.FORWARDED_SIGNALS}):
+        child = procs.start_tied(argv_of(overrides), env, signal.SIGTERM, own_session=True)
+        for signum in pending:
+            procs.kill([child.pid], signum)
+        return child.wait()
+
+
+def argv_of(overrides: list[str]) -> list[str]:
+    """A node's launch: this interpreter's command-line entry with the node's overrides."""
+    return [sys.executable, "-m", LAUNCH_MODULE, *overrides]
 
 
 # -- several nodes: the driver and its actors ------------------------------------------------------
@@ -188,9 +181,7 @@ def drive(text: str, order: str, nodes: int, cfg, hidden: dict[str, str]) -> int
     # every node's launcher: the carried config, and the secret values this driver took (never again from the KV)
     env = {CONFIG_VAR: text, ORDER_VAR: order, SECRETS_VAR: "", **hidden}
     runs = {
-        actors[rank].run.remote(
-            [sys.executable, "-m", JOB_MODULE, *node_overrides(cfg, rank, host, port, rdzv_id)], env
-        ): rank
+        actors[rank].run.remote(argv_of(node_overrides(cfg, rank, host, port, rdzv_id)), env): rank
         for rank in range(nodes)
     }
     codes: dict[int, int] = {}
@@ -252,9 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         nodes = int(str(cfg.launcher.nnodes))
         if nodes > 1:
             return drive(text, order, nodes, cfg, hidden)
-    import json
-
-    return launch(text, json.loads(order), argv)
+    return launch(text, order, argv)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ ORDER_VAR = "TRAIN_MULTIGPU_RAY_ORDER"
 # "<KV key> <pad, hex>": where the job's secret values wait in Ray's internal KV, and their one-time pad
 SECRETS_VAR = "TRAIN_MULTIGPU_RAY_SECRETS"
 JOB_MODULE = "launcher.ray_submit.job"
+# every node's launch: the command-line entry (python -m launcher), the carried config in CONFIG_VAR
+LAUNCH_MODULE = "launcher"
 # Ray's job supervisor waits this long after its SIGTERM before SIGKILL (its default: 3 s): the
 # launcher's grace period, plus time to write its record
 STOP_WAIT_VAR = "RAY_JOB_STOP_WAIT_TIME_S"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from ...paths import WORKER_WRAPPER
 from ...rundir import STACKS, STACKS_SUMMARY, stack_name
 from ..process import procs
 
@@ -43,7 +44,7 @@ PTRACE_HINT = (
 )
 # paths that are not the user's code (besides the standard library found below)
 _LIBRARY_PARTS = ("/site-packages/", "/dist-packages/")
-_WRAPPER = str(Path(__file__).resolve().parent / "worker.py")
+_WRAPPER = WORKER_WRAPPER  # launcher/run/worker.py: its frames are not the rank's
 # generic wrapper functions a library frame may be called: not what a rank waits in
 _GENERIC = {"wrapper", "inner", "_fn", "__call__", "wrapped", "decorated", "reraise_with_filtered_traceback"}
 
@@ -89,6 +90,8 @@ def is_user_code(path: str, stdlib: tuple[str, ...] = ()) -> bool:
     (True, False)
     >>> is_user_code("<frozen runpy>"), is_user_code("/usr/lib/python3.11/threading.py", ("/usr/lib/python3.11/",))
     (False, False)
+    >>> is_user_code(WORKER_WRAPPER)  # the rank wrapper (launcher/run/worker.py), wherever the package is
+    False
     """
     if path.startswith("<") or path == _WRAPPER or any(part in path for part in _LIBRARY_PARTS):
         return False

@@ -19,12 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import UserError
+from ...paths import PACKAGE_PARENT  # the watchdog runs as python -S -m launcher.run.watchdog
 from ...plan import LaunchPlan
 from ...rundir import RunPaths, record_root
 from .. import logs
 from . import procs
-
-PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])  # the watchdog runs as python -m launcher.run.watchdog
 
 
 class ProcessGroup:

@@ -66,12 +66,19 @@ def die_with_parent_preexec(parent: int, signum: int = signal.SIGKILL):
     return preexec
 
 
-def start_tied(argv: Sequence[str], env: Mapping[str, str], signum: int = signal.SIGTERM):
+def start_tied(argv: Sequence[str], env: Mapping[str, str], signum: int = signal.SIGTERM, own_session: bool = False):
     """Start ``argv`` (a ``subprocess.Popen``) as a child that gets ``signum`` when this process dies
-    (PR_SET_PDEATHSIG): a Ray actor's node launcher (ray_submit/job.py) stops with the actor."""
+    (PR_SET_PDEATHSIG): a Ray actor's node launcher (ray_submit/job.py) stops with the actor.
+    ``own_session``: in a session of its own, so a signal sent to this process's group reaches it
+    only as this process passes it on (once)."""
     import subprocess
 
-    return subprocess.Popen(list(argv), env=dict(env), preexec_fn=die_with_parent_preexec(os.getpid(), signum))
+    return subprocess.Popen(
+        list(argv),
+        env=dict(env),
+        preexec_fn=die_with_parent_preexec(os.getpid(), signum),
+        start_new_session=own_session,
+    )
 
 
 def follow_lines(argv: Sequence[str]) -> Iterator[str]:
