@@ -333,6 +333,7 @@ def write_killed(status_path: str, launcher_pid: int) -> bool:
         failure=None,
     )
     status[OUTCOME_KEY] = Reason.LAUNCHER_KILLED.value
+    status.pop(HOLDS_KEY, None)  # the proof of a live launcher: this one is gone
     write_json(path, status)
     return True
 
