@@ -341,3 +341,17 @@ def test_a_pid_no_kernel_gives_is_refused_not_a_traceback():
     for pid in (2**70, -1, 0, True, "123"):
         with pytest.raises(read.NotItsLauncher):
             read.verified_launcher({"pid": pid, "pid_start": 1, record.HOLDS_KEY: True}, "/")
+
+
+def test_errors_md_lists_every_refusal_here():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    for phrase in (
+        "does not hold this run directory open: it is not the launcher that wrote this record",
+        "is of an older form that cannot prove its launcher: runs shows it but never signals it",
+        "its record names pid 1, which is no launcher's: not signalled",
+        "neither you nor the record's owner (uid W): not signalled",
+        "nothing to resume: the run finished all its 5 iterations",
+        "its record names a trainer directory outside <run root>",
+        "a launcher that still runs (pid N) records here: two launchers for one node",
+    ):
+        assert phrase in text, phrase
