@@ -160,7 +160,7 @@ def id_problem(handle: Handle) -> str | None:
     if pattern is not None and not pattern.fullmatch(handle.id):
         return f"id {handle.id[:40]!r} is not a {handle.backend} job id"
     namespace = handle.extra.get("namespace")
-    if handle.backend == "k8s" and namespace is not None and not _NAMESPACE.fullmatch(namespace):
+    if handle.backend == "k8s" and namespace and not _NAMESPACE.fullmatch(namespace):  # "": kubectl's default
         return f"namespace {namespace[:40]!r} is not a Kubernetes namespace"
     return None
 
