@@ -18,7 +18,21 @@ from pathlib import Path
 
 from . import __version__, files, secrets
 from .plan import LaunchPlan
-from .rundir import COMPOSITION, OUTCOME_KEY, Reason, RunPaths, node_name
+from .rundir import (
+    ATTEMPT_DIR,
+    COMMAND,
+    COMPOSITION,
+    CONFIG,
+    ENV,
+    FLIGHT_RECORDER,
+    LOGS,
+    OUTCOME_KEY,
+    STACKS,
+    STATUS,
+    Reason,
+    RunPaths,
+    node_name,
+)
 
 # what a composition notes besides what was typed (launcher/runs/again.py)
 RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
@@ -49,6 +63,54 @@ def fresh_dir(path: Path) -> Path:
         except FileExistsError:
             continue
     raise RuntimeError(f"could not create a run directory under {path.parent}")
+
+
+# what set_aside moves: a launch's own record, never what else a given run_dir= holds (the trainer's
+# checkpoints and metrics, a submitted job's records, its node<R>/ and restart<N>/ directories)
+_RECORD_NAMES = (CONFIG, COMMAND, ENV, COMPOSITION, STATUS, LOGS, STACKS, FLIGHT_RECORDER)
+PREVIOUS = "previous"  # <record dir>/previous<N>/: the record of a launcher that recorded here before
+
+
+class StillRecording(Exception):
+    """The record directory's status.json is open and its launcher still runs on this host."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(pid)
+        self.pid = pid
+
+
+def set_aside(path: Path) -> Path | None:
+    """Before a launcher records into a directory it was given (``run_dir=``'s ``node<R>/``) where one
+    recorded before: that record moved whole into ``previous<N>/`` (N = 1, 2, ...), so the new
+    status.json never overwrites a predecessor's (which may say how it was lost). None: nothing there.
+    Raises :class:`StillRecording` when that record is open and its launcher still runs here (two
+    launchers for one node: the second one records nothing)."""
+    status = RunPaths(path).status
+    if not os.path.lexists(status):
+        return None
+    try:
+        data = files.read_json(status, files.JSON_MAX, path)
+    except OSError:  # unreadable, not a file: moved aside as it is
+        data = None
+    if isinstance(data, dict) and data.get("exit_code") is None and data.get("host") == socket.gethostname():
+        pid, started = data.get("pid"), data.get("pid_start")
+        if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and pid != os.getpid():
+            if isinstance(started, int) and process_start(pid) == started:
+                raise StillRecording(pid)
+    for number in range(1, 10000):
+        aside = path / f"{PREVIOUS}{number}"
+        try:
+            aside.mkdir()
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - ten thousand predecessors
+        raise OSError(f"no free {PREVIOUS}<N> in {path}")
+    names = set(os.listdir(path))
+    for name in [*_RECORD_NAMES, *sorted(n for n in names if ATTEMPT_DIR.match(n))]:
+        if name in names:
+            os.rename(path / name, aside / name)
+    return aside
 
 
 def command_script(plan: LaunchPlan) -> str:
@@ -143,14 +205,39 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: d
     return write_opened(run_dir)
 
 
+# status.json's proof that its pid is the launcher that wrote it: that process holds the record's
+# directory open until it closes the record (launcher/runs/read.py's verified_launcher checks it)
+HOLDS_KEY = "pid_holds_dir"
+_HELD: dict[str, int] = {}  # record directory -> the descriptor this process holds open on it
+
+
 def write_opened(run_dir: Path) -> float:
-    """status.json, opened by this process: its start time; ``write_end`` closes it."""
+    """status.json, opened by this process: its start time; ``write_end`` closes it.
+
+    The process holds ``run_dir`` open (O_CLOEXEC: no child inherits it) until ``write_end``: the
+    proof ``runs stop``/``runs stacks`` ask for before they signal the pid a record names (anyone can
+    copy a record and put any pid and start time in it; nobody can make another user's process hold
+    a directory open, and /proc/<pid>/fd is readable only by the process's owner and root)."""
     started = time.time()
     pid = os.getpid()
+    hold(run_dir)
     # pid + its start time (+ host): a reader tells a live launcher from a dead one whose pid was reused
     opened = {"started": _iso(started), "pid": pid, "pid_start": process_start(pid), "host": socket.gethostname()}
-    write_json(RunPaths(run_dir).status, {**opened, "exit_code": None})
+    write_json(RunPaths(run_dir).status, {**opened, HOLDS_KEY: True, "exit_code": None})
     return started
+
+
+def hold(run_dir: Path) -> None:
+    """Hold ``run_dir`` open (once per directory) until :func:`release`."""
+    key = os.path.realpath(run_dir)
+    if key not in _HELD:
+        _HELD[key] = os.open(key, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def release(run_dir: Path) -> None:
+    fd = _HELD.pop(os.path.realpath(run_dir), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def process_start(pid: int) -> int | None:
@@ -192,7 +279,10 @@ def write_end(
         status["stragglers"] = list(stragglers)
     if attempts:
         status[ATTEMPTS_KEY] = attempts_json(attempts)
-    write_json(RunPaths(run_dir).status, status)
+    try:
+        write_json(RunPaths(run_dir).status, status)
+    finally:
+        release(run_dir)  # closed: nothing signals this process from this record any more
 
 
 ATTEMPTS_KEY = "attempts"
@@ -243,6 +333,7 @@ def write_killed(status_path: str, launcher_pid: int) -> bool:
         failure=None,
     )
     status[OUTCOME_KEY] = Reason.LAUNCHER_KILLED.value
+    status.pop(HOLDS_KEY, None)  # the proof of a live launcher: this one is gone
     write_json(path, status)
     return True
 

@@ -24,6 +24,7 @@ ends their records, and ``runs`` reads them all back without importing Hydra.
     <run_dir>/attempt<N>/          a restarted attempt's logs/, stacks/, nccl/ (restart.max; N >= 1: attempt 0
                                    writes where a launch without restarts does)
     <run_dir>/restart<N>/          a requeued SLURM job's record; node<R>/ one node's (submit=slurm)
+    <run_dir>/node<R>/previous<N>/ the record of an earlier launcher of that node (record.set_aside)
     <run_root>/<stamp>[_<run_name>][_node<R>]/   a launch (record.run_dir_name); _node<R>: one node's
 
 ``run/worker.py`` runs under the user's interpreter without the package: it keeps its own copies of

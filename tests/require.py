@@ -1,9 +1,9 @@
 """Skip a test that needs what this machine lacks, saying why -- or fail it when CI requires it.
 
 ``TRAIN_MULTIGPU_REQUIRE_<SWITCH>=1`` (``.ci/run`` sets one for each thing it installs or starts:
-SLURM, RAY, NETNS, SSH, KUBECTL, ROOT, OOM) turns the skip into a failure, so a broken setup in CI never
-hides behind a skip. One helper for every switch (a leaf: conftest, netns, ray_cluster and
-slurm_cluster import it)."""
+SLURM, RAY, NETNS, SSH, KUBECTL, ROOT, OOM, STRACE; CORES: two usable CPU cores) turns the skip into a
+failure, so a broken setup in CI never hides behind a skip. One helper for every switch (a leaf:
+conftest, netns, ray_cluster and slurm_cluster import it)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from launcher import backends
 from launcher.backends.base import Handle, Launch, State, Typed
 from launcher.errors import UserError
 from launcher.runs import read, remote
+from require import unavailable
 from supervise_util import env as launch_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,6 +115,115 @@ def test_dryrun_writes_nothing_and_starts_nothing(name, tmp_path, monkeypatch):
     assert request.backend == name and request.run_dir == str(launch.run_dir)
     assert not launch.run_dir.exists()
     assert request.shown.strip(), "a dry run prints what a real launch runs"
+
+
+# -- the same claim seen by the kernel: every process started and every file written, anywhere --------
+START, END = "/@@dryrun-start@@", "/@@dryrun-end@@"  # opened (and not found) around the dry run alone
+TRACED = ",".join(
+    (
+        "execve,execveat,fork,vfork,clone,clone3",  # a process started
+        "open,openat,openat2,creat,truncate,mkdir,mkdirat,rename,renameat,renameat2",  # a file written
+        "unlink,unlinkat,rmdir,link,linkat,symlink,symlinkat,chmod,fchmodat,chown,fchownat,utimensat,mknod,mknodat",
+        "connect",  # a dry run connects to nothing (a Ray address, an SSH host)
+    )
+)
+WRITING = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
+NOT_FILES = ("/dev/null",)  # where writing stores nothing
+DRYRUN_CHILD = """
+import os, sys
+sys.path.insert(0, sys.argv[3])
+from _pytest.monkeypatch import MonkeyPatch
+import test_backend_conformance as suite
+name, tmp = sys.argv[1], __import__("pathlib").Path(sys.argv[2])
+launch = suite.make_launch(name, tmp, MonkeyPatch(), secret=name != "k8s")
+backend = suite.registered(name)
+if sys.argv[4]:  # the test of the check: a dryrun that runs a shell line first
+    import subprocess
+    dryrun = backend.dryrun
+    def sabotaged(launch, line=sys.argv[4]):
+        subprocess.run(["sh", "-c", line], timeout=30)
+        return dryrun(launch)
+    backend.dryrun = sabotaged
+for marker in (suite.START, suite.END):  # the backend imported, the launch composed: only dryrun between
+    try:
+        os.close(os.open(marker, os.O_RDONLY))
+    except FileNotFoundError:
+        pass
+    if marker == suite.START:
+        request = backend.dryrun(launch)
+print(len(request.shown))
+"""
+
+
+def traced_calls(trace: str) -> list[str]:
+    """The traced calls between the two markers, each ``<pid> <call>`` (strace -f's lines)."""
+    lines = trace.splitlines()
+    start = next(i for i, line in enumerate(lines) if START in line)
+    end = next(i for i, line in enumerate(lines) if END in line)
+    return lines[start + 1 : end]
+
+
+def offences(calls: list[str]) -> list[str]:
+    """Every call among ``calls`` that starts a process, writes a file (anywhere: outside the test's
+    folder too) or connects somewhere; a failed attempt counts (a dry run does not even try)."""
+    found = []
+    for line in calls:
+        call = line.split(None, 1)[1] if " " in line else line
+        if call.startswith(("+++", "---", "<...")):  # a signal, an exit, a resumed call already seen
+            continue
+        name = call.split("(", 1)[0]
+        if name in ("clone", "clone3") and "CLONE_THREAD" in call:
+            continue  # a thread (a dry run may use them), not a process
+        if name in ("open", "openat", "openat2", "creat"):
+            path = call.split('"')[1] if '"' in call else ""
+            if name != "creat" and not any(flag in call for flag in WRITING):
+                continue
+            if path in NOT_FILES:
+                continue
+        if name == "connect" and "AF_UNIX" in call:
+            continue  # a local socket (the name service), no host
+        found.append(call)
+    return found
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("name", NAMES)
+def test_dryrun_writes_no_file_and_starts_no_process_anywhere_as_the_kernel_sees_it(name, tmp_path):
+    """``dryrun`` in a process of its own under ``strace -f``: between two markers (the launch composed,
+    the back end imported) no process is started (no execve, no fork), no file is opened for writing,
+    created, renamed, removed, linked or changed anywhere on the machine (not only under the test's
+    folder: before, a dry run running ``sh -c 'echo > FILE'`` elsewhere passed), nothing is connected to."""
+    assert offences(_trace_dryrun(name, tmp_path)) == [], f"{name}'s dry run started, wrote or connected"
+
+
+def _trace_dryrun(name: str, tmp_path: Path, sabotage: str = "") -> list[str]:
+    """The calls of ``name``'s dryrun, traced in a process of its own (``sabotage``: a shell line the
+    dryrun is made to run first, for the test of the check)."""
+    strace = shutil.which("strace")
+    if strace is None:
+        unavailable("STRACE", "strace is not installed: the dry run's system calls cannot be seen")
+    out = tmp_path / "trace"
+    env = {**launch_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [strace, "-f", "-qq", "-s", "256", "-o", str(out), "-e", f"trace={TRACED}"]
+    argv += [sys.executable, "-c", DRYRUN_CHILD, name, str(tmp_path), str(REPO / "tests"), sabotage]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return traced_calls(out.read_text())
+
+
+@pytest.mark.timeout(180)
+def test_the_trace_check_sees_a_sabotaged_dry_run(tmp_path):
+    """The check itself, on a real sabotage: the local back end's dryrun made to run
+    ``sh -c 'echo > FILE'`` with FILE outside the test's folder (what passed the snapshot check)."""
+    victim = Path(tempfile.mkdtemp(prefix="sabotage-", dir="/tmp")) / "x"
+    try:
+        calls = _trace_dryrun("none", tmp_path, f"echo > {victim}")
+    finally:
+        shutil.rmtree(victim.parent, ignore_errors=True)
+    seen = offences(calls)
+    assert any(call.startswith("clone(") or call.startswith("clone3(") or call.startswith("vfork(") for call in seen)
+    assert any(call.startswith("execve(") and f'["sh", "-c", "echo > {victim}"]' in call for call in seen), seen
+    assert any(call.startswith(f'openat(AT_FDCWD, "{victim}", O_WRONLY|O_CREAT|O_TRUNC') for call in seen), seen
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -197,7 +197,10 @@ def test_paths_that_cannot_work_are_refused_before_anything_is_created(cli, over
 
 
 def test_unwritable_run_root_for_a_normal_user(tmp_path):
-    """Permission bits do not stop root: the check runs as an unprivileged user (nobody)."""
+    """Permission bits do not stop root: the check runs as an unprivileged user -- nobody, or, where
+    nobody cannot read this checkout or its interpreter (both under /root, say), root without any
+    capability (setpriv: an empty bounding set), whom permission bits stop as they stop anyone.
+    Before: skipped as root whenever nobody could not read the checkout (every CI run)."""
     import shutil
     import tempfile
 
@@ -208,7 +211,14 @@ def test_unwritable_run_root_for_a_normal_user(tmp_path):
         [*nobody, "-c", "import launcher"], cwd="/", env=clean_env(), capture_output=True, timeout=60
     )
     if probe.returncode != 0:  # e.g. a checkout under /root, which nobody may not enter
-        pytest.skip("the unprivileged user cannot read this checkout")
+        nobody = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", sys.executable]
+        capless = subprocess.run(
+            [*nobody, "-c", "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert capless.stdout.strip() == "0000000000000000", capless
 
     open_dir = Path(tempfile.mkdtemp(prefix="tmg-locked-", dir="/tmp"))
     os.chmod(open_dir, 0o755)

@@ -338,6 +338,8 @@ PROCESS_RULE_EXCEPTIONS = {
     ("launcher.runs.live", "os.kill"): "`runs stacks ID` asks a running launcher for its ranks' stacks (SIGUSR2, "
     "which run/process/signals.py handles): a request, never a stop; runs/ may not import run/ "
     "(its listing stays light)",
+    ("launcher.runs.live", "signal.pidfd_send_signal"): "the same request through a pidfd of the launcher "
+    "runs/read.verified_launcher proved (no process that reused its pid since is signalled)",
 }
 
 

@@ -192,3 +192,63 @@ def test_write_end_and_write_killed_write_the_outcome(tmp_path):
     assert record.write_killed(str(RunPaths(tmp_path).status), 4321)
     status = json.loads(RunPaths(tmp_path).status.read_text())
     assert (status["exit_code"], status["reason"], status["outcome"]) == (137, "launcher killed", "launcher_killed")
+
+
+def _node_cfg(job_dir: Path, node_rank: int = 1):
+    from types import SimpleNamespace as NS
+
+    launcher = NS(nnodes="2", node_rank=node_rank)
+    return NS(run_dir=str(job_dir), run_root=str(job_dir.parent), run_name=None, launcher=launcher)
+
+
+def test_a_node_launcher_started_again_keeps_its_lost_predecessors_record(tmp_path, capsys):
+    """Before: node 1's second launcher in the same ``run_dir=`` overwrote ``node1/status.json`` (the
+    lost predecessor's record then read ``success``). Now the predecessor's record (status.json, its
+    config, command, logs, attempts) moves whole into ``node1/previous1/`` (``previous2/`` the next
+    time); what is not a record (a file the trainer wrote there) stays."""
+    from launcher.backends import local
+
+    job = tmp_path / "job"
+    node = job / "node1"
+    (node / "logs").mkdir(parents=True)
+    (node / "attempt1" / "logs").mkdir(parents=True)
+    lost = {"started": "2026-01-01T00:00:00+00:00", "pid": 999999999, "pid_start": 1, "exit_code": None}
+    record.write_json(node / "status.json", {**lost, "host": read.HOST})
+    (node / "logs" / "rank0.log").write_text("the predecessor's last words\n")
+    (node / "config.yaml").write_text("launcher:\n  topology: multinode\n")
+    (node / "trainer.txt").write_text("not a record\n")
+    assert local.run_dir(_node_cfg(job)) == node.resolve()
+    kept = node / "previous1"
+    assert json.loads((kept / "status.json").read_text()) == {**lost, "host": read.HOST}
+    assert (kept / "logs" / "rank0.log").read_text() == "the predecessor's last words\n"
+    assert sorted(p.name for p in kept.iterdir()) == ["attempt1", "config.yaml", "logs", "status.json"]
+    assert sorted(p.name for p in node.iterdir()) == ["previous1", "trainer.txt"]
+    assert capsys.readouterr().out == f"[train_multigpu] {node} held an earlier launcher's record: kept in {kept}\n"
+    record.write_json(node / "status.json", {**lost, "exit_code": 0})  # the second one's, ended
+    local.run_dir(_node_cfg(job))
+    assert json.loads((node / "previous2" / "status.json").read_text())["exit_code"] == 0
+    assert not (node / "status.json").exists() and (kept / "status.json").exists()
+    assert local.run_dir(_node_cfg(job, node_rank=0)) == (job / "node0").resolve()  # nothing there: nothing moved
+
+
+def test_a_node_launcher_refuses_a_directory_whose_launcher_still_records_there(tmp_path):
+    """Two launchers for one node: the second is refused in one line and moves nothing."""
+    from launcher.backends import local
+    from launcher.errors import UserError
+
+    node = tmp_path / "job" / "node1"
+    node.mkdir(parents=True)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        status = {"started": "2026-01-01T00:00:00+00:00", "pid": sleeper.pid, "host": read.HOST, "exit_code": None}
+        record.write_json(node / "status.json", {**status, "pid_start": record.process_start(sleeper.pid)})
+        with pytest.raises(UserError) as refused:
+            local.run_dir(_node_cfg(tmp_path / "job"))
+        assert str(refused.value) == (
+            f"run_dir={node}: a launcher that still runs (pid {sleeper.pid}) records here: two launchers for one "
+            "node (give this one its own launcher.node_rank, or stop the other first)"
+        )
+        assert sorted(p.name for p in node.iterdir()) == ["status.json"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -495,7 +495,9 @@ def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     """A run directory whose launcher is a live process (a sleeping python): an open record."""
     run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_live"
     (run_dir / "logs").mkdir(parents=True)
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    hold = "import os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY); print('ready', flush=True); time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", hold, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # holding the run directory open: the launcher's proof
     open_record(run_dir, proc.pid)
     return proc, run_dir
 
@@ -503,7 +505,7 @@ def live_launcher(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
 def open_record(run_dir: Path, pid: int) -> None:
     """``status.json`` of a running launch whose launcher is ``pid``."""
     status = {"started": "2026-01-01T00:00:00+00:00", "pid": pid, "exit_code": None}
-    status.update(pid_start=record.process_start(pid), host=read.HOST)
+    status.update(pid_start=record.process_start(pid), host=read.HOST, **{record.HOLDS_KEY: True})
     record.write_json(run_dir / "status.json", status)
 
 
@@ -746,6 +748,7 @@ def test_stacks_of_an_ended_run_is_refused(launches):
 FAKE_LAUNCHER = r"""
 import os, signal, sys, time
 run_dir, mode = sys.argv[1], sys.argv[2]
+held = os.open(run_dir, os.O_RDONLY)  # the launcher's proof (record.write_opened): it holds its run directory
 def on_usr2(signum, frame):
     if mode == "exit":
         os._exit(0)
@@ -846,6 +849,7 @@ def test_the_open_record_holds_the_launchers_pid_start_time_and_host(launches):
     opened = seen["open_record"]
     assert opened["exit_code"] is None and opened["host"] == read.HOST
     assert opened["pid_start"] == seen["open_record_start"] is not None
+    assert opened[record.HOLDS_KEY] is True  # the launcher holds its run directory open: runs stop's proof
 
 
 def test_half_written_old_and_hand_edited_directories_show_what_can_be_read(tmp_path, capsys):

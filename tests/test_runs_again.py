@@ -147,6 +147,23 @@ def test_progress_line_is_rewritten_in_place_on_a_terminal_and_the_rank_log_keep
     assert [int(n) for n, _ in ITER.findall(log)] == [1, 2]
 
 
+def test_resume_of_a_run_that_finished_all_its_iterations_is_one_line_and_starts_nothing(runs):
+    """Before: "iterations 4..3" on the console, nothing trained, exit 0 (issue 25). The first run's
+    trainer directory now holds iteration 3 of 3 (its resume finished it): resuming it, or its
+    resumed run, is refused; so is a max_iterations= that is not above the newest checkpoint."""
+    cwd, root = runs["cwd"], runs["first"].parent
+    before = sorted(p.name for p in root.iterdir())
+    hint = "(train further with max_iterations=N above 3: train_multigpu runs resume ID max_iterations=N)"
+    for ident, typed in ((runs["first"].name, ()), (runs["resumed"].name, ()), ("last", ("max_iterations=3",))):
+        result = launcher(cwd, "runs", "resume", ident, *typed)
+        assert (result.returncode, result.stdout) == (2, ""), result.stdout + result.stderr
+        assert result.stderr == (
+            f"train_multigpu: error: id={ident}: nothing to resume: the run finished all its 3 iterations "
+            f"(newest checkpoint: iteration 3) {hint}\n"
+        )
+    assert sorted(p.name for p in root.iterdir()) == before  # nothing started, nothing written
+
+
 def test_resume_of_a_run_without_checkpoint_is_one_error(tmp_path):
     script = tmp_path / "quick.py"
     script.write_text("print('no checkpoints here')\n")

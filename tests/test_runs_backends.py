@@ -93,6 +93,23 @@ def test_every_submit_json_format_reads_into_its_handle(tmp_path, record, backen
     assert (info.ray is not None) == (backend == "ray") and info.status == read.SUBMITTED
 
 
+@pytest.mark.parametrize("fmt", [99, 1, "2", True, None])
+def test_a_submit_json_of_an_unknown_format_is_shown_as_unknown_never_dispatched(tmp_path, fmt):
+    """Before: ``{"format": 99, "backend": "k8s", ...}`` was read as a Kubernetes handle (asked,
+    stopped through kubectl). A format this version does not know names no back end: runs shows the
+    run as ``?`` with the reason, and ``runs stop`` has nothing to stop (no back end is asked)."""
+    record = {"format": fmt, "backend": "k8s", "id": "ppo-x", "run_dir": "/r", "kind": "TrainJob", "namespace": "ml"}
+    run_dir = make(tmp_path / "runs", "2026-12-01_10-00-00_new", submit_json=record)
+    info = read.read(run_dir, root=tmp_path / "runs")
+    assert (info.handle, info.remote, info.slurm, info.ray, info.status) == (None, None, None, None, "?")
+    assert f"submit.json: format {str(fmt)!r} is not one this train_multigpu reads (2): not asked, not stopped" in (
+        info.problems
+    )
+    assert one_error(cli(tmp_path, "stop", "last")) == (
+        f"id=last: has no launcher record and no submitted job in {run_dir}: nothing to stop"
+    )
+
+
 def test_the_ray_submitters_record_reads_into_a_ray_handle(tmp_path):
     record = {"job_id": "raysubmit_B", "address": "http://127.0.0.1:1", "job": {}, "overrides": [], "state": "STOPPED"}
     make(tmp_path / "runs", "2026-12-01_10-00-00_r", ray_job_json=record)
@@ -213,6 +230,20 @@ def test_errors_md_lists_the_stop_messages():
         assert phrase in text, phrase
 
 
+def holders(directory: Path) -> set[int]:
+    """The processes that hold ``directory`` open (/proc/<pid>/fd)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if any(os.readlink(fd) == str(directory) for fd in (entry / "fd").iterdir()):
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_stop_a_real_local_launch_as_ctrl_c_does(tmp_path):
     """A real launch (JAX ranks of tests/workers/runs_worker.py, sleeping once they printed): ``runs stop``
     signals its launcher, which stops its ranks and closes its record; a second stop is refused."""
@@ -226,7 +257,11 @@ def test_stop_a_real_local_launch_as_ctrl_c_does(tmp_path):
         while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert ready.exists(), proc.poll()
-        pid = json.loads(next((tmp_path / "runs").glob("*_st/status.json")).read_text())["pid"]
+        status = next((tmp_path / "runs").glob("*_st/status.json"))
+        pid = json.loads(status.read_text())["pid"]
+        # the proof runs stop asks for: the launcher, and no other process (no rank, no watchdog), holds
+        # its run directory open (runs/read.verified_launcher; tests/test_runs_signals.py: forged records)
+        assert holders(status.parent) == {pid}
         stopped = cli(tmp_path, "stop", "last")
         assert stopped.returncode == 0, stopped.stderr
         assert stopped.stdout.endswith(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,12 +124,55 @@ class Handle:
         if "format" not in data and isinstance(data.get("job_id"), str):  # format 1: submit=slurm only
             extra = {k: str(v) for k, v in data.items() if k in ("script", "log") and isinstance(v, str)}
             return cls("slurm", data["job_id"], run_dir, extra)
+        if not known_format(data):  # a format this version does not know: never read as one it does
+            return None
         backend, id_ = data.get("backend"), data.get("id")
         if not isinstance(backend, str) or not isinstance(id_, str):
             return None
         reserved = ("format", "backend", "id", "run_dir")
         extra = {k: v for k, v in data.items() if k not in reserved and isinstance(v, str)}
         return cls(backend, id_, run_dir, extra)
+
+
+# what a recorded job id looks like per back end: a record is a file anyone who can write the run root
+# can forge, and an id goes on a scheduler's command line (``scancel ID``, ``kubectl delete KIND ID``)
+# or into a URL: ``--me`` or ``--all`` there would cancel every job the user has
+_IDS = {
+    "slurm": re.compile(r"\d{1,18}(?:[_+]\d{1,18})?"),  # 42, an array task 42_3, a het job part 42+1
+    "k8s": re.compile(r"[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?"),  # a DNS-1123 subdomain (the job's name)
+    "ray": re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"),  # a submission id: one URL path segment
+    "none": re.compile(r"[1-9]\d{0,9}"),  # the launcher's pid
+    "ssh": re.compile(r"[1-9]\d{0,9}"),
+}
+_NAMESPACE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label
+
+
+def id_problem(handle: Handle) -> str | None:
+    """Why a recorded handle cannot be asked or stopped (its id, or its namespace, is not one its back
+    end makes); None: it can.
+
+    >>> id_problem(Handle("slurm", "42_3", "/r")), id_problem(Handle("slurm", "--me", "/r"))
+    (None, "id '--me' is not a slurm job id")
+    >>> id_problem(Handle("k8s", "--all", "/r")), id_problem(Handle("k8s", "ppo", "/r", {"namespace": "-A"}))
+    ("id '--all' is not a k8s job id", "namespace '-A' is not a Kubernetes namespace")
+    """
+    pattern = _IDS.get(handle.backend)
+    if pattern is not None and not pattern.fullmatch(handle.id):
+        return f"id {handle.id[:40]!r} is not a {handle.backend} job id"
+    namespace = handle.extra.get("namespace")
+    if handle.backend == "k8s" and namespace and not _NAMESPACE.fullmatch(namespace):  # "": kubectl's default
+        return f"namespace {namespace[:40]!r} is not a Kubernetes namespace"
+    return None
+
+
+def known_format(data: Mapping) -> bool:
+    """submit.json's ``format`` is one this version reads (2; none: format 1 or the older records).
+
+    >>> known_format({"format": 2}), known_format({}), known_format({"format": 99}), known_format({"format": True})
+    (True, True, False, False)
+    """
+    value = data.get("format", FORMAT)
+    return isinstance(value, int) and not isinstance(value, bool) and value == FORMAT
 
 
 @dataclass(frozen=True)

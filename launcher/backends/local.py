@@ -446,10 +446,29 @@ def run_dir(cfg: TrainConfig, restart: str = "") -> Path:
         if cfg.run_dir is not None:  # given by submit=slurm: one directory for the job, restart<N>, node<R> inside
             path = Path(cfg.run_dir) / restart / (f"node{cfg.launcher.node_rank}" if multinode else "")
             path.mkdir(parents=True, exist_ok=True)
+            if multinode:  # node<R>/ is this node's alone: a launcher that recorded here before keeps its record
+                _set_aside(path.resolve())
             return path.resolve()
         return record.create_run_dir(cfg.run_root, cfg.run_name, cfg.launcher.node_rank, multinode)
     except OSError as err:  # probe.preflight looked first; this is what it could not foresee
         raise _unwritable(cfg, err) from None
+
+
+def _set_aside(path: Path) -> None:
+    """record.set_aside, its refusal as the one error path's line (nothing recorded, nothing started)."""
+    from ..errors import UserError
+
+    try:
+        aside = record.set_aside(path)
+    except record.StillRecording as err:
+        raise UserError(
+            "run_dir",
+            str(path),
+            f"a launcher that still runs (pid {err.pid}) records here: two launchers for one node",
+            "give this one its own launcher.node_rank, or stop the other first",
+        ) from None
+    if aside is not None:
+        print(f"[{PROG}] {path} held an earlier launcher's record: kept in {aside}", flush=True)
 
 
 def trainer_run_dir(cfg: TrainConfig, record_dir: Path, trainer_dir: str | None, sweep: bool) -> str:

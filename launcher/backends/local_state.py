@@ -151,8 +151,9 @@ def _every_rank(handle: Handle, follow: bool) -> Iterator[str]:
 
 def cancel(handle: Handle) -> None:
     """Stop the launch as Ctrl+C does: SIGINT to its launcher, which stops its whole process group.
-    Only the launcher that opened the record is signalled (its pid *and* its recorded start time),
-    only on this host; a run that already ended is one UserError."""
+    Only the launcher that opened the record is signalled (read.verified_launcher: its pid, start
+    time, user, and the record's directory held open by it), only on this host; a run that already
+    ended, and a record that does not prove its launcher, are one UserError."""
     status, problems = _status(handle)
     if status is None:
         raise UserError("id", handle.run_dir, "has no launcher record (status.json): nothing here to stop")
@@ -165,6 +166,10 @@ def cancel(handle: Handle) -> None:
         )
     if not alive:
         raise UserError("id", handle.run_dir, "already ended (lost: its launcher is gone): nothing to stop")
+    try:  # the launcher that wrote this record, proven (a record can be copied or forged): else no signal
+        pid, pidfd = read.verified_launcher(status, handle.run_dir)
+    except read.NotItsLauncher as err:
+        raise UserError("id", handle.run_dir, str(err)) from None
     from ..run.process import procs
 
-    procs.kill([int(status["pid"])], signal.SIGINT)
+    procs.send(pid, pidfd, signal.SIGINT)

@@ -94,21 +94,57 @@ def resume(args: argparse.Namespace) -> int:
         raise UserError("id", args.id, "is still running; resume continues a run that ended", "wait, or stop it first")
     composition = recorded(run_dir, args.id)
     trainer_dir = trainer_dir_of(run_dir, composition)
+    within = read.root_of(args.root, run_dir) or str(run_dir)
+    if not files.inside(trainer_dir, within):  # a record is a file anyone who can write the root can edit
+        raise UserError(
+            "id",
+            args.id,
+            f"its record names a trainer directory outside {within} ({trainer_dir}): not resumed there",
+            "rerun it instead: train_multigpu runs rerun ID",
+        )
     profile, library = _profile_and_library(run_dir)
     if profile == "isaaclab":
         extra = isaaclab_resume_args(library, _rank0_log(run_dir), args.id)
     else:
         extra = ["--resume"]
-        if profile in (None, "examples") and latest_checkpoint(Path(trainer_dir)) is None:
+        newest = latest_checkpoint(Path(trainer_dir)) if profile in (None, "examples") else None
+        if profile in (None, "examples") and newest is None:
             raise UserError(
                 "id",
                 args.id,
                 f"has no checkpoint to resume from (none in {Path(trainer_dir) / CHECKPOINTS})",
                 "rerun it from the start: train_multigpu runs rerun ID",
             )
+        if newest is not None:
+            _refuse_finished(args, newest, trainer_dir, composition)
     line = merged(composition, list(args.overrides))
     notes = {RESUMED_FROM: run_id(args.root, run_dir), TRAINER_DIR: trainer_dir, RESUME_ARGS: extra}
     return _launch(args, line, composition, notes)
+
+
+def _refuse_finished(args: argparse.Namespace, newest: Path, trainer_dir: str, composition: dict) -> None:
+    """One line, nothing started, when the bundled trainer would have nothing to train: its newest
+    checkpoint is at (or past) the last iteration the resumed run would run to -- ``max_iterations=``
+    typed now, else what the run had (its run_info.json). Not decided (the launch goes ahead) where
+    neither says, or the script's own ``--max_iterations`` is among the arguments."""
+    iteration = read.small_int(newest.name.removeprefix("iter_").removesuffix(".ckpt"))
+    typed = [o.split("=", 1)[1] for o in args.overrides if override_key(o) == "max_iterations" and "=" in o]
+    arguments = [*composition.get("script_args", []), *args.overrides]
+    if iteration is None or any(a.split("=")[0] == "--max_iterations" for a in arguments):
+        return
+    if typed:
+        last = read.small_int(typed[-1])
+    else:
+        info = read._read_json(Path(trainer_dir) / read.RUN_INFO, [], trainer_dir) or {}
+        value = info.get("max_iterations")
+        last = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if last is not None and iteration >= last:
+        raise UserError(
+            "id",
+            args.id,
+            f"nothing to resume: the run finished all its {last} iterations (newest checkpoint: iteration {iteration})",
+            f"train further with max_iterations=N above {iteration}: train_multigpu runs resume ID max_iterations=N",
+        )
 
 
 # -- the record -----------------------------------------------------------------------------------

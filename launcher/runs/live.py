@@ -146,6 +146,15 @@ def catches(pid: int, signum: int, mask: str = "SigCgt") -> bool:
     return False
 
 
+def _request(pid: int, pidfd: int | None) -> None:
+    """SIGUSR2 to the proven launcher: through its pidfd (never a process that reused its pid since
+    it was checked), by pid where the kernel has none."""
+    if pidfd is not None:
+        signal.pidfd_send_signal(pidfd, STACK_SIGNAL)
+    else:
+        os.kill(pid, STACK_SIGNAL)
+
+
 def _stack_dirs(stacks_dir: Path) -> set[str]:
     try:
         return {e.name for e in os.scandir(stacks_dir) if e.is_dir() and not e.name.endswith(".tmp")}
@@ -165,17 +174,24 @@ def stacks(args: argparse.Namespace) -> int:
             args.id,
             f"is not running here ({state}): only a running launch on this host can be asked for its stacks",
         )
-    pid = int(status["pid"])
-    if not catches(pid, STACK_SIGNAL):
-        why = (
-            "takes no stack requests now (SIGUSR2 ignored: its launch is starting or ending)"
-            if catches(pid, STACK_SIGNAL, "SigIgn")
-            else "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)"
-        )
-        raise UserError("id", args.id, f"its launcher (pid {pid}) {why}")
-    stacks_dir = RunPaths(info.run_dir).attempts()[-1].stacks  # a launch restarted: its latest attempt's
-    before = _stack_dirs(stacks_dir)
-    os.kill(pid, STACK_SIGNAL)
+    try:  # the launcher that wrote this record, proven (a record can be copied or forged): else no signal
+        pid, pidfd = read.verified_launcher(status, record)
+    except read.NotItsLauncher as err:
+        raise UserError("id", args.id, str(err)) from None
+    try:
+        if not catches(pid, STACK_SIGNAL):
+            why = (
+                "takes no stack requests now (SIGUSR2 ignored: its launch is starting or ending)"
+                if catches(pid, STACK_SIGNAL, "SigIgn")
+                else "does not take stack requests (SIGUSR2 not handled: an older train_multigpu)"
+            )
+            raise UserError("id", args.id, f"its launcher (pid {pid}) {why}")
+        stacks_dir = RunPaths(info.run_dir).attempts()[-1].stacks  # a launch restarted: its latest attempt's
+        before = _stack_dirs(stacks_dir)
+        _request(pid, pidfd)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         new = sorted(_stack_dirs(stacks_dir) - before)

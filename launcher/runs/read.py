@@ -25,10 +25,10 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import files
-from ..backends.base import Handle
+from ..backends.base import FORMAT, Handle, id_problem, known_format
 from ..errors import UserError
 from ..names import swept
-from ..record import TRAINER_DIR, process_start, read_composition
+from ..record import HOLDS_KEY, TRAINER_DIR, process_start, read_composition
 from ..rundir import (
     COMMAND,
     COMPOSITION,
@@ -323,6 +323,89 @@ def launcher_alive(status: dict) -> bool | None:
     return boot + ticks / os.sysconf("SC_CLK_TCK") <= started + 2.0
 
 
+class NotItsLauncher(Exception):
+    """Why the pid a record names is not signalled (``runs stop``, ``runs stacks``), in words: the
+    caller makes it the one-line UserError of the id the user typed."""
+
+
+def verified_launcher(status: dict, record_dir: str | Path) -> tuple[int, int | None]:
+    """The launcher that wrote the open record ``status`` of ``record_dir``, proven, before anything
+    signals it: (its pid, a pidfd of it -- None where the kernel has none -- for the caller to signal
+    through and close). Raises :class:`NotItsLauncher` unless every one holds:
+
+    - the pid is greater than 1 (pid 1 is init, 0 and below signal groups) and runs on this host;
+    - the record is of the form that can prove its launcher (``pid_holds_dir``): an older record is
+      shown by ``runs`` and never signalled;
+    - the process has the start time the record names (``pid_start``: not a reused pid);
+    - it belongs to the user running ``runs`` or to the owner of the record (root stopping a user's run);
+    - it holds the record's directory open (record.write_opened): what makes it *this* record's
+      launcher. Start times can be read by anyone (/proc/<pid>/stat), a directory held open cannot be
+      faked (/proc/<pid>/fd is readable only by its owner and root, and no one can make another's
+      process open a directory; the descriptor is close-on-exec: no rank inherits it)."""
+    pid = status.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        raise NotItsLauncher(f"its record names pid {pid!r}, which is no launcher's: not signalled")
+    recorded = status.get("pid_start")
+    if status.get(HOLDS_KEY) is not True or not isinstance(recorded, int) or isinstance(recorded, bool):
+        raise NotItsLauncher(
+            f"its record (pid {pid}) is of an older form that cannot prove its launcher: runs shows it but never "
+            "signals it (stop the launch where it runs)"
+        )
+    try:
+        pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    except (ProcessLookupError, OverflowError):  # (a pid no kernel gives)
+        raise NotItsLauncher("already ended (lost: its launcher is gone): nothing to stop") from None
+    except OSError:  # a kernel without pidfds (before 5.3): checked, then signalled by pid
+        pidfd = None
+    try:
+        _prove(pid, recorded, record_dir)
+    except BaseException:
+        if pidfd is not None:
+            os.close(pidfd)
+        raise
+    return pid, pidfd
+
+
+def _prove(pid: int, recorded: int, record_dir: str | Path) -> None:
+    """The checks of :func:`verified_launcher` on the process ``pid`` (already held by a pidfd)."""
+    if process_start(pid) != recorded or _zombie(pid):
+        raise NotItsLauncher("already ended (lost: its launcher is gone): nothing to stop")
+    try:
+        owner = os.stat(f"/proc/{pid}").st_uid
+        writer = os.stat(os.path.join(record_dir, STATUS)).st_uid
+        place = os.stat(record_dir)
+    except OSError as err:
+        raise NotItsLauncher(f"cannot check pid {pid}: {err.strerror or err}: not signalled") from None
+    if owner not in (os.geteuid(), writer):
+        raise NotItsLauncher(
+            f"pid {pid} belongs to uid {owner}, neither you nor the record's owner (uid {writer}): not signalled"
+        )
+    wanted = os.path.realpath(record_dir)
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError as err:
+        raise NotItsLauncher(
+            f"cannot check that pid {pid} is its launcher (/proc/{pid}/fd: {err.strerror or err}): not signalled"
+        ) from None
+    # the inode decides; only descriptors whose path ends as the directory's are looked at (a path
+    # seen from another mount namespace may differ before it; nothing else is stat'ed: no file system
+    # the launcher has open, a slow network one included, is asked)
+    tail = os.sep + os.path.basename(wanted)
+    for fd in fds:
+        link = f"/proc/{pid}/fd/{fd}"
+        try:
+            if os.readlink(link).endswith(tail):
+                held = os.stat(link)
+                if (held.st_dev, held.st_ino) == (place.st_dev, place.st_ino):
+                    return
+        except OSError:
+            continue
+    raise NotItsLauncher(
+        f"pid {pid} does not hold this run directory open: it is not the launcher that wrote this record "
+        "(a copied or forged record): not signalled"
+    )
+
+
 # -- one record ---------------------------------------------------------------------------------
 def status_of(status: dict | None, problems: list[str]) -> str:
     """The run's status from its status.json (docs/runs.md, "Statuses")."""
@@ -501,12 +584,21 @@ def handle_of(run_dir: str, names: set[str], within: str | None, problems: list[
         data = _read_json(os.path.join(run_dir, SUBMIT), problems, within)
         if data is None:
             return None
+        if not known_format(data):  # never dispatched: shown as what it is
+            problems.append(
+                f"{SUBMIT}: format {str(data.get('format'))[:20]!r} is not one this train_multigpu reads "
+                f"({FORMAT}): not asked, not stopped"
+            )
+            return None
         found = Handle.from_record(data, run_dir)
         if found is None and "format" not in data and isinstance(data.get("name"), str) and "kind" in data:
             extra = {k: data[k] for k in ("kind", "namespace", "manifest") if isinstance(data.get(k), str)}
             found = Handle("k8s", data["name"], run_dir, extra)
         if found is None:
             problems.append(f"{SUBMIT}: names no submitted job (no backend and id)")
+        elif id_problem(found) is not None:  # never on a scheduler's command line (a forged ``--me``)
+            problems.append(f"{SUBMIT}: {id_problem(found)}: not asked, not stopped")
+            return None
         return found
     if RAY_JOB in names:
         data = _read_json(os.path.join(run_dir, RAY_JOB), problems, within) or {}
@@ -514,7 +606,11 @@ def handle_of(run_dir: str, names: set[str], within: str | None, problems: list[
             problems.append(f"{RAY_JOB}: no job_id")
             return None
         extra = {k: data[k] for k in ("address", "state") if isinstance(data.get(k), str)}
-        return Handle("ray", data["job_id"], run_dir, extra)
+        found = Handle("ray", data["job_id"], run_dir, extra)
+        if id_problem(found) is not None:
+            problems.append(f"{RAY_JOB}: {id_problem(found)}: not asked, not stopped")
+            return None
+        return found
     return None
 
 
@@ -529,9 +625,8 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
         info.ray = {"job_id": handle.id, "state": handle.extra.get("state"), "address": address}
     elif handle is None and SUBMIT not in names:  # an unreadable ray_job.json
         info.ray = {"job_id": None, "state": None, "address": None}
-    elif handle is None or handle.backend == "slurm":
-        job_id, log = (handle.id, handle.extra.get("log")) if handle else (None, None)
-        info.slurm = {"job_id": job_id, "state": None, "log": log}
+    elif handle is not None and handle.backend == "slurm":  # (no handle: named in problems, no back end's)
+        info.slurm = {"job_id": handle.id, "state": None, "log": handle.extra.get("log")}
     base = run_dir
     restarts = sorted((int(m.group(1)), n) for n in names if (m := RESTART_DIR.match(n)))
     if restarts:
@@ -551,7 +646,7 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
     # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
     _apply_config(info, records[0] if records and (records[0] / CONFIG).exists() else run_dir)
     if not statuses:
-        info.status = SUBMITTED
+        info.status = SUBMITTED if handle is not None else UNKNOWN  # a record that names no job it can read
         return
     first = min(statuses, key=lambda node: _PRIORITY.index(node.status) if node.status in _PRIORITY else 99)
     _apply_status(info, _read_json(Path(first.run_dir) / STATUS, [], info.within))

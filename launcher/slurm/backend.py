@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import nodes, record
+from .. import files, nodes, record
 from ..backends.base import (
     SUBMIT_RECORD,
     Handle,
@@ -302,7 +302,7 @@ class SlurmBackend:
         (the latest restart's, node by node); ``follow``: until the job ends."""
         path = Path(handle.extra.get("log") or log_path(handle.run_dir, handle.id))
         if rank is not None:
-            found = sorted(Path(handle.run_dir).rglob(f"rank{rank}.log"), key=lambda p: p.stat().st_mtime)
+            found = sorted(Path(handle.run_dir).rglob(f"rank{rank}.log"), key=_mtime)
             if not found:
                 return
             path = found[-1]
@@ -496,26 +496,35 @@ def _state_of(job_id: str) -> tuple[str | None, int | None]:
     return word, exit_code
 
 
+def _mtime(path: Path) -> float:
+    """When ``path`` itself last changed (a link to nothing, or a name removed since: 0)."""
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
 def _read_lines(path: Path, follow: bool, ended, poll_s: float = 0.5) -> Iterator[str]:
     """A log's lines; ``follow``: and new ones as they come, until ``ended()`` and nothing more."""
     position = 0
     partial = ""
     while True:
-        try:
-            with open(path, "rb") as log:
+        try:  # a regular file only (a record names the path: a FIFO would block, /dev/zero never end), by chunks
+            with files.open_regular(path) as log:
                 log.seek(position)
-                chunk = log.read()
+                chunk = log.read(1 << 20)
                 position = log.tell()
         except FileNotFoundError:
             chunk = b""
+        except OSError as err:
+            raise UserError("log", str(path), f"{err.strerror or err}: not read") from None
         text = partial + chunk.decode(errors="replace")
         *lines, partial = text.split("\n")
         yield from lines
-        if not follow:
+        if chunk:  # read on to the end (a file larger than a chunk)
+            continue
+        if not follow or ended():
             break
-        if not chunk and ended():
-            break
-        if not chunk:
-            time.sleep(poll_s)
+        time.sleep(poll_s)
     if partial:
         yield partial

@@ -31,13 +31,26 @@ def cancel(handle: Handle) -> None:
 
 
 def nodes(handle: Handle) -> list[dict]:
-    """D/nodes.json's nodes ([] when it cannot be read)."""
+    """D/nodes.json's nodes ([] when it cannot be read). Each node's ``ssh`` command is run by
+    ``runs logs`` on a node whose directory is not visible here: it is kept only when nodes.json
+    belongs to the user running ``runs`` (a record in a shared run root is a file anyone who can write
+    there can forge: its command would run as whoever reads the logs); else it is dropped and the
+    node is marked ``"ssh": "not yours"``."""
     try:
-        data = files.read_json(os.path.join(handle.run_dir, NODES))
+        fd, info = files.open_fd(os.path.join(handle.run_dir, NODES), handle.run_dir)
+        with os.fdopen(fd, "rb") as stream:
+            raw = stream.read(files.JSON_MAX + 1)
+        data = files.parse_json(raw) if len(raw) <= files.JSON_MAX else None
     except (OSError, ValueError):
         return []
     found = data.get("nodes") if isinstance(data, dict) else None
-    return [node for node in found if isinstance(node, dict)] if isinstance(found, list) else []
+    known = [node for node in found if isinstance(node, dict)] if isinstance(found, list) else []
+    if info.st_uid != os.geteuid():
+        known = [{**node, "ssh": NOT_YOURS} for node in known]
+    return known
+
+
+NOT_YOURS = "not yours"  # a node's ssh command from a nodes.json another user wrote: never run
 
 
 def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Iterator[str]:
@@ -67,6 +80,8 @@ def logs(handle: Handle, rank: int | None = None, follow: bool = False) -> Itera
         if code != _MISSING:
             unreachable.append(f"node {node.get('node')} ({node.get('host')}): {text.strip() or f'ssh exit {code}'}")
     hosts = ", ".join(f"node {n.get('node')} ({n.get('host')})" for n in known) or "none recorded"
+    if any(n.get("ssh") == NOT_YOURS for n in known):
+        unreachable.append(f"{NODES} belongs to another user: its ssh commands are never run")
     why = f"; not asked: {'; '.join(unreachable)}" if unreachable else ""
     raise UserError("--rank", rank, f"no node of this launch has a log for rank {rank} (nodes: {hosts}){why}")
 

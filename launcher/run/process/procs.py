@@ -199,6 +199,21 @@ def kill(pids: Iterable[int], signum: int = signal.SIGKILL) -> None:
             pass
 
 
+def send(pid: int, pidfd: int | None, signum: int) -> None:
+    """``signum`` to the process ``pidfd`` holds (never to a process that reused its pid since it
+    was checked); by ``pid`` where the kernel has no pidfds. Closes ``pidfd``."""
+    try:
+        if pidfd is None:
+            os.kill(pid, signum)
+        else:
+            signal.pidfd_send_signal(pidfd, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
 def reap(pids: Iterable[int]) -> None:
     """Collect the exit status of those of ``pids`` that are our children (no zombies left)."""
     for pid in pids:
