@@ -47,7 +47,9 @@ TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_FLAGS)
 LOCAL_ADDR_FLAG = "--local_addr"
 VIRTUAL_LOCAL_RANK_FLAG = "--virtual_local_rank"
 # torchrun's wait for its workers after SIGTERM before SIGKILL (torch 2.13: --shutdown_timeout,
-# default 30 s): launcher.grace_period, given when it is not torchrun's default
+# default 30 s): launcher.grace_period, given when it is not torchrun's default. torch applies it to a
+# stop signal only; after a worker failed it waits 30 s whatever it says: the supervisor applies the
+# grace period there itself (run/supervise.py)
 SHUTDOWN_TIMEOUT_FLAG = "--shutdown_timeout"
 TORCHRUN_SHUTDOWN_S = 30
 # what launcher.network_interface sets for every worker

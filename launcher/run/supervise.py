@@ -183,6 +183,8 @@ class Supervisor:
         # torchrun said it stops its workers (SIGTERM) before anything here asked it to: a rank failed
         # that the detector hears of only from torchrun's report, after that teardown
         self.torchrun_failing = False
+        self.torchrun_failing_at: float | None = None  # since when (monotonic)
+        self.ranks_killed = False  # the ranks got SIGKILL (kill_ranks): torchrun's teardown is over
 
     def start(self) -> None:
         self.oom_before = oom.read()
@@ -201,6 +203,7 @@ class Supervisor:
             and not self.detector.elastic_restarts  # (its own restarts stop workers too, and go on)
             and TORCHRUN_CLOSING.search(line)
         ):
+            self.torchrun_failing_at = self.torchrun_failing_at or time.monotonic()
             self.torchrun_failing = True
         self.console.echo_agent(line)
 
@@ -250,11 +253,16 @@ class Supervisor:
             self.signal_received = signum
             self.stopping = True
             self.kill_at = time.monotonic() + TORCHRUN_REPORT_S
-            self.group.kill_ranks()
+            self._kill_ranks()
             return
         if self.signal_received is None:
             self.signal_received = signum
         self.stop(signum, self.plan.grace_period)
+
+    def _kill_ranks(self) -> None:
+        if not self.ranks_killed:
+            self.ranks_killed = True
+            self.group.kill_ranks()
 
     def _on_failure(self) -> None:
         kill_after = min(self.plan.grace_period, FAILURE_KILL_S)
@@ -317,6 +325,15 @@ class Supervisor:
             if all(code is not None for code in codes):
                 break
             now = time.monotonic()
+            if (
+                self.torchrun_failing_at is not None
+                and self.failure is None
+                and now >= self.torchrun_failing_at + self.plan.grace_period
+            ):
+                # torch 2.13 stops its workers after a failure with its default 30 s, whatever
+                # --shutdown_timeout says (that holds for a stop signal): the grace period is applied
+                # here, to the ranks only, and torchrun reports at once
+                self._kill_ranks()
             if self.kill_at is not None and now >= self.kill_at:
                 self.group.kill_all()
                 self.kill_at = now + 1.0
