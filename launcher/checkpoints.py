@@ -7,6 +7,7 @@ its rank 0 log names it). ``runs resume`` (runs/again.py) and a restarted attemp
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from pathlib import Path
 
@@ -23,11 +24,17 @@ _ISAACLAB_CKPTS = {"rsl_rl": "model_*.pt", "skrl": "checkpoints/*.pt", "rl_games
 
 
 def latest_checkpoint(trainer_dir: Path) -> Path | None:
-    """The bundled trainers' newest ``checkpoints/iter_NNNNNN.ckpt``."""
+    """The bundled trainers' newest ``checkpoints/iter_NNNNNN.ckpt`` that the trainer resumes from:
+    a regular file (not a link, a FIFO, a device or a directory under that name) that is not empty
+    (the trainer passes an empty one over, as it does, for the one before it)."""
+    found = []
     with contextlib.suppress(OSError):
-        found = sorted(p for p in (trainer_dir / CHECKPOINTS).iterdir() if _BUNDLED_CKPT.match(p.name))
-        return found[-1] if found else None
-    return None
+        for entry in os.scandir(trainer_dir / CHECKPOINTS):
+            with contextlib.suppress(OSError):
+                if _BUNDLED_CKPT.match(entry.name) and entry.is_file(follow_symlinks=False):
+                    if entry.stat(follow_symlinks=False).st_size > 0:
+                        found.append(entry.name)
+    return trainer_dir / CHECKPOINTS / max(found, key=lambda name: (len(name), name)) if found else None
 
 
 def isaaclab_resume_args(library: str | None, rank0_log: str, ident: str) -> list[str]:

@@ -18,7 +18,12 @@ writes into an existing regular file (or through a symbolic link to one), never 
 stays a link, a hard link stays shared, the file keeps its owner and mode), refuses a device, FIFO,
 socket or directory in one line (exit 2), and leaves nothing half written behind when it fails.
 
-A leaf: standard library and :mod:`launcher.errors` only (``runs`` imports it for every listing).
+**A full disk** (:func:`out_of_space`: ENOSPC, EDQUOT, EIO) while a launch runs is no reason to end
+it, nor to lose its exit code: the launcher's record writes that fail so leave no temporary file
+behind, are left out, and the console says once (:func:`say_out_of_space`) that the disk is full.
+:class:`Reserve` holds space for the last write that matters (status.json's close).
+
+A leaf: standard library, :mod:`launcher.errors` and :mod:`launcher.names` only (``runs`` imports it for every listing).
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ import math
 import os
 import re
 import stat
+import sys
 from pathlib import Path
 
 from .errors import UserError
+from .names import PROG
 
 # size caps per kind of file (bytes): far above what the launcher writes, far below what hurts
 JSON_MAX = 1 << 20  # status.json, composition.json, submit.json, run_info.json, env.json, exit records
@@ -43,6 +50,10 @@ TEXT_MAX = 4 << 20  # command.sh, stacks' summary.txt, the head of a rank log
 BEAT_MAX = 4096  # logs/rank<R>.beat: "iteration total"
 METRICS_MAX = 256 << 20  # metrics.csv read whole (runs compare's curves)
 DEPTH_MAX = 32  # nesting of a JSON record (the launcher's are 4 deep at most)
+
+# a write that failed for lack of space (or a disk that failed under it): left out, said once
+NO_SPACE = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EIO))
+RESERVE_BYTES = 1 << 20  # status.json's close: a launch's attempts and failure summary fit
 
 _O_PATH = getattr(os, "O_PATH", 0)
 _READ = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -346,3 +357,57 @@ def _reserve(fd: int, size: int) -> None:
         except OSError as err:
             if err.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, errno.ENODEV):
                 raise
+
+
+def out_of_space(err: BaseException) -> bool:
+    """Whether ``err`` is a write that failed for lack of space (or an I/O error of the disk)."""
+    return isinstance(err, OSError) and err.errno in NO_SPACE
+
+
+_said_full: set[str] = set()
+
+
+def say_out_of_space(path: str | os.PathLike, err: OSError) -> None:
+    """One line on stderr, once per process: the disk is full, what could not be written, the launch goes on."""
+    if _said_full:
+        return
+    _said_full.add(str(path))
+    with contextlib.suppress(OSError, ValueError):
+        print(
+            f"[{PROG}] the disk is full: {path} not written ({err.strerror or err}); the launch goes on, "
+            "what cannot be written is left out of its record",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+class Reserve:
+    """``size`` bytes held on the file system of ``directory`` in a file without a name (``O_TMPFILE``:
+    nothing is left behind, the kernel frees it when this process ends), given back by
+    :meth:`release` when a write that matters found the disk full. Nothing held where the file
+    system cannot (no ``O_TMPFILE``, already full)."""
+
+    def __init__(self, directory: str | os.PathLike, size: int = RESERVE_BYTES) -> None:
+        self.fd: int | None = None
+        tmpfile = getattr(os, "O_TMPFILE", 0)
+        if not tmpfile:
+            return
+        try:
+            fd = os.open(directory, tmpfile | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), 0o600)
+        except OSError:
+            return
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except (OSError, AttributeError):
+            os.close(fd)
+            return
+        self.fd = fd
+
+    def release(self) -> bool:
+        """Give the space back; whether there was any."""
+        fd, self.fd = self.fd, None
+        if fd is None:
+            return False
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        return True

@@ -12,6 +12,7 @@ JAX_WORLD_SIZE, JAX_COORDINATOR_ADDR, JAX_COORDINATOR_PORT).
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -45,6 +46,12 @@ TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_FLAGS)
 # new torchrun flags, after Isaac Lab's ones (Isaac Lab's commands stay a prefix of ours)
 LOCAL_ADDR_FLAG = "--local_addr"
 VIRTUAL_LOCAL_RANK_FLAG = "--virtual_local_rank"
+# torchrun's wait for its workers after SIGTERM before SIGKILL (torch 2.13: --shutdown_timeout,
+# default 30 s): launcher.grace_period, given when it is not torchrun's default. torch applies it to a
+# stop signal only; after a worker failed it waits 30 s whatever it says: the supervisor applies the
+# grace period there itself (run/supervise.py)
+SHUTDOWN_TIMEOUT_FLAG = "--shutdown_timeout"
+TORCHRUN_SHUTDOWN_S = 30
 # what launcher.network_interface sets for every worker
 INTERFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 TRAINING_FIELDS = ("task", "num_envs", "max_iterations", "seed", "run_name")
@@ -344,10 +351,23 @@ def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[s
             argv += [f"--{name}", _flag_value(values[name])]
     if settled.local_addr is not None:
         argv += [LOCAL_ADDR_FLAG, settled.local_addr]
+    shutdown = shutdown_timeout(launcher.grace_period)
+    if shutdown != TORCHRUN_SHUTDOWN_S:  # declared before --virtual_local_rank in torch/distributed/run.py
+        argv += [SHUTDOWN_TIMEOUT_FLAG, str(shutdown)]
     if launcher.virtual_local_rank:  # a switch, declared after --local_addr in torch/distributed/run.py
         argv.append(VIRTUAL_LOCAL_RANK_FLAG)
     argv.append(settled.script)
     return ProcessSpec(name="torchrun", argv=tuple(argv + script_args(cfg, settled, order)))
+
+
+def shutdown_timeout(grace_period: float) -> int:
+    """torchrun's ``--shutdown_timeout`` (whole seconds) for ``launcher.grace_period``: the time its
+    workers get after SIGTERM, after a worker failed as after a stop (rounded up: never shorter).
+
+    >>> shutdown_timeout(15), shutdown_timeout(0.5), shutdown_timeout(0), shutdown_timeout(30.0)
+    (15, 1, 0, 30)
+    """
+    return math.ceil(grace_period)
 
 
 def _is_host(cfg: TrainConfig, settled: Settled) -> bool | None:

@@ -7,16 +7,19 @@ end time, exit code, the reason as text and as a :class:`~launcher.rundir.Reason
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
+import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
 from . import __version__, files, secrets
+from .names import PROG
 from .plan import LaunchPlan
 from .rundir import (
     ATTEMPT_DIR,
@@ -224,7 +227,12 @@ def write_opened(run_dir: Path) -> float:
     # pid + its start time (+ host): a reader tells a live launcher from a dead one whose pid was reused
     opened = {"started": _iso(started), "pid": pid, "pid_start": process_start(pid), "host": socket.gethostname()}
     write_json(RunPaths(run_dir).status, {**opened, HOLDS_KEY: True, "exit_code": None})
+    _reserves[str(run_dir)] = files.Reserve(run_dir)  # write_end's, should the disk fill up meanwhile
     return started
+
+
+# the space each open record holds for its close (files.Reserve; a SIGKILLed launcher's goes with it)
+_reserves: dict[str, files.Reserve] = {}
 
 
 def hold(run_dir: Path) -> None:
@@ -279,10 +287,27 @@ def write_end(
         status["stragglers"] = list(stragglers)
     if attempts:
         status[ATTEMPTS_KEY] = attempts_json(attempts)
+    path = RunPaths(run_dir).status
+    reserve = _reserves.pop(str(run_dir), None)
     try:
-        write_json(RunPaths(run_dir).status, status)
+        try:
+            write_json(path, status)
+        except OSError as err:
+            if not (files.out_of_space(err) and reserve is not None and reserve.release()):
+                raise
+            write_json(path, status)  # in the space the record held for this
+    except OSError as err:
+        with contextlib.suppress(OSError, ValueError):
+            print(
+                f"[{PROG}] could not close the run record {path}: {err.strerror or err} "
+                f"(the launch ended with exit code {exit_code}: {reason})",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         release(run_dir)  # closed: nothing signals this process from this record any more
+        if reserve is not None:
+            reserve.release()
 
 
 ATTEMPTS_KEY = "attempts"
@@ -302,7 +327,11 @@ def write_attempts(run_dir: Path, attempts: Sequence) -> None:
         return
     if isinstance(status, dict) and status.get("exit_code") is None:
         status[ATTEMPTS_KEY] = attempts_json(attempts)
-        write_json(path, status)
+        try:
+            write_json(path, status)
+        except OSError as err:  # a full disk: the launch goes on, its close writes them all
+            if files.out_of_space(err):
+                files.say_out_of_space(path, err)
 
 
 # what status.json says when the launcher itself was killed (written by its watchdog)
@@ -344,7 +373,13 @@ def _iso(stamp: float) -> str:
 
 def write_json(path: Path, data: dict) -> None:
     """Write ``data`` as indented JSON atomically: readers see the old file or the new one, never half
-    (run/worker.py, a separate stdlib-only program, keeps its own copy for the exit records)."""
+    (run/worker.py, a separate stdlib-only program, keeps its own copy for the exit records). A write
+    that fails (a full disk) leaves no temporary file behind."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise

@@ -7,11 +7,13 @@ outside) and ``crash`` (the process's own fault). :data:`CLASSES` says which are
 and why (docs/recovery.md shows the same table; tests/test_restarts.py checks they agree).
 
 An attempt made *progress* (:func:`progressed`) when its ranks' heartbeats passed the iteration it
-started from (the checkpoint it resumed from; the start of training for the first attempt), or when
-a new checkpoint appeared while it ran. ``restart.max_without_progress`` restarted attempts in a row
-without progress end the launch with reason ``no progress``: a crash loop stops after one restart
-by default. The first attempt is never counted: a transient failure at start-up (a rendezvous that
-timed out, a node that was not up yet) gets its restart.
+started from (the checkpoint it resumed from; the start of training for the first attempt) and the
+furthest an earlier attempt from the same start reached (one that starts over and dies where the one
+before it died made none), or when a new checkpoint appeared while it ran (:func:`newer_checkpoint`).
+``restart.max_without_progress`` restarted attempts in a row without progress end the launch with
+reason ``no progress``: a crash loop stops after one restart by default. The first attempt is never
+counted: a transient failure at start-up (a rendezvous that timed out, a node that was not up yet)
+gets its restart.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from dataclasses import dataclass
 
 from .rundir import Reason
 
+# the class of a rank that only lost a peer (run/postmortem/causes.py names it, the supervisor and
+# the nodes' coordinator look past it for the cause): one name everywhere
+FOLLOWER = "follower"
 # class -> (retried by default, why); the order is docs/recovery.md's table
 CLASSES: dict[str, tuple[bool, str]] = {
     "hang": (True, "a stalled rank (rendering hang, a collective that never completes): transient more often than not"),
@@ -31,7 +36,7 @@ CLASSES: dict[str, tuple[bool, str]] = {
     "nccl-timeout": (True, "a collective timed out: a peer stalled or a link dropped"),
     "rendezvous": (True, "torchrun failed to meet the other nodes (a node late, a port briefly taken)"),
     "jax-init-timeout": (True, "not every JAX process reached the coordinator in time"),
-    "follower": (True, "a rank lost a peer (gloo/TCPStore/JAX: connection reset) and nothing here failed first"),
+    FOLLOWER: (True, "a rank lost a peer (gloo/TCPStore/JAX: connection reset) and nothing here failed first"),
     "killed": (True, "a rank killed by a signal from outside (SIGKILL with no OOM counted, SIGTERM, SIGHUP)"),
     "exception": (False, "an uncaught exception in the training script: the same code fails the same way"),
     "exit-code": (False, "the script exited non-zero by itself: it decided to stop"),
@@ -129,20 +134,48 @@ def failure_class(ended: Reason, cause: str | None, exit_code: int, signal: str 
     return cause
 
 
-def progressed(started_from: int | None, reached: int | None, new_checkpoint: bool) -> bool:
+def progressed(
+    started_from: int | None, reached: int | None, new_checkpoint: bool, reached_before: int | None = None
+) -> bool:
     """Whether an attempt made progress: its heartbeats passed the iteration it started from (none
-    known: 0, so any iteration completed counts; a start-up beat of 0 does not), or a new checkpoint appeared.
+    known: 0, so any iteration completed counts; a start-up beat of 0 does not) and every iteration an
+    earlier attempt from the same start reached (``reached_before``: an attempt that starts over, or
+    from the same checkpoint, and gets no further than the one before made none), or a new checkpoint
+    appeared (:func:`newer_checkpoint`).
 
     >>> progressed(300, 312, False), progressed(300, 300, False)
     (True, False)
     >>> progressed(None, None, True), progressed(None, 1, False), progressed(None, 0, False)
     (True, True, False)
+    >>> progressed(None, 3, False, reached_before=3), progressed(None, 4, False, reached_before=3)
+    (False, True)
     """
     if new_checkpoint:
         return True
     if reached is None:
         return False
-    return reached > (started_from or 0)
+    return reached > max(started_from or 0, reached_before or 0)
+
+
+def newer_checkpoint(before: tuple[str, int] | None, after: tuple[str, int] | None) -> bool:
+    """Whether the newest checkpoint after an attempt (``after``: its path and modification time) is a
+    new one, beside the one it started from (``before``): another file or the same one rewritten; when
+    both names hold an iteration (:func:`iteration_of`), only a later iteration counts (a script that
+    starts over and writes the same checkpoints again made no progress).
+
+    >>> newer_checkpoint(None, ("c/iter_000002.ckpt", 5)), newer_checkpoint(("c/last.pt", 1), ("c/last.pt", 2))
+    (True, True)
+    >>> newer_checkpoint(("c/iter_000003.ckpt", 1), ("c/iter_000003.ckpt", 2)), newer_checkpoint(None, None)
+    (False, False)
+    >>> newer_checkpoint(("m/model_100.pt", 0), ("m/model_150.pt", 0))
+    True
+    """
+    if after is None or after == before:
+        return False
+    if before is None:
+        return True
+    was, now = iteration_of(before[0]), iteration_of(after[0])
+    return was is None or now is None or now > was
 
 
 def decide(policy: Policy, attempt: int, cls: str | None, stalled: int) -> Decision:
@@ -186,11 +219,13 @@ def iteration_of(checkpoint: str | None) -> int | None:
 def restart_line(number: int, policy: Policy, cls: str, reached: int | None, resumed_from: str | None) -> str:
     """The console's line for a restart.
 
+    ``reached``: the last iteration done (the ranks' heartbeats; the bundled trainer's "after iteration N").
+
     >>> restart_line(1, Policy.of(3, None, 1), "hang", 312, "checkpoints/iter_000300.ckpt")
-    'restart 1 of 3 after hang at iteration 312; resuming from checkpoints/iter_000300.ckpt'
+    'restart 1 of 3 after hang, iteration 312 done; resuming from checkpoints/iter_000300.ckpt'
     >>> restart_line(2, Policy.of(3, None, 1), "nccl", None, None)
     'restart 2 of 3 after nccl before any iteration; starting over (no checkpoint)'
     """
-    where = f"at iteration {reached}" if reached is not None else "before any iteration"
+    where = f", iteration {reached} done" if reached is not None else " before any iteration"
     how = f"resuming from {resumed_from}" if resumed_from else "starting over (no checkpoint)"
-    return f"restart {number} of {policy.max} after {cls} {where}; {how}"
+    return f"restart {number} of {policy.max} after {cls}{where}; {how}"

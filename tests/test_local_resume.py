@@ -4,6 +4,8 @@ for a script of one's own; every attempt's TRAIN_MULTIGPU_ATTEMPT and log direct
 
 from __future__ import annotations
 
+import os
+
 from launcher.backends.local_resume import LocalResume
 from launcher.config.schema import Topology
 from launcher.names import ATTEMPT_VAR, LOG_DIR_VAR, RUN_DIR_VAR
@@ -24,7 +26,12 @@ def test_the_bundled_trainer_resumes_with_resume_once_a_checkpoint_exists(tmp_pa
     assert checkpoint is None and plan.processes[0].argv[-2:] == ("--x=1", "--distributed")  # none yet: over
     (tmp_path / "checkpoints").mkdir()
     for name in ("iter_000002.ckpt", "iter_000010.ckpt", "notes.txt"):
-        (tmp_path / "checkpoints" / name).write_bytes(b"")
+        (tmp_path / "checkpoints" / name).write_bytes(b"state")
+    # newer names the trainer does not resume from: empty, a link to a device, a FIFO, a directory
+    (tmp_path / "checkpoints" / "iter_000011.ckpt").write_bytes(b"")
+    os.symlink("/dev/zero", tmp_path / "checkpoints" / "iter_000012.ckpt")
+    os.mkfifo(tmp_path / "checkpoints" / "iter_000013.ckpt")
+    (tmp_path / "checkpoints" / "iter_000014.ckpt").mkdir()
     plan, checkpoint = resume.plan(2, paths.attempt(1), paths.attempt(2))
     assert checkpoint == str(tmp_path / "checkpoints" / "iter_000010.ckpt")
     assert plan.processes[0].argv[-3:] == ("--x=1", "--resume", "--distributed")

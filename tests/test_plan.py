@@ -460,3 +460,29 @@ def test_a_node_whose_own_name_does_not_resolve_is_told_is_host():
     assert rdzv_conf(1, here=False, own_name_resolves=False) == "is_host=0"
     assert rdzv_conf(1, here=False, own_name_resolves=True) is None  # torch's guess works there
     assert rdzv_conf(0, here=True, own_name_resolves=None) == "is_host=1"
+
+
+@pytest.mark.parametrize(
+    "grace, expected",
+    [
+        ("launcher.grace_period=15", ["--shutdown_timeout", "15"]),
+        ("launcher.grace_period=0.5", ["--shutdown_timeout", "1"]),
+    ],
+)
+def test_torchrun_waits_for_its_workers_the_grace_period(grace, expected):
+    """Issue 25 item 9: after a worker failed torchrun waited its own 30 s for the others (SIGTERM to
+    SIGKILL), not launcher.grace_period: --shutdown_timeout carries it (torch 2.13), before the script."""
+    argv = argv_of(build(["launcher.nproc_per_node=2", grace]))
+    at = argv.index("--shutdown_timeout")
+    assert argv[at : at + 2] == expected and at < argv.index(next(a for a in argv if a.endswith(".py")))
+
+
+def test_torchruns_own_default_grace_period_adds_no_flag():
+    assert "--shutdown_timeout" not in argv_of(build(["launcher.nproc_per_node=2"]))
+    assert "--shutdown_timeout" not in argv_of(build(["launcher.nproc_per_node=2", "launcher.grace_period=30"]))
+
+
+def test_the_dry_run_shows_the_shutdown_timeout(run_cli):
+    r = run_cli("launcher.nproc_per_node=2", "launcher.grace_period=15", "dry_run=true")
+    assert r.returncode == 0, r.stderr
+    assert "--shutdown_timeout 15 " in r.stdout.strip().splitlines()[-1]

@@ -71,7 +71,8 @@ def test_a_rank_that_crashes_once_is_restarted_from_its_checkpoint_and_the_run_c
     assert second["resumed_from"] == str(run_dir / "checkpoints" / "iter_000002.ckpt")
     assert (second["exit_code"], second["iterations"], record["exit_code"]) == (0, 4, 0)
     assert (
-        f"restart 1 of 2 after {first['cause']} at iteration 2; resuming from checkpoints/iter_000002.ckpt" in r.stdout
+        f"restart 1 of 2 after {first['cause']}, iteration 2 done; resuming from checkpoints/iter_000002.ckpt"
+        in r.stdout
     )
     assert (run_dir / "attempt1" / "logs").is_dir() and (run_dir / "logs").is_dir()
     assert (
@@ -105,7 +106,7 @@ def test_a_rank_that_stalls_once_is_restarted_with_its_stacks_saved(tmp_path):
     assert any((run_dir / "stacks").glob("*/summary.txt")), "attempt 0's stacks, where a launch keeps them"
     assert not (run_dir / "attempt1" / "stacks").exists()
     assert iterations(run_dir) == [1, 2, 3, 4]
-    assert "restart 1 of 1 after hang at iteration 2" in r.stdout
+    assert "restart 1 of 1 after hang, iteration 2 done" in r.stdout
 
 
 def test_a_crash_loop_stops_after_the_no_progress_limit_with_the_scripts_exit_code(tmp_path):
@@ -119,6 +120,29 @@ def test_a_crash_loop_stops_after_the_no_progress_limit_with_the_scripts_exit_co
     assert [a["progress"] for a in record["attempts"]] == [False, False]  # one restart, then stop
     assert "stopped: no progress (restart.max_without_progress=1)" in r.stderr
     assert took < 90, f"a crash loop ends in seconds, took {took:.0f} s"
+
+
+# beats iterations 1..3 and dies, on every attempt: no checkpoint, every attempt starts over
+BEATS_THEN_DIES = """import os, sys, time
+beat = os.environ["TRAIN_MULTIGPU_HEARTBEAT_FILE"]
+for iteration in (1, 2, 3):
+    with open(beat, "w") as f:
+        f.write(f"{iteration} 10")
+    time.sleep(0.05)
+sys.exit(3)
+"""
+
+
+def test_a_crash_loop_that_starts_over_and_gets_no_further_makes_no_progress(tmp_path):
+    """Issue 25 item 7: attempt 1 starts over (no checkpoint) and reaches iteration 3 as attempt 0
+    did: no progress, although it passed 0 (the start it was measured against before)."""
+    own = script(tmp_path, BEATS_THEN_DIES)
+    r = launch(tmp_path, own, "launcher.nproc_per_node=1", "restart.max=6", "restart.classes=[default,exit-code]")
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    record = status(the_run(tmp_path))
+    assert (record["reason"], record["outcome"]) == ("no progress", "no_progress")
+    assert [(a["iterations"], a["progress"]) for a in record["attempts"]] == [(3, True), (3, False)]
+    assert "stopped: no progress (restart.max_without_progress=1)" in r.stderr
 
 
 EXCEPTION_ON_FIRST = """import os
@@ -191,7 +215,7 @@ def test_ctrl_c_during_a_restart_stops_at_once_and_no_attempt_starts(tmp_path):
     assert not (run_dir / "attempt1").exists(), "no attempt starts after Ctrl+C"
     record = status(run_dir)
     assert (record["reason"], record["outcome"]) == ("stopped by SIGINT", "interrupted")
-    assert [a["decision"] for a in record["attempts"]] == ["stopped by a signal before the restart"]
+    assert [a["decision"] for a in record["attempts"]] == ["stopped by SIGINT before the restart"]
     assert b"restart 1" not in out
 
 
@@ -256,3 +280,293 @@ def test_runs_logs_follow_goes_on_into_the_next_attempt(tmp_path):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait(10)
+
+
+# attempt 0 fills the disk the run directory is on, then dies of SIGKILL (as the OOM killer, or an
+# operator, ends it); a restarted attempt frees the space and succeeds
+FILLS_THE_DISK = """import os, signal
+ballast = os.path.join(os.environ["TRAIN_MULTIGPU_RUN_DIR"], "ballast")
+if os.environ.get("TRAIN_MULTIGPU_ATTEMPT", "0") != "0":
+    os.unlink(ballast)
+    raise SystemExit(0)
+print("filling the disk", flush=True)
+with open(ballast, "ab") as f:
+    try:
+        while True:
+            f.write(b"x" * 65536)
+            f.flush()
+    except OSError as err:
+        print("full:", err, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 3 MB tmpfs (root only) as the run root's disk."""
+    from require import unavailable
+
+    if os.geteuid() != 0:
+        unavailable("ROOT", "mounting a small tmpfs needs root")
+    where = tmp_path / "runs"
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True)
+
+
+@pytest.mark.parametrize("restart_max", [0, 1])
+def test_a_full_disk_keeps_the_ranks_exit_code_and_closes_the_record(tmp_path, small_disk, restart_max):
+    """Issue 25 item 8: the rank fills the run root's disk and dies of SIGKILL: exit 137 (the rank's),
+    status.json closed with it, no temporary file left, one line saying the disk is full, no traceback."""
+    own = script(tmp_path, FILLS_THE_DISK)
+    r = launch(tmp_path, own, "launcher.nproc_per_node=1", f"restart.max={restart_max}", timeout=120)
+    assert r.returncode == (0 if restart_max else 137), r.stdout[-3000:] + r.stderr[-3000:]
+    assert "Traceback" not in r.stderr and "Exception in thread" not in r.stderr, r.stderr[-3000:]
+    assert r.stderr.count("the disk is full") == 1, r.stderr[-3000:]
+    run_dir = the_run(tmp_path)
+    record = status(run_dir)
+    if restart_max:  # attempt 0's end could not be written while it ran: the close writes every attempt
+        assert [(a["exit_code"], a["cause"]) for a in record["attempts"]] == [(137, "killed"), (0, None)]
+        assert (record["exit_code"], record["outcome"]) == (0, "succeeded")
+    else:  # the close, in the space the launcher held for it
+        assert (record["exit_code"], record["outcome"]) == (137, "failed")
+        assert record["failure"]["signal"] == "SIGKILL"
+    assert not [p for p in run_dir.rglob("*.tmp")], "a temporary file left behind"
+
+
+def test_a_restarted_attempt_that_gets_further_and_fails_again_is_restarted_again(tmp_path):
+    """Issue 25 (tests that do not guard): attempt 0 fails after iteration 2, attempt 1 resumes from
+    its checkpoint, gets further (iteration 3) and fails again: progress, so it is restarted again
+    (with restart.max_without_progress=1 a progress that counted for nothing would stop here)."""
+    r = launch(
+        tmp_path,
+        *SMALL,
+        "restart.max=3",
+        "restart.classes=[default,exit-code]",
+        TRAIN_MULTIGPU_EXAMPLE_CRASH="2:1:always,3:1:always",
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run_dir = the_run(tmp_path)
+    attempts = status(run_dir)["attempts"]
+    assert [(a["exit_code"], a["iterations"], a["progress"]) for a in attempts] == [
+        (3, 2, True),
+        (3, 3, True),
+        (0, 4, True),
+    ]
+    assert attempts[1]["decision"] == "exit-code is retried"
+    assert "restart 2 of 3 after exit-code, iteration 3 done; resuming from checkpoints/iter_000003.ckpt" in r.stdout
+    assert "rank 1 exits 3 after iteration 3" in (run_dir / "attempt1" / "logs" / "rank1.log").read_text()
+    assert iterations(run_dir) == [1, 2, 3, 4]
+
+
+# Isaac Lab's train.py as far as a restart sees it (it writes no heartbeats): it logs where its run
+# folder is, writes one more model_<N>.pt per attempt and fails, twice
+ISAACLAB_NO_BEATS = """import os, pathlib, sys
+root = os.path.abspath("logs/rsl_rl/cartpole")
+print(f"[INFO] Logging experiment in directory: {root}", flush=True)
+print("Exact experiment name requested from command line: 2025-01-01_10-00-00", flush=True)
+run = pathlib.Path(root, "2025-01-01_10-00-00")
+run.mkdir(parents=True, exist_ok=True)
+attempt = int(os.environ["TRAIN_MULTIGPU_ATTEMPT"])
+print("ARGV", sys.argv[1:], flush=True)
+(run / f"model_{attempt + 1}.pt").write_bytes(b"weights")
+sys.exit(3 if attempt < 2 else 0)
+"""
+
+
+def test_a_new_checkpoint_alone_is_progress(tmp_path, isaaclab):
+    """Issue 25: Isaac Lab's scripts write no heartbeats; their only progress is a new checkpoint.
+    Each attempt writes one more and fails: every restart made progress, the third attempt ends it."""
+    (isaaclab / "scripts" / "reinforcement_learning" / "train.py").write_text(ISAACLAB_NO_BEATS)
+    r = launch(
+        tmp_path,
+        "--num_gpus",
+        "1",
+        "--task=Isaac-Cartpole-v0",
+        "device=cpu",
+        "restart.max=3",
+        "restart.classes=[default,exit-code]",
+        ISAACLAB_PATH=str(isaaclab),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    run_dir = the_run(tmp_path)
+    attempts = status(run_dir)["attempts"]
+    assert [(a["exit_code"], a["iterations"], a["resumed_from"], a["progress"]) for a in attempts] == [
+        (3, None, None, True),
+        (3, None, "model_1.pt", True),
+        (0, None, "model_2.pt", True),
+    ]
+    assert "'--checkpoint', 'model_2.pt'" in (run_dir / "attempt2" / "logs" / "rank0.log").read_text()
+
+
+# every attempt: the rank records its pid and a grandchild's (a process of its own session), the
+# attempt's start, and what it finds of the attempt before it; attempt 0 fails, attempt 1 waits for the test
+PIDS = """import json, os, pathlib, subprocess, sys, time
+gate = pathlib.Path(sys.argv[1])
+attempt = int(os.environ["TRAIN_MULTIGPU_ATTEMPT"])
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+def alive(pid):
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+before = json.loads((gate / "attempt0.json").read_text()) if attempt else {}
+found = {name: alive(pid) for name, pid in before.items()}
+(gate / f"attempt{attempt}.json").write_text(json.dumps({"rank": os.getpid(), "grandchild": child.pid}))
+(gate / f"found{attempt}.json").write_text(json.dumps(found))
+if attempt == 0:
+    time.sleep(0.5)
+    sys.exit(3)
+while not (gate / "go").exists():
+    time.sleep(0.05)
+"""
+
+
+def test_attempt_0_is_gone_before_attempt_1_starts_and_status_shows_the_attempts_meanwhile(tmp_path):
+    """Issue 25: at attempt 1's start attempt 0's rank and its grandchild (a session of its own) are
+    dead; status.json's attempts, read while attempt 1 runs, hold attempt 0's end (the per-attempt write)."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", script(tmp_path, PIDS)]
+    argv += ["launcher.nproc_per_node=1", *CRASH_RETRIED, "--", str(gate)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not (gate / "found1.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()[-3000:]
+            time.sleep(0.05)
+        assert json.loads((gate / "found1.json").read_text()) == {"rank": False, "grandchild": False}
+        running = status(the_run(tmp_path))
+        assert running["exit_code"] is None
+        (only,) = running["attempts"]
+        assert (only["attempt"], only["exit_code"], only["cause"], only["decision"]) == (
+            0,
+            3,
+            "exit-code",
+            "exit-code is retried",
+        )
+        (gate / "go").touch()
+        assert proc.wait(timeout=120) == 0, proc.stdout.read().decode()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+# torchrun's ranks: rank 1 dies of SIGKILL on attempt 0 (no exit record: only torchrun's report, after
+# its teardown, names it); rank 0 ignores the SIGTERM torchrun then sends, so that teardown lasts
+# torchrun's shutdown timeout. Attempt 1 ends at once.
+KILLED_AND_DEAF = """import os, pathlib, signal, sys, time
+gate = pathlib.Path(sys.argv[1])
+if os.environ["TRAIN_MULTIGPU_ATTEMPT"] != "0":
+    sys.exit(0)
+if os.environ["RANK"] == "1":
+    time.sleep(1)
+    (gate / "killed").write_text(repr(time.time()))
+    os.kill(os.getpid(), signal.SIGKILL)
+signal.signal(signal.SIGTERM, lambda *_: (gate / "sigterm").touch())
+time.sleep(300)
+"""
+
+
+def test_torchruns_teardown_after_a_failure_takes_the_grace_period(tmp_path):
+    """Issue 25 item 9: torchrun waited its own 30 s (not launcher.grace_period) for a rank that
+    ignores SIGTERM before it reported the failure: the restart came 31-32 s after the failure."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    r = launch(
+        tmp_path,
+        script(tmp_path, KILLED_AND_DEAF),
+        "launcher.nproc_per_node=2",
+        "launcher.grace_period=3",
+        "restart.max=1",
+        "--",
+        str(gate),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    first, _ = status(the_run(tmp_path))["attempts"]
+    assert first["cause"] == "killed"
+    torn_down = first["timing"]["ended"] - float((gate / "killed").read_text())
+    assert torn_down < 3 + 12, f"attempt 0 ended {torn_down:.1f} s after its rank was killed"
+
+
+def test_ctrl_c_while_torchrun_tears_a_failed_attempt_down_keeps_the_failure(tmp_path):
+    """Issue 25 item 9: a Ctrl+C while torchrun tears down after a rank it has not reported yet
+    (SIGKILL: no exit record) lost the failure (failure null, decision "no failure"). Now the ranks
+    are killed, torchrun reports, the attempt keeps its failure, the launch ends as the user asked."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", script(tmp_path, KILLED_AND_DEAF)]
+    argv += ["launcher.nproc_per_node=2", "restart.max=2", "--", str(gate)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (gate / "sigterm").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        torchrun_log = the_run(tmp_path) / "logs" / "torchrun.log"
+        while b"closing signal SIGTERM" not in torchrun_log.read_bytes():  # the launcher has read it
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        sent = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, out.decode()[-2000:] + err.decode()[-2000:]
+    assert took < 15, f"stopped {took:.1f} s after Ctrl+C"
+    run_dir = the_run(tmp_path)
+    assert not (run_dir / "attempt1").exists()
+    record = status(run_dir)
+    assert (record["reason"], record["outcome"]) == ("stopped by SIGINT", "interrupted")
+    assert (record["failure"]["rank"], record["failure"]["signal"]) == (1, "SIGKILL")
+    (only,) = record["attempts"]
+    assert (only["cause"], only["decision"]) == ("killed", "stopped by SIGINT before the restart")
+
+
+# prints, waits until its reader is gone, prints again
+AFTER_THE_READER = """import pathlib, sys, time
+gate = pathlib.Path(sys.argv[1])
+print("first line", flush=True)
+while not (gate / "closed").exists():
+    time.sleep(0.05)
+for n in range(2000):
+    print("line", n, "of the launch, after its reader went away", flush=True)
+(gate / "trained").touch()
+"""
+
+
+def test_a_launch_whose_console_reader_goes_away_ends_with_its_own_exit_code(tmp_path):
+    """Issue 25 (low): `train_multigpu ... | head` exited 1 though status.json said success. A real
+    pipe closed early: the launch trains on, writes nothing more to stdout and exits with its code."""
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", script(tmp_path, AFTER_THE_READER)]
+    argv += ["launcher.nproc_per_node=1", "--", str(gate)]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        seen = b""
+        while b"first line" not in seen:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read().decode()[-3000:]
+            seen += line
+        proc.stdout.close()  # the reader goes away (head has read its lines)
+        (gate / "closed").touch()
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert code == 0, err[-3000:]
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err[-3000:]
+    assert (gate / "trained").exists()
+    assert status(the_run(tmp_path))["exit_code"] == 0

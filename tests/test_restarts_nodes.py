@@ -220,3 +220,36 @@ def test_a_node_that_comes_back_stands_by_for_the_next_restart(tmp_path):
         assert back.wait(60) == 0, back.out[-3000:]
     assert "[train_multigpu] exit code 0 (success)" in back.out, back.out[-3000:]
     assert metrics(run_dir) == list(range(1, 31))
+
+
+@pytest.mark.timeout(400)
+def test_a_node_that_comes_back_joins_a_later_restart(tmp_path):
+    """Issue 25 (a claim tested only against a stand-in): 1:2, node 1's launcher killed, node 0
+    restarts alone; node 1's launcher started again stands by; node 0's rank then fails (its own
+    crash, retried): the next attempt runs on both nodes, node 1's real launcher included, and completes."""
+    run_dir = tmp_path / "shared"
+    with Hosts(2) as hosts:
+        extra = (
+            "max_iterations=40",
+            "restart.max=3",
+            "restart.classes=[default,exit-code]",
+            # global rank 0 fails after iteration 25, in whichever attempt reaches it
+            "+worker_env.TRAIN_MULTIGPU_EXAMPLE_CRASH='25:0:always'",
+        )
+        procs = [
+            launch(h, tmp_path / f"n{h.index}", *torch_node(hosts, h.index, run_dir, "1:2", *extra)) for h in hosts
+        ]
+        wait_for_iteration(procs, 2, 200)
+        os.kill(procs[1].popen.pid, signal.SIGKILL)
+        procs[0].wait_for("restart 1 of 3 after node-lost", 60)
+        back = launch(hosts[1], tmp_path / "n1-again", *torch_node(hosts, 1, run_dir, "1:2", *extra))
+        back.wait_for("this node joins at their next restart", 60)
+        assert procs[0].wait(300) == 0, procs[0].out[-3000:]
+        assert back.wait(60) == 0, back.out[-3000:]
+    assert "restart 2 of 3 after exit-code, iteration 25 done" in procs[0].out, procs[0].out[-3000:]
+    assert "this node joins at their next restart" in back.out and "exit code 0 (success)" in back.out
+    node0 = status(run_dir, 0)["attempts"]
+    assert [a["cause"] for a in node0] == ["node-lost", "exit-code", None]
+    # node 1's returning launcher took part in attempt 2: its ranks logged there
+    assert (run_dir / "node1" / "attempt2" / "logs").is_dir(), sorted(p.name for p in (run_dir / "node1").iterdir())
+    assert metrics(run_dir) == list(range(1, 41))

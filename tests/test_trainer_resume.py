@@ -118,3 +118,56 @@ def test_injected_crash_exits_3_and_elastic_restart_resumes(tmp_path):
         "[iter    3",
         "[iter    4",
     ]
+
+
+def test_an_empty_newest_checkpoint_is_named_and_the_one_before_it_resumed(tmp_path):
+    """Issue 25 (low): an empty newest checkpoint (a disk that filled up) ended --resume with exit 2
+    and no word; a link to /dev/zero, a FIFO or a directory under a checkpoint's name were taken as
+    the newest (the trainer then read /dev/zero until memory ran out). Regular files only."""
+    import os
+
+    run = tmp_path / "run"
+    first = subprocess.run(
+        [PY, str(TRAIN), *SMALL, "--max_iterations", "3"],
+        cwd=tmp_path,
+        env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    ckpts = run / "checkpoints"
+    (ckpts / "iter_000003.ckpt").write_bytes(b"")  # the newest, empty
+    os.symlink("/dev/zero", ckpts / "iter_000009.ckpt")
+    os.mkfifo(ckpts / "iter_000008.ckpt")
+    (ckpts / "iter_000007.ckpt").mkdir()
+    r = subprocess.run(
+        [PY, str(TRAIN), *SMALL, "--resume", "--max_iterations", "4"],
+        cwd=tmp_path,
+        env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    empty = ckpts / "iter_000003.ckpt"
+    assert f"train.py: checkpoint {empty} is empty (0 bytes); trying the one before it" in r.stderr
+    assert f"resuming from {ckpts / 'iter_000002.ckpt'}" in r.stdout
+    assert _iterations(r.stdout.splitlines(keepends=True)) == [3, 4]
+
+
+def test_resume_with_only_an_empty_checkpoint_says_so(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "iter_000002.ckpt").write_bytes(b"")
+    r = subprocess.run(
+        [PY, str(TRAIN), *SMALL, "--resume", "--max_iterations", "3"],
+        cwd=tmp_path,
+        env=clean_env(TRAIN_MULTIGPU_RUN_DIR=run),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert f"checkpoint {run / 'checkpoints' / 'iter_000002.ckpt'} is empty (0 bytes)" in r.stderr
+    assert f"train.py: --resume: no usable checkpoint in {run / 'checkpoints'}" in r.stderr

@@ -103,9 +103,20 @@ def parse_crash(spec: str) -> Crash | None:
     return Crash(iteration, rank, "hang" in words[2:], "always" in words[2:])
 
 
-def crash_now(crash: Crash | None, iteration: int, topo) -> None:
-    """Exit 3 (or stall) when the fault injection fires here."""
-    if crash is None or not crash.fires(iteration, topo.rank, topo.restarted):
+def parse_crashes(spec: str) -> tuple[Crash, ...]:
+    """TRAIN_MULTIGPU_EXAMPLE_CRASH: one fault, or several separated by commas (each fires on its own
+    terms: "2:1:always,3:1:always" fails after iteration 2, and an attempt resumed from it after 3).
+
+    >>> [c.iteration for c in parse_crashes("2:1:always,3:1:always")], parse_crashes("")
+    ([2, 3], ())
+    """
+    return tuple(crash for part in spec.split(",") if (crash := parse_crash(part.strip())) is not None)
+
+
+def crash_now(crashes: tuple[Crash, ...], iteration: int, topo) -> None:
+    """Exit 3 (or stall) when a fault injection fires here."""
+    crash = next((c for c in crashes if c.fires(iteration, topo.rank, topo.restarted)), None)
+    if crash is None:
         return
     where = f"after iteration {iteration}" if iteration else "before its first iteration"
     what = "stalls" if crash.hang else "exits 3"
@@ -193,7 +204,7 @@ class Training:
     num_envs: int
     max_iterations: int
     dump: Dump
-    crash: Crash | None = None  # TRAIN_MULTIGPU_EXAMPLE_CRASH
+    crash: tuple[Crash, ...] = ()  # TRAIN_MULTIGPU_EXAMPLE_CRASH
     run_dir: Path | None = None  # rank 0 only
     scalars: out.Scalars | None = None  # rank 0 only
     start_iteration: int = 0
@@ -241,7 +252,7 @@ def run(*, args, topo, hp: dict, backend_factory: Callable[..., Backend]) -> int
         rank_seed=rank_seed,
         num_envs=num_envs,
         max_iterations=args.max_iterations or int(hp["max_iterations"]),
-        crash=parse_crash(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_CRASH", "")),
+        crash=parse_crashes(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_CRASH", "")),
         dump=Dump(os.environ.get("TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS", ""), topo.rank),
     )
     code = restore(training)
@@ -283,16 +294,19 @@ def restore(t: Training) -> int:
     payload = None
     if topo.is_main:
         t.run_dir = out.resolve_run_dir(t.task, t.args.run_name, resume=t.args.resume, restarted=topo.restarted)
-        source = None
+        found = None
         if t.args.checkpoint:
-            source = Path(t.args.checkpoint)
+            found = Path(t.args.checkpoint), Path(t.args.checkpoint).read_bytes()  # a regular file (trainer_args)
+            if not found[1]:
+                print(f"train.py: --checkpoint {t.args.checkpoint}: the file is empty (0 bytes)", file=sys.stderr)
+                found, payload = None, b""  # tells every rank to stop
         elif t.args.resume or topo.restarted:  # restarted: a failure on any node, agreed by all ranks
-            source = out.latest_checkpoint(t.run_dir)
-            if source is None and t.args.resume:
-                print(f"train.py: --resume: no checkpoint in {t.run_dir / out.CHECKPOINT_DIR}", file=sys.stderr)
+            found = out.usable_checkpoint(t.run_dir, lambda line: print(line, file=sys.stderr, flush=True))
+            if found is None and t.args.resume:
+                print(f"train.py: --resume: no usable checkpoint in {t.run_dir / out.CHECKPOINT_DIR}", file=sys.stderr)
                 payload = b""  # tells every rank to stop
-        if source is not None:
-            payload = source.read_bytes()
+        if found is not None:
+            source, payload = found
             print(f"resuming from {source}", flush=True)
     payload = backend.broadcast_bytes(payload)
     if payload == b"":
@@ -452,10 +466,10 @@ def iterate(t: Training) -> None:
                     eta.update(iteration, time.perf_counter()),
                 )
             )
+        beat(iteration, t.max_iterations)  # done (checkpointed): the launcher's "iteration N done" agrees
         if iteration % NOTE_EVERY == 0:
             note(topo, f"iteration {iteration}/{t.max_iterations}, mean return {mean_return:.1f}")
         crash_now(crash, iteration, topo)
-        beat(iteration, t.max_iterations)
         if t.stopped_by:
             break
     progress.end()

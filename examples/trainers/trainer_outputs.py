@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -86,18 +87,58 @@ def checkpoint_path(run_dir: Path, iteration: int) -> Path:
     return run_dir / CHECKPOINT_DIR / f"iter_{iteration:06d}.ckpt"
 
 
+def checkpoints(run_dir: Path) -> list[Path]:
+    """The run's ``checkpoints/iter_NNNNNN.ckpt``, newest first: regular files only (not a link, a
+    FIFO, a device or a directory under that name: reading one could block or never end)."""
+    try:
+        entries = list(os.scandir(run_dir / CHECKPOINT_DIR))
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        match = _CKPT_RE.match(entry.name)
+        with contextlib.suppress(OSError):
+            if match and entry.is_file(follow_symlinks=False):
+                found.append((int(match.group(1)), Path(entry.path)))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
-    found = [
-        (int(m.group(1)), p) for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt") if (m := _CKPT_RE.match(p.name))
-    ]
-    return max(found)[1] if found else None
+    found = checkpoints(run_dir)
+    return found[0] if found else None
+
+
+def read_checkpoint(path: Path) -> bytes:
+    """A checkpoint's bytes, read only from a regular file (O_NOFOLLOW, non-blocking open): a FIFO,
+    a device or a link swapped in since the lookup raises OSError instead of blocking or never ending."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return f.read()
+
+
+def usable_checkpoint(run_dir: Path, say) -> tuple[Path, bytes] | None:
+    """The newest checkpoint that holds something, with its bytes: an empty or unreadable one (a
+    disk that filled up while it was written, a file truncated by hand) is named through ``say``
+    and the one before it is tried. None: none usable."""
+    for path in checkpoints(run_dir):
+        try:
+            data = read_checkpoint(path)
+        except OSError as err:
+            say(f"train.py: checkpoint {path} cannot be read ({err}); trying the one before it")
+            continue
+        if not data:
+            say(f"train.py: checkpoint {path} is empty (0 bytes); trying the one before it")
+            continue
+        return path, data
+    return None
 
 
 def save_checkpoint(run_dir: Path, iteration: int, data: bytes) -> Path:
     path = checkpoint_path(run_dir, iteration)
     atomic_write(path, data)
-    old = sorted(p for p in (run_dir / CHECKPOINT_DIR).glob("iter_*.ckpt") if _CKPT_RE.match(p.name))
-    for stale in old[:-KEEP_CHECKPOINTS]:
+    for stale in checkpoints(run_dir)[KEEP_CHECKPOINTS:]:
         with contextlib.suppress(OSError):
             stale.unlink()
     return path

@@ -167,7 +167,7 @@ class LocalBackend:
         from .. import plan as plan_mod
         from .. import restarts
         from ..errors import EXIT_USAGE, UserError
-        from ..run import attempts, supervise
+        from ..run import attempts, console, supervise
         from .local_resume import LocalResume
 
         planned: Planned = request.payload
@@ -181,6 +181,7 @@ class LocalBackend:
         if policy.max > 0:  # restarts on: every attempt's processes know their attempt
             plan = plan_mod.attempt(plan, 0)
         logs.mkdir(exist_ok=True)
+        console.outlive_stdout()  # `train_multigpu ... | head`: the launch outlives its console's reader
         supervise.hold_stack_requests()  # status.json names this process from now on
         started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed)
         handle = Handle(NAME, str(os.getpid()), str(run_dir))

@@ -198,6 +198,9 @@ def _run(
     attempts: list[Attempt] = []
     stalled = 0
     number, resumed_from = 0, None
+    # the furthest iteration reached from each start (the checkpoint's stamp; None: from the start):
+    # an attempt that starts where an earlier one did must get further to make progress
+    furthest: dict[tuple[str, int] | None, int] = {}
     with LaunchSignals(interrupts) as signals:
         joined = coordinator.join(lambda: signals.received)
         if isinstance(joined, restarts.Decision):  # node 0 ended the launch before this node could join
@@ -220,8 +223,13 @@ def _run(
             iterations = reached(here.logs) if policy.max > 0 else None
             after = _stamp(resume.checkpoint()) if policy.max > 0 else None
             progress = restarts.progressed(
-                restarts.iteration_of(resumed_from), iterations, after is not None and after != before
+                restarts.iteration_of(resumed_from),
+                iterations,
+                restarts.newer_checkpoint(before, after),
+                furthest.get(before),
             )
+            if iterations is not None:
+                furthest[before] = max(iterations, furthest.get(before, iterations))
             signal_name = outcome.failure.signal if outcome.failure is not None else None
             cls = restarts.failure_class(
                 outcome.ended, outcome.diagnosis.cls if outcome.diagnosis else None, outcome.exit_code, signal_name
@@ -232,8 +240,9 @@ def _run(
             decision = coordinator.decide(number, outcome, cls, judge)
             cls = decision.cause or cls  # another node's failure, when node 0 found that one the cause
             stopped = (decision.restart or decision.ended is Reason.INTERRUPTED) and signals.received is not None
-            if stopped:
-                decision = restarts.Decision(False, "stopped by a signal before the restart")
+            if stopped:  # the failure stays the attempt's (its cause, status.json's failure)
+                name = signal.Signals(signals.received).name
+                decision = restarts.Decision(False, f"stopped by {name} before the restart")
             attempts.append(
                 Attempt(
                     number,

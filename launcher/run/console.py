@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -46,9 +48,13 @@ class Console:
         """A line of the launcher's own."""
         if self.tail is not None:
             self.tail.break_line()
-        with contextlib.suppress(OSError, ValueError):
+        try:
             self.stream.write(f"[{PROG}] {text}\n".encode())
             self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+        except (OSError, ValueError):
+            pass
 
     def echo_agent(self, line: bytes) -> None:
         """torchrun's own lines: shown while it owns the output, or until the launch is ending. A
@@ -74,9 +80,19 @@ class Console:
     def _write(self, data: bytes) -> None:
         if self.tail is not None:
             self.tail.break_line()
-        with contextlib.suppress(OSError, ValueError):
+        try:
             self.stream.write(data)
             self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+        except (OSError, ValueError):
+            pass
+
+    def _gone(self) -> None:
+        """The console's reader went away: when the console is the launcher's stdout, it goes to /dev/null."""
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if self.stream.fileno() == sys.__stdout__.fileno():
+                stdout_gone()
 
     def flush_held(self) -> None:
         """A traceback torchrun left unfinished."""
@@ -116,3 +132,47 @@ class Console:
     def stop(self) -> None:
         if self.tail is not None:
             self.tail.stop()
+
+
+class _OutlivedStdout:
+    """``sys.stdout`` for a launch whose reader may go away (``train_multigpu ... | head``): the first
+    write that finds the pipe closed points file descriptor 1 at /dev/null, so that every later write
+    (the console's, ``print``'s, the interpreter's last flush) goes nowhere instead of failing; the
+    launch goes on and ends with its own exit code."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            stdout_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            stdout_gone()
+            with contextlib.suppress(OSError, ValueError):
+                self._stream.flush()  # what was held goes to /dev/null now
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def outlive_stdout() -> None:
+    """From now on a closed stdout (its reader gone) does not fail the launch (:class:`_OutlivedStdout`)."""
+    if not isinstance(sys.stdout, _OutlivedStdout) and sys.stdout is not None:
+        sys.stdout = _OutlivedStdout(sys.stdout)
+
+
+def stdout_gone() -> None:
+    """The launcher's stdout lost its reader: file descriptor 1 becomes /dev/null (once)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.__stdout__.fileno())
+        finally:
+            os.close(fd)

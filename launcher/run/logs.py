@@ -15,12 +15,15 @@ logs, and a console that is not a terminal, keep every line.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from .. import files
 from ..rundir import RANK_LOG, rank_log_name
 from ..rundir import TORCHRUN_LOG as TORCHRUN_LOG  # (logs.TORCHRUN_LOG: detect, group, causes)
 
@@ -34,8 +37,14 @@ def rank_log(log_dir: Path, rank: int) -> Path:
     return log_dir / rank_log_name(rank)
 
 
+# the lines a pump could not write to its log (a full disk), kept for the log's readers (last_lines)
+HELD_LINES = 1000
+_held: dict[str, collections.deque[bytes]] = {}
+
+
 def last_lines(path: Path, count: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last ``count`` lines of a file ([] when it does not exist)."""
+    """The last ``count`` lines of a file ([] when it does not exist), with the lines its pump could
+    not write to it (a full disk: torchrun's report must still name the failed rank)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, 2)
@@ -43,7 +52,10 @@ def last_lines(path: Path, count: int = 20, max_bytes: int = 64 * 1024) -> list[
             handle.seek(max(0, size - max_bytes))
             data = handle.read()
     except OSError:
-        return []
+        data = b""
+    held = _held.get(str(path))
+    if held:
+        data += b"".join(held)
     return data.decode(errors="replace").splitlines()[-count:]
 
 
@@ -204,15 +216,31 @@ class Collapse:
 
 
 def pump(stream: IO[bytes], log: IO[bytes], echo: Callable[[bytes], None]) -> threading.Thread:
-    """Copy a child's output pipe to its log file and, line by line, through ``echo``."""
+    """Copy a child's output pipe to its log file and, line by line, through ``echo``. A log that
+    cannot be written (a full disk: said once) is left out: the pipe is still read to its end (a
+    child blocked on a full pipe would never end), every line still goes through ``echo``, and the
+    last :data:`HELD_LINES` are kept for :func:`last_lines` (the failure's report is read from them)."""
+
+    name = str(getattr(log, "name", ""))
 
     def run() -> None:
+        held: collections.deque[bytes] | None = None
         for line in iter(stream.readline, b""):
-            log.write(line)
-            log.flush()
+            if held is None:
+                try:
+                    log.write(line)
+                    log.flush()
+                except (OSError, ValueError) as err:
+                    held = _held.setdefault(name, collections.deque(maxlen=HELD_LINES))
+                    held.append(line)
+                    if files.out_of_space(err):
+                        files.say_out_of_space(name, err)
+            else:
+                held.append(line)
             echo(line)
         stream.close()
-        log.close()
+        with contextlib.suppress(OSError, ValueError):
+            log.close()
 
     thread = threading.Thread(target=run, name="pump", daemon=True)
     thread.start()

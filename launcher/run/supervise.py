@@ -70,7 +70,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO
 
-from .. import paths
+from .. import paths, restarts
 from ..names import LAUNCH_ID_VAR, PROG
 from ..plan import LaunchPlan, supervised
 from ..rundir import Reason
@@ -81,7 +81,7 @@ from .monitor.progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonit
 from .monitor.stragglers import StragglerMonitor
 from .postmortem import causes, flight_recorder, oom
 from .postmortem import failure as failure_mod
-from .postmortem.detect import FailureDetector, Monitor
+from .postmortem.detect import TORCHRUN_CLOSING, FailureDetector, Monitor
 from .postmortem.failure import Failure
 from .process.group import ProcessGroup
 from .process.signals import RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
@@ -91,6 +91,9 @@ FAILURE_KILL_S = 1.0  # after a rank failed, the others get this long before SIG
 REAP_EVERY_S = 1.0
 WORKER_WRAPPER = paths.WORKER_WRAPPER
 EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, nothing trained)
+# a stop signal while torchrun tears its workers down after a failure of its own finding: the ranks
+# are killed (not torchrun), and torchrun gets this long to report the rank that failed
+TORCHRUN_REPORT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -177,14 +180,32 @@ class Supervisor:
         self.statuses_at_failure: tuple[tuple[int, int, int], ...] = ()  # JAX ranks' exits when it failed
         self.live_at_failure: frozenset[int] | None = None  # torchrun's ranks still running then
         self.failed_at: float | None = None  # when the failure was found (epoch seconds; run/attempts.py)
+        # torchrun said it stops its workers (SIGTERM) before anything here asked it to: a rank failed
+        # that the detector hears of only from torchrun's report, after that teardown
+        self.torchrun_failing = False
+        self.torchrun_failing_at: float | None = None  # since when (monotonic)
+        self.ranks_killed = False  # the ranks got SIGKILL (kill_ranks): torchrun's teardown is over
 
     def start(self) -> None:
         self.oom_before = oom.read()
         flight_recorder.prepare(self.plan.env)
         if self.liveness is not None and self.owns_liveness:  # node 0 binds its port before anything starts
             self.liveness.start()
-        self.group.start(self.console.echo_agent, self._pending_signal)
+        self.group.start(self._agent_line, self._pending_signal)
         self.console.start(self.log_dir)
+
+    def _agent_line(self, line: bytes) -> None:
+        """torchrun's own output (the pump's thread): to the console, and noted when it says that it
+        stops its workers while nothing here asked it to (a rank failed; its report comes after)."""
+        if (
+            not self.stopping
+            and self.signal_received is None
+            and not self.detector.elastic_restarts  # (its own restarts stop workers too, and go on)
+            and TORCHRUN_CLOSING.search(line)
+        ):
+            self.torchrun_failing_at = self.torchrun_failing_at or time.monotonic()
+            self.torchrun_failing = True
+        self.console.echo_agent(line)
 
     def _pending_signal(self) -> int | None:
         """A signal (or a halt) that came before or while starting."""
@@ -226,9 +247,22 @@ class Supervisor:
             self.signal_received = signum
             self.kill_at = 0.0  # nothing left to save: what is left goes now
             return
+        if self.torchrun_failing and self.signal_received is None and not self.stopping:
+            # torchrun is tearing its workers down after a failure it will report: the ranks go now,
+            # torchrun reports (the failure stays the attempt's), everything left goes soon after
+            self.signal_received = signum
+            self.stopping = True
+            self.kill_at = time.monotonic() + TORCHRUN_REPORT_S
+            self._kill_ranks()
+            return
         if self.signal_received is None:
             self.signal_received = signum
         self.stop(signum, self.plan.grace_period)
+
+    def _kill_ranks(self) -> None:
+        if not self.ranks_killed:
+            self.ranks_killed = True
+            self.group.kill_ranks()
 
     def _on_failure(self) -> None:
         kill_after = min(self.plan.grace_period, FAILURE_KILL_S)
@@ -268,6 +302,10 @@ class Supervisor:
         next_reap = time.monotonic() + REAP_EVERY_S
         while True:
             codes = self.group.poll()
+            if self.failure is None and self.signal_received is not None and self.torchrun_failing:
+                self.failure = self.detector.check(codes)  # torchrun's report of the failure it was ending
+                if self.failure is not None:
+                    self.found_by, self.failed_at = self.detector, time.time()
             if self.failure is None and self.signal_received is None and self.halted is None:
                 self.failure = self._check(codes)
                 if self.failure is not None and self.failure.source == liveness.HANG_SOURCE:
@@ -287,6 +325,15 @@ class Supervisor:
             if all(code is not None for code in codes):
                 break
             now = time.monotonic()
+            if (
+                self.torchrun_failing_at is not None
+                and self.failure is None
+                and now >= self.torchrun_failing_at + self.plan.grace_period
+            ):
+                # torch 2.13 stops its workers after a failure with its default 30 s, whatever
+                # --shutdown_timeout says (that holds for a stop signal): the grace period is applied
+                # here, to the ranks only, and torchrun reports at once
+                self._kill_ranks()
             if self.kill_at is not None and now >= self.kill_at:
                 self.group.kill_all()
                 self.kill_at = now + 1.0
@@ -295,33 +342,32 @@ class Supervisor:
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
         self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
-        self._wait_for_the_cause_elsewhere()
-        outcome = replace(self._outcome(), stragglers=tuple(self.stragglers.record()))
+        outcome = replace(self._cause_elsewhere(self._outcome()), stragglers=tuple(self.stragglers.record()))
         self.exit_code = outcome.exit_code
         return outcome
 
-    def _wait_for_the_cause_elsewhere(self) -> None:
-        """A multi-node launch whose failure here is a rank that only lost its peer (class
-        ``follower``: gloo's "connection reset" comes at once) ends as the other nodes' channel says
-        why, when it says so within ``launcher.node_timeout`` (+1 s): a node lost (its launcher gone
-        or silent) or failed (its own code). Else the follower stays the failure."""
-        if (
-            self.liveness is None
-            or self.plan.nodes is None
-            or self.failure is None
-            or self.found_by is not self.detector
-        ):
-            return
-        outcome = self._outcome()
-        if outcome.context is None or causes.diagnose(outcome.failure, outcome.context).cls != "follower":
-            return
+    def _cause_elsewhere(self, outcome: Outcome) -> Outcome:
+        """``outcome`` diagnosed (run/postmortem/causes.py: once; :func:`summarised` uses it). A
+        multi-node launch whose failure here is a rank that only lost its peer (class ``follower``:
+        gloo's "connection reset" comes at once) ends as the other nodes' channel says why, when it
+        says so within ``launcher.node_timeout`` (+1 s): a node lost (its launcher gone or silent) or
+        failed (its own code). Else the follower stays the failure."""
+        if outcome.failure is None or outcome.context is None or self.found_by is not self.detector:
+            return outcome
+        if outcome.failure.source not in causes.DIAGNOSED_SOURCES:
+            return outcome
+        self.group.join_pumps()  # every process has ended: torchrun's last lines reach its log first
+        diagnosis = causes.diagnose(outcome.failure, outcome.context)
+        outcome = replace(outcome, diagnosis=diagnosis)
+        if self.liveness is None or self.plan.nodes is None or diagnosis.cls != restarts.FOLLOWER:
+            return outcome
         start = time.monotonic()
         said = False
         while time.monotonic() < start + self.plan.nodes.timeout + 1 and self.signal_received is None:
             found = self.liveness.check([])
             if found is not None:
                 self.failure, self.found_by = found, self.liveness
-                return
+                return self._outcome()
             if not said and time.monotonic() > start + 2:
                 said = True
                 self.console.say(
@@ -329,6 +375,7 @@ class Supervisor:
                     f"(at most {self.plan.nodes.timeout + 1:g} s)"
                 )
             time.sleep(POLL_S)
+        return outcome
 
     def _outcome(self) -> Outcome:
         if self.failure is not None and self.failure.source in liveness.SOURCES:
@@ -451,7 +498,7 @@ def summarised(outcome: Outcome) -> Outcome:
     if outcome.failure is not None:
         lines: list[str] = []
         if outcome.context is not None and outcome.failure.source in causes.DIAGNOSED_SOURCES:
-            diagnosis = causes.diagnose(outcome.failure, outcome.context)
+            diagnosis = outcome.diagnosis or causes.diagnose(outcome.failure, outcome.context)
             outcome = replace(
                 outcome, failure=diagnosis.failure, exit_code=diagnosis.failure.exit_code, diagnosis=diagnosis
             )

@@ -114,9 +114,16 @@ def _redirect(log_dir: str, rank: int) -> None:
 
 def _write_json(path: str, data: dict) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=2)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as handle:
+            json.dump(data, handle, indent=2)
+        os.replace(tmp, path)
+    except OSError:  # a full disk: nothing half written left behind
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _record(ranks: dict, code: int, error: "BaseException | None", stack: str) -> None:

@@ -58,7 +58,7 @@ class Verdict:
 
 
 # classes that say a node only followed a failure elsewhere: never the cause while another is known
-FOLLOWING = frozenset(("follower", "node-failed"))
+FOLLOWING = frozenset((restarts.FOLLOWER, "node-failed"))
 Judge = Callable[[str | None], restarts.Decision]  # the local policy's answer for a class (this attempt's budget)
 
 

@@ -33,6 +33,7 @@ anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -41,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import files
 from ...plan import LaunchPlan
 from ...rundir import PROGRESS, Source
 from .. import logs
@@ -122,9 +124,14 @@ def write_json(path: Path, data: dict) -> None:
     except FileNotFoundError:
         pass
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(json.dumps(data, indent=2) + "\n")
+        tmp.replace(path)
+    except OSError:  # a full disk: nothing half written left behind
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 class ProgressMonitor:
@@ -216,8 +223,9 @@ class ProgressMonitor:
             data["stragglers"] = named
         try:
             write_json(self.log_dir / PROGRESS_FILE, data)
-        except OSError:
-            pass
+        except OSError as err:
+            if files.out_of_space(err):
+                files.say_out_of_space(self.log_dir / PROGRESS_FILE, err)
 
     # -- the Monitor protocol -------------------------------------------------------------
     def check(self, codes: Sequence[int | None]) -> Failure | None:

@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ...restarts import FOLLOWER as FOLLOWER_CLASS
 from ...rundir import Source, exit_record_name
 from .. import logs
 from . import flight_recorder, oom
@@ -314,7 +315,7 @@ def _match_class(text: str, gpu: bool) -> tuple[str, str, str] | None:
 def _follower(case: _Case, text: str) -> bool:
     line = _first_line(FOLLOWER, text)
     if line:
-        case.cls, case.hint, case.detail = "follower", FOLLOWER_FIX, line[:100] + ("..." if len(line) > 100 else "")
+        case.cls, case.hint, case.detail = FOLLOWER_CLASS, FOLLOWER_FIX, line[:100] + ("..." if len(line) > 100 else "")
     return bool(line)
 
 
@@ -487,9 +488,9 @@ def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = No
             case.text = "\n".join(logs.last_lines(ctx.log_dir / logs.TORCHRUN_LOG, TEXT_LINES))
         _classify(case, evidence, ctx.gpu)
         cases.append(case)
-    causes = [case for case in cases if case.cls != "follower" and case.failure.signal not in STOP_SIGNALS]
+    causes = [case for case in cases if case.cls != FOLLOWER_CLASS and case.failure.signal not in STOP_SIGNALS]
     cause = causes[0] if causes else cases[0]
-    if cause.cls == "follower":
+    if cause.cls == FOLLOWER_CLASS:
         cause.hint = FOLLOWER_ALONE_FIX
         known = {case.failure.rank for case in cases}
         gone = [str(f.rank) for f in _gone(failure, ctx, known | {r.rank for r in read_exit_records(ctx.log_dir)})]
@@ -498,6 +499,6 @@ def diagnose(failure: Failure, ctx: Context, oom_after: oom.Counters | None = No
     followers = tuple(
         (case.failure.rank, case.detail)
         for case in cases
-        if case is not cause and case.cls == "follower" and case.failure.rank is not None
+        if case is not cause and case.cls == FOLLOWER_CLASS and case.failure.rank is not None
     )
     return Diagnosis(cause.failure, cause.cls, cause.hint, cause.detail, followers, _dumps(ctx.log_dir))

@@ -19,6 +19,8 @@ from .failure import Failure, exit_code_of
 # torchrun could not bind its store's port (TCPStore: "failed to listen ... port: P ... EADDRINUSE"):
 # another process took it after the preflight check; the launch ends as that check would have
 PORT_IN_USE = re.compile(rb"failed to listen on any local network address\. port: (\d+),[^\n]*EADDRINUSE")
+# torchrun stops its workers: after a worker failed (or a signal of its own); the report comes after
+TORCHRUN_CLOSING = re.compile(rb"Sending process \d+ closing signal SIGTERM")
 # the same for a JAX rank 0 whose coordinator service (gRPC) could not bind (then it segfaults)
 COORDINATOR_PORT_IN_USE = re.compile(rb"Failed to add port to server: No address added [^\n]*:(\d+)'")
 

@@ -145,6 +145,12 @@ class ProcessGroup:
             pids.discard(self.watchdog.pid)
         return pids
 
+    def kill_ranks(self) -> None:
+        """SIGKILL this node's rank processes and their descendants, not torchrun (which then reports
+        how its workers ended)."""
+        ranks = set(self.rank_pids().values()) - {proc.pid for proc in self.procs if proc.poll() is None}
+        procs.kill(ranks | procs.descendants(*ranks))
+
     def kill_all(self) -> None:
         """SIGKILL every process of the launch, until none is left (new ones may appear meanwhile)."""
         own = {proc.pid for proc in self.procs}
