@@ -40,6 +40,7 @@ STOP = "stop"
 BEAT_EVERY_S = 1.0
 DEFAULT_TIMEOUT_S = 30.0
 FIRST_LINE_WAIT_S = 60.0  # how long the remote launcher waits for the channel's first line
+BROKEN_WAIT_S = 0.5  # after stdin ended: how long stdout and stderr get to show they are gone too
 
 
 def hello(secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> bytes:
@@ -116,11 +117,11 @@ class Leash:
     """Watches the channel after its first line; ends this launcher's launch when it ends.
 
     The stop comes first, whatever writing does: the channel that ended is also this launcher's
-    stdout and stderr (a closed connection: every write fails, EPIPE; a link down: a write blocks
-    once sshd's buffers are full). So when the channel is gone, both are pointed at ``/dev/null``
-    (:func:`silence`: every later line of this launcher -- the console, its errors -- is dropped, a
-    write blocked in another thread returns), then the launch gets its SIGINT, and only then is the
-    reason said (best effort). Whatever goes wrong in the thread, the launch is stopped."""
+    stdout and stderr, and when the connection is gone every write there fails (EPIPE). So when
+    stdin ends or falls silent and stdout or stderr is found broken (:func:`broken`), both are
+    pointed at ``/dev/null`` (:func:`silence`: every later line of this launcher -- the console, its
+    errors -- is dropped); then the launch gets its SIGINT, and only then is the reason said (best
+    effort). Whatever goes wrong in the thread, the launch is stopped."""
 
     def __init__(self, lines: _Lines, timeout_s: float) -> None:
         self.lines, self.timeout_s = lines, timeout_s
@@ -132,11 +133,11 @@ class Leash:
         return self
 
     def _stop(self, why: str, gone: bool) -> None:
-        """``gone``: the channel is dead (closed or silent), so are stdout and stderr."""
+        """``gone``: the channel ended (closed or silent): stdout and stderr may have gone with it."""
         first = self.why is None
         if first:
             self.why = why
-        if gone:
+        if gone and broken():
             silence()
         os.kill(os.getpid(), signal.SIGINT)  # as one Ctrl+C does (a second one: kill at once)
         if first:
@@ -164,6 +165,18 @@ class Leash:
                 self._stop("Ctrl+C on the launching host", gone=False)
 
 
+def broken(fds: tuple[int, ...] = (1, 2), wait_s: float = BROKEN_WAIT_S) -> bool:
+    """Whether writing to any of ``fds`` fails now or within ``wait_s`` (its reader is gone: sshd
+    closes the remote command's streams one after the other when the connection drops). Never raises."""
+    try:
+        poll = select.poll()
+        for fd in fds:
+            poll.register(fd, 0)  # errors only: POLLERR (a pipe without reader), POLLHUP, POLLNVAL
+        return bool(poll.poll(int(wait_s * 1000)))
+    except (OSError, ValueError):
+        return True
+
+
 def silence(fds: tuple[int, ...] = (1, 2)) -> None:
     """Point ``fds`` (stdout, stderr: the SSH channel) at ``/dev/null``, so that no write of this
     process fails or blocks on a channel that is gone. Never raises."""
@@ -186,7 +199,7 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
     lines = _Lines(fd)
     try:
         first = lines.next(FIRST_LINE_WAIT_S)
-        if first is None:  # the connection is gone: so is the console the error would go to
+        if first is None and broken():  # the connection is gone: so is the console the error would go to
             silence()
             raise ValueError("the SSH channel closed before its first line")
         given, timeout = parse_hello(first)
