@@ -20,8 +20,8 @@ the launch stops before it starts a rank anywhere (:func:`run` raises). The whol
 Nothing of it outlives the preflight: the first part watches the channel (the client's stdin, a
 pipe this launcher holds open and writes nothing to) and, when it closes -- the client is gone, the
 connection dropped, or this launcher ended -- ends the remote command's whole process group (sshd
-makes it one). A Ctrl+C here (or any end of :func:`check` but its own) kills every client it
-started, so the hosts stop at once.
+makes it one). A Ctrl+C here (or any end of :func:`check` but its own) closes every client's
+stdin: the hosts stop at once, and their clients with them.
 
 ``ssh`` here is a short query with a timeout, as ``sbatch`` or ``kubectl`` are elsewhere; the
 launch's own ssh clients are started by launcher/run/.
@@ -87,52 +87,48 @@ def argv(node: SshNode) -> list[str]:
 
 
 class Clients:
-    """The preflight's ssh clients while they run: :meth:`kill_all` ends every one (a Ctrl+C here)."""
+    """The preflight's ssh clients while they run. Each one's stdin is a pipe held open here and
+    never written to; :meth:`end_all` (a Ctrl+C here) closes them all: each client passes the EOF on,
+    each host's WATCH ends its preflight, and the client ends with it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: set[subprocess.Popen] = set()
-        self.killed = False
+        self._open: set[int] = set()  # the write ends of the clients' stdin still open
+        self.ended = False
 
     def ask(self, node: SshNode, timeout: float) -> Answer:
-        """Run the preflight on ``node``'s host: a bounded query. The client's stdin is a pipe held
-        open here until it ends (the remote WATCH sees it close with this launcher)."""
+        """Run the preflight on ``node``'s host: a bounded query."""
         read, write = os.pipe()
         try:
             with self._lock:
-                if self.killed:
+                if self.ended:
                     return Answer(130, "", "")
-                try:
-                    proc = subprocess.Popen(
-                        argv(node), stdin=read, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-                    )
-                except OSError as err:  # no ssh client here
-                    return Answer(127, "", f"{err.strerror or err}: ssh")
-                self._running.add(proc)
-            os.close(read)
-            read = -1
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-                return Answer(None, out or "", "")
-            finally:
-                with self._lock:
-                    self._running.discard(proc)
-            return Answer(proc.returncode, out, err)
+                self._open.add(write)
+            done = subprocess.run(argv(node), stdin=read, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
+            return Answer(None, out, "")
+        except OSError as err:  # no ssh client here
+            return Answer(127, "", f"{err.strerror or err}: ssh")
         finally:
-            for fd in (read, write):
-                if fd >= 0:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+            os.close(read)
+            self._close(write)
+        return Answer(done.returncode, done.stdout, done.stderr)
 
-    def kill_all(self) -> None:
+    def _close(self, write: int) -> None:
         with self._lock:
-            self.killed = True
-            for proc in self._running:
+            if write in self._open:  # (closed once: the number may be another file's afterwards)
+                self._open.discard(write)
                 with contextlib.suppress(OSError):
-                    proc.kill()
+                    os.close(write)
+
+    def end_all(self) -> None:
+        with self._lock:
+            self.ended = True
+            for write in list(self._open):
+                self._open.discard(write)
+                with contextlib.suppress(OSError):
+                    os.close(write)
 
 
 def ask(node: SshNode, timeout: float) -> Answer:
@@ -236,7 +232,7 @@ def _timeout(node: SshNode) -> str:
 
 def check(plan: SshPlan, ours: str, asker: Callable[[SshNode, float], Answer] | None = None) -> list[UserError]:
     """Every host that is not ready, as one error each (none: every host is ready), asked all at once.
-    Ended otherwise (a Ctrl+C: KeyboardInterrupt), every client still running is killed first."""
+    Ended otherwise (a Ctrl+C: KeyboardInterrupt), every client still running is ended first."""
     timeout = plan.connect_timeout + WORK_TIMEOUT_S
     port = (_option(plan.nodes[0].ssh_argv, "-p") if plan.nodes else None) or "22"
     clients = Clients()
@@ -244,7 +240,7 @@ def check(plan: SshPlan, ours: str, asker: Callable[[SshNode, float], Answer] | 
     try:
         answers = list(pool.map(lambda node: (asker or clients.ask)(node, timeout), plan.nodes))
     except BaseException:
-        clients.kill_all()
+        clients.end_all()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
