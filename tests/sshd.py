@@ -95,17 +95,22 @@ def sshd_config(folder: Path, index: int, address: str) -> str:
 
 
 def strace(out: Path, argv: Sequence[str]) -> list[str]:
-    """``argv`` under ``strace -f``: every ``execve`` of it and all it starts, written to ``out``
-    (each with its whole argv; the environment is not written)."""
+    """``argv`` under ``strace -ff``: every ``execve`` of it and all it starts, written to
+    ``out.<pid>`` (one file per process: no line split by another's; each with its whole argv, the
+    environment not written)."""
     if shutil.which("strace") is None:
         require.unavailable("SSH", "strace not found (apt-get install strace)")
-    trace = ["strace", "-f", "--seccomp-bpf", "-qq", "-e", "trace=execve", "-e", "signal=none", "-s", "1000000"]
+    trace = ["strace", "-ff", "--seccomp-bpf", "-qq", "-e", "trace=execve", "-e", "signal=none", "-s", "1000000"]
     return [*trace, "-o", str(out), *argv]
 
 
 def execve_argvs(trace: Path) -> list[str]:
-    """The argv of every ``execve`` in an strace file, as the trace writes it (one string each)."""
-    return [line for line in trace.read_text(errors="replace").splitlines() if "execve(" in line]
+    """Every ``execve`` line of an strace (the files ``trace.<pid>``), as the trace writes it: the
+    program, its whole argv, the result (``= 0``; a miss of the PATH search ``= -1 ENOENT``)."""
+    lines = []
+    for path in sorted(trace.parent.glob(f"{trace.name}.*")):
+        lines += [line for line in path.read_text(errors="replace").splitlines() if "execve(" in line]
+    return lines
 
 
 class SshHosts:
@@ -164,8 +169,8 @@ class SshHosts:
         return [*argv, "-l", USER, self.hosts[index].addr, *command]
 
     def traced(self) -> list[Path]:
-        """The execve traces of the sshds (``trace=True``)."""
-        return sorted(self.folder.glob("sshd*.execve"))
+        """The execve traces of the sshds (``trace=True``; read them with :func:`execve_argvs`)."""
+        return [self.folder / f"sshd{index}.execve" for index in sorted(self.sshd)]
 
     def log(self, index: int) -> str:
         """Host ``index``'s sshd log (its -E file): who logged in, what failed."""
