@@ -287,11 +287,54 @@ def section_env(cfg, section: str) -> dict:
     return cfg.ray.runtime_env.setdefault("env_vars", {})
 
 
+def references(dict_cfg) -> list[str]:
+    """The dotted paths of the secret entries of SECTIONS whose value, as composed, is a reference
+    (``${oc.env:HF_TOKEN}``, typed or in a profile): resolved here, where the command is typed.
+
+    >>> from omegaconf import OmegaConf
+    >>> references(OmegaConf.create({"worker_env": {"HF_TOKEN": "${oc.env:T}", "A_KEY": "x", "N": "${oc.env:N}"},
+    ...                              "profile": {"env": {"WANDB_API_KEY": "${oc.env:W,''}"}}}))
+    ['worker_env.HF_TOKEN', 'profile.env.WANDB_API_KEY']
+    """
+    from omegaconf import DictConfig, OmegaConf
+
+    found = []
+    for section in SECTIONS:
+        node = OmegaConf.select(dict_cfg, section, throw_on_missing=False, throw_on_resolution_failure=False)
+        if not isinstance(node, DictConfig) or node._is_none():
+            continue
+        for name in node.keys():
+            raw = node._get_node(name)._value()
+            if is_secret(str(name)) and isinstance(raw, str) and _REFERENCE.search(raw):
+                found.append(f"{section}.{name}")
+    return found
+
+
 @dataclass
 class Vault:
-    """The secret values taken off the command line: ``{dotted key: {placeholder: value}}``."""
+    """The secret values taken off the command line: ``{dotted key: {placeholder: value}}``; and, for
+    one launch, the secrets given by reference with the values they resolved to here (``referenced``:
+    ``{dotted key: value}``, see :func:`references`; ``submit=ssh`` carries them as typed ones)."""
 
     values: dict[str, dict[str, str]] = field(default_factory=dict)
+    referenced: dict[str, str] = field(default_factory=dict)
+
+    def resolved_here(self, paths: Sequence[str], cfg) -> Vault:
+        """This vault, with the values the typed config ``cfg`` resolved for the references at ``paths``.
+
+        >>> class C: worker_env, profile = {"HF_TOKEN": "abc"}, None
+        >>> Vault().resolved_here(["worker_env.HF_TOKEN"], C()).referenced
+        {'worker_env.HF_TOKEN': 'abc'}
+        """
+        if not paths:
+            return self
+        found = {}
+        for path in paths:
+            section, name = section_name(path)
+            value = section_env(cfg, section).get(name) if section is not None else None
+            if value is not None:
+                found[path] = str(value)
+        return replace(self, referenced=found)
 
     def reveal(self, cfg):
         """Put the real values back into the typed config, where Hydra left a placeholder of ours."""

@@ -125,13 +125,15 @@ class Session:
         from omegaconf import OmegaConf
 
         cfg = self.vault.reveal(_to_object(dict_cfg, self.typed.presets))
+        # a secret given by reference (${oc.env:HF_TOKEN}) is resolved here, where the command is typed
+        vault = self.vault.resolved_here(secrets.references(dict_cfg), cfg)
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
         cfg.script_args += [*self.typed.script_args, *self.typed.resume_args]
         # the point's own overrides, as typed: an interpolation (${oc.env:HF_TOKEN}) stays one
         task = OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
         typed = replace(self.typed, overrides=tuple(task))
         num = None if job is None else job.num
-        return Launch(cfg, typed, _planned_dir(cfg), self.vault, num, self._composed(job))
+        return Launch(cfg, typed, _planned_dir(cfg), vault, num, self._composed(job))
 
     def _backend(self, name: str):
         """The back end for ``submit=name``, one per invocation (it keeps its launches' state)."""

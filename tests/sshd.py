@@ -94,6 +94,25 @@ def sshd_config(folder: Path, index: int, address: str) -> str:
     )
 
 
+def strace(out: Path, argv: Sequence[str]) -> list[str]:
+    """``argv`` under ``strace -ff``: every ``execve`` of it and all it starts, written to
+    ``out.<pid>`` (one file per process: no line split by another's; each with its whole argv, the
+    environment not written)."""
+    if shutil.which("strace") is None:
+        require.unavailable("SSH", "strace not found (apt-get install strace)")
+    trace = ["strace", "-ff", "--seccomp-bpf", "-qq", "-e", "trace=execve", "-e", "signal=none", "-s", "1000000"]
+    return [*trace, "-o", str(out), *argv]
+
+
+def execve_argvs(trace: Path) -> list[str]:
+    """Every ``execve`` line of an strace (the files ``trace.<pid>``), as the trace writes it: the
+    program, its whole argv, the result (``= 0``; a miss of the PATH search ``= -1 ENOENT``)."""
+    lines = []
+    for path in sorted(trace.parent.glob(f"{trace.name}.*")):
+        lines += [line for line in path.read_text(errors="replace").splitlines() if "execve(" in line]
+    return lines
+
+
 class SshHosts:
     """Context manager: ``n`` namespace hosts, an sshd on each (but ``without_sshd``), and the client
     side (key, known_hosts) under ``folder``."""
@@ -106,12 +125,16 @@ class SshHosts:
         client: bool = False,
         hostnames: bool = False,
         own_disk: Path | None = None,
+        trace: bool = False,
     ) -> None:
         """``own_disk``: a directory each sshd host sees as a disk of its own (an empty tmpfs mounted
         there in that sshd's mount namespace, so in its sessions): what a node writes there is not
-        visible here, nor on another host (a workstation's local disk)."""
+        visible here, nor on another host (a workstation's local disk). ``trace``: each sshd runs
+        under ``strace -f``, every ``execve`` of everything it starts (sessions, shells, what they
+        run) written to ``folder/sshd<i>.execve`` (:meth:`traced`)."""
         self.n, self.folder, self.without_sshd, self.with_client = n, Path(folder), tuple(without_sshd), client
         self.own_disk = own_disk
+        self.trace = trace
         self._hosts = Hosts(n + (1 if client else 0), hostnames=hostnames)
         self.hosts: list[Host] = []
         self.client: Host | None = None
@@ -144,6 +167,10 @@ class SshHosts:
         for option in self.options:
             argv += ["-o", option]
         return [*argv, "-l", USER, self.hosts[index].addr, *command]
+
+    def traced(self) -> list[Path]:
+        """The execve traces of the sshds (``trace=True``; read them with :func:`execve_argvs`)."""
+        return [self.folder / f"sshd{index}.execve" for index in sorted(self.sshd)]
 
     def log(self, index: int) -> str:
         """Host ``index``'s sshd log (its -E file): who logged in, what failed."""
@@ -182,6 +209,8 @@ class SshHosts:
             log = self.folder / f"sshd{host.index}.log"
             # -D: stay in the foreground (Host.run's process: killed with the namespace), -E: log file
             argv = [SSHD, "-D", "-f", str(config), "-E", str(log)]
+            if self.trace:
+                argv = strace(self.folder / f"sshd{host.index}.execve", argv)
             if self.own_disk is not None:
                 mount = 'mount -t tmpfs tmpfs "$0" && exec "$@"'
                 argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(self.own_disk), *argv]

@@ -141,3 +141,27 @@ def test_a_launcher_told_of_a_channel_that_sends_no_first_line(tmp_path):
         f"from stdin (not the SSH channel's first line) (unset {SSH_CHANNEL_VAR})"
     )
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_dead_channel_stops_every_rank_though_nothing_can_be_written_to_it(tmp_path):
+    """The connection is gone: stdin at EOF, and stdout and stderr -- the same channel -- closed
+    (every write fails, EPIPE). The launch still stops, every rank with it, and its record closes."""
+    import json
+
+    proc, pid_dir = sleeping_ranks(tmp_path)
+    proc.stdout.close()  # what sshd does to the remote command's streams when the connection drops
+    proc.stderr.close()
+    proc.stdout = proc.stderr = None
+    drop(proc)
+    try:
+        code = proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)  # (the failure this guards: a launch left running; end it)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        raise AssertionError("the launch did not stop when its channel died") from None
+    assert code == 130
+    assert survivors(pid_dir) == []
+    (status,) = (tmp_path / "runs").glob("*/status.json")
+    record = json.loads(status.read_text())
+    assert (record["exit_code"], record["reason"]) == (130, "stopped by SIGINT")

@@ -7,6 +7,7 @@ Ctrl+C, the leash, the secret on the channel, the record.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -278,3 +279,81 @@ def test_the_bundled_trainer_trains_across_two_hosts(lab, tmp_path):
     info = json.loads((trained / "run_info.json").read_text())
     assert info["world_size"] == 2 and info["dist_backend"] == "gloo"
     assert list((trained / "checkpoints").glob("iter_000003.ckpt"))
+
+
+def node_statuses(tmp: Path) -> list[dict]:
+    """Each node's own record (node<i>/status.json: the hosts share this disk)."""
+    here = record(tmp)
+    return [json.loads((here / f"node{i}" / "status.json").read_text()) for i in (0, 1)]
+
+
+def test_sigkill_of_the_launching_side_leaves_nothing_on_any_host(lab, tmp_path):
+    """The machine that typed the command dies (its launcher and its ssh clients SIGKILLed): every
+    remote launcher sees its channel close and stops its launch -- no launcher, torchrun or rank is
+    left on any host, and each node's record is closed."""
+    from netns import kill_group
+    from supervise_util import survivors, wait_for_files
+
+    proc, pid_dir = sleeping(lab, tmp_path, "launcher.grace_period=5", script_args=("--mode", "sleep"))
+    wait_for_files(pid_dir, 12, timeout=120)  # four ranks, two helpers each
+    clients = [p for p in ns_pids(lab.hosts[0]) if _cmdline(p).startswith(b"ssh\0")]
+    assert len(clients) == 2, clients
+    kill_group(proc)
+    for pid in clients:  # the ssh clients are in sessions of their own: as the machine dies, they do
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    wait_for(lambda: left_in(lab) == {} or None, 40, "nothing left on any host")
+    assert survivors(pid_dir) == []
+    for status in node_statuses(tmp_path):
+        assert status["exit_code"] == 130 and status["reason"] == "stopped by SIGINT", status
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def remote(lab, text: bytes) -> dict[int, list[int]]:
+    """The processes of each host (by its namespace) whose command line holds ``text``."""
+    return {h.index: [p for p in ns_pids(h) if text in _cmdline(p)] for h in lab.hosts}
+
+
+def test_sigkill_while_the_remote_launchers_start_leaves_nothing(lab, tmp_path):
+    """The launching side dies while each host's launcher is still starting (here: its shell line
+    waits 3 s before the launcher, as a slow import would): each launcher finds its channel closed
+    as it starts, and nothing is left -- no launcher, no torchrun, no rank."""
+    from netns import kill_group
+    from supervise_util import survivors
+
+    slow = f"ssh.command='sleep 3.5 && exec {sys.executable} -m launcher'"
+    proc, pid_dir = sleeping(lab, tmp_path, slow, script_args=("--mode", "sleep"))
+    launching = b"TRAIN_MULTIGPU_SSH_CHANNEL=1"  # the launch's clients (not the preflight's)
+    wait_for(lambda: len(remote(lab, launching)[0]) == 2 or None, 120, "the launch's ssh clients")
+    clients = remote(lab, launching)[0]
+    wait_for(lambda: all(remote(lab, b"sleep\x003.5").values()) or None, 30, "both hosts starting")
+    kill_group(proc)
+    for pid in clients:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    wait_for(lambda: left_in(lab) == {} or None, 40, "nothing left on any host")
+    time.sleep(3)  # nothing comes back either
+    assert left_in(lab) == {}
+    assert survivors(pid_dir) == []
+
+
+def test_ctrl_c_during_a_slow_preflight_stops_it_on_every_host(lab, tmp_path):
+    """A Ctrl+C while the hosts answer the preflight (here: each host's launcher takes a minute to
+    start): the launch ends at once, exit 130, and nothing of the preflight runs on any host after."""
+    slow = f"ssh.command='sleep 60 && exec {sys.executable} -m launcher'"
+    proc, _ = sleeping(lab, tmp_path, slow, script_args=("--mode", "sleep"))
+    wait_for(lambda: all(remote(lab, b"sleep\x0060").values()) or None, 120, "both hosts' preflight")
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=20)
+    assert code == 130, (out, err)
+    assert "Traceback" not in err, err
+    wait_for(lambda: left_in(lab) == {} or None, 10, f"nothing left: {left_in(lab)}")
+    assert not (tmp_path / "runs").exists()  # nothing started: no record either

@@ -60,7 +60,7 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
     assert [n.host for n in plan.nodes] == ["gpu-a", "gpu-b"]
     for rank, node in enumerate(plan.nodes):
         assert node.ssh_argv == (
-            "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+            "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-T", "-o", "PermitLocalCommand=no",
             "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3", node.host,
         )  # fmt: skip
         assert node.entry == f"{PY} -m launcher" and node.workdir == CWD
@@ -179,7 +179,7 @@ def test_ssh_keys_reach_the_ssh_command_only():
         "+ssh.options=['ProxyJump=gw','StrictHostKeyChecking=accept-new']",
     ).payload  # fmt: skip
     node = plan.nodes[1]
-    assert node.ssh_argv[5:-1] == (
+    assert node.ssh_argv[8:-1] == (
         "-l", "lab", "-i", "/keys/lab", "-o", "ProxyJump=gw", "-o", "StrictHostKeyChecking=accept-new",
         "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
     )  # fmt: skip
@@ -229,8 +229,14 @@ def test_a_deepspeed_hostfile_names_the_hosts_and_slots_set_the_ranks_per_node(t
         (
             "gpu-a slots=4 max_slots=8\n",
             (),
-            "ssh.hostfile=line 1 'gpu-a slots=4 max_slots=8': each line is 'HOST slots=N' (N >= 1), 'HOST', "
-            "a # comment or blank (docs/ssh.md#the-hostfile)",
+            "ssh.hostfile=line 1 'gpu-a slots=4 max_slots=8': each line is 'HOST slots=N' (N from 1 to 4096), "
+            "'HOST', a # comment or blank (docs/ssh.md#the-hostfile)",
+        ),
+        (
+            "gpu-a slots=99999999999999999999\n",
+            (),
+            "ssh.hostfile=line 1 'gpu-a slots=99999999999999999999': each line is 'HOST slots=N' "
+            "(N from 1 to 4096), 'HOST', a # comment or blank (docs/ssh.md#the-hostfile)",
         ),
         (
             "# nobody yet\n",
@@ -324,6 +330,48 @@ def test_an_unreadable_hostfile(tmp_path):
             (*TWO, "ssh.options=['ConnectTimeout=3']"),
             "ssh.options=ConnectTimeout=3: the connect timeout is ssh.connect_timeout=N (docs/ssh.md)",
         ),
+        # what would break the channel (a terminal echoes the secrets): one line each, never overridden silently
+        (
+            (*TWO, "ssh.options=['RequestTTY=force']"),
+            "ssh.options=RequestTTY=force: the launch runs without a terminal (ssh -T): a terminal would echo "
+            "the secrets (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['requesttty yes']"),
+            "ssh.options=requesttty yes: the launch runs without a terminal (ssh -T): a terminal would echo "
+            "the secrets (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['PermitLocalCommand=yes']"),
+            "ssh.options=PermitLocalCommand=yes: the launch sets PermitLocalCommand=no: a LocalCommand shares "
+            "ssh's stdin, the secrets (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['RemoteCommand=bash']"),
+            "ssh.options=RemoteCommand=bash: the launch runs its own command on each host (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['SessionType=none']"),
+            "ssh.options=SessionType=none: the launch runs its own command on each host (docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['StdinNull=yes']"),
+            "ssh.options=StdinNull=yes: the launch speaks on ssh's stdin (the secrets, then a beat every second) "
+            "(docs/ssh.md)",
+        ),
+        (
+            (*TWO, "ssh.options=['ForkAfterAuthentication=yes']"),
+            "ssh.options=ForkAfterAuthentication=yes: the launch stays with every ssh client to the end "
+            "(one Ctrl+C, one exit code) (docs/ssh.md)",
+        ),
+        (
+            ("submit=ssh", "ssh.hosts=[':']"),
+            "ssh.hosts=:: a host name or address (gpu-a, 10.0.0.2, fd00::2) (docs/ssh.md#the-hostfile)",
+        ),
+        (
+            ("submit=ssh", "ssh.hosts=['[fd00::1']"),
+            "ssh.hosts=[fd00::1: a host name or address (gpu-a, 10.0.0.2, fd00::2) (docs/ssh.md#the-hostfile)",
+        ),
         (
             (*TWO, "ssh.python=python3", "ssh.command=train_multigpu"),
             "ssh.command=train_multigpu: either ssh.python or ssh.command, not both "
@@ -382,7 +430,8 @@ def test_the_example_lab_profile(tmp_path, monkeypatch, isaaclab):
     plan = SshBackend(python=PY, cwd=str(tmp_path)).dryrun(launch).payload
     node = plan.nodes[1]
     assert node.ssh_argv == (
-        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-l", "rl", "-i", "~/.ssh/id_lab",
+        "ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-T", "-o", "PermitLocalCommand=no",
+        "-l", "rl", "-i", "~/.ssh/id_lab",
         "-o", "StrictHostKeyChecking=accept-new", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
         "gpu-b",
     )  # fmt: skip
@@ -438,3 +487,56 @@ def test_help_names_the_ssh_keys(run_cli):
     assert result.returncode == 0
     for text in ("SSH (docs/ssh.md): submit=ssh 'ssh.hosts=[gpu-a,gpu-b]'", "ssh.hostfile=FILE", "ssh.workdir"):
         assert text in result.stdout
+
+
+def test_the_safe_values_of_the_channel_options_are_taken():
+    options = ["RequestTTY=no", "PermitLocalCommand=no", "RemoteCommand=none", "StdinNull=no", "SessionType=default"]
+    plan = dryrun(*TWO, f"ssh.options=[{','.join(repr(o) for o in options)}]").payload
+    assert plan.nodes[0].ssh_argv[4:8] == ("ConnectTimeout=10", "-T", "-o", "PermitLocalCommand=no")
+    assert plan.nodes[0].ssh_argv.count("-o") == 5 + len(options)  # the lab's own, and ours
+
+
+def test_a_secret_given_by_reference_is_resolved_here_and_travels_on_the_channel(run_cli, monkeypatch):
+    """``${oc.env:NAME}`` means what it means on every back end: read where the command is typed. Its
+    value goes on the channel, each node's command carries the placeholder (a typed reference in its
+    place; a profile's appended)."""
+    monkeypatch.setenv("API_TOKEN", SECRET)
+    monkeypatch.setenv("WANDB_API_KEY", SECRET + "-wandb")
+    result = run_cli(
+        *TWO, "+worker_env.API_TOKEN=${oc.env:API_TOKEN}", "+profile.env.WANDB_API_KEY=${oc.env:WANDB_API_KEY}",
+        "task=Pendulum-v1", "dry_run=true",
+    )  # fmt: skip
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert SECRET not in result.stdout
+    assert (
+        "# secrets on each ssh client's stdin (never on a command line): worker_env.API_TOKEN, "
+        "profile.env.WANDB_API_KEY" in result.stdout
+    )
+    for line in (line for line in result.stdout.splitlines() if line.startswith("ssh ")):
+        remote = shlex.split(shlex.split(line)[-1])
+        assert "+worker_env.API_TOKEN=***" in remote and "+profile.env.WANDB_API_KEY=***" in remote, remote
+        assert not any("oc.env" in word for word in remote), remote
+
+
+def test_a_profiles_secret_reference_is_resolved_here_too(tmp_path, monkeypatch, isaaclab):
+    """examples/profiles/lab_ssh.yaml reads WANDB_API_KEY as ``${oc.env:WANDB_API_KEY,''}``: the value
+    here travels on the channel, the node's command names the placeholder after the overrides."""
+    import shutil
+
+    from launcher import secrets
+
+    target = tmp_path / ".train_multigpu" / "profile"
+    target.mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "profiles" / "lab_ssh.yaml", target)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WANDB_API_KEY", SECRET)
+    masked, vault = grammar.hide(["profile=lab_ssh", "task=Isaac-Cartpole-v0"], False)
+    dict_cfg = compose.compose_dict(compose.with_default_profile(masked, {}))
+    assert secrets.references(dict_cfg) == ["profile.env.WANDB_API_KEY"]
+    cfg = vault.reveal(compose.to_typed(dict_cfg))
+    resolved = vault.resolved_here(secrets.references(dict_cfg), cfg)  # as the session does for every launch
+    launch = Launch(cfg, Typed(overrides=tuple(masked)), Path("/r/x"), resolved)
+    plan = SshBackend(python=PY, cwd=str(tmp_path)).dryrun(launch).payload
+    assert "profile.env.WANDB_API_KEY=***" in plan.nodes[1].remote_argv
+    assert plan.secrets == ("profile.env.WANDB_API_KEY",)
+    assert plan.vault.values == {"profile.env.WANDB_API_KEY": {"***": SECRET}}

@@ -22,6 +22,7 @@ other nodes too, whichever way this one ended.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -39,6 +40,7 @@ STOP = "stop"
 BEAT_EVERY_S = 1.0
 DEFAULT_TIMEOUT_S = 30.0
 FIRST_LINE_WAIT_S = 60.0  # how long the remote launcher waits for the channel's first line
+BROKEN_WAIT_S = 0.5  # after stdin ended: how long stdout and stderr get to show they are gone too
 
 
 def hello(secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> bytes:
@@ -112,7 +114,14 @@ class _Lines:
 
 
 class Leash:
-    """Watches the channel after its first line; ends this launcher's launch when it ends."""
+    """Watches the channel after its first line; ends this launcher's launch when it ends.
+
+    The stop comes first, whatever writing does: the channel that ended is also this launcher's
+    stdout and stderr, and when the connection is gone every write there fails (EPIPE). So when
+    stdin ends or falls silent and stdout or stderr is found broken (:func:`broken`), both are
+    pointed at ``/dev/null`` (:func:`silence`: every later line of this launcher -- the console, its
+    errors -- is dropped); then the launch gets its SIGINT, and only then is the reason said (best
+    effort). Whatever goes wrong in the thread, the launch is stopped."""
 
     def __init__(self, lines: _Lines, timeout_s: float) -> None:
         self.lines, self.timeout_s = lines, timeout_s
@@ -123,24 +132,62 @@ class Leash:
         self._thread.start()
         return self
 
-    def _stop(self, why: str) -> None:
-        if self.why is None:
+    def _stop(self, why: str, gone: bool) -> None:
+        """``gone``: the channel ended (closed or silent): stdout and stderr may have gone with it."""
+        first = self.why is None
+        if first:
             self.why = why
-            print(f"[{PROG}] {why}: stopping this node's launch", flush=True)
+        if gone and broken():
+            silence()
         os.kill(os.getpid(), signal.SIGINT)  # as one Ctrl+C does (a second one: kill at once)
+        if first:
+            with contextlib.suppress(Exception):
+                print(f"[{PROG}] {why}: stopping this node's launch", flush=True)
 
     def _watch(self) -> None:
+        try:
+            self._follow()
+        except BaseException:  # noqa: BLE001 -- a leash that breaks still stops the launch
+            with contextlib.suppress(BaseException):
+                self._stop("the SSH channel could not be read", gone=True)
+
+    def _follow(self) -> None:
         while True:
             try:
                 line = self.lines.next(self.timeout_s)
             except TimeoutError:
-                self._stop(f"the SSH channel was silent for {self.timeout_s:g} s")
+                self._stop(f"the SSH channel was silent for {self.timeout_s:g} s", gone=True)
                 return
             if line is None:
-                self._stop("the SSH connection closed")
+                self._stop("the SSH connection closed", gone=True)
                 return
             if line.strip() == STOP.encode():
-                self._stop("Ctrl+C on the launching host")
+                self._stop("Ctrl+C on the launching host", gone=False)
+
+
+def broken(fds: tuple[int, ...] = (1, 2), wait_s: float = BROKEN_WAIT_S) -> bool:
+    """Whether writing to any of ``fds`` fails now or within ``wait_s`` (its reader is gone: sshd
+    closes the remote command's streams one after the other when the connection drops). Never raises."""
+    try:
+        poll = select.poll()
+        for fd in fds:
+            poll.register(fd, 0)  # errors only: POLLERR (a pipe without reader), POLLHUP, POLLNVAL
+        return bool(poll.poll(int(wait_s * 1000)))
+    except (OSError, ValueError):
+        return True
+
+
+def silence(fds: tuple[int, ...] = (1, 2)) -> None:
+    """Point ``fds`` (stdout, stderr: the SSH channel) at ``/dev/null``, so that no write of this
+    process fails or blocks on a channel that is gone. Never raises."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.dup2(null, fd)
+        finally:
+            os.close(null)
 
 
 def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
@@ -152,7 +199,8 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
     lines = _Lines(fd)
     try:
         first = lines.next(FIRST_LINE_WAIT_S)
-        if first is None:
+        if first is None and broken():  # the connection is gone: so is the console the error would go to
+            silence()
             raise ValueError("the SSH channel closed before its first line")
         given, timeout = parse_hello(first)
     except (TimeoutError, ValueError) as err:

@@ -14,6 +14,21 @@ MAX_CONNECT_TIMEOUT_S = 600
 _OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9]*(=|\s+)\S.*$")
 # options the launch sets itself: a different value would break it (a prompt that waits forever)
 _OWN_OPTIONS = ("batchmode",)
+# options that would break the SSH channel (the secrets, then a beat every second, on ssh's stdin):
+# name -> (the one value allowed, why). ssh keeps the first value it gets of each option, from the
+# command line before any config file: the launch's own -T and -o PermitLocalCommand=no come first
+# (launcher/ssh/command.py); these are refused here so that no typed value is silently overridden
+CHANNEL_OPTIONS = {
+    "requesttty": ("no", "the launch runs without a terminal (ssh -T): a terminal would echo the secrets"),
+    "permitlocalcommand": (
+        "no",
+        "the launch sets PermitLocalCommand=no: a LocalCommand shares ssh's stdin, the secrets",
+    ),
+    "remotecommand": ("none", "the launch runs its own command on each host"),
+    "sessiontype": ("default", "the launch runs its own command on each host"),
+    "stdinnull": ("no", "the launch speaks on ssh's stdin (the secrets, then a beat every second)"),
+    "forkafterauthentication": ("no", "the launch stays with every ssh client to the end (one Ctrl+C, one exit code)"),
+}
 
 
 def check(ssh) -> None:
@@ -64,6 +79,11 @@ def check(ssh) -> None:
             )
         if name == "connecttimeout":
             raise UserError("ssh.options", option, "the connect timeout is ssh.connect_timeout=N", HINT)
+        if name in CHANNEL_OPTIONS:
+            allowed, why = CHANNEL_OPTIONS[name]
+            value = re.split(r"[=\s]+", text, maxsplit=1)[1].strip().strip("\"'")
+            if value.lower() != allowed:
+                raise UserError("ssh.options", option, why, HINT)
     for key in ("user", "identity", "python", "workdir"):
         value = getattr(ssh, key)
         if value is not None and (not str(value).strip() or str(value).startswith("-")):

@@ -1,7 +1,7 @@
 """``submit=ssh``, the pure part: each node's ssh command line and the launcher command it runs there.
 
 Node ``i`` (host ``i`` of ``ssh.hosts`` / the hostfile) runs, through
-``ssh -o BatchMode=yes -o ConnectTimeout=N [-l USER] [-p PORT] [-i FILE] [-o OPTION...]
+``ssh -o BatchMode=yes -o ConnectTimeout=N -T -o PermitLocalCommand=no [-l USER] [-p PORT] [-i FILE] [-o OPTION...]
 -o ServerAliveInterval=5 -o ServerAliveCountMax=3 HOST``::
 
     cd <workdir> && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && <ssh.python> -m launcher [--config-dir DIR]
@@ -37,7 +37,7 @@ exactly.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,6 +50,13 @@ if TYPE_CHECKING:
     from ..secrets import Vault
 
 SSH = "ssh"
+# what keeps the channel (the secrets, then the beats, on ssh's stdin) to ssh and the remote
+# launcher alone, whatever the user's ssh configuration says: no terminal (one would echo every line
+# of the channel on the console: the secrets) and no LocalCommand (it would share ssh's stdin). ssh
+# keeps the first value it is given of each option, the command line's before any config file's, so
+# these come before ssh.options (checks.CHANNEL_OPTIONS refuses a typed value that differs); -T
+# beats any RequestTTY wherever it is
+CHANNEL = ("-T", "-o", "PermitLocalCommand=no")
 # a connection that went silent (a link down, a host gone) ends its client after ~15 s: exit 255
 ALIVE = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
 ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launcher/__main__.py)
@@ -135,12 +142,15 @@ class SshPlan:
 def ssh_argv(
     host: Host, user: str | None, port: int | None, identity: str | None, options: Sequence[str], connect_timeout: int
 ) -> list[str]:
-    """``ssh`` with its options for one host: never a prompt (BatchMode), a bounded connect.
+    """``ssh`` with its options for one host: never a prompt (BatchMode), a bounded connect, no
+    terminal and no local command (:data:`CHANNEL`).
 
-    >>> ssh_argv(Host("gpu-a"), "me", 2222, "/k/id", ["StrictHostKeyChecking=accept-new"], 5)[5:]
+    >>> ssh_argv(Host("gpu-a"), "me", 2222, "/k/id", ["StrictHostKeyChecking=accept-new"], 5)[5:8]
+    ['-T', '-o', 'PermitLocalCommand=no']
+    >>> ssh_argv(Host("gpu-a"), "me", 2222, "/k/id", ["StrictHostKeyChecking=accept-new"], 5)[8:]
     ['-l', 'me', '-p', '2222', '-i', '/k/id', '-o', 'StrictHostKeyChecking=accept-new', '-o', 'ServerAliveInterval=5', '-o', 'ServerAliveCountMax=3', 'gpu-a']
     """  # noqa: E501
-    argv = [SSH, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}"]
+    argv = [SSH, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={connect_timeout}", *CHANNEL]
     if user:
         argv += ["-l", str(user)]
     if port is not None:
@@ -182,6 +192,26 @@ def kept_overrides(overrides: Sequence[str]) -> list[str]:
             continue
         out.append(override)
     return out
+
+
+def by_channel(overrides: Sequence[str], referenced: Mapping[str, str]) -> list[str]:
+    """The overrides with each secret given by reference (``${oc.env:NAME}``, resolved here: its
+    value goes on the channel) as the placeholder the channel fills: a typed one in its place, one
+    from a profile appended (the nodes' profile holds the same reference).
+
+    >>> by_channel(["seed=1", "+worker_env.A_TOKEN=${oc.env:A}"], {"worker_env.A_TOKEN": "x", "profile.env.B_KEY": "y"})
+    ['seed=1', '+worker_env.A_TOKEN=***', 'profile.env.B_KEY=***']
+    """
+    from ..secrets import MASK
+
+    out, left = [], dict(referenced)
+    for override in overrides:
+        key = override_key(override)
+        if key in left and "=" in override:
+            left.pop(key)
+            override = f"{override.split('=', 1)[0]}={MASK}"
+        out.append(override)
+    return out + [f"{path}={MASK}" for path in left]
 
 
 def node_count(nnodes: object, typed: bool, hosts: Sequence[Host]) -> int:
@@ -373,7 +403,9 @@ def build(
     workdir = str(ssh.workdir) if ssh.workdir else cwd
     entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
     jax_framework = "jax" if jax else "torch"
-    before, after = in_typed_order(kept_overrides(typed.overrides), typed.script_args, typed.order, jax_framework)
+    referenced = dict(vault.referenced) if vault is not None else {}
+    kept = by_channel(kept_overrides(typed.overrides), referenced)
+    before, after = in_typed_order(kept, typed.script_args, typed.order, jax_framework)
     typed_args = [*config_flags(typed.hydra_flags, cwd), *before]
     nodes = []
     for rank, host in enumerate(hosts):
@@ -387,6 +419,11 @@ def build(
 
     for rank in sorted({0, count - 1}):  # as node 0 and the last node will check it
         check_node(node_config(cfg, node_settings(cfg, count, nproc, rank, meet, run_dir)), str(ssh.python or python))
+    if referenced:  # carried as typed ones: the values on the channel
+        from ..secrets import MASK, Vault
+
+        values = {**vault.values, **{path: {MASK: value} for path, value in referenced.items()}}
+        vault = Vault(values)
     names = tuple(vault.values) if vault is not None else ()
     return SshPlan(
         tuple(nodes),

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from ..errors import UserError
 
 HINT = "docs/ssh.md#the-hostfile"
-# a host name, an IPv4 address or an IPv6 address (bare or bracketed): what ssh takes as a destination
-_HOST = re.compile(
-    r"^(\[[0-9A-Fa-f:.%\w]+\]|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*|[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?)$"
-)
+# a host name or an IPv4 address; an IPv6 address (bare or bracketed) is checked by ipaddress
+_HOST = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?$")
 _SLOTS = re.compile(r"^slots=(\d+)$")
+MAX_SLOTS = 4096  # ranks on one host: more is a typo (and a dry run would list every one)
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,27 @@ def check_name(name: str, key: str, where: str | None = None) -> str:
         raise UserError(
             key, where or name, "a host name or address (gpu-a, 10.0.0.2, fd00::2)", "the user goes in ssh.user=NAME"
         )
-    if not text or not _HOST.match(text) or text.startswith("-"):
+    if not text or text.startswith("-") or not (_HOST.match(text) or _ipv6(text)):
         raise UserError(key, where or name, "a host name or address (gpu-a, 10.0.0.2, fd00::2)", HINT)
     return text
+
+
+def _ipv6(text: str) -> bool:
+    """An IPv6 address, bare or bracketed, with a zone or without.
+
+    >>> [_ipv6(t) for t in ("fd00::2", "[fd00::2]", "fe80::1%eth0", ":", "::", "[:]", "a:b:c", "[fd00::2")]
+    [True, True, True, False, True, False, False, False]
+    """
+    import ipaddress
+
+    bare = text[1:-1] if text.startswith("[") and text.endswith("]") else text
+    if ":" not in bare or not re.fullmatch(r"[0-9A-Fa-f:.]+(%[\w.\-]+)?", bare):
+        return False
+    try:
+        ipaddress.IPv6Address(bare)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_hostfile(text: str, key: str = "ssh.hostfile") -> list[Host]:
@@ -71,7 +88,7 @@ def parse_hostfile(text: str, key: str = "ssh.hostfile") -> list[Host]:
     >>> parse_hostfile("gpu-a slots=four")
     Traceback (most recent call last):
     ...
-    launcher.errors.UserError: ssh.hostfile=line 1 'gpu-a slots=four': each line is 'HOST slots=N' (N >= 1), 'HOST', a # comment or blank (docs/ssh.md#the-hostfile)
+    launcher.errors.UserError: ssh.hostfile=line 1 'gpu-a slots=four': each line is 'HOST slots=N' (N from 1 to 4096), 'HOST', a # comment or blank (docs/ssh.md#the-hostfile)
     """  # noqa: E501
     hosts: list[Host] = []
     for number, raw in enumerate(text.splitlines(), 1):
@@ -80,13 +97,13 @@ def parse_hostfile(text: str, key: str = "ssh.hostfile") -> list[Host]:
             continue
         fields = line.split()
         slots = None
-        if len(fields) == 2 and (match := _SLOTS.match(fields[1])) and int(match.group(1)) >= 1:
+        if len(fields) == 2 and (match := _SLOTS.match(fields[1])) and 1 <= int(match.group(1)) <= MAX_SLOTS:
             slots = int(match.group(1))
         elif len(fields) != 1:
             raise UserError(
                 key,
                 f"line {number} {raw.strip()!r}",
-                "each line is 'HOST slots=N' (N >= 1), 'HOST', a # comment or blank",
+                f"each line is 'HOST slots=N' (N from 1 to {MAX_SLOTS}), 'HOST', a # comment or blank",
                 HINT,
             )
         hosts.append(Host(check_name(fields[0], key, f"line {number} {raw.strip()!r}"), slots))

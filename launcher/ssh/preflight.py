@@ -1,10 +1,12 @@
 """``submit=ssh``'s preflight: every host asked, in parallel, before any rank starts anywhere.
 
-One ssh connection per host (``BatchMode=yes``, ``ConnectTimeout``, stdin closed) runs there::
+One ssh connection per host (``BatchMode=yes``, ``ConnectTimeout``) runs there::
 
-    cd <workdir> || exit 96; <entry> --version || exit $?; echo <marker>; <entry> <node i's arguments> dry_run=true
+    exec 3<&0; { cat <&3; kill -TERM 0; } >/dev/null 2>&1 & exec 3<&-;
+    cd <workdir> || exit 96; (<entry> --version) || exit $?; echo <marker>; (<entry> <node i's arguments> dry_run=true)
 
-so one round trip answers: the host is reachable and takes our key; the working directory exists
+(each ``<entry>`` in a subshell: an ``ssh.command`` that ends in ``exec ...`` ends only its own), so
+one round trip answers: the host is reachable and takes our key; the working directory exists
 there; the launcher runs there (``ssh.python`` / ``ssh.command``) and its version is ours; and node
 i's own launcher, on that host, accepts node i's command -- the training script is there, the GPUs
 it asks for are visible, the rendezvous port is free (its dry run names every refusal a real launch
@@ -15,15 +17,24 @@ Each host that is not ready gives one line naming it, what is wrong and the fix;
 the launch stops before it starts a rank anywhere (:func:`run` raises). The whole preflight is bounded:
 ``ssh.connect_timeout`` plus :data:`WORK_TIMEOUT_S` per host, all hosts at once.
 
-``ssh`` here is a short synchronous query with a timeout (``subprocess.run``), as ``sbatch`` or
-``kubectl`` are elsewhere; the launch's own ssh clients are started by launcher/run/.
+Nothing of it outlives the preflight: the first part watches the channel (the client's stdin, a
+pipe this launcher holds open and writes nothing to) and, when it closes -- the client is gone, the
+connection dropped, or this launcher ended -- ends the remote command's whole process group (sshd
+makes it one). A Ctrl+C here (or any end of :func:`check` but its own) closes every client's
+stdin: the hosts stop at once, and their clients with them.
+
+``ssh`` here is a short query with a timeout, as ``sbatch`` or ``kubectl`` are elsewhere; the
+launch's own ssh clients are started by launcher/run/.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +49,10 @@ NO_WORKDIR = 96  # the remote shell could not cd into the working directory
 SSH_FAILED = 255  # ssh's own failure (connection, authentication, host key)
 REFUSES = "a real launch on this host refuses it"  # how a dry run names a refusal (launcher/session.py)
 HINT = "docs/ssh.md#what-each-machine-needs"
+# ends the remote command's process group when the channel (its stdin) closes. stdin goes through
+# fd 3: a shell gives a background list /dev/null as its stdin; its output goes nowhere, so that it
+# holds no stream of the session open after the command ends
+WATCH = "exec 3<&0; { cat <&3; kill -TERM 0; } >/dev/null 2>&1 & exec 3<&-;"
 
 
 @dataclass(frozen=True)
@@ -54,33 +69,71 @@ def remote_script(node: SshNode) -> str:
 
     >>> node = SshNode(1, "b", ("ssh", "b"), "/v/python -m launcher", ("task=X", "--", "--headless"), "/w")
     >>> print(remote_script(node))
-    cd /w || exit 96; /v/python -m launcher --version || exit $?; echo @@train_multigpu-preflight@@; /v/python -m launcher task=X dry_run=true -- --headless
+    exec 3<&0; { cat <&3; kill -TERM 0; } >/dev/null 2>&1 & exec 3<&-; cd /w || exit 96; (/v/python -m launcher --version) || exit $?; echo @@train_multigpu-preflight@@; (/v/python -m launcher task=X dry_run=true -- --headless)
     """  # noqa: E501
     args = list(node.remote_argv)
     cut = args.index("--") if "--" in args else len(args)
     dry = [*args[:cut], "dry_run=true", *args[cut:]]
     return (
-        f"cd {shlex.quote(node.workdir)} || exit {NO_WORKDIR}; {node.entry} --version || exit $?; "
-        f"echo {MARKER}; {node.entry} {shlex.join(dry)}"
+        f"{WATCH} cd {shlex.quote(node.workdir)} || exit {NO_WORKDIR}; ({node.entry} --version) || exit $?; "
+        f"echo {MARKER}; ({node.entry} {shlex.join(dry)})"
     )
 
 
 def argv(node: SshNode) -> list[str]:
-    """The ssh command of the preflight: the node's options, ``-n`` (stdin closed), its host, the script."""
+    """The ssh command of the preflight: the node's options, its host, the script."""
     *options, destination = node.ssh_argv
-    return [*options, "-n", destination, remote_script(node)]
+    return [*options, destination, remote_script(node)]
+
+
+class Clients:
+    """The preflight's ssh clients while they run. Each one's stdin is a pipe held open here and
+    never written to; :meth:`end_all` (a Ctrl+C here) closes them all: each client passes the EOF on,
+    each host's WATCH ends its preflight, and the client ends with it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[int] = set()  # the write ends of the clients' stdin still open
+        self.ended = False
+
+    def ask(self, node: SshNode, timeout: float) -> Answer:
+        """Run the preflight on ``node``'s host: a bounded query."""
+        read, write = os.pipe()
+        try:
+            with self._lock:
+                if self.ended:
+                    return Answer(130, "", "")
+                self._open.add(write)
+            done = subprocess.run(argv(node), stdin=read, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
+            return Answer(None, out, "")
+        except OSError as err:  # no ssh client here
+            return Answer(127, "", f"{err.strerror or err}: ssh")
+        finally:
+            os.close(read)
+            self._close(write)
+        return Answer(done.returncode, done.stdout, done.stderr)
+
+    def _close(self, write: int) -> None:
+        with self._lock:
+            if write in self._open:  # (closed once: the number may be another file's afterwards)
+                self._open.discard(write)
+                with contextlib.suppress(OSError):
+                    os.close(write)
+
+    def end_all(self) -> None:
+        with self._lock:
+            self.ended = True
+            for write in list(self._open):
+                self._open.discard(write)
+                with contextlib.suppress(OSError):
+                    os.close(write)
 
 
 def ask(node: SshNode, timeout: float) -> Answer:
-    """Run the preflight on ``node``'s host: a bounded, synchronous query."""
-    try:
-        done = subprocess.run(argv(node), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as err:
-        out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
-        return Answer(None, out, "")
-    except OSError as err:  # no ssh client here
-        return Answer(127, "", f"{err.strerror or err}: ssh")
-    return Answer(done.returncode, done.stdout, done.stderr)
+    """Run the preflight on ``node``'s host alone."""
+    return Clients().ask(node, timeout)
 
 
 def _last(text: str) -> str:
@@ -177,12 +230,20 @@ def _timeout(node: SshNode) -> str:
     return "?"
 
 
-def check(plan: SshPlan, ours: str, asker: Callable[[SshNode, float], Answer] = ask) -> list[UserError]:
-    """Every host that is not ready, as one error each (none: every host is ready), asked all at once."""
+def check(plan: SshPlan, ours: str, asker: Callable[[SshNode, float], Answer] | None = None) -> list[UserError]:
+    """Every host that is not ready, as one error each (none: every host is ready), asked all at once.
+    Ended otherwise (a Ctrl+C: KeyboardInterrupt), every client still running is ended first."""
     timeout = plan.connect_timeout + WORK_TIMEOUT_S
     port = (_option(plan.nodes[0].ssh_argv, "-p") if plan.nodes else None) or "22"
-    with ThreadPoolExecutor(max_workers=max(1, len(plan.nodes))) as pool:
-        answers = list(pool.map(lambda node: asker(node, timeout), plan.nodes))
+    clients = Clients()
+    pool = ThreadPoolExecutor(max_workers=max(1, len(plan.nodes)))
+    try:
+        answers = list(pool.map(lambda node: (asker or clients.ask)(node, timeout), plan.nodes))
+    except BaseException:
+        clients.end_all()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     found = [problem(node, answer, ours, timeout, port) for node, answer in zip(plan.nodes, answers)]
     return [err for err in found if err is not None]
 
