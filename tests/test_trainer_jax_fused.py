@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 LOCKSTEP = """
@@ -97,11 +99,12 @@ def _probe(script: str, *args: str) -> subprocess.CompletedProcess:
         [sys.executable, "-c", script, str(ROOT / "examples" / "trainers"), *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # a few seconds of work; minutes when the machine is shared
         env={**os.environ, "JAX_PLATFORMS": "cpu"},
     )
 
 
+@pytest.mark.timeout(900)
 def test_fused_ppo_computes_what_skrls_ppo_computes():
     r = _probe(LOCKSTEP, "CartPole-v1", "Pendulum-v1")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -58,25 +58,30 @@ def unsupported(cfg, rollouts_x_envs: int) -> list[str]:
 
 
 class _StepKey:
-    """Run a skrl model's ``act`` under jit with the key of step ``i`` (a traced value).
+    """Run a skrl model's ``act`` under jit with the key of step ``i`` (both traced values).
 
     skrl's stochastic mixins draw ``fold_in(self._<m>_key, self._<m>_i)`` after incrementing the
-    counter in Python, which under jit would freeze one key into the compiled program. Here the
-    counter is set to the traced ``i - 1`` for the call and put back after it.
+    counter in Python, which under jit would freeze one key into the compiled program (and the
+    seed into its cache key: every seed would compile anew). Here the key and the counter are the
+    traced ``key`` and ``i - 1`` for the call, and are put back after it. Without ``i`` only the
+    key is swapped: the counter then advances once when the program is traced, as it does when
+    skrl's own update is traced (the trainer's runs keep the key sequence they were measured with).
     """
 
-    def __init__(self, model, i):
-        self.model, self.i = model, i
-        self.name = next((n for n in ("_c_i", "_g_i", "_mc_i") if hasattr(model, n)), None)
+    def __init__(self, model, key, i=None):
+        self.model, self.values = model, {}
+        prefix = next((p for p in ("_c", "_g", "_mc") if hasattr(model, f"{p}_i")), None)
+        if prefix:
+            self.values = {f"{prefix}_key": key} if i is None else {f"{prefix}_key": key, f"{prefix}_i": i - 1}
 
     def __enter__(self):
-        if self.name:
-            self.saved = getattr(self.model, self.name)
-            setattr(self.model, self.name, self.i - 1)
+        self.saved = {name: getattr(self.model, name) for name in self.values}
+        for name, value in self.values.items():
+            setattr(self.model, name, value)
 
     def __exit__(self, *exc):
-        if self.name:
-            setattr(self.model, self.name, self.saved)
+        for name, value in self.saved.items():
+            setattr(self.model, name, value)
 
 
 class FusedPPO(PPO):
@@ -88,15 +93,17 @@ class FusedPPO(PPO):
         if bad:
             raise SystemExit(f"train.py: the JAX trainer does not implement {', '.join(bad)}")
         self._steps: list = []
-        counter = next((n for n in ("_c_i", "_g_i", "_mc_i") if hasattr(self.policy, n)), None)
-        self._counter = counter
+        prefix = next((p for p in ("_c", "_g", "_mc") if hasattr(self.policy, f"{p}_i")), None)
+        self._counter, self._key = (f"{prefix}_i", getattr(self.policy, f"{prefix}_key")) if prefix else (None, None)
+        if self._key is None:
+            self._key = jax.random.PRNGKey(0)  # a model without draws: any key
         self._act = jax.jit(self._act_fn)
         self._update = jax.pmap(self._update_fn, axis_name=AXIS)
 
     # -- interaction -------------------------------------------------------------------------------
-    def _act_fn(self, policy_params, value_params, observations, i):
+    def _act_fn(self, policy_params, value_params, observations, key, i):
         inputs = {"observations": observations, "states": None}
-        with _StepKey(self.policy, i):
+        with _StepKey(self.policy, key, i):
             actions, outputs = self.policy.act(dict(inputs), role="policy", params=policy_params)
         values, _ = self.value.act(dict(inputs), role="value", params=value_params)
         return actions, outputs["log_prob"], values, outputs
@@ -107,7 +114,7 @@ class FusedPPO(PPO):
             i = getattr(self.policy, self._counter) + 1
             setattr(self.policy, self._counter, i)
         actions, log_prob, values, outputs = self._act(
-            self.policy.state_dict.params, self.value.state_dict.params, observations, np.int32(i)
+            self.policy.state_dict.params, self.value.state_dict.params, observations, self._key, np.int32(i)
         )
         self._current_log_prob = log_prob
         self._current_values = values
@@ -124,7 +131,13 @@ class FusedPPO(PPO):
         flat, unravel = ravel_pytree(grad)
         return unravel(jax.lax.psum(flat, AXIS) / config.jax.world_size)
 
-    def _update_fn(self, policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr):
+    def _update_fn(self, policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr, key):
+        # the policy's act draws a key it does not use here (the actions are given): a traced one, so
+        # that the program, and its entry in JAX's compilation cache, is the same for every seed
+        with _StepKey(self.policy, key):
+            return self._update_body(policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr)
+
+    def _update_body(self, policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr):
         cfg = self.cfg
         last_values, _ = self.value.act(
             {"observations": last_obs, "states": None}, role="value", params=value_sd.params
@@ -215,6 +228,7 @@ class FusedPPO(PPO):
             self._current_next_observations[None],
             perms[None],
             lr[None],
+            self._key[None],
         )
         mine = functools.partial(jax.tree.map, lambda x: jax.device_put(x[0], self.device))
         self.policy.state_dict, self.value.state_dict = mine(policy_sd), mine(value_sd)
