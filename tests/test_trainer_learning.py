@@ -8,7 +8,8 @@ return >= 475 for the default seed and 3 others:
   launch timeout only (compilation, and the load of a shared CI machine). The result of a JAX run
   depends on the CPU (XLA's and YNNPACK's float reductions differ between AVX2 and AVX-512), so a
   single lucky seed proves nothing: the seeds and both instruction sets were measured
-  (docs/example_trainers.md), and the test takes four of them.
+  (docs/example_trainers.md), and the test takes four of them, under the CPU's own instruction set
+  and under XLA's AVX2 cap (``XLA_FLAGS=--xla_cpu_max_isa=AVX2``).
 
 Chosen: the real default job (2 workers) for every seed, run one after another (parallel runs would
 share the 2 cores and measure nothing).  Deselect with `-m "not slow"`.
@@ -61,23 +62,10 @@ def test_default_job_solves_cartpole_for_four_seeds(run_cli):
         assert wall < 120, f"seed {seed}: {wall:.0f}s start to exit ({results})"
 
 
-# XLA picks its vector instructions from the CPU it runs on; the AVX2 cap gives another machine's
-# arithmetic on this one (the result of a run changes with it: docs/example_trainers.md's table).
+# XLA picks its vector instructions from the CPU it runs on; the cap makes an AVX-512 machine use
+# AVX2 code where XLA generates it (docs/example_trainers.md: with the compiled PPO the runs measured
+# here came out the same under both, but a CPU's arithmetic is not the test's to assume).
 ISA_CAP = {"native": None, "avx2": "--xla_cpu_max_isa=AVX2"}
-_CURVES: dict = {}  # (isa, seed) -> the training returns of every iteration, for the cap's own check
-
-
-def _has_avx512() -> bool:
-    try:
-        return " avx512f" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-def _curve(run_dir: Path) -> list[str]:
-    rows = (run_dir / "metrics.csv").read_text().splitlines()
-    column = rows[0].split(",").index("mean_return")
-    return [row.split(",")[column] for row in rows[1:]]
 
 
 @pytest.mark.slow
@@ -94,7 +82,7 @@ def test_default_jax_job_solves_cartpole_for_four_seeds(run_cli, isa, tmp_path_f
         env["XLA_FLAGS"] = ISA_CAP[isa]
     results = {}
     for seed in SEEDS:
-        evaluation, info, wall, out, run_dir = _train(
+        evaluation, info, wall, out, _ = _train(
             run_cli, "launcher=skrl_jax", *([] if seed is None else [f"seed={seed}"]), timeout=420, env=env
         )
         assert "CartPole-v1 | jax | 2 worker(s) x 8 envs" in out, out[-3000:]
@@ -106,14 +94,9 @@ def test_default_jax_job_solves_cartpole_for_four_seeds(run_cli, isa, tmp_path_f
         assert re.search(r"^\[iter +1/100\] .* eta=\?$", out, re.M), out[-3000:]
         assert re.search(r"^\[iter +3/100\] .* eta=\d+(m\d\ds|s)$", out, re.M), out[-3000:]
         results[seed] = (evaluation["mean_return"], wall)
-        _CURVES[isa, seed] = _curve(run_dir)
     print(f"jax ({isa}): seed -> (eval mean return, wall s):", results)
     for seed, (ret, _) in results.items():
         assert ret >= 475, f"{isa}: seed {seed}: evaluation return {ret} < 475 ({results})"
-    if _has_avx512() and all((other, seed) in _CURVES for other in ISA_CAP for seed in SEEDS):
-        # both ran in this process, on an AVX-512 machine: the cap changed XLA's arithmetic, some run took
-        # another course (on an AVX2 machine both are the same runs)
-        assert any(_CURVES["native", seed] != _CURVES["avx2", seed] for seed in SEEDS), "XLA_FLAGS had no effect"
 
 
 def _trainer_module(name: str = "trainer_outputs"):
