@@ -36,6 +36,7 @@ from skrl.agents.jax.ppo import ppo as skrl_ppo
 from skrl.resources.optimizers.jax import adam as skrl_adam
 
 AXIS = "ranks"
+UNUSED_KEY = np.zeros(2, np.uint32)  # the key of draws whose result is not used (see FusedPPO._update_fn)
 
 
 def unsupported(cfg, rollouts_x_envs: int) -> list[str]:
@@ -131,10 +132,11 @@ class FusedPPO(PPO):
         flat, unravel = ravel_pytree(grad)
         return unravel(jax.lax.psum(flat, AXIS) / config.jax.world_size)
 
-    def _update_fn(self, policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr, key):
-        # the policy's act draws a key it does not use here (the actions are given): a traced one, so
-        # that the program, and its entry in JAX's compilation cache, is the same for every seed
-        with _StepKey(self.policy, key):
+    def _update_fn(self, policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr):
+        # the policy's act draws a key it does not use here (the actions are given): a fixed one, so
+        # that the program, and its entry in JAX's compilation cache, is the same for every seed (a
+        # traced one would be captured by skrl's jitted _update_policy, whose cache outlives this trace)
+        with _StepKey(self.policy, UNUSED_KEY):
             return self._update_body(policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr)
 
     def _update_body(self, policy_sd, value_sd, policy_opt, value_opt, batch, last_obs, perms, lr):
@@ -228,7 +230,6 @@ class FusedPPO(PPO):
             self._current_next_observations[None],
             perms[None],
             lr[None],
-            self._key[None],
         )
         mine = functools.partial(jax.tree.map, lambda x: jax.device_put(x[0], self.device))
         self.policy.state_dict, self.value.state_dict = mine(policy_sd), mine(value_sd)
