@@ -7,7 +7,6 @@ collectives on CPU) and set skrl's config.
 from __future__ import annotations
 
 import functools
-import math
 import pickle
 
 import flax
@@ -18,11 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 from skrl import config
-from skrl.agents.jax.ppo import PPO, PPO_CFG
+from skrl.agents.jax.ppo import PPO_CFG
 from skrl.agents.jax.ppo import ppo as skrl_ppo
 from skrl.memories.jax import RandomMemory
 from skrl.models.jax import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
 
+from trainer_fused import FusedPPO
 from trainer_ppo import build_agent
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "elu": nn.elu}
@@ -32,44 +32,6 @@ def _body(x, hidden, activation):
     for h in hidden:
         x = _ACTIVATIONS[activation](nn.Dense(h)(x))
     return x
-
-
-# One pmapped all-reduce for the whole run.  skrl's Model.reduce_parameters builds
-# `jax.pmap(lambda ...)` anew at every call, so JAX recompiles it at every mini-batch
-# (~20 compilations per iteration, a 20x slow-down of distributed runs on CPU).
-_PSUM = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")
-
-
-class CachedReduce:
-    """Same result as skrl's ``Model.reduce_parameters`` (mean over ranks), compiled once per shape.
-
-    The mean goes back to the rank's own device: a pmap's output carries a one-device mesh
-    sharding, and parameters updated with it would make every jitted function that takes them (the
-    optimiser step, the policy, skrl's GAE) compile a second time in the second iteration.
-    """
-
-    def reduce_parameters(self, tree):
-        leaves, treedef = jax.tree.flatten(tree)
-        mean = jax.device_put(_PSUM(_row(leaves))[0], config.jax.device) / config.jax.world_size
-        return jax.tree.unflatten(treedef, _split(mean, tuple(leaf.shape for leaf in leaves)))
-
-
-# Packing the leaves into one row and cutting the mean back into leaves only move numbers: compiled
-# once, each is one call instead of a dispatch per leaf and per slice (eager, those took about an
-# eighth of a distributed run's training time on CPU). The results are the same bit for bit.
-@jax.jit
-def _row(leaves):
-    return jnp.concatenate([jnp.ravel(leaf) for leaf in leaves])[None]
-
-
-@functools.partial(jax.jit, static_argnames=("shapes",))
-def _split(vector, shapes):
-    out, offset = [], 0
-    for shape in shapes:
-        size = math.prod(shape)
-        out.append(vector[offset : offset + size].reshape(shape))
-        offset += size
-    return out
 
 
 @functools.partial(jax.jit, static_argnames=("time_limit_bootstrap",))
@@ -115,7 +77,7 @@ install_fast_gae()
 
 # Flax re-creates modules from their constructor fields, so the layer sizes are class attributes
 # (see _configured) rather than constructor arguments.
-class CategoricalPolicy(CachedReduce, CategoricalMixin, Model):
+class CategoricalPolicy(CategoricalMixin, Model):
     hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
 
     def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
@@ -146,7 +108,7 @@ class CategoricalPolicy(CachedReduce, CategoricalMixin, Model):
         return nn.Dense(int(self.action_space.n))(_body(inputs["observations"], self.hidden, self.activation)), {}
 
 
-class GaussianPolicy(CachedReduce, GaussianMixin, Model):
+class GaussianPolicy(GaussianMixin, Model):
     hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
 
     def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
@@ -167,7 +129,7 @@ class GaussianPolicy(CachedReduce, GaussianMixin, Model):
         return mean, {"log_std": log_std}
 
 
-class Value(CachedReduce, DeterministicMixin, Model):
+class Value(DeterministicMixin, Model):
     hidden, activation, initial_log_std = (64, 64), "tanh", 0.0
 
     def __init__(self, observation_space=None, state_space=None, action_space=None, device=None, **kwargs):
@@ -237,7 +199,7 @@ class JaxBackend:
         policy.init_state_dict(role="policy")
         value.init_state_dict(role="value")
         self.agent = build_agent(
-            PPO,
+            FusedPPO,
             PPO_CFG,
             RandomMemory,
             {"policy": policy, "value": value},
@@ -269,9 +231,11 @@ class JaxBackend:
         return jnp.asarray(np.asarray(x), dtype=dtype)
 
     def act(self, obs, timestep, timesteps):
-        self._obs = self._array(obs)
+        # numpy in: the jitted step takes it as is; FusedPPO keeps the step's arrays until the update
+        self._obs = np.asarray(obs, dtype=np.float32)
         self._actions, _ = self.agent.act(self._obs, None, timestep=timestep, timesteps=timesteps)
         a = np.asarray(self._actions)
+        self._actions = a
         return a.reshape(-1).astype(np.int64) if self.discrete else a
 
     def record(self, rewards, next_obs, terminated, truncated, timestep, timesteps):
@@ -280,11 +244,11 @@ class JaxBackend:
             observations=self._obs,
             states=None,
             actions=self._actions,
-            rewards=self._array(rewards).reshape(n, 1),
-            next_observations=self._array(next_obs),
+            rewards=np.asarray(rewards, np.float32).reshape(n, 1),
+            next_observations=np.asarray(next_obs, np.float32),
             next_states=None,
-            terminated=self._array(terminated, jnp.int8).reshape(n, 1),
-            truncated=self._array(truncated, jnp.int8).reshape(n, 1),
+            terminated=np.asarray(terminated, np.int8).reshape(n, 1),
+            truncated=np.asarray(truncated, np.int8).reshape(n, 1),
             infos={},
             timestep=timestep,
             timesteps=timesteps,
@@ -294,10 +258,14 @@ class JaxBackend:
         self.agent.post_interaction(timestep=timestep, timesteps=timesteps)
 
     def act_deterministic(self, obs):
-        _, out = self.agent.policy.act({"observations": self._array(obs)}, role="policy")
-        if self.discrete:
-            return np.asarray(jnp.argmax(out["net_output"], axis=-1))
-        return np.clip(np.asarray(out["mean_actions"]), self._low, self._high)
+        out = self._deterministic(self.agent.policy.state_dict.params, np.asarray(obs, np.float32))
+        return np.asarray(out) if self.discrete else np.clip(np.asarray(out), self._low, self._high)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def _deterministic(self, params, obs):
+        """The evaluation's action in one compiled call: arg-max of the logits, or the mean action."""
+        _, out = self.agent.policy.act({"observations": obs}, role="policy", params=params)
+        return jnp.argmax(out["net_output"], axis=-1) if self.discrete else out["mean_actions"]
 
     def set_learning_rate(self, lr: float) -> None:
         self.agent.policy_learning_rate = lr

@@ -337,6 +337,8 @@ def restore(t: Training) -> int:
             "device": topo.device,
             "dist_backend": topo.backend if topo.distributed else None,
             "threads_per_worker": topo.threads,
+            # XLA's instruction-set cap and other flags change a JAX run's arithmetic (docs/example_trainers.md)
+            **({"xla_flags": os.environ.get("XLA_FLAGS")} if backend.name == "jax" else {}),
             "start_iteration": t.start_iteration,
             "checkpoint_world_size": t.checkpoint_world,  # another than world_size: an elastic launch's
             "argv": sys.argv[1:],
