@@ -653,7 +653,6 @@ RUNTIME = "a running launch's line (the launch tests)"
 KUBECTL = "kubectl against a cluster (tests/test_k8s_submit.py)"
 RAY = "a Ray cluster's answer (tests/test_ray.py)"
 RECORD = "a run record in that state, or a placeholder id (tests/test_runs*.py)"
-PRODUCT = "the product's message differs: being fixed on another branch (issue 25)"
 DRY = "a config mistake a submit=ray dry run does not refuse (issue 25: the product's, not the doc's)"
 SUBMIT = "checked when submitting, not by a dry run (it connects to nothing): tests/test_ray.py"
 RACE = "what the checks cannot foresee: a path that changes between the check and the start"
@@ -665,7 +664,6 @@ TODO = "not produced by this test yet: give it a command in CONTEXT"
 # that errors.md no longer quotes must leave this list (test_every_quoted_error_is_produced)
 NOT_HERE: dict[str, str] = {
     "run_root=...: cannot create the run directory: <reason>": RACE,
-    "device=cuda: no GPU is visible on this machine": PRODUCT,
     "[train_multigpu] node 0's launcher is not reachable at 10.0.0.10:29401": RUNTIME,
     "[train_multigpu] node 0's launcher refused this node (node 1 is connec": RUNTIME,
     "[train_multigpu] FAILED: node 1 (10.0.0.11) lost: ...": RUNTIME,
@@ -676,7 +674,6 @@ NOT_HERE: dict[str, str] = {
     "python=/opt/py: cannot start it: No such file or directory (set python": RACE,
     "...: the host 'x' does not resolve on this machine (no answer from the": RESOLVER,
     "launcher.coordinator_address=10.0.0.1:5123: this host's name 'node1' d": HOSTNAME,
-    "restart.classes=segfault: a failure class (hang, node-lost, ...), defa": PRODUCT,
     "save_profile=/x/p.yaml: not a regular file (a FIFO) (name a file path)": FSPATH,
     "save_profile=/x/p.yaml: cannot write it: No space left on device": FSPATH,
     "submit=ray: Ray's Job Submission API is not installed (No module named": RAY,
@@ -729,7 +726,6 @@ NOT_HERE: dict[str, str] = {
     "launcher=k8s: cannot read the operator's environment: PET_NODE_RANK=1": KUBECTL,
     "[train_multigpu] stopped: no progress (restart.max_without_progress=1)": RUNTIME,
     "exit code 3 (no progress)": RUNTIME,
-    "ssh.options=-v: each an ssh -o option as Name=value, e.g. StrictHostKe": PRODUCT,
     "ssh.hosts=gpu-b: cannot log in (ssh: connect to host gpu-b port 22: Co": PREFLIGHT,
     "ssh.hosts=gpu-b: cannot log in (ssh: Could not resolve hostname gpu-b:": PREFLIGHT,
     "ssh.hosts=gpu-b: cannot log in (Host key verification failed.) (its ho": PREFLIGHT,
