@@ -245,7 +245,7 @@ def _run_record(run_dir: Path, exit_code: int, overrides: list[str]) -> None:
         "metrics.csv": "iteration,env_steps,mean_return\n1,512,10.0\n2,1024,20.0\n3,1536,30.5\n",
         "logs/rank0.log": "rank 0 line 1\n",
         "logs/rank1.log": "rank 1 line 1\n",
-        "checkpoints/iter_000003.ckpt": "",
+        "checkpoints/iter_000003.ckpt": "a checkpoint",  # regular and not empty: what a resume takes
     }
     for rel, text in files.items():
         (run_dir / rel).write_text(text)
@@ -413,6 +413,12 @@ CONTEXT: dict[str, list[str]] = {
     "worker_env.HF_TOKEN=***: one value, or values to sweep": ["-m", "+worker_env.HF_TOKEN=glob(*)"],
     "worker_env=***: secrets are given": ["worker_env={HF_TOKEN:x}"],
     "TRAIN_MULTIGPU_SSH_CHANNEL=1": ["ENV:TRAIN_MULTIGPU_SSH_CHANNEL=1"],
+    "restart.classes=[]: names no failure class": ["restart.max=3", "restart.classes=[]"],
+    "ssh.options=RequestTTY=force: the launch runs without": [*SSH, "ssh.options=RequestTTY=force"],
+    "ssh.options=PermitLocalCommand=yes: the launch": [*SSH, "ssh.options=PermitLocalCommand=yes"],
+    "ssh.options=RemoteCommand=bash: the launch": [*SSH, "ssh.options=RemoteCommand=bash"],
+    "ssh.options=StdinNull=yes: the launch": [*SSH, "ssh.options=StdinNull=yes"],
+    "ssh.options=ForkAfterAuthentication=yes: the launch": [*SSH, "ssh.options=ForkAfterAuthentication=yes"],
     "launcher.node_port=29401 (the rendezvous port + 1): port 29401": [
         *MULTI,
         "launcher.node_rank=0",
@@ -659,10 +665,20 @@ RACE = "what the checks cannot foresee: a path that changes between the check an
 FSPATH = "a FIFO, a full disk or a missing directory at the doc's example path (tests/test_runs_records.py)"
 HOSTNAME = "this host's own name not resolving (tests/test_multinode_netns.py)"
 RESOLVER = "a resolver that does not answer (tests/test_checks.py)"
+LOCAL = "a real launch's refusal (a dry run only warns): tests/test_local_nodes.py"
 TODO = "not produced by this test yet: give it a command in CONTEXT"
 # the quoted messages not produced here, by their start (70 characters), each with its reason; one
 # that errors.md no longer quotes must leave this list (test_every_quoted_error_is_produced)
 NOT_HERE: dict[str, str] = {
+    "run_dir=<job dir>/node1: a launcher that still runs (pid N) records he": RECORD,
+    "launcher.local_nodes=true: 3 nodes on this host share its 2 usable CPU": LOCAL,
+    "id=ID: pid N does not hold this run directory open: it is not the laun": RECORD,
+    "id=ID: its record (pid N) is of an older form that cannot prove its la": RECORD,
+    "id=ID: its record names pid 1, which is no launcher's: not signalled": RECORD,
+    "id=ID: pid N belongs to uid U, neither you nor the record's owner (uid": RECORD,
+    "id=ID: cannot check that pid N is its launcher (/proc/N/fd: Permission": RECORD,
+    "id=ID: nothing to resume: the run finished all its 5 iterations (newes": RECORD,
+    "id=ID: its record names a trainer directory outside <run root> (/elsew": RECORD,
     "run_root=...: cannot create the run directory: <reason>": RACE,
     "[train_multigpu] node 0's launcher is not reachable at 10.0.0.10:29401": RUNTIME,
     "[train_multigpu] node 0's launcher refused this node (node 1 is connec": RUNTIME,

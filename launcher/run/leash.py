@@ -199,8 +199,9 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
     lines = _Lines(fd)
     try:
         first = lines.next(FIRST_LINE_WAIT_S)
-        if first is None and broken():  # the connection is gone: so is the console the error would go to
-            silence()
+        if first is None:
+            if broken():  # the connection is gone: so is the console the error would go to
+                silence()
             raise ValueError("the SSH channel closed before its first line")
         given, timeout = parse_hello(first)
     except (TimeoutError, ValueError) as err:
