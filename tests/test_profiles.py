@@ -180,6 +180,8 @@ def test_example_two_node_c10d(run_cli, example_profiles, node_rank):
         "node0.cluster.example:29400",
         "--rdzv_id",
         "two_node_c10d",
+        "--shutdown_timeout",  # the profile's grace_period (60 s): torchrun's own wait after a stop
+        "60",
         WORKER_WRAPPER,
         str(example_profiles / "scripts/reinforcement_learning/train.py"),
         "--rl_library",

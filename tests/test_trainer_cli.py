@@ -46,7 +46,7 @@ def test_unknown_flag_is_an_argparse_error(tmp_path):
 def test_resume_without_checkpoint_fails_clearly(tmp_path):
     r = bare(["--resume", "--run_name", "nothing", "--max_iterations", "2"], env=clean_env(), cwd=tmp_path)
     assert r.returncode == 2
-    assert "no checkpoint" in r.stderr
+    assert "no usable checkpoint" in r.stderr
 
 
 def test_pendulum_continuous_runs(tmp_path):

@@ -525,7 +525,7 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
     """Replace the values of secret ``worker_env``/``profile.env`` overrides by placeholders.
 
     >>> hide(["seed=1,2", "+worker_env.HF_TOKEN=abc"], True)
-    (['seed=1,2', '+worker_env.HF_TOKEN=***'], Vault(values={'worker_env.HF_TOKEN': {'***': 'abc'}}))
+    (['seed=1,2', '+worker_env.HF_TOKEN=***'], Vault(values={'worker_env.HF_TOKEN': {'***': 'abc'}}, referenced={}))
     >>> hide(["+worker_env.HF_TOKEN=a,b"], True)[0], hide(["+worker_env.HF_TOKEN=${oc.env:T}"], False)[0]
     (['+worker_env.HF_TOKEN=***1,***2'], ['+worker_env.HF_TOKEN=${oc.env:T}'])
     >>> from launcher.secrets import forget; forget()  # the values above are masked no more

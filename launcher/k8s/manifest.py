@@ -123,10 +123,10 @@ def secret_refs(entries: Sequence[str]) -> tuple[SecretRef, ...]:
 
     >>> secret_refs(["HF_TOKEN:hf/token"])
     (SecretRef(name='HF_TOKEN', secret='hf', key='token'),)
-    >>> secret_refs(["HF_TOKEN=abc"])
+    >>> secret_refs(["HF_TOKEN=abc"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    launcher.errors.UserError: k8s.secret_env=HF_TOKEN=abc: NAME:SECRET/KEY, the variable NAME read from key KEY of the Kubernetes Secret SECRET (e.g. HF_TOKEN:hf-token/token; a value is never written into the manifest)
+    launcher.errors.UserError: k8s.secret_env=HF_TOKEN=...: NAME:SECRET/KEY, the variable NAME read from key KEY of the Kubernetes Secret SECRET (e.g. HF_TOKEN:hf-token/token; a value is never written into the manifest)
     """  # noqa: E501
     refs: list[SecretRef] = []
     for entry in entries:
