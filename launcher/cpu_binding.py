@@ -51,13 +51,13 @@ class Binding:
 def spelled(value: object) -> str:
     """A value as the user would type it again.
 
-    >>> spelled(["0-3", 4]), spelled("node"), spelled(None)
-    ('[0-3,4]', 'node', 'none')
+    >>> spelled(["0-3", 4, "5,7"]), spelled("node"), spelled(None)
+    ("[0-3,4,'5,7']", 'node', 'none')
     """
     if value is None:
         return NONE
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(str(item) for item in value) + "]"
+        return "[" + ",".join(f"'{item}'" if "," in str(item) else str(item) for item in value) + "]"
     return str(value)
 
 
@@ -140,7 +140,7 @@ def masks(
     usable = set(allowed.cpus)
     where = f"{format_cpulist(allowed.cpus) or 'none'}: {allowed.source}"
     if binding.mode == EXPLICIT:
-        value = "[" + ",".join(format_cpulist(cpus) for cpus in binding.lists) + "]"
+        value = spelled([format_cpulist(cpus) for cpus in binding.lists])
         if len(binding.lists) != nproc:
             raise UserError(
                 KEY,

@@ -3,7 +3,7 @@ computes them from the topology :mod:`launcher.cpu_topology` reads) and who bind
 
 torchrun binds where it can do it as we would (``--numa-binding MODE``: a mode, not a list; a torch
 launch on GPUs; the installed torchrun's argument parser has the flag; ``numactl``, which torch wraps
-each worker in, is on the PATH). Everywhere else (JAX ranks, CPU launches, an older torchrun, no
+each worker in, is on the PATH; the kernel lists NUMA nodes, which torch reads without a fallback). Everywhere else (JAX ranks, CPU launches, an older torchrun, no
 numactl, an explicit list) the rank wrapper (run/worker.py) sets its own affinity before the script
 starts. Either way the dry run prints each rank's list, and each rank records the mask it started
 with (``logs/rank<R>.cpus``): ``runs show`` prints them.
@@ -44,16 +44,9 @@ def torchrun_has_numa_binding(python: str) -> bool:
     return done.returncode == 0 and done.stdout.strip() == "True"
 
 
-def torchrun_binds(cfg: TrainConfig, settled: Settled, python: str) -> bool:
-    """torchrun's --numa-binding places the ranks (see the module's docstring)."""
-    mode = cpu_binding.parse(cfg.launcher.cpu_binding).mode
-    return (
-        mode in cpu_binding.TORCH_MODES
-        and cfg.launcher.topology is not Topology.skrl_jax
-        and settled.device == "cuda"
-        and shutil.which("numactl") is not None
-        and torchrun_has_numa_binding(python)
-    )
+def torchrun_can_bind(python: str) -> bool:
+    """This machine's torchrun can bind: numactl on the PATH, and the flag in its parser."""
+    return shutil.which("numactl") is not None and torchrun_has_numa_binding(python)
 
 
 def place(
@@ -62,11 +55,11 @@ def place(
     facts: HostFacts,
     refuse: checks.Refuse = checks.refuse_now,
     machine: cpu_topology.Machine | None = None,
-    by_torchrun: bool | None = None,
+    can_bind: bool | None = None,
 ) -> Settled:
     """``settled`` with each local rank's CPUs, their source, and torchrun's mode where it binds.
-    ``machine`` (default: read from /sys when a mode needs it) and ``by_torchrun`` (default: asked of
-    this machine) are for tests. A binding this host cannot apply is refused (a dry run warns)."""
+    ``machine`` (default: read from /sys when a mode needs it) and ``can_bind`` (whether this
+    machine's torchrun can bind; default: :func:`torchrun_can_bind`) are for tests. A binding this host cannot apply is refused (a dry run warns)."""
     binding = cpu_binding.parse(cfg.launcher.cpu_binding)
     if not binding.on:
         return settled
@@ -94,9 +87,12 @@ def place(
     except UserError as error:
         refuse(error)
         return settled
-    if by_torchrun is None:
-        by_torchrun = torchrun_binds(cfg, settled, cfg.python or facts.python)
-    numa = binding.mode if by_torchrun and binding.mode in cpu_binding.TORCH_MODES else None
+    torch_gpus = cfg.launcher.topology is not Topology.skrl_jax and settled.device == "cuda"
+    numa = None
+    if torch_gpus and binding.mode in cpu_binding.TORCH_MODES and machine is not None and machine.numa:
+        if can_bind is None:
+            can_bind = torchrun_can_bind(cfg.python or facts.python)
+        numa = binding.mode if can_bind else None
     source = f"CPUs this launcher may use: {cpu_topology.format_cpulist(allowed.cpus)} ({allowed.source})"
     return replace(settled, cpu_lists=lists, cpu_source=source, numa_binding=numa)
 

@@ -100,6 +100,7 @@ class Machine:
     nodes: Mapping[int, tuple[int, ...]]
     gpus: tuple[Gpu, ...] = ()
     source: str = "/sys"
+    numa: bool = True  # the kernel lists NUMA nodes (torch's --numa-binding needs them)
 
     @property
     def cpus(self) -> tuple[int, ...]:
@@ -185,7 +186,8 @@ def read(root: str = "/sys") -> Machine:
     for match in sorted(filter(None, map(_NODE_DIR.match, _listdir(node_root))), key=lambda m: int(m.group(1))):
         listed = _list(os.path.join(node_root, match.group(0), "cpulist")) or ()
         nodes[int(match.group(1))] = tuple(cpu for cpu in listed if cpu in core)
-    if not nodes:
+    numa = bool(nodes)
+    if not numa:
         nodes = {0: tuple(cpus)}
     pci = os.path.join(root, "bus", "pci", "devices")
     gpus = []
@@ -195,7 +197,7 @@ def read(root: str = "/sys") -> Machine:
         if _read(os.path.join(device, "vendor")) == NVIDIA_VENDOR and kind.startswith(DISPLAY_CLASS):
             node = _int(os.path.join(device, "numa_node"))
             gpus.append(Gpu(address, max(0, node if node is not None else 0)))
-    return Machine(core, package, complex_, nodes, tuple(gpus), root)
+    return Machine(core, package, complex_, nodes, tuple(gpus), root, numa)
 
 
 # -- the CPUs this process may use ------------------------------------------------------------------
