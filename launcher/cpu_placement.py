@@ -3,8 +3,8 @@ computes them from the topology :mod:`launcher.cpu_topology` reads) and who bind
 
 torchrun binds where it can do it as we would (``--numa-binding MODE``: a mode, not a list; a torch
 launch on GPUs; the installed torchrun's argument parser has the flag; ``numactl``, which torch wraps
-each worker in, is on the PATH; the kernel lists NUMA nodes, which torch reads without a fallback). Everywhere else (JAX ranks, CPU launches, an older torchrun, no
-numactl, an explicit list) the rank wrapper (run/worker.py) sets its own affinity before the script
+each worker in, is on the PATH; the kernel lists NUMA nodes, which torch reads without a fallback).
+Everywhere else (JAX ranks, CPU launches, an older torchrun, no numactl, no NUMA nodes, an explicit list) the rank wrapper (run/worker.py) sets its own affinity before the script
 starts. Either way the dry run prints each rank's list, and each rank records the mask it started
 with (``logs/rank<R>.cpus``): ``runs show`` prints them.
 """
@@ -59,7 +59,8 @@ def place(
 ) -> Settled:
     """``settled`` with each local rank's CPUs, their source, and torchrun's mode where it binds.
     ``machine`` (default: read from /sys when a mode needs it) and ``can_bind`` (whether this
-    machine's torchrun can bind; default: :func:`torchrun_can_bind`) are for tests. A binding this host cannot apply is refused (a dry run warns)."""
+    machine's torchrun can bind; default: :func:`torchrun_can_bind`) are for tests. A binding this
+    host cannot apply is refused (a dry run warns)."""
     binding = cpu_binding.parse(cfg.launcher.cpu_binding)
     if not binding.on:
         return settled

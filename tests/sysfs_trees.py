@@ -7,7 +7,6 @@ GPUs)."""
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 from pathlib import Path
 

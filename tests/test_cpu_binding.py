@@ -12,16 +12,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 import sysfs_trees
 from conftest import clean_env, make_facts
 from inproc import environment, run_main
-from require import unavailable
-
 from launcher import checks, cpu_placement, cpu_topology, names, paths, plan
+from launcher.addresses import Endpoint
 from launcher.config import grammar
 from launcher.config.compose import compose, with_default_profile
-from launcher.addresses import Endpoint
 from launcher.cpu_topology import Allowed
+from require import unavailable
 
 # prints what the kernel says of this process and of a child it starts, and the OMP threads it got
 PROBE = """\

@@ -8,13 +8,12 @@ import os
 import types
 
 import pytest
-import sysfs_trees
-from sysfs_trees import CPU_HOST, DGX_H100, EPYC_NPS2, FLAT
 
+import sysfs_trees
 from launcher import cpu_binding, cpu_topology
 from launcher.cpu_topology import Allowed, format_cpulist, parse_cpulist
 from launcher.errors import UserError
-
+from sysfs_trees import CPU_HOST, DGX_H100, EPYC_NPS2, FLAT
 
 _TREES: dict = {}
 
