@@ -5,8 +5,9 @@ torchrun binds where it can do it as we would (``--numa-binding MODE``: a mode, 
 launch on GPUs; the installed torchrun's argument parser has the flag; ``numactl``, which torch wraps
 each worker in, is on the PATH; the kernel lists NUMA nodes, which torch reads without a fallback).
 Everywhere else (JAX ranks, CPU launches, an older torchrun, no numactl, no NUMA nodes, an explicit
-list) the rank wrapper (run/worker.py) sets its own affinity before the script starts. Either way the dry run prints each rank's list, and each rank records the mask it started
-with (``logs/rank<R>.cpus``): ``runs show`` prints them.
+list) the rank wrapper (run/worker.py) sets its own affinity before the script starts. Either way
+the dry run prints each rank's list, and each rank records the mask it started with
+(``logs/rank<R>.cpus``): ``runs show`` prints them.
 """
 
 from __future__ import annotations
