@@ -84,6 +84,18 @@ def test_a_bad_value_is_one_line_exit_2_nothing_written(tmp_path, argv, message)
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("submit", ["slurm", "k8s", "ray"])
+def test_a_submitted_launch_checks_the_value_before_submitting(tmp_path, submit):
+    """Placed on each node when it launches; the form is checked where it is submitted from."""
+    extra = {"k8s": ["k8s.image=img:1"], "ray": ["ray.address=http://127.0.0.1:9", "launcher.nproc_per_node=2"]}.get(
+        submit, []
+    )
+    result = bad(tmp_path, f"submit={submit}", *extra, "launcher.cpu_binding=[0,x]", "dry_run=true")
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("train_multigpu: error: launcher.cpu_binding=[0,x]: local rank 1: 'x' is not a CPU")
+
+
 def test_exclusive_with_more_ranks_than_cpus_is_refused(tmp_path):
     """A real launch: one line, exit 2, nothing written; a dry run prints the plan and warns."""
     ranks = str(len(os.sched_getaffinity(0)) + 1)
