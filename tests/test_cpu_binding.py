@@ -233,3 +233,23 @@ def test_exclusive_gives_each_rank_its_own_cpu(run_cli, tmp_path, two_cores, top
     assert [(run_dir / "logs" / f"rank{r}.cpus").read_text() for r in range(2)] == [c + "\n" for c in expected]
     shown = run_cli("runs", "show", "last").stdout
     assert f"  rank 0: {expected[0]}\n  rank 1: {expected[1]}\n" in shown
+    # what anyone may write into a shared run root cannot hang or crash it: a FIFO, text, a large file
+    os.mkfifo(run_dir / "logs" / "rank5.cpus")
+    (run_dir / "logs" / "rank6.cpus").write_text("$(reboot)\n")
+    (run_dir / "logs" / "rank7.cpus").write_text("0," * 5000)
+    again = run_cli("runs", "show", "last", timeout=60)
+    assert again.returncode == 0 and again.stdout == shown, again.stdout + again.stderr
+
+
+def test_a_sweep_lane_binds_within_its_own_cores(dgx):
+    """sweep.parallel=N: a job's ranks are placed within its lane's cores (and a local node's within its share)."""
+    from launcher.sweep import lanes
+
+    facts = lanes.job_facts(make_facts(cpus=16), lanes.Slot(1, cpus=(4, 5, 12, 13)))
+    assert facts.cpus == Allowed((4, 5, 12, 13), "sweep lane 1's cores")
+    line = grammar.parse(["launcher.cpu_binding=exclusive", "launcher.nproc_per_node=2"])
+    cfg = compose(with_default_profile(line.overrides, {}), line.script_args)
+    settled = cpu_placement.place(cfg, checks.validate(cfg, facts), facts, machine=dgx, can_bind=False)
+    assert settled.cpu_lists == ((4, 12), (5, 13))
+    share = lanes.node_facts(make_facts(cpus=16), lanes.Slot(0, cpus=(0, 1)))
+    assert share.cpus == Allowed((0, 1), "local node 0's share of this host")
