@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from . import checks, paths
+from . import checks, cpu_topology, paths
 from .addresses import Endpoint, is_loopback
 from .config.schema import Topology, TrainConfig
 from .errors import UserError
@@ -152,6 +152,7 @@ def gather(env: Mapping[str, str] | None = None) -> HostFacts:
         usable_cpus=usable_cpus(),
         examples_dir=str(paths.examples_dir()),
         env=env,
+        cpus=cpu_topology.allowed(),
     )
 
 
