@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .addresses import Endpoint
+from .container import Container
 
 C10D_DEFAULT_PORT = 29400  # torchrun's c10d rendezvous endpoint without a port
 MASTER_DEFAULT_PORT = 29500  # torchrun's --master_port
@@ -25,6 +26,8 @@ class HostFacts:
     usable_cpus: int
     examples_dir: str
     env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str = ""  # the working directory (a relative run_root is under it: a container mounts it)
+    home: str = ""  # ~ in container.mounts
 
 
 @dataclass(frozen=True)
@@ -64,3 +67,5 @@ class Settled:
     # node liveness (run/monitor/liveness.py): node 0's launcher listens at this port, the others connect to
     # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
     node_hub: Endpoint | None = None
+    # container.image given: the settled container group (launcher/container.py); None: bare processes
+    container: Container | None = None

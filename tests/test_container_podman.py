@@ -1,0 +1,237 @@
+"""Launches inside a real podman container (``podman --runtime runc``; docs/containers.md): the
+bundled torch trainer trains inside an image built by the test (tests/podman_image.py: no Python
+in it, nothing of the host's root filesystem; the interpreter and the virtual environment are mounted
+read-only through ``container.mounts``), and every promise of the launcher holds inside.
+
+One launch carries several claims where that is honest (the budget: ~two cores shared). Skipped
+without podman and runc; ``TRAIN_MULTIGPU_REQUIRE_PODMAN=1`` (.ci/run) makes that a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import podman_image
+from conftest import ALLREDUCE, clean_env
+from launcher import paths
+
+pytestmark = pytest.mark.timeout(300)
+
+SMALL = ("launcher.nproc_per_node=2", "num_envs=4", "device=cpu")
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> str:
+    return podman_image.image(tmp_path_factory.mktemp("image"))
+
+
+def options() -> str:
+    """container.options: the sandbox's resource limits (no higher than the current ones)."""
+    return "container.options=[" + ",".join(f"'--ulimit={v}'" for v in podman_image.ULIMITS[1::2]) + "]"
+
+
+def args(image: str, *more: str, env: tuple[str, ...] = ()) -> list[str]:
+    """The overrides of a launch in the test image, with this machine's Python and the examples mounted."""
+    mounted = [*podman_image.python_mounts(), f"{paths.examples_dir()}:{paths.examples_dir()}:ro"]
+    return [
+        f"container.image={image}",
+        "container.runtime=podman",
+        "container.runtime_flags=['--runtime=runc']",
+        options(),
+        "container.mounts=[" + ",".join(f"'{m}'" for m in mounted) + "]",
+        "container.env=[" + ",".join(env) + "]",
+        f"python={sys.executable}",
+        *more,
+    ]
+
+
+def start(tmp: Path, argv: list[str], **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "launcher", f"run_root={tmp / 'runs'}", *argv],
+        cwd=tmp,
+        env=clean_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def launch(tmp: Path, argv: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *([] if argv[:1] == ["runs"] else [f"run_root={tmp / 'runs'}"]), *argv],
+        cwd=tmp,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def the_run(tmp: Path) -> Path:
+    (run_dir,) = (tmp / "runs").iterdir()
+    return run_dir
+
+
+def ours() -> list[str]:
+    return [name for name in podman_image.containers() if name.startswith("tmg-")]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def beating(tmp: Path, ranks: int = 2) -> bool:
+    runs = tmp / "runs"
+    return runs.is_dir() and len(list(runs.glob("*/logs/rank*.beat"))) >= ranks
+
+
+def cmdlines_with(value: str) -> list[str]:
+    found = []
+    for path in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if value.encode() in path.read_bytes():
+                found.append(path.read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
+        except OSError:
+            continue
+    return found
+
+
+def rank_environ_with(value: str) -> list[int]:
+    """Rank processes (the rank wrapper's) whose environment holds ``value``, inside a container: their
+    root is not the host's."""
+    host_root = Path("/proc/self/root").stat().st_ino, Path("/proc/self/root").stat().st_dev
+    found = []
+    for path in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if value.encode() not in path.read_bytes() or b"worker.py" not in (path.parent / "cmdline").read_bytes():
+                continue
+            root = (path.parent / "root").stat()
+        except OSError:
+            continue
+        if (root.st_ino, root.st_dev) != host_root:
+            found.append(int(path.parent.name))
+    return found
+
+
+def test_the_trainer_restarts_inside_the_container_and_its_secret_reaches_only_the_ranks(tmp_path, image):
+    """The bundled trainer, two ranks, in the image: rank 1 crashes once after iteration 2, the
+    launch restarts it from its checkpoint (inside the container again) and completes; per-rank logs
+    on the host, ``runs`` lists it; a secret reaches the ranks inside and no command line on the host
+    (podman's and conmon's included), no file (the run, podman's container storage)."""
+    sentinel = f"tmgSENTINEL{uuid.uuid4().hex}"
+    argv = args(
+        image,
+        *SMALL,
+        "max_iterations=4",
+        "restart.max=1",
+        "restart.classes=[default,exit-code]",
+        f"+worker_env.HF_TOKEN={sentinel}",
+        env=("TRAIN_MULTIGPU_EXAMPLE_CRASH",),
+    )
+    proc = start(tmp_path, argv, TRAIN_MULTIGPU_EXAMPLE_CRASH="2:1")
+    seen_inside, seen_running = [], []
+    try:
+        while proc.poll() is None:
+            seen_running += ours()
+            assert cmdlines_with(sentinel) == []
+            seen_inside += rank_environ_with(sentinel)
+            time.sleep(0.3)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    assert seen_inside, "no rank inside a container had the secret"
+    assert any(name.endswith("-n0-a0") for name in seen_running) and any(n.endswith("-n0-a1") for n in seen_running)
+    run_dir = the_run(tmp_path)
+    record = json.loads((run_dir / "status.json").read_text())
+    first, second = record["attempts"]
+    assert first["cause"] == "exit-code" and first["iterations"] == 2
+    assert second["resumed_from"] == str(run_dir / "checkpoints" / "iter_000002.ckpt")
+    assert (second["exit_code"], second["iterations"]) == (0, 4)
+    assert "iterations 3..4" in (run_dir / "attempt1" / "logs" / "rank0.log").read_text()
+    assert (run_dir / "logs" / "rank1.log").is_file()
+    assert "podman --runtime=runc run --rm --name tmg-" in (run_dir / "command.sh").read_text()
+    listing = launch(tmp_path, ["runs", f"--root={tmp_path / 'runs'}"]).stdout
+    assert "success, attempts 2 (1 restart)" in listing.splitlines()[1], listing
+    # nowhere else: the console, every file of the run, podman's storage (config.json, its state database)
+    assert sentinel not in out + err
+    storage = [
+        p for p in Path("/var/lib/containers/storage").rglob("*") if p.is_file() and p.suffix in (".json", ".db")
+    ]
+    for path in [*tmp_path.rglob("*"), *storage]:
+        if path.is_file() and not path.is_symlink():
+            assert sentinel.encode() not in path.read_bytes(), f"secret written to {path}"
+    assert ours() == []
+
+
+def test_a_failing_rank_exit_code_and_cause_come_out_of_the_container(tmp_path, image):
+    r = launch(tmp_path, [*args(image), f"script={ALLREDUCE}", "--", "--exit_code_on_rank", "1:7"])
+    assert r.returncode == 7, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in r.stderr
+    assert ours() == []
+
+
+def test_stacks_then_ctrl_c_leave_no_container(tmp_path, image):
+    proc = start(tmp_path, args(image, *SMALL, "max_iterations=100000"))
+    try:
+        wait_for(lambda: beating(tmp_path), 180, "both ranks' heartbeats")
+        assert len(ours()) == 1
+        stacks = launch(tmp_path, ["runs", "stacks", "last", f"--root={tmp_path / 'runs'}"], timeout=120)
+        assert stacks.returncode == 0, stacks.stdout + stacks.stderr
+        summary = wait_for(lambda: list(the_run(tmp_path).glob("stacks/*/summary.txt")), 60, "the stacks' summary")
+        text = summary[0].read_text()
+        assert "rank 0" in text and "rank 1" in text, text
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert ours() == []
+
+
+def test_a_sigkilled_launcher_leaves_no_container(tmp_path, image):
+    proc = start(tmp_path, args(image, *SMALL, "max_iterations=100000"))
+    try:
+        wait_for(lambda: beating(tmp_path), 180, "both ranks' heartbeats")
+        assert len(ours()) == 1
+    finally:
+        proc.kill()
+        proc.communicate()
+    wait_for(lambda: ours() == [], 60, "the container's removal after the launcher's SIGKILL")
+    record = json.loads((the_run(tmp_path) / "status.json").read_text())
+    assert record["exit_code"] == 137 and record["reason"] == "launcher killed"
+
+
+def test_an_image_without_python_is_refused_before_any_rank_starts(tmp_path, image):
+    argv = [
+        f"container.image={image}",
+        "container.runtime=podman",
+        "container.runtime_flags=['--runtime=runc']",
+        options(),
+    ]
+    r = launch(tmp_path, argv)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"train_multigpu: error: container.image={image}: python3 "), lines
+    assert not (tmp_path / "runs").exists()
+    # the interpreter there, torch not: the module is named
+    venvless = [*argv, f"container.mounts=['{podman_image.base_prefix()}:{podman_image.base_prefix()}:ro']"]
+    r = launch(tmp_path, [*venvless, f"python={podman_image.base_prefix()}/bin/python3"])
+    assert r.returncode == 2 and "in the image cannot import torch" in r.stderr, r.stderr
+    assert not (tmp_path / "runs").exists() and ours() == []
