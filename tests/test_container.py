@@ -8,8 +8,8 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from inproc import environment, run_main
 
+from inproc import environment, run_main
 from launcher import container, paths
 
 IMAGE = "nvcr.io/nvidia/isaac-lab:2.3.0"
