@@ -221,7 +221,7 @@ def argv(container: Container, inner: Sequence[str], env_names: Sequence[str], n
     """``inner`` as the runtime starts it in ``container.image``; ``env_names``: the variables the
     launch sets for it, passed by name (with the container's own, in order, once each)."""
     names = passed(container, env_names)
-    own = [Mount(container.own[0], container.own[0]), *(Mount(p, p, "ro") for p in container.own[1:])]
+    own = [Mount(p, p, "" if i == 0 else "ro") for i, p in enumerate(container.own)]
     mounts = [*own, *container.mounts]
     runtime = container.runtime
     if runtime in DAEMON_LIKE:

@@ -10,7 +10,9 @@ would be one more enroot container on the node): its first step says it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import uuid
 
@@ -27,11 +29,23 @@ _CODE = (
 
 
 def check(box: container.Container, python: str, modules: tuple[str, ...], script: str) -> None:
-    """Ask the image; raise the one-line refusal if it lacks ``python``, a module or ``script``."""
+    """Ask the image; raise the one-line refusal if it lacks ``python``, a module or ``script``. A
+    mount's missing source folder is made first (as docker does; podman and apptainer refuse one):
+    the Isaac Lab preset's cache folders exist from the first launch on."""
+    for mount in box.mounts:
+        if not os.path.lexists(mount.src):
+            try:
+                os.makedirs(mount.src)
+            except OSError as err:
+                raise UserError(
+                    "container.mounts", mount.spelled(), f"cannot make its source folder: {err.strerror or err}"
+                ) from None
     if box.runtime == container.PYXIS:
         return
     name = f"{container.NAME_PREFIX}-preflight-{uuid.uuid4().hex[:12]}"
-    argv = container.argv(box, (python, "-c", _CODE, ",".join(modules), script), (), name)
+    # the user's mounts as the launch has them; not the run root, which the launch makes only later
+    asked = dataclasses.replace(box, own=())
+    argv = container.argv(asked, (python, "-c", _CODE, ",".join(modules), script), (), name)
     try:
         done = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False

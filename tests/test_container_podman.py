@@ -99,9 +99,12 @@ def beating(tmp: Path, ranks: int = 2) -> bool:
     return runs.is_dir() and len(list(runs.glob("*/logs/rank*.beat"))) >= ranks
 
 
-def cmdlines_with(value: str) -> list[str]:
+def cmdlines_with(value: str, typed_by: int) -> list[str]:
+    """Command lines holding ``value``, but the launcher's own (``typed_by``: the user typed it there)."""
     found = []
     for path in Path("/proc").glob("[0-9]*/cmdline"):
+        if path.parent.name == str(typed_by):
+            continue
         try:
             if value.encode() in path.read_bytes():
                 found.append(path.read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
@@ -147,7 +150,7 @@ def test_the_trainer_restarts_inside_the_container_and_its_secret_reaches_only_t
     try:
         while proc.poll() is None:
             seen_running += ours()
-            assert cmdlines_with(sentinel) == []
+            assert cmdlines_with(sentinel, proc.pid) == []
             seen_inside += rank_environ_with(sentinel)
             time.sleep(0.3)
         out, err = proc.communicate(timeout=60)
