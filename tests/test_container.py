@@ -108,17 +108,20 @@ def test_apptainer_argv_and_names_by_apptainerenv(tmp_path):
     }
 
 
+SLURM_ENV = {
+    "SLURM_JOB_ID": "42",
+    "SLURM_NNODES": "1",
+    "SLURM_NODEID": "0",
+    "SLURM_PROCID": "0",
+    "SLURM_NTASKS": "1",
+    "SLURM_JOB_NODELIST": "gpu-a",
+    "SLURM_STEP_NODELIST": "gpu-a",
+    "SLURMD_NODENAME": "gpu-a",
+}
+
+
 def test_pyxis_argv_inside_a_slurm_allocation(tmp_path):
-    slurm = {
-        "SLURM_JOB_ID": "42",
-        "SLURM_NNODES": "1",
-        "SLURM_NODEID": "0",
-        "SLURM_PROCID": "0",
-        "SLURM_NTASKS": "1",
-        "SLURM_JOB_NODELIST": "gpu-a",
-        "SLURM_STEP_NODELIST": "gpu-a",
-        "SLURMD_NODENAME": "gpu-a",
-    }
+    slurm = SLURM_ENV
     result = dry(
         tmp_path,
         "launcher=slurm",
@@ -203,3 +206,46 @@ def test_names_are_unique_per_node_attempt_and_rank():
         for rank in (None, 0, 1)
     }
     assert len(names) == 12
+
+
+def test_submit_ssh_gives_every_host_the_container_keys(tmp_path):
+    """Each host's launcher composes the same container.* overrides, so each runs its own container
+    (its dry run, in the SSH preflight, prints the wrapped command); the secret stays masked."""
+    result = dry(
+        tmp_path, "container.image=img", "container.runtime=podman", "submit=ssh", "ssh.hosts=[10.0.0.1,10.0.0.2]"
+    )
+    assert result.returncode == 0, result.stderr
+    nodes = [line for line in result.stdout.splitlines() if line.startswith("ssh ")]
+    assert len(nodes) == 2 and all("container.image=img container.runtime=podman" in line for line in nodes)
+
+
+def test_submit_slurm_carries_the_container_keys_into_the_job(tmp_path):
+    result = dry(tmp_path, "container.image=/shared/isaac-lab.sif", "submit=slurm", "+worker_env.HF_TOKEN=abc")
+    assert result.returncode == 0, result.stderr
+    (srun,) = [line for line in result.stdout.splitlines() if line.startswith("srun ")]
+    assert "launcher=slurm container.image=/shared/isaac-lab.sif" in srun and "abc" not in result.stdout
+    # in the job, each node's launcher wraps its launch: apptainer for a .sif (the dry run there shows it)
+    inside = dry(tmp_path, "launcher=slurm", "container.image=/shared/isaac-lab.sif", env=SLURM_ENV)
+    assert inside.returncode == 0, inside.stderr
+    assert command_line(inside.stdout)[:3] == ["apptainer", "exec", "--cleanenv"]
+
+
+def test_the_isaaclab_preset(tmp_path):
+    result = dry(
+        tmp_path,
+        "profile=isaaclab",
+        "container=isaaclab",
+        "container.image=nvcr.io/nvidia/isaac-lab:2.3.0",
+        "task=Isaac-Cartpole-v0",
+        env={"HOME": str(tmp_path)},
+    )
+    assert result.returncode == 0, result.stderr
+    argv = command_line(result.stdout)
+    for name in ("ACCEPT_EULA", "PRIVACY_CONSENT", "OMNI_KIT_ACCEPT_EULA"):
+        assert argv[argv.index(name) - 1] == "-e"
+    assert "export ACCEPT_EULA=Y" in result.stdout and "export PRIVACY_CONSENT=Y" in result.stdout
+    assert f"{tmp_path}/.cache/train_multigpu/isaac-sim/ov:/root/.cache/ov" in argv
+    at = argv.index("nvcr.io/nvidia/isaac-lab:2.3.0")
+    assert argv[at + 1] == "/isaac-sim/python.sh"
+    assert "/workspace/isaaclab/scripts/reinforcement_learning/train.py" in argv
+    assert not (tmp_path / ".cache").exists()  # made by a real launch only

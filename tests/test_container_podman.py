@@ -182,23 +182,61 @@ def test_the_trainer_restarts_inside_the_container_and_its_secret_reaches_only_t
     assert ours() == []
 
 
-def test_a_failing_rank_exit_code_and_cause_come_out_of_the_container(tmp_path, image):
-    r = launch(tmp_path, [*args(image), f"script={ALLREDUCE}", "--", "--exit_code_on_rank", "1:7"])
+def test_a_failing_jax_rank_exit_code_and_cause_come_out_of_its_container(tmp_path, image):
+    """Two JAX ranks, each in its own container (named with its rank): rank 1 exits 7 after the
+    coordinator met (host network), the launch exits 7 naming it; no container is left."""
+    r = launch(
+        tmp_path,
+        [*args(image), "launcher=skrl_jax", "launcher.nproc_per_node=2", f"script={ALLREDUCE}"]
+        + ["--", "--exit_code_on_rank", "1:7"],
+    )
     assert r.returncode == 7, r.stdout[-3000:] + r.stderr[-3000:]
     assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in r.stderr
+    assert "--name tmg-" in (the_run(tmp_path) / "command.sh").read_text()
     assert ours() == []
 
 
+# a rank that only waits (no torch, no jax to import: the quick way to a running launch in the image)
+WAITER = """
+import os, sys, time
+print("waiting", os.environ.get("JAX_RANK"), flush=True)
+while True:
+    time.sleep(0.2)
+"""
+
+
+def waiter(tmp: Path) -> list[str]:
+    folder = tmp / "scripts"
+    folder.mkdir()
+    (folder / "waiter.py").write_text(WAITER)
+    mounted = [*podman_image.python_mounts(), f"{folder}:{folder}:ro"]
+    base = [a for a in args("") if not a.startswith(("container.image=", "container.mounts="))]
+    return [
+        *base,
+        "container.mounts=[" + ",".join(f"'{m}'" for m in mounted) + "]",
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=2",
+        f"script={folder / 'waiter.py'}",
+    ]
+
+
+def waiting(tmp: Path) -> bool:
+    logs = list((tmp / "runs").glob("*/logs/rank*.log")) if (tmp / "runs").is_dir() else []
+    return len([log for log in logs if "waiting" in log.read_text()]) == 2
+
+
 def test_stacks_then_ctrl_c_leave_no_container(tmp_path, image):
-    proc = start(tmp_path, args(image, *SMALL, "max_iterations=100000"))
+    """``runs stacks`` takes every rank's stack inside the containers (py-spy from the host, by the
+    launch's marker), then one Ctrl+C stops both containers: none is left."""
+    proc = start(tmp_path, [f"container.image={image}", *waiter(tmp_path)])
     try:
-        wait_for(lambda: beating(tmp_path), 180, "both ranks' heartbeats")
-        assert len(ours()) == 1
+        wait_for(lambda: waiting(tmp_path), 180, "both ranks running in their containers")
+        assert len(ours()) == 2
         stacks = launch(tmp_path, ["runs", "stacks", "last", f"--root={tmp_path / 'runs'}"], timeout=120)
         assert stacks.returncode == 0, stacks.stdout + stacks.stderr
         summary = wait_for(lambda: list(the_run(tmp_path).glob("stacks/*/summary.txt")), 60, "the stacks' summary")
         text = summary[0].read_text()
-        assert "rank 0" in text and "rank 1" in text, text
+        assert "rank 0" in text and "rank 1" in text and "waiter.py" in text, text
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=90)
     finally:
@@ -209,15 +247,17 @@ def test_stacks_then_ctrl_c_leave_no_container(tmp_path, image):
 
 
 def test_a_sigkilled_launcher_leaves_no_container(tmp_path, image):
-    proc = start(tmp_path, args(image, *SMALL, "max_iterations=100000"))
+    proc = start(tmp_path, [f"container.image={image}", *waiter(tmp_path)])
     try:
-        wait_for(lambda: beating(tmp_path), 180, "both ranks' heartbeats")
-        assert len(ours()) == 1
+        wait_for(lambda: waiting(tmp_path), 180, "both ranks running in their containers")
+        assert len(ours()) == 2
     finally:
         proc.kill()
         proc.communicate()
-    wait_for(lambda: ours() == [], 60, "the container's removal after the launcher's SIGKILL")
-    record = json.loads((the_run(tmp_path) / "status.json").read_text())
+    wait_for(lambda: ours() == [], 60, "the containers' removal after the launcher's SIGKILL")
+    status = the_run(tmp_path) / "status.json"
+    wait_for(lambda: json.loads(status.read_text())["exit_code"] is not None, 60, "the watchdog's record")
+    record = json.loads(status.read_text())
     assert record["exit_code"] == 137 and record["reason"] == "launcher killed"
 
 
@@ -238,3 +278,37 @@ def test_an_image_without_python_is_refused_before_any_rank_starts(tmp_path, ima
     r = launch(tmp_path, [*venvless, f"python={podman_image.base_prefix()}/bin/python3"])
     assert r.returncode == 2 and "in the image cannot import torch" in r.stderr, r.stderr
     assert not (tmp_path / "runs").exists() and ours() == []
+
+
+def test_submit_slurm_runs_podman_under_srun_on_the_real_cluster(slurm_cluster, tmp_path, image):
+    """submit=slurm on the one-host cluster, container.runtime=podman: the job's node launcher runs its
+    launch in the image under srun; the secret reaches the rank, nowhere on disk."""
+    from slurm_cluster import wait_job
+
+    sentinel = f"tmgSENTINEL{uuid.uuid4().hex}"
+    r = launch(
+        tmp_path,
+        [
+            *args(image),
+            "submit=slurm",
+            "slurm.time=5",
+            "launcher.nproc_per_node=1",
+            f"script={ALLREDUCE}",
+            f"+worker_env.HF_TOKEN={sentinel}",
+        ],
+        OMP_NUM_THREADS="1",
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = r.stdout.split("submitted SLURM job ", 1)[1].split()[0]
+    info = wait_job(job, timeout=240)
+    (log,) = (tmp_path / "runs").rglob(f"slurm-{job}.out")
+    assert info["JobState"] == "COMPLETED", log.read_text()
+    (command,) = (tmp_path / "runs").rglob("command.sh")
+    assert "podman --runtime=runc run --rm --name tmg-" in command.read_text()
+    assert "all_reduce sum=1 expected=1" in log.read_text() + "".join(
+        p.read_text() for p in (tmp_path / "runs").rglob("rank0.log")
+    )
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert sentinel.encode() not in path.read_bytes(), f"secret written to {path}"
+    assert ours() == []

@@ -147,20 +147,29 @@ class ProcessGroup:
         started (JAX), or torchrun's workers: its descendants running the rank wrapper, rank from
         their RANK variable (the wrapper runs the script in its own process)."""
         found: dict[int, int] = {}
+        if self.plan.container is not None:  # the processes we started are the runtime's clients
+            return self._ranks_inside() if self.plan.wrapper is not None else found
         for spec, proc in zip(self.plan.processes, self.procs):
             if spec.global_rank is not None and proc.poll() is None:
                 found[spec.global_rank] = proc.pid
         torchrun = [proc.pid for spec, proc in zip(self.plan.processes, self.procs) if spec.global_rank is None]
         if not torchrun or self.plan.wrapper is None:
             return found
-        # in a container, torchrun is its runtime's child, not ours: its workers carry the launch's marker
-        inside = procs.marked(self.launch_id) if self.plan.container is not None else set()
-        candidates = procs.descendants(*torchrun) | inside
+        return {**found, **self._wrapper_ranks(procs.descendants(*torchrun), "RANK")}
+
+    def _ranks_inside(self) -> dict[int, int]:
+        """In a container the ranks are no descendants of ours (the runtime started them: conmon, the
+        daemon): they are found by the launch's marker in their environment, running the wrapper."""
+        jax = any(spec.global_rank is not None for spec in self.plan.processes)
+        return self._wrapper_ranks(procs.marked(self.launch_id), "JAX_RANK" if jax else "RANK")
+
+    def _wrapper_ranks(self, candidates: set[int], variable: str) -> dict[int, int]:
+        found: dict[int, int] = {}
         workers = {pid for pid in candidates if self.plan.wrapper in procs.cmdline(pid)[1:3]}
         for pid in workers:
             if procs.parent(pid) in workers:  # a child that runs the wrapper too (a fork): not the rank
                 continue
-            rank = procs.environ(pid).get("RANK", "")
+            rank = procs.environ(pid).get(variable, "")
             if rank.isdigit():
                 found[int(rank)] = pid
         return found
