@@ -113,6 +113,18 @@ def cmdlines_with(value: str, typed_by: int) -> list[str]:
     return found
 
 
+def files_with(value: str, *roots: Path) -> list[Path]:
+    found = []
+    for root in roots:
+        for path in root.rglob("*") if root.is_dir() else ():
+            try:
+                if path.is_file() and not path.is_symlink() and value.encode() in path.read_bytes():
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
 def rank_environ_with(value: str) -> list[int]:
     """Rank processes (the rank wrapper's) whose environment holds ``value``, inside a container: their
     root is not the host's."""
@@ -173,12 +185,7 @@ def test_the_trainer_restarts_inside_the_container_and_its_secret_reaches_only_t
     assert "success, attempts 2 (1 restart)" in listing.splitlines()[1], listing
     # nowhere else: the console, every file of the run, podman's storage (config.json, its state database)
     assert sentinel not in out + err
-    storage = [
-        p for p in Path("/var/lib/containers/storage").rglob("*") if p.is_file() and p.suffix in (".json", ".db")
-    ]
-    for path in [*tmp_path.rglob("*"), *storage]:
-        if path.is_file() and not path.is_symlink():
-            assert sentinel.encode() not in path.read_bytes(), f"secret written to {path}"
+    assert files_with(sentinel, tmp_path, Path("/var/lib/containers/storage")) == []
     assert ours() == []
 
 
@@ -227,11 +234,17 @@ def waiting(tmp: Path) -> bool:
 
 def test_stacks_then_ctrl_c_leave_no_container(tmp_path, image):
     """``runs stacks`` takes every rank's stack inside the containers (py-spy from the host, by the
-    launch's marker), then one Ctrl+C stops both containers: none is left."""
-    proc = start(tmp_path, [f"container.image={image}", *waiter(tmp_path)])
+    launch's marker), then one Ctrl+C stops both containers: none is left. While they run, a secret
+    is in both ranks' environment inside and in no command line (podman's, conmon's), no file of
+    podman's container storage (where ``-e NAME`` would have put it) nor of the run."""
+    sentinel = f"tmgSENTINEL{uuid.uuid4().hex}"
+    proc = start(tmp_path, [f"container.image={image}", *waiter(tmp_path), f"+worker_env.HF_TOKEN={sentinel}"])
     try:
         wait_for(lambda: waiting(tmp_path), 180, "both ranks running in their containers")
         assert len(ours()) == 2
+        assert len(rank_environ_with(sentinel)) >= 2  # both ranks (and the processes they run the script in)
+        assert cmdlines_with(sentinel, proc.pid) == []
+        assert files_with(sentinel, tmp_path, Path("/var/lib/containers/storage"), Path("/run/containers")) == []
         stacks = launch(tmp_path, ["runs", "stacks", "last", f"--root={tmp_path / 'runs'}"], timeout=120)
         assert stacks.returncode == 0, stacks.stdout + stacks.stderr
         summary = wait_for(lambda: list(the_run(tmp_path).glob("stacks/*/summary.txt")), 60, "the stacks' summary")
