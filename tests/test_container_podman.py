@@ -325,3 +325,21 @@ def test_submit_slurm_runs_podman_under_srun_on_the_real_cluster(slurm_cluster, 
         if path.is_file() and not path.is_symlink():
             assert sentinel.encode() not in path.read_bytes(), f"secret written to {path}"
     assert ours() == []
+
+
+def test_the_watchdog_removes_a_container_left_by_name(tmp_path, image):
+    """A container whose processes the marker sweep cannot reach (here: created, never started; in
+    life, one the daemon was still creating when the launcher died) is removed by the name the
+    launcher told the watchdog, after the launcher's end without ``done``."""
+    name = f"tmg-{uuid.uuid4().hex[:12]}-n0-a0"
+    subprocess.run([*podman_image.PODMAN, "create", "--name", name, image, "/none"], check=True, capture_output=True)
+    assert name in ours()
+    watchdog = subprocess.Popen(
+        [sys.executable, "-S", "-m", "launcher.run.watchdog", uuid.uuid4().hex],
+        stdin=subprocess.PIPE,
+        env={**clean_env(), "PYTHONPATH": paths.PACKAGE_PARENT},
+    )
+    watchdog.stdin.write(("remove " + json.dumps([*podman_image.PODMAN, "rm", "-f", name]) + "\n").encode())
+    watchdog.stdin.close()  # the launcher gone without "done"
+    assert watchdog.wait(timeout=120) == 0
+    assert name not in ours()
