@@ -417,11 +417,15 @@ def container_settled(cfg: TrainConfig, facts: HostFacts, device: str) -> Contai
         gpus=box.gpus,
         device=device,
         slurm=cfg.launcher.from_slurm or cfg.submit is Submit.slurm,
-        run_root=os.path.normpath(os.path.join(facts.cwd or os.sep, os.path.expanduser(str(where)))),
+        run_root=os.path.normpath(os.path.join(facts.cwd or os.sep, _home(str(where), facts.home))),
         wrapper=WORKER_WRAPPER,
         home=facts.home or os.sep,
         node=facts.env.get("SLURMD_NODENAME"),
     )
+
+
+def _home(path: str, home: str) -> str:
+    return (home or os.sep) + path[1:] if path == "~" or path.startswith("~/") else path
 
 
 MAX_RESTARTS = 1000  # restart.max: beyond it a value is a typo, not a wish
