@@ -405,8 +405,10 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
 
     >>> keys_of_type(list)[:4]
     ('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env')
-    >>> keys_of_type(list)[4:]
+    >>> keys_of_type(list)[4:7]
     ('restart.classes', 'ssh.hosts', 'ssh.options')
+    >>> keys_of_type(list)[7:]
+    ('container.runtime_flags', 'container.mounts', 'container.env', 'container.options')
     """
     import dataclasses
     import types
