@@ -19,6 +19,9 @@ import uuid
 from . import container
 from .errors import UserError
 
+# docker/podman's own failures (125: the runtime's error, 126: the OCI runtime's, the command not
+# started); 127 is the command not found in the image
+RUNTIME_FAILED = (125, 126)
 CHECK_TIMEOUT_S = 600.0  # the first run of an image pulls it: as long as the launch itself would wait
 # what the interpreter in the image prints: the modules it cannot find, and whether the script is there
 _CODE = (
@@ -65,6 +68,14 @@ def check(box: container.Container, python: str, modules: tuple[str, ...], scrip
             "container.image", box.image, f"{box.runtime} did not start it within {CHECK_TIMEOUT_S:g} s"
         ) from None
     report = _report(done.stdout)
+    if report is None and done.returncode in RUNTIME_FAILED and "executable file not found" not in done.stderr:
+        raise UserError(
+            "container.image",
+            box.image,
+            f"{box.runtime} could not start a container from it (exit {done.returncode}: "
+            f"{_last_line(done.stderr or done.stdout)})",
+            f"try {box.runtime} run IMAGE by hand on this host",
+        )
     if report is None:
         said = _last_line(done.stderr or done.stdout)
         raise UserError(
