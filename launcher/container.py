@@ -140,6 +140,13 @@ def settle(
         name, eq, value = str(entry).partition("=")
         if not _NAME.fullmatch(name):
             raise UserError("container.env", entry, "NAME (passed through from this environment) or NAME=VALUE")
+        if eq and is_secret(name):  # a config value is recorded (config.yaml): a secret's is not
+            raise UserError(
+                "container.env",
+                f"{name}=***",
+                "a secret's value does not belong in container.env (the config is recorded)",
+                f"pass the name alone (container.env=[{name}]: from this environment), or +worker_env.{name}=VALUE",
+            )
         (values.append((name, value)) if eq else names.append(name))
     for flag in runtime_flags:
         if not str(flag).startswith("-"):

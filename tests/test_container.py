@@ -165,6 +165,7 @@ BAD = [
     (("container.image=img", "container.mounts=['/a:/b:rx']"), "container.mounts=/a:/b:rx: SRC:DST[:ro|rw]"),
     (("container.image=img", "container.env=[1BAD]"), "container.env=1BAD: NAME (passed through"),
     (("container.image=img", "container.workdir=work"), "container.workdir=work: an absolute path"),
+    (("container.image=img", "container.env=['HF_TOKEN=abc']"), "container.env=HF_TOKEN=***: a secret's value does"),
     (("container.image=img", "container.runtime_flags=[runc]"), "container.runtime_flags=runc: the runtime's"),
     (("container.image=-v",), "container.image=-v: an image"),
     (("container.image=img", "container.runtime=rkt"), "container.runtime=rkt: Invalid value 'rkt'"),
