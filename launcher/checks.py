@@ -18,11 +18,22 @@ import os
 import re
 from collections.abc import Callable
 
-from . import cpu_binding, nodes, rendezvous
+from . import container, cpu_binding, nodes, rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
-from .config.schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
+from .config.schema import (
+    JAX_ONLY_KEYS,
+    TORCHRUN_ONLY_KEYS,
+    Device,
+    LauncherConfig,
+    MLFramework,
+    Submit,
+    Topology,
+    TrainConfig,
+)
+from .container import Container
 from .errors import UserError
 from .facts import C10D_DEFAULT_PORT, MASTER_DEFAULT_PORT, NODE_PORT_DEFAULT, HostFacts, Settled
+from .paths import WORKER_WRAPPER
 
 # what a check does with a refusal that comes from a fact of this host: raise it (a real launch), or
 # collect it (a dry run: the plan is printed, then a warning per refusal)
@@ -384,6 +395,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         else:
             raise error
     return Settled(
+        container=container_settled(cfg, facts, device),
         device=device,
         nproc_per_node=nproc,
         nnodes=nodes.spelled(launcher.nnodes, jax),
@@ -397,6 +409,35 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
         local_addr=launcher.local_addr,
         node_hub=node_hub(launcher, backend, rdzv, coordinator, min_nodes, max_nodes, cfg.restart.max),
     )
+
+
+def container_settled(cfg: TrainConfig, facts: HostFacts, device: str) -> Container | None:
+    """The ``container`` group checked (launcher/container.py): None without ``container.image``, and
+    inside a Kubeflow pod (launcher=k8s: the pod is the container, its image ``container.image``)."""
+    box = cfg.container
+    if box.image is None or cfg.launcher.from_k8s:
+        return None
+    where = cfg.run_dir if cfg.run_dir is not None else cfg.run_root
+    return container.settle(
+        image=box.image,
+        runtime=box.runtime.value,
+        runtime_flags=box.runtime_flags,
+        mounts=box.mounts,
+        workdir=box.workdir,
+        env=box.env,
+        options=box.options,
+        gpus=box.gpus,
+        device=device,
+        slurm=cfg.launcher.from_slurm or cfg.submit is Submit.slurm,
+        run_root=os.path.normpath(os.path.join(facts.cwd or os.sep, _home(str(where), facts.home))),
+        wrapper=WORKER_WRAPPER,
+        home=facts.home or os.sep,
+        node=facts.env.get("SLURMD_NODENAME"),
+    )
+
+
+def _home(path: str, home: str) -> str:
+    return (home or os.sep) + path[1:] if path == "~" or path.startswith("~/") else path
 
 
 MAX_RESTARTS = 1000  # restart.max: beyond it a value is a typo, not a wish

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .addresses import Endpoint
+from .container import Container
 from .cpu_topology import Allowed
 
 C10D_DEFAULT_PORT = 29400  # torchrun's c10d rendezvous endpoint without a port
@@ -29,6 +30,8 @@ class HostFacts:
     # the CPUs the launcher may use (cpu_topology.allowed: its affinity within its cgroup cpuset; a
     # parallel sweep's lane or a local node's share: those cores); None: not read (pure tests)
     cpus: Allowed | None = None
+    cwd: str = ""  # the working directory (a relative run_root is under it: a container mounts it)
+    home: str = ""  # ~ in container.mounts
 
 
 @dataclass(frozen=True)
@@ -74,3 +77,5 @@ class Settled:
     cpu_lists: tuple[tuple[int, ...], ...] = ()
     cpu_source: str = ""
     numa_binding: str | None = None
+    # container.image given: the settled container group (launcher/container.py); None: bare processes
+    container: Container | None = None

@@ -71,3 +71,26 @@ def job_nodes(nnodes: object, nnodes_typed: bool, alias_key: str, alias: int, al
     if not 1 <= alias <= most:
         raise UserError(alias_key, alias, f"a node count from 1 to {most}")
     return alias
+
+
+def aliased(key: str, value: object, alias_key: str, alias: object, what: str) -> object:
+    """One key and its old spelling, by the rule :func:`job_nodes` applies to node counts: either set
+    alone is the value; both set (not None) to different values is one :class:`UserError` naming both.
+
+    >>> aliased("container.image", None, "k8s.image", "img", "the pods' image")
+    'img'
+    >>> aliased("container.image", "a", "k8s.image", "b", "the pods' image")
+    Traceback (most recent call last):
+    ...
+    launcher.errors.UserError: container.image=a: k8s.image=b says otherwise: k8s.image is the old spelling of container.image, the pods' image (set one of them, or both to the same value)
+    """  # noqa: E501
+    if value is None:
+        return alias
+    if alias is not None and alias != value:
+        raise UserError(
+            key,
+            value,
+            f"{alias_key}={alias} says otherwise: {alias_key} is the old spelling of {key}, {what}",
+            "set one of them, or both to the same value",
+        )
+    return value

@@ -31,3 +31,5 @@ def docs_dir() -> Path:
 
 # the rank wrapper (launcher/run/worker.py): named here so that a dry run need not import the supervisor
 WORKER_WRAPPER = str(_PACKAGE / "run" / "worker.py")
+# the first program in a docker/podman container that carries secrets: reads them from stdin (launcher/container.py)
+CONTAINER_ENTRY = str(_PACKAGE / "run" / "container_entry.py")

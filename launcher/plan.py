@@ -19,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from . import container as container_mod
 from . import cpu_binding, rendezvous
 from .addresses import Endpoint
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
+from .container import Container
 from .facts import NODE_PORT_DEFAULT, HostFacts, Settled
 from .names import (
     ATTEMPT_VAR,
@@ -112,6 +114,9 @@ LAUNCH_VARS = (
 )
 # torchrun flags with which torchrun, not the launcher, handles the workers' output
 TORCHRUN_OUTPUT_FLAGS = ("--tee", "--redirects", "--log_dir")
+IMAGE_PYTHON = "python3"  # the interpreter in a container image when python= is not given
+# the variables supervised()/attempt() add (a container passes each by name: the dry run shows them)
+SUPERVISED_VARS = (RUN_DIR_VAR, LOG_DIR_VAR, RANK_LOGS_VAR, NODE_RANK_VAR, LAUNCH_ID_VAR, ATTEMPT_VAR)
 FR_BUFFER_SIZE = "2000"  # torch's own default since 2.5 (earlier: 0, the recorder off)
 
 
@@ -178,6 +183,8 @@ class LaunchPlan:
     straggler_factor: float | None = None
     # the launchers of a multi-node launch watch each other (None: they do not)
     nodes: NodeWatch | None = None
+    # container.image: each process runs inside it (launcher/container.py; :func:`started` is its argv)
+    container: Container | None = None
 
 
 def _flag_value(value: object) -> str:
@@ -420,12 +427,15 @@ def build(
 ) -> LaunchPlan:
     """``order``: the command line's typed order of script-bound values (grammar.CommandLine.order);
     empty: the fixed order (training keys, presets, device, script arguments)."""
-    python = cfg.python or facts.python
+    # in a container the interpreter is the image's (python= names it there)
+    python = cfg.python or (IMAGE_PYTHON if settled.container is not None else facts.python)
     if cfg.launcher.topology is Topology.skrl_jax:
         processes = _jax_ranks(cfg, settled, python, order)
     else:
         processes = (_torchrun(cfg, settled, python, order),)
     env = _common_env(cfg, settled, facts, run_dir)
+    if settled.container is not None:  # container.env's NAME=VALUE: for the runtime, passed in by name
+        env.update({name: value for name, value in settled.container.values if name not in env})
     dump_vars = flight_recorder_files({**facts.env, **env}) if _flight_recorder(cfg, settled) else ()
     nodes = _node_watch(cfg, settled)
     return LaunchPlan(
@@ -447,6 +457,7 @@ def build(
         hang_timeout=cfg.launcher.hang_timeout,
         startup_timeout=cfg.launcher.startup_timeout,
         straggler_factor=cfg.launcher.straggler_factor,
+        container=settled.container,
     )
 
 
@@ -596,6 +607,47 @@ def _given_flag(args: Sequence[str], i: int, argv: Sequence[str]) -> bool:
     return lone and args[i] in argv
 
 
+def started(plan: LaunchPlan, spec: ProcessSpec) -> tuple[str, ...]:
+    """The argv a process is started with: its own, or inside ``plan.container`` (launcher/container.py):
+    every variable the launch sets for it passed by name; the container's name is this launch's, node's
+    and attempt's (the dry run's launch id a stand-in). The dry run, command.sh and run/ all use this."""
+    if plan.container is None:
+        return spec.argv
+    return container_mod.argv(plan.container, spec.argv, _passed(plan, spec), container_name(plan, spec))
+
+
+def _passed(plan: LaunchPlan, spec: ProcessSpec) -> list[str]:
+    return list(dict.fromkeys([*plan.env, *spec.env, *plan.nccl_dump_vars, *SUPERVISED_VARS]))
+
+
+def secret_channel(plan: LaunchPlan, spec: ProcessSpec, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The secrets a docker/podman container's stdin carries (launcher/container.py); None: none."""
+    if plan.container is None:
+        return None
+    return container_mod.channel(plan.container, env, _passed(plan, spec))
+
+
+def runtime_env(plan: LaunchPlan, spec: ProcessSpec, env: Mapping[str, str]) -> dict[str, str]:
+    """What the container runtime's own process gets besides ``env`` (the launch's variables over the
+    launcher's environment): apptainer's ``APPTAINERENV_NAME`` copies; nothing without a container."""
+    if plan.container is None:
+        return {}
+    return container_mod.env_for(plan.container, env, _passed(plan, spec))
+
+
+def container_name(plan: LaunchPlan, spec: ProcessSpec) -> str:
+    assert plan.container is not None
+    return container_mod.name_of(
+        plan.env.get(LAUNCH_ID_VAR), plan.node_rank, plan.env.get(ATTEMPT_VAR), spec.global_rank, plan.container.runtime
+    )
+
+
+def shell_line(plan: LaunchPlan, spec: ProcessSpec) -> str:
+    """One pasteable line: the process's own variables, then :func:`started`'s argv."""
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in spec.env.items()]
+    return " ".join(prefix + [shlex.join(started(plan, spec))])
+
+
 def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
     """The dry run's text: profile, topology, ``notes`` (one comment line each), environment and
     one pasteable line per command, exactly the argv a real launch starts (see :func:`wrapped`)."""
@@ -603,6 +655,7 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
         f"# profile: {plan.profile}   topology: {plan.topology.value}   device: {plan.device} ({plan.backend})",
         f"# nodes: {plan.nnodes}   node_rank: {plan.node_rank}   workers on this node: {plan.nproc_per_node}",
         *(f"# {note}" for note in (*plan.notes, *_node_watch_notes(plan.nodes), *notes)),
+        *([f"# {container_mod.note(plan.container)}"] if plan.container is not None else []),
         "# environment added for every process:",
     ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in plan.env.items()]
@@ -619,5 +672,5 @@ def describe(plan: LaunchPlan, notes: Sequence[str] = ()) -> str:
             f"# {plan.wrapper} runs each rank's script as __main__, unchanged: it dies with its parent, "
             "writes logs/rank<R>.log and records a failed rank's exit (logs/rank<R>.exit.json)"
         )
-    lines += [process.shell_line() for process in plan.processes]
+    lines += [shell_line(plan, process) for process in plan.processes]
     return "\n".join(lines)

@@ -153,6 +153,8 @@ def gather(env: Mapping[str, str] | None = None) -> HostFacts:
         examples_dir=str(paths.examples_dir()),
         env=env,
         cpus=cpu_topology.allowed(),
+        cwd=os.getcwd(),
+        home=os.path.expanduser("~"),
     )
 
 
@@ -317,8 +319,9 @@ def interface_of(address: str) -> str | None:
 
 
 def script_exists(cfg: TrainConfig, script: str, before_submit: bool = False) -> None:
-    """The training script is a file on this machine (``before_submit``: checked for a SLURM job)."""
-    if not os.path.isfile(script):
+    """The training script is a file on this machine (``before_submit``: checked for a SLURM job); in
+    a container image it is checked inside the image, on the node, before any rank starts."""
+    if cfg.container.image is None and not os.path.isfile(script):
         key = "script" if cfg.script else "profile.script_root"
         if before_submit:
             raise UserError(key, script, "the training script does not exist (checked on this node before submitting)")
@@ -476,7 +479,9 @@ def preflight(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse = checks
                 "choose a directory you can write, e.g. run_root=runs",
             )
         )
-    if cfg.python is not None and shutil.which(cfg.python) is None:
+    if settled.container is not None:  # the interpreter and the script are the image's: checked inside it
+        pass  # (launcher/container_probe.py, before any rank starts)
+    elif cfg.python is not None and shutil.which(cfg.python) is None:
         missing = UserError(
             "python",
             cfg.python,
@@ -487,7 +492,8 @@ def preflight(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse = checks
             raise missing
         refuse(missing)
     try:
-        script_exists(cfg, settled.script)
+        if settled.container is None:
+            script_exists(cfg, settled.script)
     except UserError as err:
         refuse(err)
     launcher = cfg.launcher

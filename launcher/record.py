@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import __version__, files, secrets
+from . import plan as plan_mod
 from .names import PROG
 from .plan import LaunchPlan
 from .rundir import (
@@ -120,12 +121,13 @@ def command_script(plan: LaunchPlan) -> str:
     lines = ["#!/usr/bin/env bash", "# written by train_multigpu: the exact launch, re-runnable", "set -euo pipefail"]
     # secret values (secrets.is_secret) are read from the caller's environment, never written
     lines += [secrets.export_line(key, value) for key, value in plan.env.items()]
-    processes = secrets.mask_plan(plan).processes
+    masked = secrets.mask_plan(plan)
+    processes = masked.processes
     if len(processes) == 1:
-        lines.append(processes[0].shell_line())
+        lines.append(plan_mod.shell_line(masked, processes[0]))
     else:
         # one line per rank, all in the background; the first failure ends the script
-        lines += [process.shell_line() + " &" for process in processes]
+        lines += [plan_mod.shell_line(masked, process) + " &" for process in processes]
         lines.append("wait -n && wait")
     return "\n".join(lines) + "\n"
 

@@ -29,6 +29,7 @@ SHIPPED = {
     "rl_library": ["rl_games", "rsl_rl", "sb3", "skrl"],
     "presets": ["debug", "newton_mjwarp"],
     "profile": ["examples", "isaaclab"],
+    "container": ["isaaclab"],
 }
 
 

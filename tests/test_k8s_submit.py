@@ -321,7 +321,8 @@ def test_image_is_required():
     with pytest.raises(UserError) as err:
         submit.build(cfg, Typed(overrides=tuple(line.overrides)), make_facts(), NOW)
     assert str(err.value) == (
-        "k8s.image=None: required: the container image the pods run (e.g. k8s.image=nvcr.io/nvidia/isaac-lab:2.3.0)"
+        "container.image=None: required: the container image the pods run (k8s.image is its old spelling) "
+        "(e.g. container.image=nvcr.io/nvidia/isaac-lab:2.3.0)"
     )
 
 

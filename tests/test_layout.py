@@ -27,6 +27,7 @@ LEAVES = {
     "launcher.restarts",  # the restart policy (pure): checks validates its keys, run/attempts.py runs it
     "launcher.cpu_topology",  # the machine's CPUs from sysfs (facts holds the allowed ones)
     "launcher.cpu_binding",  # launcher.cpu_binding's lists (pure): checks parses it, plan encodes it
+    "launcher.container",  # a node's launch in an image (pure): the plan, the dry run and run/ wrap argv with it
 }
 LATER_STAGES = (
     "launcher.run",
@@ -137,6 +138,7 @@ def test_imports_point_one_way(module):
     "module",
     [
         "launcher.run.worker",
+        "launcher.run.container_entry",
         "launcher.run.process.procs",
         "launcher.run.watchdog",
         "launcher.names",
@@ -156,7 +158,7 @@ def test_separate_programs_use_the_standard_library_only(module):
             "launcher.run.process",
             "launcher.run.process.procs",
         }
-        if module != "launcher.run.worker"
+        if module not in ("launcher.run.worker", "launcher.run.container_entry")
         else set()
     )
     if module == "launcher.run.watchdog":  # the run record (record -> plan -> config.schema: standard library only)

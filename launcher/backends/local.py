@@ -133,6 +133,12 @@ class LocalBackend:
         settled = probe.locate(cfg, settled, refuse)
         settled = cpu_placement.place(cfg, settled, facts, refuse)
         probe.preflight(cfg, settled, refuse)
+        if settled.container is not None and not cfg.dry_run:  # the image itself, before any rank starts
+            from .. import container_probe
+
+            jax = cfg.launcher.topology is Topology.skrl_jax
+            python = cfg.python or plan_mod.IMAGE_PYTHON
+            container_probe.check(settled.container, python, ("jax",) if jax else ("torch",), settled.script)
         shown = []
         if allocation is not None:
             shown.append(slurm_launch.describe(allocation))

@@ -285,6 +285,42 @@ class SshConfig:
     rendezvous_port: int = 29400
 
 
+class ContainerRuntime(Enum):
+    """The program that runs a node's launch inside ``container.image`` (launcher/container.py)."""
+
+    auto = "auto"  # .sif: apptainer; .sqsh or inside SLURM: pyxis; otherwise docker
+    docker = "docker"
+    podman = "podman"
+    apptainer = "apptainer"
+    singularity = "singularity"
+    pyxis = "pyxis"  # srun --container-image (SLURM's SPANK plugin over enroot)
+
+
+@dataclass
+class ContainerConfig:
+    """Run each node's whole launch inside an image (launcher/container.py, docs/containers.md).
+    Unset ``image``: no container (the other keys are then ignored, so a profile may preset them)."""
+
+    # a registry reference (nvcr.io/nvidia/isaac-lab:2.3.0), a local image, a .sif (apptainer) or
+    # .sqsh (pyxis) file; submit=k8s: the pods' image (k8s.image is its old spelling)
+    image: str | None = None
+    runtime: ContainerRuntime = ContainerRuntime.auto
+    # global flags of the runtime's program, before run/exec (podman: [--runtime, runc])
+    runtime_flags: list[str] = field(default_factory=list)
+    # SRC:DST[:ro|rw] (SRC may start with ~); the run directory and the rank wrapper are mounted already
+    mounts: list[str] = field(default_factory=list)
+    workdir: str | None = None  # the working directory inside; null: the image's
+    # NAME: passed through from the launcher's environment; NAME=VALUE: set inside (by name, never on
+    # a command line); worker_env, profile.env and the launch's own variables pass through always
+    env: list[str] = field(default_factory=list)
+    # raw extra flags for run/exec (srun under pyxis), after the launcher's own
+    options: list[str] = field(default_factory=list)
+    # every GPU of the node inside (--gpus all / CDI nvidia.com/gpu=all / --nv); null: when device is cuda
+    gpus: bool | None = None
+    # the interpreter inside the image that runs torchrun / the JAX ranks; null: python= if set, else python3
+    python: str | None = None
+
+
 @dataclass
 class SweepConfig:
     """How a ``-m`` sweep runs its jobs (docs/sweeps.md); ignored by a single run."""
@@ -351,6 +387,8 @@ class TrainConfig:
     restart: RestartConfig = field(default_factory=RestartConfig)
     # submit=ssh: one launcher per host of ssh.hosts / ssh.hostfile, started over SSH (docs/ssh.md)
     ssh: SshConfig = field(default_factory=SshConfig)
+    # run each node's launch inside an image (docs/containers.md)
+    container: ContainerConfig = field(default_factory=ContainerConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
 
@@ -371,8 +409,10 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
 
     >>> keys_of_type(list)[:4]
     ('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env')
-    >>> keys_of_type(list)[4:]
+    >>> keys_of_type(list)[4:7]
     ('restart.classes', 'ssh.hosts', 'ssh.options')
+    >>> keys_of_type(list)[7:]
+    ('container.runtime_flags', 'container.mounts', 'container.env', 'container.options')
     """
     import dataclasses
     import types

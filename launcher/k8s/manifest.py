@@ -200,10 +200,10 @@ def check(k8s: K8sConfig, elastic: str | None) -> tuple[SecretRef, ...]:
     a typed ``launcher.nnodes=MIN:MAX``."""
     if k8s.image is None or not str(k8s.image).strip():
         raise UserError(
-            "k8s.image",
+            "container.image",
             k8s.image,
-            "required: the container image the pods run",
-            "e.g. k8s.image=nvcr.io/nvidia/isaac-lab:2.3.0",
+            "required: the container image the pods run (k8s.image is its old spelling)",
+            "e.g. container.image=nvcr.io/nvidia/isaac-lab:2.3.0",
         )
     if len(k8s.image) > MAX_IMAGE or any(ch.isspace() for ch in k8s.image):
         raise UserError("k8s.image", k8s.image, f"an image reference: no spaces, at most {MAX_IMAGE} characters")

@@ -196,14 +196,35 @@ def job_nodes(cfg: TrainConfig, overrides: Sequence[str]) -> int:
     )
 
 
+# container.* keys that the pod spec has no place for: the pod runs in container.image itself
+POD_FIXED = ("container.runtime", "container.runtime_flags", "container.mounts", "container.options")
+
+
+def pod_image(cfg: TrainConfig, overrides: Sequence[str]) -> str | None:
+    """The pods' image: ``container.image``, the one key on every back end; ``k8s.image`` is its old
+    spelling, which must agree (launcher/nodes.py's alias rule, as for ``k8s.nodes``). The container
+    keys a pod has no place for are refused when typed (the pod is the container: no runtime runs in it)."""
+    for override in overrides:
+        key = override_key(override)
+        if key in POD_FIXED:
+            raise UserError(
+                key,
+                override.split("=", 1)[1] if "=" in override else None,
+                "submit=k8s runs each pod in container.image itself: no container runtime runs there",
+                "leave it unset (volumes and pod options are the cluster's: docs/kubernetes.md)",
+            )
+    return nodes.aliased("container.image", cfg.container.image, "k8s.image", cfg.k8s.image, "the pods' image")
+
+
 def build(
     cfg: TrainConfig, typed: Typed, facts: HostFacts, now: datetime, number: int | None = None
 ) -> tuple[str, dict]:
     """Check everything and render: (the job's name, the manifest). Writes nothing; ``cfg`` is not
     changed. ``number``: the point's number in a ``-m`` sweep."""
     typed_range = ":" in str(cfg.launcher.nnodes) and "launcher.nnodes" in map(override_key, typed.overrides)
-    refs = manifest.check(cfg.k8s, str(cfg.launcher.nnodes) if typed_range else None)
     cfg = copy.deepcopy(cfg)
+    cfg.k8s.image = pod_image(cfg, typed.overrides)
+    refs = manifest.check(cfg.k8s, str(cfg.launcher.nnodes) if typed_range else None)
     k8s = cfg.k8s
     k8s.nodes = job_nodes(cfg, typed.overrides)
     name = job_name(cfg, number, now)

@@ -170,10 +170,20 @@ class RayBackend:
         from omegaconf import OmegaConf
 
         from .. import checks, probe, record, secrets
+        from ..errors import UserError
         from . import spec as spec_mod
         from .submit import address, given_address, shown_address
 
         cfg = launch.cfg
+        if cfg.container.image is not None:
+            raise UserError(
+                "container.image",
+                cfg.container.image,
+                "submit=ray does not run a launch in a container image: Ray's own runtime_env image_uri is "
+                "experimental and untested here",
+                "give the Ray cluster's nodes the image (start Ray inside it), or use submit=slurm, submit=ssh, "
+                "submit=k8s or a local launch",
+            )
         if cfg.dry_run:  # a real submission checks it below, with the address required
             given_address(cfg, os.environ)
         spec_mod.check(cfg)

@@ -11,6 +11,7 @@ SIGKILLed.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -18,12 +19,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ... import container as container_mod
+from ... import plan as plan_mod
 from ...errors import UserError
 from ...paths import PACKAGE_PARENT  # the watchdog runs as python -S -m launcher.run.watchdog
 from ...plan import LaunchPlan
 from ...rundir import RunPaths, record_root
 from .. import logs
 from . import procs
+
+REMOVE_TIMEOUT_S = 30.0  # docker/podman rm -f NAME of a container left behind
 
 
 class ProcessGroup:
@@ -48,22 +53,40 @@ class ProcessGroup:
         preexec = procs.die_with_parent_preexec(os.getpid())
         for spec in self.plan.processes:
             env = {**base_env, **spec.env}
-            common = dict(env=env, start_new_session=True, preexec_fn=preexec, stdin=subprocess.DEVNULL)
+            env.update(plan_mod.runtime_env(self.plan, spec, env))  # a container runtime's own (apptainer)
+            argv = plan_mod.started(self.plan, spec)  # the argv the dry run shows (in a container, or not)
+            # docker/podman: the secrets go on the container's stdin, not through the runtime's environment
+            secrets = plan_mod.secret_channel(self.plan, spec, env)
+            for name in secrets or ():
+                env.pop(name, None)
+            stdin = subprocess.PIPE if secrets is not None else subprocess.DEVNULL
+            common = dict(env=env, start_new_session=True, preexec_fn=preexec, stdin=stdin)
             try:
                 if spec.global_rank is None:  # torchrun: its own output goes to logs/torchrun.log
-                    proc = subprocess.Popen(spec.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
+                    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **common)
                     log = open(self.log_dir / logs.TORCHRUN_LOG, "ab")  # noqa: SIM115 (closed by the pump)
                     self.pumps.append(logs.pump(proc.stdout, log, echo_agent))
                 else:  # a JAX rank: what the interpreter prints before the wrapper runs lands in its log too
                     with open(logs.rank_log(self.log_dir, spec.global_rank), "ab") as log:
-                        proc = subprocess.Popen(spec.argv, stdout=log, stderr=subprocess.STDOUT, **common)
+                        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, **common)
             except OSError as err:
+                if self.plan.container is not None:
+                    raise UserError(
+                        "container.runtime",
+                        self.plan.container.runtime,
+                        f"cannot start {argv[0]}: {err.strerror or err}",
+                        "install it, or choose another container.runtime",
+                    ) from None
                 raise UserError(
                     "python",
                     spec.argv[0],
                     f"cannot start it: {err.strerror or err}",
                     "set python= to an interpreter that exists, or leave it unset",
                 ) from None
+            if secrets is not None and proc.stdin is not None:  # one line, then EOF (a pipe holds it all)
+                with contextlib.suppress(OSError):
+                    proc.stdin.write((json.dumps(secrets) + "\n").encode())
+                    proc.stdin.close()
             self.procs.append(proc)
             signum = pending_signal()
             if signum is not None:  # a signal came while starting
@@ -73,6 +96,25 @@ class ProcessGroup:
         self._start_watchdog()
         for proc in self.procs:
             self._tell_watchdog(f"pgid {proc.pid}")
+        for remove in self.removals():  # a container its runtime keeps after the client died: by name
+            self._tell_watchdog("remove " + json.dumps(list(remove)))
+
+    def removals(self) -> list[tuple[str, ...]]:
+        """The commands that remove this launch's containers if they outlive their clients (docker,
+        podman: launcher/container.py); none without a container, or where it dies with its process."""
+        if self.plan.container is None:
+            return []
+        found = []
+        for spec in self.plan.processes:
+            remove = container_mod.remove_argv(self.plan.container, plan_mod.container_name(self.plan, spec))
+            if remove is not None:
+                found.append(remove)
+        return found
+
+    def remove_containers(self) -> None:
+        """Remove this launch's containers by name (after its processes ended, or were killed)."""
+        for remove in self.removals():
+            procs.run_quietly(remove, REMOVE_TIMEOUT_S)
 
     def _start_watchdog(self) -> None:
         env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog
@@ -105,17 +147,29 @@ class ProcessGroup:
         started (JAX), or torchrun's workers: its descendants running the rank wrapper, rank from
         their RANK variable (the wrapper runs the script in its own process)."""
         found: dict[int, int] = {}
+        if self.plan.container is not None:  # the processes we started are the runtime's clients
+            return self._ranks_inside() if self.plan.wrapper is not None else found
         for spec, proc in zip(self.plan.processes, self.procs):
             if spec.global_rank is not None and proc.poll() is None:
                 found[spec.global_rank] = proc.pid
         torchrun = [proc.pid for spec, proc in zip(self.plan.processes, self.procs) if spec.global_rank is None]
         if not torchrun or self.plan.wrapper is None:
             return found
-        workers = {pid for pid in procs.descendants(*torchrun) if self.plan.wrapper in procs.cmdline(pid)[1:3]}
+        return {**found, **self._wrapper_ranks(procs.descendants(*torchrun), "RANK")}
+
+    def _ranks_inside(self) -> dict[int, int]:
+        """In a container the ranks are no descendants of ours (the runtime started them: conmon, the
+        daemon): they are found by the launch's marker in their environment, running the wrapper."""
+        jax = any(spec.global_rank is not None for spec in self.plan.processes)
+        return self._wrapper_ranks(procs.marked(self.launch_id), "JAX_RANK" if jax else "RANK")
+
+    def _wrapper_ranks(self, candidates: set[int], variable: str) -> dict[int, int]:
+        found: dict[int, int] = {}
+        workers = {pid for pid in candidates if self.plan.wrapper in procs.cmdline(pid)[1:3]}
         for pid in workers:
             if procs.parent(pid) in workers:  # a child that runs the wrapper too (a fork): not the rank
                 continue
-            rank = procs.environ(pid).get("RANK", "")
+            rank = procs.environ(pid).get(variable, "")
             if rank.isdigit():
                 found[int(rank)] = pid
         return found
@@ -176,8 +230,10 @@ class ProcessGroup:
             pump.join(timeout=5)
 
     def close(self) -> None:
-        """Wait for the output pumps; tell the watchdog the launch cleaned up after itself."""
+        """Wait for the output pumps, remove any container left behind; tell the watchdog the launch
+        cleaned up after itself."""
         self.join_pumps()
+        self.remove_containers()
         if self.watchdog is not None:
             self._tell_watchdog("done")
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):

@@ -230,3 +230,18 @@ def reap_zombie_children(exclude: Iterable[int] = ()) -> None:
         stat = _stat(pid)
         if stat is not None and stat[1] == me and stat[0] == "Z" and pid not in skip:
             reap([pid])
+
+
+def run_quietly(argv: Sequence[str], timeout: float) -> int | None:
+    """Run a short command to its end, its output discarded: its exit code (None: it could not
+    start, or ran past ``timeout`` and was killed). A container's removal by name: docker/podman
+    ``rm -f NAME`` (the supervisor's clean-up, and the watchdog's after a SIGKILLed launcher)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.returncode
