@@ -165,7 +165,14 @@ def test_separate_programs_use_the_standard_library_only(module):
 
 
 def test_the_wrapper_copies_match_the_package_names():
-    for name in ("LOG_DIR_VAR", "RANK_LOGS_VAR", "NODE_RANK_VAR", "HEARTBEAT_VAR", "LAUNCH_ID_VAR"):
+    for name in (
+        "LOG_DIR_VAR",
+        "RANK_LOGS_VAR",
+        "NODE_RANK_VAR",
+        "HEARTBEAT_VAR",
+        "LAUNCH_ID_VAR",
+        "TRACKER_RANKS_VAR",
+    ):
         assert getattr(worker, name) == getattr(names, name), name
 
 

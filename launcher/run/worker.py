@@ -18,6 +18,7 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
   ranks failed of the lost connection), and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
   carries the traceback.
+- ``TRAIN_MULTIGPU_TRACKER_RANKS=0`` (tracker=wandb): W&B is disabled on every rank but global rank 0.
 - A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) prints every thread's Python stack to the
   rank's stderr first (``faulthandler``): the failure summary names the innermost frame.
 """
@@ -35,6 +36,7 @@ RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
 HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+TRACKER_RANKS_VAR = "TRAIN_MULTIGPU_TRACKER_RANKS"
 PR_SET_PDEATHSIG = 1
 PR_SET_PTRACER = 0x59616D61  # Yama: this process and its descendants may ptrace me
 
@@ -158,6 +160,20 @@ def _record_hard_exits(ranks: dict) -> None:
     os._exit = _exit
 
 
+def _tracker_ranks(rank: int) -> None:
+    """tracker=wandb (launcher/trackers/): only global rank 0 logs (W&B disabled on the others: one
+    run, not one per rank); with tracker.wandb.all_ranks every rank logs, each to its own run id
+    ``<id>-rank<R>`` in the launch's group."""
+    who = os.environ.get(TRACKER_RANKS_VAR)
+    if rank == 0 or who is None:
+        return
+    if who == "0":
+        os.environ["WANDB_MODE"] = "disabled"
+    elif os.environ.get("WANDB_RUN_ID"):
+        os.environ["WANDB_RUN_ID"] += f"-rank{rank}"
+        os.environ["WANDB_NAME"] = os.environ.get("WANDB_NAME", "") + f"-rank{rank}"
+
+
 def _exit_code(value: object) -> int:
     if value is None:
         return 0
@@ -177,6 +193,7 @@ def main(argv: list) -> None:
     if log_dir and os.environ.get(RANK_LOGS_VAR, "1") == "1":
         _redirect(log_dir, ranks["rank"])
     faulthandler.enable(all_threads=True)  # writes to fd 2: the rank's log
+    _tracker_ranks(ranks["rank"])
     if log_dir:
         os.environ[HEARTBEAT_VAR] = os.path.join(log_dir, f"rank{ranks['rank']}.beat")
     script = argv[0]
