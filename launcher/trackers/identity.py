@@ -18,8 +18,9 @@ import uuid
 from pathlib import Path
 
 from .. import files
+from ..rundir import TRACKERS
 
-FILE = "trackers.json"
+FILE = TRACKERS
 
 
 def new_id() -> str:

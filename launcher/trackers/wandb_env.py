@@ -146,3 +146,32 @@ def url(identity: Mapping[str, str], base: str) -> str | None:
         return None
     app = "https://wandb.ai" if base == DEFAULT_BASE_URL else base.rstrip("/")
     return f"{app}/{identity['entity']}/{identity['project']}/runs/{identity['id']}"
+
+
+ISAACLAB_PROFILE = "isaaclab"
+RSL_RL_FLAGS = ("--logger", "--log_project_name")  # Isaac Lab's scripts/reinforcement_learning/rsl_rl/cli_args.py
+SKRL_WANDB = "++agent.agent.experiment.wandb=true"  # skrl's experiment.wandb; ++: set, or add where a yaml lacks it
+
+
+def isaaclab_args(cfg) -> list[str]:
+    """``tracker=wandb`` under ``profile=isaaclab``, as Isaac Lab's training scripts take it: rsl_rl's
+    ``--logger wandb --log_project_name PROJECT``, skrl's ``experiment.wandb`` (a Hydra override of the
+    agent config; its ``wandb.init`` reads the launcher's WANDB_* for the project, group, id and resume).
+    Nothing when the user gave the script its own ``--logger``; rl_games: the environment alone.
+
+    >>> from types import SimpleNamespace as N
+    >>> cfg = N(tracker=N(wandb=N(enabled=True, project="p")), profile=N(name="isaaclab"),
+    ...         rl_library=N(name="rsl_rl"), script_args=[])
+    >>> isaaclab_args(cfg)
+    ['--logger', 'wandb', '--log_project_name', 'p']
+    >>> cfg.rl_library.name = "skrl"; isaaclab_args(cfg)
+    ['++agent.agent.experiment.wandb=true']
+    """
+    if not cfg.tracker.wandb.enabled or cfg.profile.name != ISAACLAB_PROFILE:
+        return []
+    given = [arg.split("=", 1)[0] for arg in cfg.script_args]
+    if cfg.rl_library.name == "rsl_rl" and RSL_RL_FLAGS[0] not in given:
+        return [RSL_RL_FLAGS[0], "wandb", RSL_RL_FLAGS[1], cfg.tracker.wandb.project or DEFAULT_PROJECT]
+    if cfg.rl_library.name == "skrl" and not any(arg.startswith(SKRL_WANDB.split("=")[0][2:]) for arg in given):
+        return [SKRL_WANDB]
+    return []
