@@ -125,7 +125,7 @@ class Trackers:
                     UserError(
                         URI_KEY,
                         uri,
-                        f"the MLflow tracking server does not answer ({problem})",
+                        f"the MLflow tracking server does not answer: {problem}",
                         "start it (mlflow server --host H --port P), fix the address, or drop tracker=mlflow",
                     )
                 )

@@ -82,7 +82,12 @@ def bounded(timeout: float) -> Iterator[None]:
 
 
 def client(uri: str):
+    import logging
+
     from mlflow.tracking import MlflowClient
+
+    # MLflow logs a "View run ... at" line for every run it ends: the launcher says its own lines
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
 
     return MlflowClient(tracking_uri=uri)
 
