@@ -3,7 +3,7 @@ docs/trackers.md), with the real libraries: W&B's offline runs read back from di
 ``mlflow server`` on loopback (SQLite store), started once for this file and stopped after.
 
 One real sweep carries most claims (few real launches: the suite's time): three points of the
-bundled trainer on two ranks with ``tracker=[wandb,mlflow]`` and ``restart.max=1``, its fault
+bundled trainer (one rank each) with ``tracker=[wandb,mlflow]`` and ``restart.max=1``, its fault
 injection (TRAIN_MULTIGPU_EXAMPLE_CRASH, as tests/test_recovery.py uses it) swept: no crash, a crash
 once after iteration 1 (a restarted launch), a crash at start on every attempt (a failed launch)."""
 
@@ -144,7 +144,7 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
         f"+worker_env.WANDB_BASE_URL=http://127.0.0.1:{closed}",
         "presets=debug",
         "max_iterations=1",
-        "launcher.nproc_per_node=2",
+        "launcher.nproc_per_node=1",
         "device=cpu",
         "restart.max=1",
         "restart.classes=[default,exit-code]",
@@ -162,12 +162,12 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
     assert [s["exit_code"] == 0 for s in statuses] == [True, True, False]
     assert [len(s.get("attempts", [])) for s in statuses] == [1, 2, 2]
 
-    # W&B: one group for the sweep, one run id per launch across its restart, rank 0 only
+    # W&B: one group for the sweep, one run id per launch across its restart
     group = f"sweep_{sweep.name}"
     ids = []
     for job, ident, attempts in zip(jobs, identities, (1, 2, 2)):
         runs = offline_runs(job)
-        # one offline run per attempt, all from rank 0 (rank 1's W&B is disabled by the rank wrapper)
+        # one offline run per attempt, each with the launch's id
         assert len(runs) == attempts, (job, runs)
         assert {run_id for run_id, _ in runs} == {ident["wandb"]["id"]}
         records = [record for _, record in runs if record is not None]
@@ -222,6 +222,36 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
     mlflow_run = identities[1]["mlflow"]["run_id"]
     assert f"mlflow:   run {mlflow_run}, experiment issue27 at {mlflow_server.url}, parent run" in shown
     assert f"{mlflow_server.url}/#/experiments/{experiment.experiment_id}/runs/{mlflow_run}" in shown
+
+
+def test_only_global_rank_0_logs_to_wandb_and_a_launch_is_its_own_group(tmp_path):
+    """A script that calls wandb.init() on every rank (two ranks here) makes one run: rank 1's W&B is
+    disabled by the rank wrapper; no key given: offline, said once."""
+    script = tmp_path / "own.py"
+    script.write_text(
+        "import os, wandb\n"
+        "run = wandb.init()\n"
+        "run.log({'x': 1.0})\n"
+        "print('rank', os.environ['RANK'], os.environ['WANDB_MODE'], flush=True)\n"
+        "run.finish()\n"
+    )
+    env = {k: v for k, v in clean_env().items() if not k.startswith("WANDB_")}
+    r = launch(
+        tmp_path,
+        f"script={script}",
+        "tracker=wandb",
+        "launcher.nproc_per_node=2",
+        "log_all_ranks=true",
+        HOME=str(tmp_path),
+        **{k: v for k, v in env.items() if k != "HOME"},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.count("W&B: no WANDB_API_KEY given") == 1
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    ident = json.loads((run_dir / "trackers.json").read_text())["wandb"]
+    assert "rank 0 offline" in r.stdout and "rank 1 disabled" in r.stdout
+    ((run_id, record),) = offline_runs(run_dir)  # one run, rank 0's
+    assert run_id == ident["id"] and (record.run_group, record.display_name) == (run_dir.name, run_dir.name)
 
 
 def test_an_unreachable_mlflow_server_is_one_line_before_anything_starts(tmp_path):
