@@ -78,7 +78,7 @@ def mlflow_server(tmp_path_factory):
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
             try:
-                server.wait(15)
+                server.wait(3)
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
                 server.wait()
@@ -322,3 +322,32 @@ def test_the_run_id_is_the_launchs_across_new_processes(tmp_path):
     second = Trackers(environ={}).begin(cfg, launch_, second_record, str(trainer))
     assert first["WANDB_RUN_ID"] == second["WANDB_RUN_ID"] and first["WANDB_RUN_GROUP"] == "job"
     assert json.loads((second_record / "trackers.json").read_text())["wandb"]["id"] == first["WANDB_RUN_ID"]
+
+
+def test_a_new_launcher_process_reopens_the_launchs_mlflow_run(tmp_path, mlflow_server):
+    """A SLURM requeue or ``runs resume`` (a new launcher, the same trainer directory) continues the
+    MLflow run of trackers.json, RUNNING again, and ends it with its own outcome."""
+    from mlflow.tracking import MlflowClient
+
+    from launcher.config.schema import TrainConfig
+    from launcher.trackers.launch import Trackers
+
+    cfg = TrainConfig()
+    cfg.tracker.mlflow.enabled, cfg.tracker.mlflow.tracking_uri = True, mlflow_server.url
+    cfg.tracker.mlflow.experiment = "reopened"
+    trainer = tmp_path / "job"
+    records = [trainer / "restart1", trainer / "restart2"]
+    for path in records:
+        path.mkdir(parents=True)
+    launch_ = SimpleNamespace(job=None, typed=SimpleNamespace(command=("tracker=mlflow",)))
+    first = Trackers(environ={})
+    run_id = first.begin(cfg, launch_, records[0], str(trainer))["MLFLOW_RUN_ID"]
+    first.end(cfg, records[0], 1, "node failure", "failed", 1)
+    client = MlflowClient(mlflow_server.url)
+    assert client.get_run(run_id).info.status == "FAILED"
+    second = Trackers(environ={})
+    assert second.begin(cfg, launch_, records[1], str(trainer))["MLFLOW_RUN_ID"] == run_id
+    assert client.get_run(run_id).info.status == "RUNNING"
+    second.end(cfg, records[1], 0, "success", "succeeded", 1)
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert len(client.search_runs([client.get_experiment_by_name("reopened").experiment_id])) == 1
