@@ -179,7 +179,8 @@ class Trackers:
                 data["mlflow"] = ml
                 env["MLFLOW_RUN_ID"] = ml["run_id"]
                 env["MLFLOW_EXPERIMENT_ID"] = ml["experiment_id"]
-        identity.write(trainer, data)
+        if cfg.launcher.node_rank == 0:  # the job's identity is node 0's (the other nodes' may race it)
+            identity.write(trainer, data)
         if record_dir.resolve() != trainer.resolve():
             identity.write(record_dir, data)
         self.started[str(record_dir)] = started
@@ -259,6 +260,8 @@ class Trackers:
 
     def sweep_end(self, cfg, interrupted: bool) -> None:
         """Each parent run ended: KILLED after a signal, FAILED when a child failed, else FINISHED."""
+        for key in list(self.started):  # queued but never run (a parallel sweep's fail_fast, a signal)
+            self.end(cfg, Path(key), None, "not run: its sweep stopped first", "interrupted", 0)
         for key, parent in list(self.parents.items()):
             status = "KILLED" if interrupted else ("FAILED" if "FAILED" in parent.statuses else "FINISHED")
             try:
