@@ -351,3 +351,17 @@ def test_a_new_launcher_process_reopens_the_launchs_mlflow_run(tmp_path, mlflow_
     second.end(cfg, records[1], 0, "success", "succeeded", 1)
     assert client.get_run(run_id).info.status == "FINISHED"
     assert len(client.search_runs([client.get_experiment_by_name("reopened").experiment_id])) == 1
+
+
+def test_help_names_the_tracker_group_and_its_keys(run_cli):
+    text = run_cli("--help").stdout
+    assert "tracker: mlflow, wandb" in text  # Hydra's list of configuration groups
+    for key in (
+        "tracker=wandb",
+        "tracker.wandb.project",
+        "tracker.wandb.mode=auto|online|offline",
+        "tracker.wandb.all_ranks=true",
+        "tracker.mlflow.tracking_uri",
+        "tracker.mlflow.experiment",
+    ):
+        assert key in text, key
