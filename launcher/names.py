@@ -46,6 +46,10 @@ LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 # local rank's OMP_NUM_THREADS from its mask (set unless the user set OMP_NUM_THREADS)
 CPU_BIND_VAR = "TRAIN_MULTIGPU_CPU_BIND"
 OMP_THREADS_VAR = "TRAIN_MULTIGPU_OMP_THREADS"
+# tracker=wandb/mlflow (launcher/trackers/): the trackers chosen, for the bundled trainers (wandb,mlflow);
+# and who logs: "0" (global rank 0: the rank wrapper turns W&B off on the others) or "all"
+TRACKERS_VAR = "TRAIN_MULTIGPU_TRACKERS"
+TRACKER_RANKS_VAR = "TRAIN_MULTIGPU_TRACKER_RANKS"
 # set by submit=ssh on each remote launcher's command (value 1, nothing secret): it reads its secrets
 # from stdin and ends its launch when stdin does (run/leash.py)
 SSH_CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"

@@ -44,6 +44,7 @@ from .names import (
     RANK_LOGS_VAR,
     RUN_DIR_VAR,
 )
+from .trackers import wandb_env
 
 # torchrun flags after --nproc_per_node, in the order Isaac Lab's train_multigpu emits them
 TORCHRUN_FLAG_ORDER = ("nnodes", "node_rank", *TORCHRUN_FLAGS)
@@ -228,6 +229,7 @@ def script_args(cfg: TrainConfig, settled: Settled, order: Sequence[str] = ()) -
         if name not in typed:
             args += field_args(name)
     args += profile_args
+    args += wandb_env.isaaclab_args(cfg)  # tracker=wandb as Isaac Lab's scripts take it (before what was typed)
     done: set[str] = set()
     forwarded = iter(cmdline_args)
     for entry in order:

@@ -10,6 +10,7 @@ ends their records, and ``runs`` reads them all back without importing Hydra.
     <run_dir>/env.json             the variables the launcher added (secret values masked)
     <run_dir>/composition.json     what the user typed (``runs rerun``/``resume``)
     <run_dir>/status.json          start, end, exit code, reason (text), outcome (a Reason), failure
+    <run_dir>/trackers.json        the launch's W&B run id, group, its MLflow run (tracker=...)
     <run_dir>/submit.json          a submitted run's handle (backends/base.py: Handle)
     <run_dir>/ray_job.json         submit=ray's job record
     <run_dir>/job.sbatch           submit=slurm's batch script; slurm-<job id>.out its output
@@ -47,6 +48,7 @@ COMMAND = "command.sh"
 ENV = "env.json"
 COMPOSITION = "composition.json"
 STATUS = "status.json"
+TRACKERS = "trackers.json"  # the launch's identity in its trackers (launcher/trackers/identity.py)
 # -- back ends' records -------------------------------------------------------------------------
 SUBMIT = "submit.json"
 RAY_JOB = "ray_job.json"
@@ -175,6 +177,7 @@ class RunPaths:
     env = property(lambda self: self._at(ENV))
     composition = property(lambda self: self._at(COMPOSITION))
     status = property(lambda self: self._at(STATUS))
+    trackers = property(lambda self: self._at(TRACKERS))
     submit = property(lambda self: self._at(SUBMIT))
     ray_job = property(lambda self: self._at(RAY_JOB))
     sbatch = property(lambda self: self._at(SBATCH))

@@ -689,6 +689,9 @@ NOT_HERE: dict[str, str] = {
     "id=ID: nothing to resume: the run finished all its 5 iterations (newes": RECORD,
     "id=ID: its record names a trainer directory outside <run root> (/elsew": RECORD,
     "run_root=...: cannot create the run directory: <reason>": RACE,
+    "tracker.mlflow.tracking_uri=http://127.0.0.1:5000: the MLflow tracking": LOCAL.replace(
+        "tests/test_local_nodes.py", "tests/test_trackers.py"
+    ),
     "[train_multigpu] node 0's launcher is not reachable at 10.0.0.10:29401": RUNTIME,
     "[train_multigpu] node 0's launcher refused this node (node 1 is connec": RUNTIME,
     "[train_multigpu] FAILED: node 1 (10.0.0.11) lost: ...": RUNTIME,

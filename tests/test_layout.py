@@ -177,6 +177,7 @@ def test_the_wrapper_copies_match_the_package_names():
         "LAUNCH_ID_VAR",
         "CPU_BIND_VAR",
         "OMP_THREADS_VAR",
+        "TRACKER_RANKS_VAR",
     ):
         assert getattr(worker, name) == getattr(names, name), name
 

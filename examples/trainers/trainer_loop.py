@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 import trainer_outputs as out
+import trainer_trackers
 from trainer_env import EpisodeTracker, env_seeds, evaluate, make_vec_env
 from trainer_ppo import for_framework, pop_stats
 
@@ -206,7 +207,7 @@ class Training:
     dump: Dump
     crash: tuple[Crash, ...] = ()  # TRAIN_MULTIGPU_EXAMPLE_CRASH
     run_dir: Path | None = None  # rank 0 only
-    scalars: out.Scalars | None = None  # rank 0 only
+    scalars: trainer_trackers.Logged | None = None  # rank 0 only (TensorBoard and the trackers)
     start_iteration: int = 0
     iteration: int = 0
     env_steps: int = 0
@@ -345,7 +346,7 @@ def restore(t: Training) -> int:
             "hyperparameters": t.hp,
         }
         out.write_run_info(t.run_dir, resolved)
-        t.scalars = out.Scalars(t.run_dir)
+        t.scalars = trainer_trackers.Logged(out.Scalars(t.run_dir), resolved)  # and tracker=wandb/mlflow
         say(
             topo,
             f"{t.task} | {backend.name} | {topo.world_size} worker(s) x {t.num_envs} envs | device {topo.device}"
@@ -519,6 +520,9 @@ def finish(t: Training) -> int:
                 f"done: {t.iteration} iterations, {t.env_steps} env steps, {t.train_s:.1f} s training; plot {plot}",
             )
             say(topo, f"evaluation: mean_return={mean_eval:.1f} over {episodes} episodes (deterministic policy)")
+            t.scalars.finish({"Eval/mean_return": mean_eval})
+        if t.stopped_by:
+            t.scalars.finish()
         say(topo, f"run_dir: {t.run_dir}")
     if t.stopped_by:
         note(topo, f"stopped by {signal.Signals(t.stopped_by).name} after iteration {t.iteration}")

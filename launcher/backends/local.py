@@ -56,6 +56,7 @@ class Planned:
     pod: Any = None  # k8s.launch.Pod (launcher=k8s)
     warnings: tuple[str, ...] = ()  # a dry run's refusals from this host's facts (stderr, after the plan)
     share: Slot | None = None  # launcher.local_nodes=true: this node's share of the host (lanes.local_node_slot)
+    tracker_env: dict[str, str] = field(default_factory=dict)  # tracker=...: what every rank gets (trackers/launch.py)
 
     def __repr__(self) -> str:  # the config holds the secret values (the workers need them): masked here
         from .. import secrets
@@ -90,6 +91,14 @@ class LocalBackend:
     interrupts: Interrupts | None = None
     ports: set[int] = field(default_factory=set)
     results: dict[str, Result] = field(default_factory=dict)
+    trackers: Any = None  # trackers.launch.Trackers: W&B's mode, MLflow's runs (a sweep's parent)
+
+    def _trackers(self):
+        if self.trackers is None:
+            from ..trackers.launch import Trackers
+
+            self.trackers = Trackers()
+        return self.trackers
 
     # -- dryrun: writes and starts nothing (a multi-node pod waits for node 0 to resolve) -------
     def dryrun(self, launch: Launch) -> Request:
@@ -150,7 +159,9 @@ class LocalBackend:
         )
         if cfg.restart.max > 0:  # restarts on: TRAIN_MULTIGPU_ATTEMPT=0, as a real launch's first attempt
             plan = plan_mod.attempt(plan, 0)
-        notes = dry_run_notes(launch, settled)
+        tracker_env, tracker_notes = self._trackers().check(cfg, refuse)  # MLflow's server probed (bounded)
+        plan = _add_env(plan, tracker_env)
+        notes = dry_run_notes(launch, settled) + tracker_notes
         if share is not None:
             notes.append(f"{facts.gpus_source}" + (" (the ranks pinned to them)" if share.cpus else ""))
         shown.append(plan_mod.describe(secrets.mask_plan(lanes.bind(lanes.bind(plan, slot), share)), notes))
@@ -164,6 +175,7 @@ class LocalBackend:
             pod,
             tuple(f"{refusal}; a real launch on this host refuses it" for refusal in refusals),
             share,
+            tracker_env,
         )
         return Request(NAME, str(launch.run_dir), "\n".join(shown), payload=planned)
 
@@ -210,6 +222,7 @@ class LocalBackend:
             outcome = result.outcome
         except UserError as err:  # nothing could be started (preflight looked first): the record says so
             record.write_end(run_dir, started, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED)
+            self._trackers().end(cfg, run_dir, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED.value, 0)
             self.results[str(run_dir)] = Result(
                 EXIT_USAGE, str(run_dir), f"{NOT_STARTED}{err}", ended=Reason.NOT_STARTED
             )
@@ -225,13 +238,28 @@ class LocalBackend:
         (``sweep.parallel=N``). A point that could not start is refused (its error printed, exit 2);
         after a signal (``interrupts``: the sweep's), or a failure with ``sweep.fail_fast``, the rest
         are skipped (None; ``results`` holds their notes)."""
-        from ..errors import EXIT_USAGE, UserError
-        from ..sweep import lanes
-
         if interrupts is not None:
             self.interrupts = interrupts
         if any(r.payload.slot is not None for r in requests):
-            return self._run_parallel(requests)
+            try:
+                return self._run_parallel(requests)
+            finally:
+                self._sweep_end(requests)
+        try:
+            return self._submit_serial(requests)
+        finally:
+            self._sweep_end(requests)
+
+    def _sweep_end(self, requests: Sequence[Request]) -> None:
+        """A sweep's parent runs in the trackers, ended (after its last job)."""
+        if requests and self.trackers is not None:
+            interrupted = self.interrupts is not None and self.interrupts.received is not None
+            self.trackers.sweep_end(requests[0].payload.cfg, interrupted)
+
+    def _submit_serial(self, requests: Sequence[Request]) -> list[Handle | Refused | None]:
+        from ..errors import EXIT_USAGE, UserError
+        from ..sweep import lanes
+
         handles: list[Handle | Refused | None] = []
         failed = False
         for request in requests:
@@ -313,6 +341,8 @@ class LocalBackend:
             outcome.stragglers,
             attempts,
         )
+        ended = outcome.ended.value if outcome.ended is not None else None
+        self._trackers().end(planned.cfg, run_dir, outcome.exit_code, outcome.reason, ended, len(attempts) or 1)
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(planned.cfg, planned.settled, outcome.port_in_use)))
         elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST and not outcome.halted:
@@ -351,6 +381,9 @@ class LocalBackend:
         built = plan_mod.build(
             cfg, planned.settled, planned.facts, run_dir=trainer_dir, order=launch.typed.script_order
         )
+        # tracker=...: the run's identity in its trackers (trackers.json: kept across restarts), its MLflow run
+        tracked = self._trackers().begin(cfg, launch, run_dir, trainer_dir)
+        built = _add_env(built, {**planned.tracker_env, **tracked})
         return supervise.prepare(lanes.bind(lanes.bind(built, planned.slot), planned.share), run_dir / "logs")
 
     def _run_parallel(self, requests: Sequence[Request]) -> list[Handle | Refused | None]:
@@ -421,6 +454,15 @@ class LocalBackend:
 
 
 # -- helpers the launch shares -------------------------------------------------------------------
+def _add_env(plan, env: dict[str, str]):
+    """The plan with the trackers' variables added; a value worker_env or profile.env set wins."""
+    if not env:
+        return plan
+    from types import MappingProxyType
+
+    return replace(plan, env=MappingProxyType({**plan.env, **{k: v for k, v in env.items() if k not in plan.env}}))
+
+
 def error(message: str) -> None:
     """The one error path's output: one line on stderr."""
     from .. import errors

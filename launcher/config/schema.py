@@ -348,6 +348,51 @@ class RestartConfig:
     max_without_progress: int = 1
 
 
+class WandbMode(Enum):
+    """W&B's mode for the launch: ``auto`` is online when an API key is given and W&B answers (a
+    bounded probe), else offline (said once); ``online`` and ``offline`` as W&B means them."""
+
+    auto = "auto"
+    online = "online"
+    offline = "offline"
+
+
+@dataclass
+class WandbConfig:
+    """Weights & Biases, set up by the launcher (``tracker=wandb``; docs/trackers.md)."""
+
+    enabled: bool = False
+    project: str | None = None  # WANDB_PROJECT; null: the task's name, else train_multigpu
+    entity: str | None = None  # WANDB_ENTITY; null: the key's default entity
+    mode: WandbMode = WandbMode.auto
+    tags: list[str] = field(default_factory=list)  # WANDB_TAGS
+    # WANDB_RUN_GROUP; null: the -m sweep's directory name, else the launch's run directory name
+    group: str | None = None
+    # every rank logs (each its own run id <id>-rank<R>, one group); false: only global rank 0 does
+    all_ranks: bool = False
+
+
+@dataclass
+class MlflowConfig:
+    """MLflow, set up by the launcher (``tracker=mlflow``; docs/trackers.md): one run per launch."""
+
+    enabled: bool = False
+    # MLFLOW_TRACKING_URI: http(s)://HOST:PORT, file:DIR, sqlite:///FILE, ...; null: $MLFLOW_TRACKING_URI, else ./mlruns
+    tracking_uri: str | None = None
+    experiment: str | None = None  # MLFLOW_EXPERIMENT_NAME; null: the task's name, else train_multigpu
+    tags: dict[str, str] = field(default_factory=dict)  # more tags on every run the launcher creates
+    # seconds the launcher waits for an http(s) tracking server before it gives up (before anything starts)
+    timeout: float = 5.0
+
+
+@dataclass
+class TrackerConfig:
+    """The experiment trackers (``tracker=wandb``, ``tracker=mlflow``, ``tracker=[wandb,mlflow]``)."""
+
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    mlflow: MlflowConfig = field(default_factory=MlflowConfig)
+
+
 @dataclass
 class TrainConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
@@ -391,6 +436,8 @@ class TrainConfig:
     container: ContainerConfig = field(default_factory=ContainerConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
+    # experiment trackers the launcher sets up (docs/trackers.md): tracker=wandb, tracker=mlflow
+    tracker: TrackerConfig = field(default_factory=TrackerConfig)
 
 
 SCHEMA_NAME = "train_multigpu_schema"
@@ -412,7 +459,7 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
     >>> keys_of_type(list)[4:7]
     ('restart.classes', 'ssh.hosts', 'ssh.options')
     >>> keys_of_type(list)[7:]
-    ('container.runtime_flags', 'container.mounts', 'container.env', 'container.options')
+    ('container.runtime_flags', 'container.mounts', 'container.env', 'container.options', 'tracker.wandb.tags')
     """
     import dataclasses
     import types

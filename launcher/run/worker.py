@@ -25,6 +25,7 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
   kernel spells it: torchrun's numactl may have set it), which ``runs show`` prints. A list the kernel
   refuses (the CPUs were taken away since the launcher looked) ends the rank with exit code 2 and one
   line saying so.
+- ``TRAIN_MULTIGPU_TRACKER_RANKS=0`` (tracker=wandb): W&B is disabled on every rank but global rank 0.
 - A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) prints every thread's Python stack to the
   rank's stderr first (``faulthandler``): the failure summary names the innermost frame.
 """
@@ -45,6 +46,7 @@ LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
 CPU_BIND_VAR = "TRAIN_MULTIGPU_CPU_BIND"
 OMP_THREADS_VAR = "TRAIN_MULTIGPU_OMP_THREADS"
 EXIT_USAGE = 2
+TRACKER_RANKS_VAR = "TRAIN_MULTIGPU_TRACKER_RANKS"
 PR_SET_PDEATHSIG = 1
 PR_SET_PTRACER = 0x59616D61  # Yama: this process and its descendants may ptrace me
 
@@ -229,6 +231,20 @@ def _record_hard_exits(ranks: dict) -> None:
     os._exit = _exit
 
 
+def _tracker_ranks(rank: int) -> None:
+    """tracker=wandb (launcher/trackers/): only global rank 0 logs (W&B disabled on the others: one
+    run, not one per rank); with tracker.wandb.all_ranks every rank logs, each to its own run id
+    ``<id>-rank<R>`` in the launch's group."""
+    who = os.environ.get(TRACKER_RANKS_VAR)
+    if rank == 0 or who is None:
+        return
+    if who == "0":
+        os.environ["WANDB_MODE"] = "disabled"
+    elif os.environ.get("WANDB_RUN_ID"):
+        os.environ["WANDB_RUN_ID"] += f"-rank{rank}"
+        os.environ["WANDB_NAME"] = os.environ.get("WANDB_NAME", "") + f"-rank{rank}"
+
+
 def _exit_code(value: object) -> int:
     if value is None:
         return 0
@@ -249,6 +265,7 @@ def main(argv: list) -> None:
         _redirect(log_dir, ranks["rank"])
     faulthandler.enable(all_threads=True)  # writes to fd 2: the rank's log
     _place(ranks, log_dir)
+    _tracker_ranks(ranks["rank"])
     if log_dir:
         os.environ[HEARTBEAT_VAR] = os.path.join(log_dir, f"rank{ranks['rank']}.beat")
     script = argv[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import files, record
 from ..errors import one_line
-from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS
+from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS, TRACKERS
 from ..tables import table
 from . import chosen, live, read, remote
 from .logs import record_dirs
@@ -309,6 +309,42 @@ def cpu_lines(cpus: dict[int, str]) -> list[str]:
     ]
 
 
+def trackers_of(info: RunInfo) -> dict:
+    """The run's trackers.json (tracker=wandb/mlflow: docs/trackers.md); {}: none."""
+    try:
+        data = files.read_json(Path(info.run_dir) / TRACKERS, files.JSON_MAX, info.within)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def tracker_lines(trackers: dict) -> list[str]:
+    """Each tracker's run: its id, and its URL where known.
+
+    >>> tracker_lines({"wandb": {"id": "abc", "project": "p", "group": "g", "mode": "offline", "dir": "/r"},
+    ...                "mlflow": {"run_id": "f00", "experiment": "e", "tracking_uri": "http://h:5000",
+    ...                           "url": "http://h:5000/#/experiments/1/runs/f00", "parent_run_id": "b0"}})
+    ['wandb:    run abc, project p, group g (offline: /r/wandb)', 'mlflow:   run f00, experiment e at http://h:5000, parent run b0: http://h:5000/#/experiments/1/runs/f00']
+    """  # noqa: E501
+    lines = []
+    wandb, mlflow = trackers.get("wandb"), trackers.get("mlflow")
+    if isinstance(wandb, dict):
+        get = wandb.get
+        text = f"run {get('id', UNKNOWN)}, project {get('project', UNKNOWN)}, group {get('group', UNKNOWN)}"
+        if wandb.get("mode") == "offline":
+            text += f" (offline: {wandb.get('dir', UNKNOWN)}/wandb)"
+        lines.append(f"wandb:    {text}" + (f": {wandb['url']}" if wandb.get("url") else ""))
+    if isinstance(mlflow, dict):
+        get = mlflow.get
+        text = (
+            f"run {get('run_id', UNKNOWN)}, experiment {get('experiment', UNKNOWN)} at {get('tracking_uri', UNKNOWN)}"
+        )
+        if mlflow.get("parent_run_id"):
+            text += f", parent run {mlflow['parent_run_id']}"
+        lines.append(f"mlflow:   {text}" + (f": {mlflow['url']}" if mlflow.get("url") else ""))
+    return lines
+
+
 def typed_text(composition: dict | None) -> str | None:
     """What the user typed (composition.json, written by launches that record it), as one line."""
     if not composition or not isinstance(composition.get("overrides"), list):
@@ -352,6 +388,7 @@ def show(args: argparse.Namespace) -> int:
             where=places,
             live=progress,
             cpus={str(rank): text for rank, text in cpus.items()},
+            trackers=trackers_of(info),
         )
         print(json.dumps(data, indent=2, allow_nan=False))
         return 0
@@ -381,6 +418,7 @@ def show(args: argparse.Namespace) -> int:
             f"straggler: rank {item.get('rank', UNKNOWN)}, {item.get('iteration_s', UNKNOWN)} s per iteration"
             f" (the others' median {item.get('median_s', UNKNOWN)} s)"
         )
+    lines += tracker_lines(trackers_of(info))
     if progress is not None:
         lines += live.progress_lines(progress)
     lines += cpu_lines(cpus)
