@@ -74,14 +74,20 @@ FAILED_REASON = "node failed"
 FAILED_SOURCE = Source.NODE_FAILED  # Failure.source of a node whose launch failed (its exit code is the launch's)
 SOURCES = (SOURCE, FAILED_SOURCE)
 BEAT_EVERY_S = 1.0
+BEATS_PER_S = 256  # node 0's beats a second (each way) at most, beyond which the beats are spaced out
 CONNECT_TIMEOUT_S = 2.0
 RETRY_S = 0.5
+BATCH_FROM = 32  # (node 0) with more nodes than this, their frames are read in batches ...
+BATCH_S = 0.02  # ... this far apart
+SWEEP_S = 0.25  # how often a node looks for a silent one (a lost node is known within node_timeout + this)
 GOODBYE_WAIT_S = 1.0  # at the end, how long to wait for the other ends to close after our bye
 UNREACHABLE_NOTICE_S = 30.0  # a node that cannot reach node 0's port this long says so, once
 MAX_STRANGERS = 64  # (node 0) connections that have not said hello yet, kept at most (the oldest is closed)
+ACCEPTS_AT_ONCE = MAX_STRANGERS // 2  # (node 0) connections taken per wake at most (before their hellos)
 HANG_SOURCE = Source.NODE_HANG  # Failure.source of a hang another node found: take this node's stacks
 EXIT_HANG = 124  # the hang's exit code (run/monitor/progress.py's; this module imports no monitor)
 STACKS_WAIT_S = 20.0  # on a hang, how long node 0 waits for every node's stacks (py-spy's 10 s + margin)
+BEAT = wire.simple("beat")
 
 
 @dataclass
@@ -112,6 +118,19 @@ def _recv(peer: _Peer) -> bytes | None:
         return b""
 
 
+def beat_interval(timeout: float, nnodes: int) -> float:
+    """Seconds between two beats: every second (a quarter of ``timeout`` when that is shorter); with
+    more than :data:`BEATS_PER_S` nodes, further apart, so that node 0 sends and hears about
+    :data:`BEATS_PER_S` beats a second whatever the count, up to a quarter of ``timeout``. Silence
+    is found as soon (``timeout`` after the last beat: a beat every quarter leaves room for three
+    late ones); only node 0's CPU changes (docs/multinode.md, "How many nodes").
+
+    >>> beat_interval(30, 2), beat_interval(2, 2), beat_interval(30, 1024), beat_interval(5, 1024)
+    (1.0, 0.5, 4.0, 1.25)
+    """
+    return min(timeout / 4, max(BEAT_EVERY_S, nnodes / BEATS_PER_S))
+
+
 def _count(nnodes: int, min_nodes: int | None) -> str:
     return str(nnodes) if min_nodes is None else f"{min_nodes}:{nnodes}"
 
@@ -129,7 +148,9 @@ class NodeLiveness:
     def __init__(self, watch: NodeWatch, err: object = None) -> None:
         self.watch = watch
         self.hub = watch.node_rank == 0
-        self.interval = min(BEAT_EVERY_S, watch.timeout / 4)
+        self.interval = beat_interval(watch.timeout, watch.nnodes)
+        self.sweep_every = min(SWEEP_S, self.interval)  # how often the silent nodes are looked for
+        self.sweeps = 0  # how many times they were (tests/test_liveness_scale.py)
         self.err = err if err is not None else sys.stderr
         self._lock = threading.Lock()
         self._lost: Lost | None = None
@@ -319,6 +340,7 @@ class NodeLiveness:
     def start(self) -> None:
         if self.hub:
             self._listener = self._listen()
+            self._listener.setblocking(False)
             self._selector.register(self._listener, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._run, name="node liveness", daemon=True)
         self._thread.start()
@@ -343,9 +365,11 @@ class NodeLiveness:
         attempts = [socket.AF_INET6, socket.AF_INET] if socket.has_dualstack_ipv6() else [socket.AF_INET]
         for family in attempts:
             try:
+                # every node connects at once: a queue for each (the default, 128, drops the rest's SYN)
+                backlog = max(128, min(self.watch.nnodes, 4096))
                 if family == socket.AF_INET6:
-                    return socket.create_server(("", port), family=family, dualstack_ipv6=True)
-                return socket.create_server(("", port), family=family)
+                    return socket.create_server(("", port), family=family, dualstack_ipv6=True, backlog=backlog)
+                return socket.create_server(("", port), family=family, backlog=backlog)
             except OSError as err:
                 if err.errno == errno.EADDRINUSE:
                     raise UserError(
@@ -368,7 +392,7 @@ class NodeLiveness:
             self._goodbye()
 
     def _loop(self) -> None:
-        next_beat = time.monotonic()
+        next_beat = next_sweep = last_select = time.monotonic()
         unreachable_since: float | None = None
         said_unreachable = False
         while not self._stop.is_set():
@@ -388,11 +412,19 @@ class NodeLiveness:
                             "until it is; launcher.node_port must be open between the nodes"
                         )
             now = time.monotonic()
-            timeout = max(0.0, next_beat - now)
+            timeout = max(0.0, min(next_beat, next_sweep) - now)
             if self._relay.hang is not None and not self._relay.teardown:
                 timeout = min(timeout, 0.1)  # the wait for every node's stacks has a deadline
             if not self.hub and not self._peers and not self._done:
                 timeout = min(timeout, max(0.0, self._next_connect - now))
+            if self.hub and len(self._peers) > BATCH_FROM:
+                # many nodes: their frames are taken in batches, BATCH_S apart at most, rather than
+                # one wake for each (node 0's CPU at a thousand nodes; a frame waits BATCH_S at most)
+                pause = last_select + BATCH_S - time.monotonic()
+                if pause > 0 and self._stop.wait(pause):
+                    break
+                timeout = max(0.0, timeout - max(0.0, pause))
+            last_select = time.monotonic()
             for key, _ in self._selector.select(timeout):
                 if key.fileobj is self._wake_r:
                     try:
@@ -404,14 +436,22 @@ class NodeLiveness:
                     self._accept()
                 else:
                     self._read(self._peers.get(key.fileobj))  # type: ignore[arg-type]
-            self._relay_turn()
-            self._send_posts()
+            if self._outbox or (self._relay.hang is not None and not self._relay.teardown):
+                self._relay_turn()  # (each costs a pass over every node: only while the relay has work)
+            if self._posts:
+                self._send_posts()
             now = time.monotonic()
             if now >= next_beat:
                 for peer in list(self._peers.values()):
                     if peer.node is not None:
-                        self._send(peer, wire.simple("beat"))
+                        self._send(peer, BEAT)
                 next_beat = now + self.interval
+            if now < next_sweep:
+                continue
+            # silence is looked for every SWEEP_S, not at every frame: node 0 of a thousand nodes
+            # wakes a thousand times a second, and a pass over every node each time was its CPU
+            next_sweep = now + self.sweep_every
+            self.sweeps += 1
             for peer in list(self._peers.values()):
                 if now - peer.last_seen > self.watch.timeout:
                     self._drop(peer)
@@ -437,11 +477,16 @@ class NodeLiveness:
         return None
 
     def _accept(self) -> None:
+        """Every connection waiting (a thousand nodes connect at once: not one per wake)."""
         assert self._listener is not None
-        try:
-            sock, address = self._listener.accept()
-        except OSError:
-            return
+        for _ in range(ACCEPTS_AT_ONCE):
+            try:
+                sock, address = self._listener.accept()
+            except OSError:  # none left (BlockingIOError), or it failed
+                return
+            self._accepted(sock, address)
+
+    def _accepted(self, sock: socket.socket, address: tuple) -> None:
         sock.setblocking(False)
         strangers = [peer for peer in self._peers.values() if peer.node is None]
         if len(strangers) >= MAX_STRANGERS:  # each holds a file descriptor: a flood must not exhaust them
