@@ -105,7 +105,7 @@ def test_summary_table():
         ]
     )
     lines = text.splitlines()
-    assert lines[0].split() == ["job", "overrides", "exit", "duration", "run", "directory"]
+    assert lines[0].split() == ["job", "overrides", "exit", "duration", "goodput", "run", "directory"]
     assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]  # the swept values only, as docs/sweeps.md shows
     assert lines[3].split() == ["1", "seed=2", "3", "1.2s", "/r/1"]
     assert re.split(r"\s{2,}", lines[4]) == ["2", "seed=3", "skipped (sweep.fail_fast)", "0.0s", "-"]

@@ -309,6 +309,17 @@ class RestartConfig:
 
 
 @dataclass
+class NotifyConfig:
+    """A word when a run changes state: one POST to a webhook per event (docs/notify.md; launcher/notify.py)."""
+
+    # the webhook (Slack, Discord, or any receiver of JSON): a secret, masked wherever it is shown
+    url: str | None = None
+    # the events posted: failed, restarted, succeeded, stopped
+    # ("events", not "on": YAML 1.1 reads an unquoted ``on:`` key as true)
+    events: list[str] = field(default_factory=lambda: ["failed", "restarted", "succeeded"])
+
+
+@dataclass
 class TrainConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     rl_library: RLLibraryConfig = field(default_factory=RLLibraryConfig)
@@ -349,6 +360,8 @@ class TrainConfig:
     ssh: SshConfig = field(default_factory=SshConfig)
     # use this run directory instead of a new one under run_root (set by submit=slurm for the job)
     run_dir: str | None = None
+    # a webhook told when the run fails, restarts or succeeds (docs/notify.md)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
 
 SCHEMA_NAME = "train_multigpu_schema"
@@ -368,7 +381,7 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
     >>> keys_of_type(list)[:4]
     ('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env')
     >>> keys_of_type(list)[4:]
-    ('restart.classes', 'ssh.hosts', 'ssh.options')
+    ('restart.classes', 'ssh.hosts', 'ssh.options', 'notify.events')
     """
     import dataclasses
     import types

@@ -64,6 +64,10 @@ class RankSeen:
     total: int | None = None
     iter_per_s: float | None = None  # over the last interval between beats with a higher iteration
     iteration_s: float | None = None  # seconds per iteration over the window (None: not measured yet)
+    # the goodput ledger's marks (launcher/goodput.py): the first beat seen (mtime, iteration: the
+    # ranks up), and the first one seen past that iteration (an iteration done)
+    up: tuple[float, int | None] | None = None
+    first_progress: tuple[float, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,11 +89,21 @@ class _Rank:
     total: int | None = None
     iter_per_s: float | None = None
     points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=WINDOW + 1))
+    up: tuple[float, int | None] | None = None
+    first_progress: tuple[float, int] | None = None
 
     def beat(self, beat: beats.Beat) -> None:
         if self.last_beat is not None and beat.mtime <= self.last_beat:
             return
         self.last_beat = beat.mtime
+        if self.up is None:
+            self.up = (beat.mtime, beat.iteration)
+        elif (
+            self.first_progress is None
+            and beat.iteration is not None
+            and (self.up[1] is None or beat.iteration > self.up[1])
+        ):
+            self.first_progress = (beat.mtime, beat.iteration)
         if beat.iteration is None:
             return
         points = self.points
@@ -113,6 +127,8 @@ class _Rank:
             self.total,
             self.iter_per_s,
             iteration_time(self.points),
+            self.up,
+            self.first_progress,
         )
 
 
