@@ -83,23 +83,25 @@ def segments(
         up, up_iteration = _number(phase.get("ranks_up")), _int(phase.get("up_iteration"))
         first, first_iteration = _number(phase.get("first_at")), _int(phase.get("first_iteration"))
         last, reached = _number(phase.get("last_beat")), _int(phase.get("iteration"))
+        rate = _rate((first, first_iteration), (last, reached)) or (
+            _rate((up, up_iteration), (last, reached)) if (up_iteration or 0) > start_iteration else None
+        )
         if up is not None and up_iteration is not None and up_iteration > start_iteration:
-            # the start-up beat was overwritten before it was seen: the first beat seen is past it
-            first, first_iteration, up = up, up_iteration, None
+            # the start-up beat was overwritten before a read saw it: the ranks came up after the read
+            # before (up_after), and the first iteration was done that many iterations before this beat
+            first, first_iteration = up, up_iteration
+            after = _number(phase.get("up_after"))
+            up = after if after is not None and after >= started else None
+        if first is not None and first_iteration is not None and rate is not None:
+            extra = first_iteration - start_iteration - 1  # iterations done before the first beat seen past it
+            if extra > 0:
+                first = max(up if up is not None else started, first - extra * rate)
         redone = _redone(phase, following, start_iteration)
         if up is None and first is None and last is None:  # no heartbeat: what the launcher knows
             lost = following is not None and not following.get("resumed_from") and redone is None
             add(found if found is not None else end, LOST_WORK if lost else PRODUCTIVE, number)
         else:
             add(up, RANK_STARTUP if first_attempt else RESTART, number)
-            rate = None
-            if first is not None and last is not None and first_iteration is not None and reached is not None:
-                rate = (last - first) / (reached - first_iteration) if reached > first_iteration else None
-            if first is not None and rate is not None and first_iteration is not None:
-                # several iterations done before the first beat was seen: only one is the first
-                extra = first_iteration - start_iteration - 1
-                if extra > 0:
-                    first = max(at, first - extra * rate)
             add(first, FIRST_ITERATION if first_attempt else RESTART, number)
             if last is not None and last > at:
                 lost_s = 0.0
@@ -117,6 +119,18 @@ def segments(
         add(end, RESTART if following is not None else TEARDOWN, number)
     add(closed, tail, None)
     return out
+
+
+def _rate(a: tuple[float | None, int | None], b: tuple[float | None, int | None]) -> float | None:
+    """Seconds per iteration between two beats (None: not two beats, or no iteration between).
+
+    >>> _rate((10.0, 2), (13.0, 5)), _rate((10.0, 2), (13.0, 2)), _rate((None, None), (13.0, 5))
+    (1.0, None, None)
+    """
+    (t0, i0), (t1, i1) = a, b
+    if t0 is None or t1 is None or i0 is None or i1 is None or i1 <= i0:
+        return None
+    return (t1 - t0) / (i1 - i0)
 
 
 def _redone(phase: Mapping, following: Mapping | None, start_iteration: int) -> int | None:

@@ -24,7 +24,7 @@ PNG = "timeline.png"
 DESCRIPTION = "Description"
 UNDER_WAY = "under_way"  # a running launch's time since its last state change
 COLOURS = {
-    goodput.QUEUE: "#9e9e9e",
+    goodput.QUEUE: "#d7bde2",
     goodput.LAUNCHER_STARTUP: "#8e44ad",
     goodput.RANK_STARTUP: "#f39c12",
     goodput.FIRST_ITERATION: "#f1c40f",

@@ -431,7 +431,7 @@ class Supervisor:
         seen = beaten[0]
         marks: dict = {"last_beat": seen.last_beat, "iteration": seen.iteration}
         if seen.up is not None:
-            marks.update(ranks_up=seen.up[0], up_iteration=seen.up[1])
+            marks.update(ranks_up=seen.up[0], up_iteration=seen.up[1], up_after=seen.up_after)
         if seen.first_progress is not None:
             marks.update(first_at=seen.first_progress[0], first_iteration=seen.first_progress[1])
         return marks

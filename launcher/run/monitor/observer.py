@@ -68,6 +68,7 @@ class RankSeen:
     # ranks up), and the first one seen past that iteration (an iteration done)
     up: tuple[float, int | None] | None = None
     first_progress: tuple[float, int] | None = None
+    up_after: float | None = None  # the read before the one that saw its first beat (it came after)
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,15 @@ class _Rank:
     points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=WINDOW + 1))
     up: tuple[float, int | None] | None = None
     first_progress: tuple[float, int] | None = None
+    up_after: float | None = None
 
-    def beat(self, beat: beats.Beat) -> None:
+    def beat(self, beat: beats.Beat, before: float | None = None) -> None:
+        """``before``: the previous read's time (None: this is the first read)."""
         if self.last_beat is not None and beat.mtime <= self.last_beat:
             return
         self.last_beat = beat.mtime
         if self.up is None:
-            self.up = (beat.mtime, beat.iteration)
+            self.up, self.up_after = (beat.mtime, beat.iteration), before
         elif (
             self.first_progress is None
             and beat.iteration is not None
@@ -129,6 +132,7 @@ class _Rank:
             iteration_time(self.points),
             self.up,
             self.first_progress,
+            self.up_after,
         )
 
 
@@ -171,7 +175,7 @@ class Observer:
                 self.reads[rank] += 1
                 beat = beats.read_beat(entry.path)
                 if beat is not None:
-                    state.beat(beat)
+                    state.beat(beat, self.snapshot.time if self.snapshot.tick else None)
             else:
                 try:
                     info = entry.stat()
