@@ -113,10 +113,11 @@ def segments(
                         lost_s = last - at
                 add(last - lost_s, PRODUCTIVE, number)
                 add(last, LOST_WORK, number)
+        restarted = following is not None or phase.get("restart") is True  # (a launch that runs: decided)
         if found is not None:
-            after = HANG if phase.get("cause") == HANG else RESTART if following is not None else TEARDOWN
+            after = HANG if phase.get("cause") == HANG else RESTART if restarted else TEARDOWN
             add(found, after, number)
-        add(end, RESTART if following is not None else TEARDOWN, number)
+        add(end, RESTART if restarted else TEARDOWN, number)
     add(closed, tail, None)
     return out
 
