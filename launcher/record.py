@@ -337,7 +337,8 @@ def write_end(
         status["stragglers"] = list(stragglers)
     if attempts:
         status[ATTEMPTS_KEY] = attempts_json(attempts)
-    status.update(ledger_fields(run_dir, started, ended, phases or attempts, live=False))
+    if str(run_dir) in _ledgers or phases or attempts:  # (submit=ssh's own record: its nodes' hold the ledgers)
+        status.update(ledger_fields(run_dir, started, ended, phases or attempts, live=False))
     _ledgers.pop(str(run_dir), None)
     path = RunPaths(run_dir).status
     reserve = _reserves.pop(str(run_dir), None)
@@ -360,7 +361,7 @@ def write_end(
         release(run_dir)  # closed: nothing signals this process from this record any more
         if reserve is not None:
             reserve.release()
-    return status[goodput.KEY]
+    return status.get(goodput.KEY) or {}
 
 
 ATTEMPTS_KEY = "attempts"
@@ -388,7 +389,7 @@ def write_attempts(run_dir: Path, attempts: Sequence) -> dict:
     except OSError as err:  # a full disk: the launch goes on, its close writes them all
         if files.out_of_space(err):
             files.say_out_of_space(path, err)
-    return status[goodput.KEY]
+    return status.get(goodput.KEY) or {}
 
 
 # what status.json says when the launcher itself was killed (written by its watchdog)

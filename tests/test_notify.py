@@ -99,6 +99,19 @@ def test_the_receiver_gets_exactly_the_configured_events_and_the_url_is_nowhere(
     nowhere_holds(SECRET, tmp_path, first.stdout, first.stderr)
 
 
+def test_a_sweep_tells_each_job_and_hydra_never_sees_the_url(tmp_path, receiver):
+    """One word per job, each naming its job; typed on the command line for a sweep, the URL is in no
+    job's record (config.yaml, composition.json) and no console line."""
+    sweep = launch(tmp_path, "print('done')\n", "-m", "seed=1,2", f"notify.url={receiver.url}")
+    assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
+    assert sorted((body["event"], body["run"]) for _, _, body in receiver.posts) == [
+        ("succeeded", f"multirun/{stamp.name}/{job}")
+        for stamp in (tmp_path / "runs" / "multirun").iterdir()
+        for job in "01"
+    ]
+    nowhere_holds(SECRET, tmp_path, sweep.stdout, sweep.stderr)
+
+
 def test_a_webhook_that_never_answers_delays_the_exit_by_the_bound_at_most(tmp_path):
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
