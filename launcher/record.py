@@ -197,7 +197,11 @@ def read_composition(run_dir: str | Path, within: str | Path | None = None) -> d
     return data if isinstance(data, dict) else None
 
 
-def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None) -> float:
+def write_start(
+    run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None, queue_s: float = 0.0
+) -> float:
+    """The record's opening: config.yaml, composition.json, command.sh, env.json, status.json;
+    ``queue_s``: how long the job waited in a batch queue before this launcher started (the ledger's)."""
     where = RunPaths(run_dir)
     where.config.write_text(resolved_yaml)
     if composed is not None:
@@ -206,12 +210,12 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: d
     where.command.chmod(0o755)
     write_json(where.env, secrets.mask_env(plan.env))
     started = write_opened(run_dir)
-    _ledgers[str(run_dir)] = (launch_began(started), world_size(plan))
+    _ledgers[str(run_dir)] = (launch_began(started), world_size(plan), queue_s)
     return started
 
 
 # -- the goodput ledger's frame (launcher/goodput.py): when each open record's launch began, its ranks --
-_ledgers: dict[str, tuple[float, int]] = {}
+_ledgers: dict[str, tuple[float, int, float]] = {}
 _began_used = (
     False  # the launcher process's own start counts for its first launch only (a sweep's later jobs: their record's)
 )
@@ -249,9 +253,9 @@ def world_size(plan: LaunchPlan) -> int:
 
 def ledger_fields(run_dir: Path, started: float, now: float, attempts: Sequence, live: bool) -> dict:
     """status.json's ``launch_began``, ``phases`` and ``goodput`` (launcher/goodput.py) as of ``now``."""
-    began, ranks = _ledgers.get(str(run_dir), (started, 1))
+    began, ranks, queue = _ledgers.get(str(run_dir), (started, 1, 0.0))
     phases = [attempt.phase() if hasattr(attempt, "phase") else dict(attempt) for attempt in attempts]
-    led = goodput.ledger(began, now, phases, ranks, tail=goodput.RESTART if live else goodput.TEARDOWN)
+    led = goodput.ledger(began, now, phases, ranks, queue, tail=goodput.RESTART if live else goodput.TEARDOWN)
     return {goodput.BEGAN_KEY: round(began, 3), goodput.PHASES_KEY: phases, goodput.KEY: led}
 
 

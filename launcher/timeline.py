@@ -84,6 +84,11 @@ def row(status: Mapping, label: str, now: float | None = None) -> dict | None:
     live = closed_at is None
     closed = closed_at if closed_at is not None else (now if now is not None else time.time())
     parts = goodput.segments(began, closed, phases, tail=UNDER_WAY if live else goodput.TEARDOWN)
+    ledger = status.get(goodput.KEY) if isinstance(status.get(goodput.KEY), Mapping) else {}
+    queue = _number(ledger.get(goodput.QUEUE)) or 0.0
+    if queue > 0:  # the batch queue's wait, before the launcher began
+        parts.insert(0, (began - queue, began, goodput.QUEUE, None))
+        began -= queue
     marks = []
     for phase in phases:
         found = _number(phase.get("failure_found"))

@@ -185,7 +185,10 @@ class LocalBackend:
         logs.mkdir(exist_ok=True)
         console.outlive_stdout()  # `train_multigpu ... | head`: the launch outlives its console's reader
         supervise.hold_stack_requests()  # status.json names this process from now on
-        started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed)
+        from ..slurm import launch as slurm_launch
+
+        queue = slurm_launch.queue_seconds(planned.allocation)  # launcher=slurm: the job's wait (the ledger's)
+        started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed, queue_s=queue)
         handle = Handle(NAME, str(os.getpid()), str(run_dir))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         resume = LocalResume(plan, cfg.profile.name, cfg.rl_library.name, RunPaths(run_dir))
