@@ -108,3 +108,24 @@ def test_a_launch_that_runs_counts_its_next_attempt_as_a_restart_so_far():
 def test_the_queue_counts_before_the_launcher_started():
     led = parts(0.0, 100.0, [phase()], queue_s=50.0)
     assert led["queue"] == 50.0 and led["wall_s"] == 150.0 and led["line"].endswith("start-up 60 s")
+
+
+def test_the_timeline_of_a_launch_that_runs_ends_now_under_way():
+    from launcher import timeline
+
+    status = {
+        "started": "2026-12-01T10:00:00+00:00",
+        "exit_code": None,
+        "launch_began": 1000.0,
+        "phases": [phase(started=1002.0, ended=1040.0, failure_found=1038.0, restart=True, cause="exit-code")],
+    }
+    row = timeline.row(status, "node", now=1060.0)
+    assert row["live"] and row["segments"][-1] == [1040.0, 1060.0, timeline.UNDER_WAY, None]
+    assert row["marks"] == [
+        {"time": 1038.0, "kind": "failure", "text": "exit-code"},
+        {"time": 1040.0, "kind": "restart", "text": "restart 1"},
+    ]
+    closed = {**status, "exit_code": 0, "goodput": {"wall_s": 70.0, "queue": 10.0}}
+    row = timeline.row(closed, "node")
+    assert not row["live"] and row["segments"][0] == [990.0, 1000.0, "queue", None]
+    assert row["segments"][-1][1] == 1060.0  # the wall less its queue, from the launch's start
