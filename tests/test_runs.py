@@ -948,7 +948,7 @@ def test_help_mentions_runs_and_listing_never_imports_hydra(tmp_path):
     help_text = subprocess.run(
         [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, env=launch_env(), timeout=60
     ).stdout
-    assert "train_multigpu runs [list|show|logs|stop|stacks|rerun|resume|compare]" in help_text
+    assert "train_multigpu runs [list|show|logs|stop|stacks|rerun|resume|compare|timeline]" in help_text
     runs_help = runs_cli(tmp_path, "--help").stdout
     assert "a sweep's jobs under it with their swept values" in " ".join(runs_help.split())
     probe = (
