@@ -202,6 +202,10 @@ def test_a_rank_that_stalls_once_is_restarted_with_its_stacks_saved(tmp_path):
     assert not (run_dir / "attempt1" / "stacks").exists()
     assert iterations(run_dir) == [1, 2, 3, 4]
     assert "restart 1 of 1 after hang, iteration 2 done" in r.stdout
+    # the ledger's hang: the stalled rank's last beat to the watchdog's finding (launcher.hang_timeout
+    # after its last sign of life, a line it printed after that beat; docs/goodput.md)
+    led = status(run_dir)["goodput"]
+    assert 15 - 1.5 <= led["hang"] <= 15 + 10 and led["iterations_redone"] == 0
 
 
 def test_a_crash_loop_stops_after_the_no_progress_limit_with_the_scripts_exit_code(tmp_path):
