@@ -18,7 +18,7 @@ import os
 import re
 from collections.abc import Callable
 
-from . import nodes, rendezvous
+from . import cpu_binding, nodes, rendezvous
 from .addresses import Endpoint, check_port, is_loopback, parse_endpoint
 from .config.schema import JAX_ONLY_KEYS, TORCHRUN_ONLY_KEYS, Device, LauncherConfig, MLFramework, Topology, TrainConfig
 from .errors import UserError
@@ -335,6 +335,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
     _node_timeout(launcher)
     restart_keys(cfg)
     notify_keys(cfg)
+    binding = cpu_binding.parse(launcher.cpu_binding)
     if launcher.node_port is not None:
         check_port(launcher.node_port, _key("node_port"))
 
@@ -372,6 +373,17 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
 
     device = _device(cfg, facts, refuse)
     nproc = _nproc(launcher, device, facts, refuse)
+    if binding.mode == cpu_binding.EXPLICIT and len(binding.lists) != nproc:
+        error = UserError(
+            cpu_binding.KEY,
+            cpu_binding.spelled(launcher.cpu_binding),
+            f"{len(binding.lists)} CPU list(s) for {nproc} local rank(s) (launcher.nproc_per_node="
+            f"{launcher.nproc_per_node}): one per local rank",
+        )
+        if not str(launcher.nproc_per_node).strip().isdigit():
+            refuse(error)  # nproc_per_node=auto counted this host's devices: a fact of this host
+        else:
+            raise error
     return Settled(
         device=device,
         nproc_per_node=nproc,

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .addresses import Endpoint
+from .cpu_topology import Allowed
 
 C10D_DEFAULT_PORT = 29400  # torchrun's c10d rendezvous endpoint without a port
 MASTER_DEFAULT_PORT = 29500  # torchrun's --master_port
@@ -25,6 +26,9 @@ class HostFacts:
     usable_cpus: int
     examples_dir: str
     env: Mapping[str, str] = field(default_factory=dict)
+    # the CPUs the launcher may use (cpu_topology.allowed: its affinity within its cgroup cpuset; a
+    # parallel sweep's lane or a local node's share: those cores); None: not read (pure tests)
+    cpus: Allowed | None = None
 
 
 @dataclass(frozen=True)
@@ -64,3 +68,9 @@ class Settled:
     # node liveness (run/monitor/liveness.py): node 0's launcher listens at this port, the others connect to
     # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
     node_hub: Endpoint | None = None
+    # launcher.cpu_binding, placed by probe.place_cpus (it reads the machine): each local rank's CPUs
+    # (empty: not bound), what they came from (for the dry run), and torchrun's --numa-binding mode
+    # where torchrun binds (GPUs, a torchrun that has the flag, numactl); None: the rank wrapper binds
+    cpu_lists: tuple[tuple[int, ...], ...] = ()
+    cpu_source: str = ""
+    numa_binding: str | None = None

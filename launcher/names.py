@@ -41,6 +41,11 @@ HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 ATTEMPT_VAR = "TRAIN_MULTIGPU_ATTEMPT"
 # the launch's marker: every process started for a launch carries it (run/process/procs.py finds them by it)
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+# launcher.cpu_binding (docs/cpu_placement.md), read by the rank wrapper: each local rank's CPU list,
+# ";" between ranks (set when the wrapper binds: not where torchrun's --numa-binding does), and each
+# local rank's OMP_NUM_THREADS from its mask (set unless the user set OMP_NUM_THREADS)
+CPU_BIND_VAR = "TRAIN_MULTIGPU_CPU_BIND"
+OMP_THREADS_VAR = "TRAIN_MULTIGPU_OMP_THREADS"
 # set by submit=ssh on each remote launcher's command (value 1, nothing secret): it reads its secrets
 # from stdin and ends its launch when stdin does (run/leash.py)
 SSH_CHANNEL_VAR = "TRAIN_MULTIGPU_SSH_CHANNEL"

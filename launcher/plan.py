@@ -19,13 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from . import rendezvous
+from . import cpu_binding, rendezvous
 from .addresses import Endpoint
 from .config.schema import TORCHRUN_FLAGS, Topology, TrainConfig
 from .facts import NODE_PORT_DEFAULT, HostFacts, Settled
 from .names import (
     ATTEMPT_VAR,
     BACKEND_VAR,
+    CPU_BIND_VAR,
     FR_BUFFER_VARS,
     FR_DIR,
     FR_DUMP_ON_TIMEOUT_VAR,
@@ -37,6 +38,7 @@ from .names import (
     LAUNCH_ID_VAR,
     LOG_DIR_VAR,
     NODE_RANK_VAR,
+    OMP_THREADS_VAR,
     RANK_LOGS_VAR,
     RUN_DIR_VAR,
 )
@@ -51,6 +53,8 @@ VIRTUAL_LOCAL_RANK_FLAG = "--virtual_local_rank"
 # stop signal only; after a worker failed it waits 30 s whatever it says: the supervisor applies the
 # grace period there itself (run/supervise.py)
 SHUTDOWN_TIMEOUT_FLAG = "--shutdown_timeout"
+# launcher.cpu_binding where torchrun binds the ranks (launcher/cpu_placement.py)
+NUMA_BINDING_FLAG = "--numa-binding"
 TORCHRUN_SHUTDOWN_S = 30
 # what launcher.network_interface sets for every worker
 INTERFACE_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -100,6 +104,8 @@ LAUNCH_VARS = (
     LAUNCH_ID_VAR,
     HEARTBEAT_VAR,
     ATTEMPT_VAR,
+    CPU_BIND_VAR,
+    OMP_THREADS_VAR,
     "CUDA_VISIBLE_DEVICES",
     *JAX_RANK_VARS,
     *TORCHRUN_WORKER_VARS,
@@ -268,7 +274,15 @@ def _common_env(cfg: TrainConfig, settled: Settled, facts: HostFacts, run_dir: s
     env[BACKEND_VAR] = "nccl" if settled.device == "cuda" else "gloo"
     if run_dir is not None:
         env[RUN_DIR_VAR] = run_dir
-    if "OMP_NUM_THREADS" not in facts.env and "OMP_NUM_THREADS" not in env:
+    user_omp = "OMP_NUM_THREADS" in facts.env or "OMP_NUM_THREADS" in env
+    if settled.cpu_lists:
+        if settled.numa_binding is None:  # the rank wrapper binds (run/worker.py)
+            env[CPU_BIND_VAR] = cpu_binding.encode(settled.cpu_lists)
+        if not user_omp:  # each rank's from its mask, set by the wrapper; the smallest for torchrun itself
+            threads = cpu_binding.omp_threads(settled.cpu_lists)
+            env["OMP_NUM_THREADS"] = str(min(threads))
+            env[OMP_THREADS_VAR] = ";".join(map(str, threads))
+    elif not user_omp:
         env["OMP_NUM_THREADS"] = str(max(1, facts.usable_cpus // settled.nproc_per_node))
     if settled.device == "cpu" and cfg.launcher.topology is Topology.skrl_jax:
         env.setdefault("JAX_PLATFORMS", "cpu")
@@ -354,6 +368,8 @@ def _torchrun(cfg: TrainConfig, settled: Settled, python: str, order: Sequence[s
     shutdown = shutdown_timeout(launcher.grace_period)
     if shutdown != TORCHRUN_SHUTDOWN_S:  # declared before --virtual_local_rank in torch/distributed/run.py
         argv += [SHUTDOWN_TIMEOUT_FLAG, str(shutdown)]
+    if settled.numa_binding is not None:  # torchrun binds each worker near its GPU (cpu_placement.py)
+        argv += [NUMA_BINDING_FLAG, settled.numa_binding]
     if launcher.virtual_local_rank:  # a switch, declared after --local_addr in torch/distributed/run.py
         argv.append(VIRTUAL_LOCAL_RANK_FLAG)
     argv.append(settled.script)
@@ -470,6 +486,27 @@ def _node_watch_notes(nodes: NodeWatch | None) -> tuple[str, ...]:
 
 
 def _notes(cfg: TrainConfig, settled: Settled, env: Mapping[str, str]) -> tuple[str, ...]:
+    return _cpu_notes(cfg, settled, env) + _network_notes(cfg, settled, env)
+
+
+def _cpu_notes(cfg: TrainConfig, settled: Settled, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The dry run's lines on launcher.cpu_binding: who binds, from which CPUs, each rank's list."""
+    if not settled.cpu_lists:
+        return ()
+    value = cpu_binding.spelled(cfg.launcher.cpu_binding)
+    who = (
+        f"torchrun {NUMA_BINDING_FLAG} {settled.numa_binding} binds them (numactl)"
+        if settled.numa_binding is not None
+        else "the rank wrapper binds each rank before its script starts"
+    )
+    threads = tuple(int(n) for n in env[OMP_THREADS_VAR].split(";")) if OMP_THREADS_VAR in env else ()
+    return (
+        f"cpu binding: launcher.cpu_binding={value}: {who}; {settled.cpu_source}",
+        *cpu_binding.lines(settled.cpu_lists, threads),
+    )
+
+
+def _network_notes(cfg: TrainConfig, settled: Settled, env: Mapping[str, str]) -> tuple[str, ...]:
     facing = settled.facing
     if facing is None or cfg.launcher.network_interface is not None:
         return ()

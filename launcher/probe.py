@@ -15,11 +15,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from . import checks, paths
+from . import checks, cpu_topology, paths
 from .addresses import Endpoint, is_loopback
 from .config.schema import Topology, TrainConfig
 from .errors import UserError
@@ -152,6 +152,7 @@ def gather(env: Mapping[str, str] | None = None) -> HostFacts:
         usable_cpus=usable_cpus(),
         examples_dir=str(paths.examples_dir()),
         env=env,
+        cpus=cpu_topology.allowed(),
     )
 
 
@@ -161,6 +162,16 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def free_port_pair(host: str = "127.0.0.1", pick: Callable[[str], int] = free_port) -> int:
+    """A free port whose next port is free too: a rendezvous whose nodes' liveness channel takes the
+    next one (launcher.node_port unset). Raises RuntimeError when 64 picks found none."""
+    for _ in range(64):
+        port = pick(host)
+        if port < 65535 and not port_in_use(port) and not port_in_use(port + 1):
+            return port
+    raise RuntimeError(f"no free pair of ports found on {host}")
 
 
 def port_in_use(port: int) -> bool:

@@ -20,6 +20,7 @@ ends their records, and ``runs`` reads them all back without importing Hydra.
     <run_dir>/logs/rank<R>.log     a rank's output; torchrun.log torchrun's
     <run_dir>/logs/rank<R>.exit.json   a rank's non-zero exit (run/worker.py)
     <run_dir>/logs/rank<R>.beat    a rank's heartbeat (TRAIN_MULTIGPU_HEARTBEAT_FILE)
+    <run_dir>/logs/rank<R>.cpus    the CPUs a rank started on (launcher.cpu_binding; run/worker.py)
     <run_dir>/logs/progress.json   the hang watchdog's view of this node's ranks
     <run_dir>/attempt<N>/          a restarted attempt's logs/, stacks/, nccl/ (restart.max; N >= 1: attempt 0
                                    writes where a launch without restarts does)
@@ -58,6 +59,7 @@ RANK_PREFIX = "rank"
 LOG_SUFFIX = ".log"
 EXIT_SUFFIX = ".exit.json"
 BEAT_SUFFIX = ".beat"
+CPUS_SUFFIX = ".cpus"
 PROGRESS = "progress.json"
 STACKS = "stacks"
 STACKS_SUMMARY = "summary.txt"
@@ -92,6 +94,14 @@ def exit_record_name(rank: int) -> str:
 
 def beat_name(rank: int) -> str:
     return f"{RANK_PREFIX}{rank}{BEAT_SUFFIX}"
+
+
+def cpus_name(rank: int) -> str:
+    """The CPU list a rank started on: ``rank<R>.cpus`` (launcher.cpu_binding)."""
+    return f"{RANK_PREFIX}{rank}{CPUS_SUFFIX}"
+
+
+CPUS_FILE = re.compile(r"^rank(\d{1,9})\.cpus$")
 
 
 def stack_name(rank: int) -> str:

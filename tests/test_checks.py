@@ -308,6 +308,18 @@ def test_explicit_port_in_use_fails_before_launch():
     )
 
 
+def test_a_port_picked_for_a_rendezvous_leaves_the_next_one_free_for_the_nodes_liveness_channel():
+    """submit=ray picks node 0's rendezvous port on the node; the liveness channel takes the next port
+    (launcher.node_port unset), so a pick whose next port is taken is passed over (a CI run failed
+    with "port N+1 is already in use")."""
+    with socket.socket() as busy:
+        busy.bind(("0.0.0.0", 0))
+        busy.listen()
+        held = busy.getsockname()[1]
+        picks = iter([held - 1, held - 1 + 3])
+        assert probe.free_port_pair("127.0.0.1", pick=lambda host: next(picks)) == held + 2
+
+
 @pytest.mark.parametrize(
     "overrides, expected",
     [([], (900.0, 1800.0)), (["launcher.hang_timeout=null", "launcher.startup_timeout=60"], (None, 60.0))],

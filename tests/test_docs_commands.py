@@ -415,6 +415,10 @@ CONTEXT: dict[str, list[str]] = {
     "TRAIN_MULTIGPU_SSH_CHANNEL=1": ["ENV:TRAIN_MULTIGPU_SSH_CHANNEL=1"],
     "restart.classes=[]: names no failure class": ["restart.max=3", "restart.classes=[]"],
     "notify.url=***: an http:// or https:// URL": ["notify.url=ftp://hooks.example/T000"],
+    "launcher.cpu_binding=[0]: 1 CPU list": ["launcher.cpu_binding=[0]", "launcher.nproc_per_node=2"],
+    "launcher.cpu_binding=[0,x]: local rank 1": ["launcher.cpu_binding=[0,x]", "launcher.nproc_per_node=2"],
+    "launcher.cpu_binding=[0,4095]: local rank 1": ["launcher.cpu_binding=[0,4095]", "launcher.nproc_per_node=2"],
+    "launcher.cpu_binding=node: GPU 0 is not among": ["launcher.cpu_binding=node", "device=cuda", "GPUS=2"],
     "ssh.options=RequestTTY=force: the launch runs without": [*SSH, "ssh.options=RequestTTY=force"],
     "ssh.options=PermitLocalCommand=yes: the launch": [*SSH, "ssh.options=PermitLocalCommand=yes"],
     "ssh.options=RemoteCommand=bash: the launch": [*SSH, "ssh.options=RemoteCommand=bash"],
@@ -667,12 +671,17 @@ FSPATH = "a FIFO, a full disk or a missing directory at the doc's example path (
 HOSTNAME = "this host's own name not resolving (tests/test_multinode_netns.py)"
 RESOLVER = "a resolver that does not answer (tests/test_checks.py)"
 LOCAL = "a real launch's refusal (a dry run only warns): tests/test_local_nodes.py"
+CPUS = "this machine's CPUs and GPUs decide it: tests/test_cpu_binding.py, tests/test_cpu_topology.py"
 TODO = "not produced by this test yet: give it a command in CONTEXT"
 # the quoted messages not produced here, by their start (70 characters), each with its reason; one
 # that errors.md no longer quotes must leave this list (test_every_quoted_error_is_produced)
 NOT_HERE: dict[str, str] = {
     "run_dir=<job dir>/node1: a launcher that still runs (pid N) records he": RECORD,
     "launcher.local_nodes=true: 3 nodes on this host share its 2 usable CPU": LOCAL,
+    "launcher.cpu_binding=exclusive: 3 local ranks share NUMA node 0's 2 us": CPUS,
+    "launcher.cpu_binding=node: binds each rank near its GPU, and CUDA_VISI": CPUS,
+    "launcher.cpu_binding=node: GPU 4's NUMA node 1 has none of the CPUs th": CPUS,
+    "launcher.cpu_binding: local rank 1 cannot run on CPUs 4095: [Errno 22]": CPUS,
     "id=ID: pid N does not hold this run directory open: it is not the laun": RECORD,
     "id=ID: its record (pid N) is of an older form that cannot prove its la": RECORD,
     "id=ID: its record names pid 1, which is no launcher's: not signalled": RECORD,

@@ -59,6 +59,7 @@ SANE_BY_KEY = {
     "launcher.rdzv_conf": ["timeout=60"],
     "launcher.network_interface": ["lo"],
     "launcher.local_addr": ["127.0.0.1"],
+    "launcher.cpu_binding": ["none", "node", "exclusive", "[0,1]"],
     "task": ["CartPole-v1", "Pendulum-v1"],
     "run_name": ["my_run"],
     "run_root": ["runs", "sub/dir"],

@@ -28,6 +28,8 @@ LEAVES = {
     "launcher.goodput",  # the ledger (pure): record writes it, runs reads it, the timeline draws it
     "launcher.timeline",  # the picture (matplotlib only when drawing): the launch's end and runs timeline
     "launcher.notify",  # the webhook (urllib): the local back end tells it the run's state changes
+    "launcher.cpu_topology",  # the machine's CPUs from sysfs (facts holds the allowed ones)
+    "launcher.cpu_binding",  # launcher.cpu_binding's lists (pure): checks parses it, plan encodes it
 }
 LATER_STAGES = (
     "launcher.run",
@@ -168,7 +170,15 @@ def test_separate_programs_use_the_standard_library_only(module):
 
 
 def test_the_wrapper_copies_match_the_package_names():
-    for name in ("LOG_DIR_VAR", "RANK_LOGS_VAR", "NODE_RANK_VAR", "HEARTBEAT_VAR", "LAUNCH_ID_VAR"):
+    for name in (
+        "LOG_DIR_VAR",
+        "RANK_LOGS_VAR",
+        "NODE_RANK_VAR",
+        "HEARTBEAT_VAR",
+        "LAUNCH_ID_VAR",
+        "CPU_BIND_VAR",
+        "OMP_THREADS_VAR",
+    ):
         assert getattr(worker, name) == getattr(names, name), name
 
 
@@ -470,3 +480,4 @@ def test_the_wrapper_names_rank_files_as_the_run_directory_does():
     for expr, name in (("rank", rundir.rank_log_name), ("ranks['rank']", rundir.exit_record_name)):
         assert 'f"' + name(7).replace("7", "{" + expr + "}") + '"' in source, name(7)
     assert 'f"' + rundir.beat_name(7).replace("7", "{ranks['rank']}") + '"' in source
+    assert 'f"' + rundir.cpus_name(7).replace("7", "{ranks['rank']}") + '"' in source

@@ -308,7 +308,9 @@ def test_requeue_resumes_the_bundled_trainer_where_it_stopped(slurm_cluster, run
     info = wait_job(job, timeout=300)
     out = log_of(run_dir, job)
     assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
-    stopped = int(re.search(r"stopped by SIGTERM after iteration (\d+)", out).group(1))
+    said = re.search(r"stopped by SIGTERM after iteration (\d+)", out)
+    assert said, out
+    stopped = int(said.group(1))
     assert 5 <= stopped < total, out
     assert f"resuming from {run_dir}/checkpoints/iter_{stopped:06d}.ckpt" in out, out
     # every iteration once, in order: 1..stopped from the first start, the rest from the restart

@@ -489,15 +489,17 @@ def finish(t: Training) -> int:
     t.dump.write_info(final_iteration=t.iteration, optimizer_steps_end=backend.optimizer_steps())
     if topo.is_main:
         t.scalars.close()
-        plot = out.plot_learning_curve(t.run_dir, t.history, t.task)
         if t.stopped_by:
+            # said before the plot (matplotlib's import takes seconds on a loaded node): a scheduler's
+            # SIGKILL after its grace (SLURM's KillWait) must not lose the line that names the checkpoint
             name = signal.Signals(t.stopped_by).name
             say(
                 topo,
                 f"stopped by {name} after iteration {t.iteration}; checkpoint "
                 f"{out.checkpoint_path(t.run_dir, t.iteration)}; resume with --resume",
             )
-        else:
+        plot = out.plot_learning_curve(t.run_dir, t.history, t.task)
+        if not t.stopped_by:
             episodes = int(t.hp.get("eval_episodes", 5))
             returns = evaluate(t.task, backend.act_deterministic, episodes, t.seed)
             mean_eval = float(np.mean(returns))

@@ -95,7 +95,7 @@ class LocalBackend:
 
     # -- dryrun: writes and starts nothing (a multi-node pod waits for node 0 to resolve) -------
     def dryrun(self, launch: Launch) -> Request:
-        from .. import checks, paths, probe, secrets
+        from .. import checks, cpu_placement, paths, probe, secrets
         from .. import plan as plan_mod
         from ..addresses import Endpoint
         from ..config.schema import Topology
@@ -133,6 +133,7 @@ class LocalBackend:
             port = lanes.distinct_port(probe.free_port, self.ports)
             settled = replace(settled, coordinator=Endpoint("127.0.0.1", port))
         settled = probe.locate(cfg, settled, refuse)
+        settled = cpu_placement.place(cfg, settled, facts, refuse)
         probe.preflight(cfg, settled, refuse)
         shown = []
         if allocation is not None:

@@ -132,6 +132,10 @@ class LauncherConfig:
     # multi-node launches only: every node runs on this host, so a loopback rendezvous, master or
     # coordinator address (127.0.0.1, localhost, ::1) is meant; without it such an address is an error
     local_nodes: bool = False
+    # which CPUs each local rank runs on (docs/cpu_placement.md): none, node, socket, exclusive,
+    # core-complex (torchrun's --numa-binding modes: near each rank's GPU, or split over the NUMA nodes
+    # on CPUs), or a CPU list per local rank ([0-3,4-7]); only CPUs the launcher may use count
+    cpu_binding: Any = "none"
 
 
 @dataclass

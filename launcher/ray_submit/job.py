@@ -105,17 +105,14 @@ class NodeLauncher:
         self.stopped = False
 
     def address(self) -> tuple[str, int]:
-        """This node's address as Ray knows it, and a port free on it now (node 0: the rendezvous)."""
-        import socket
-
+        """This node's address as Ray knows it, and a port free on it now (node 0: the rendezvous)
+        whose next port, the nodes' liveness channel (launcher.node_port unset), is free too."""
         import ray
 
+        from ..probe import free_port_pair
+
         host = ray.util.get_node_ip_address()
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = sock.getsockname()[1]
-        return host, port
+        return host, free_port_pair(host)
 
     def run(self, argv: list[str], env: dict[str, str]) -> int:
         if self.stopped:

@@ -18,6 +18,13 @@ package: the worker interpreter (``python=``) may not have train_multigpu instal
   ranks failed of the lost connection), and an uncaught exception is also written to torch elastic's
   ``TORCHELASTIC_ERROR_FILE`` in the format its ``record`` decorator uses, so torchrun's own report
   carries the traceback.
+- ``launcher.cpu_binding`` (docs/cpu_placement.md): with ``TRAIN_MULTIGPU_CPU_BIND`` (each local
+  rank's CPU list, ``;`` between ranks) it binds itself to its list before the script starts (its
+  threads and children inherit it); with ``TRAIN_MULTIGPU_OMP_THREADS`` it sets ``OMP_NUM_THREADS``
+  to its own entry; with a log dir it writes the mask it starts with to ``<dir>/rank<R>.cpus`` (as the
+  kernel spells it: torchrun's numactl may have set it), which ``runs show`` prints. A list the kernel
+  refuses (the CPUs were taken away since the launcher looked) ends the rank with exit code 2 and one
+  line saying so.
 - A fatal signal (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL) prints every thread's Python stack to the
   rank's stderr first (``faulthandler``): the failure summary names the innermost frame.
 """
@@ -35,6 +42,9 @@ RANK_LOGS_VAR = "TRAIN_MULTIGPU_RANK_LOGS"
 NODE_RANK_VAR = "TRAIN_MULTIGPU_NODE_RANK"
 HEARTBEAT_VAR = "TRAIN_MULTIGPU_HEARTBEAT_FILE"
 LAUNCH_ID_VAR = "TRAIN_MULTIGPU_LAUNCH_ID"
+CPU_BIND_VAR = "TRAIN_MULTIGPU_CPU_BIND"
+OMP_THREADS_VAR = "TRAIN_MULTIGPU_OMP_THREADS"
+EXIT_USAGE = 2
 PR_SET_PDEATHSIG = 1
 PR_SET_PTRACER = 0x59616D61  # Yama: this process and its descendants may ptrace me
 
@@ -100,6 +110,67 @@ def _ranks() -> dict:
     local = env.get("LOCAL_RANK", env.get("JAX_LOCAL_RANK", "0"))
     node = env.get(NODE_RANK_VAR, env.get("GROUP_RANK", "0"))
     return {"node": int(node), "rank": int(rank), "local_rank": int(local)}
+
+
+def _local_index() -> int:
+    """This rank's place among the node's ranks: JAX_LOCAL_RANK, else torchrun's LOCAL_RANK -- which
+    --virtual_local_rank sets to 0 for every worker: there RANK - GROUP_RANK * LOCAL_WORLD_SIZE."""
+    env = os.environ
+    if "JAX_LOCAL_RANK" in env:
+        return int(env["JAX_LOCAL_RANK"])
+    local = int(env.get("LOCAL_RANK", "0"))
+    try:
+        derived = int(env["RANK"]) - int(env["GROUP_RANK"]) * int(env["LOCAL_WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return local
+    return derived if local == 0 and 0 <= derived < int(env["LOCAL_WORLD_SIZE"]) else local
+
+
+def _cpus(text: str) -> set:
+    cpus = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def _spelled(cpus) -> str:
+    ordered, parts = sorted(cpus), []
+    for cpu in ordered:
+        if parts and parts[-1][1] == cpu - 1:
+            parts[-1][1] = cpu
+        else:
+            parts.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def _place(ranks: dict, log_dir: "str | None") -> None:
+    """launcher.cpu_binding: bind to this rank's CPUs, OMP_NUM_THREADS from the mask, the mask recorded."""
+    local = _local_index()
+    lists = os.environ.get(CPU_BIND_VAR)
+    if lists:
+        entries = lists.split(";")
+        if not 0 <= local < len(entries):
+            return
+        try:
+            os.sched_setaffinity(0, _cpus(entries[local]))
+        except (OSError, ValueError) as err:
+            sys.stderr.write(
+                f"train_multigpu: error: launcher.cpu_binding: local rank {local} cannot run on CPUs "
+                f"{entries[local]}: {err}\n"
+            )
+            sys.stderr.flush()
+            _record(ranks, EXIT_USAGE, None, "")
+            os._exit(EXIT_USAGE)
+    threads = os.environ.get(OMP_THREADS_VAR, "").split(";")
+    if 0 <= local < len(threads) and threads[local].isdigit():
+        os.environ["OMP_NUM_THREADS"] = threads[local]
+    if log_dir and hasattr(os, "sched_getaffinity"):
+        try:
+            with open(os.path.join(log_dir, f"rank{ranks['rank']}.cpus"), "w") as handle:
+                handle.write(_spelled(os.sched_getaffinity(0)) + "\n")
+        except OSError:
+            pass
 
 
 def _redirect(log_dir: str, rank: int) -> None:
@@ -177,6 +248,7 @@ def main(argv: list) -> None:
     if log_dir and os.environ.get(RANK_LOGS_VAR, "1") == "1":
         _redirect(log_dir, ranks["rank"])
     faulthandler.enable(all_threads=True)  # writes to fd 2: the rank's log
+    _place(ranks, log_dir)
     if log_dir:
         os.environ[HEARTBEAT_VAR] = os.path.join(log_dir, f"rank{ranks['rank']}.beat")
     script = argv[0]

@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 
 from .. import files, record
 from ..errors import one_line
-from ..rundir import COMMAND, EVALUATION, LOGS, METRICS, STACKS
+from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS
 from ..tables import table
 from . import chosen, live, read, remote
 from .logs import record_dirs
@@ -19,6 +20,9 @@ from .read import RunInfo
 
 UNKNOWN = "?"
 TAIL_LINES = 10  # of the failing rank's log, in runs show
+CPUS_MAX = 4096  # logs/rank<R>.cpus: one CPU list
+CPUS_RANKS_MAX = 1024  # rank<R>.cpus files runs show reads at most (a run root is shared: bounded)
+_CPU_LIST = re.compile(r"^[0-9][0-9,\-]{0,4000}$")
 
 
 # -- cells ----------------------------------------------------------------------------------------
@@ -269,6 +273,43 @@ def failure_lines(failure: dict | None, within: str | None = None) -> list[str]:
     return lines
 
 
+def rank_cpus(info: RunInfo) -> dict[int, str]:
+    """Each rank's CPUs as it started (``logs/rank<R>.cpus``, run/worker.py: launcher.cpu_binding),
+    by global rank; a file that is not a CPU list is left out."""
+    logs = Path(info.run_dir) / LOGS
+    found: dict[int, str] = {}
+    try:
+        with os.scandir(logs) as entries:
+            for count, entry in enumerate(entries):
+                match = CPUS_FILE.match(entry.name)
+                if count > 16 * CPUS_RANKS_MAX or len(found) >= CPUS_RANKS_MAX:
+                    break
+                if match is None:
+                    continue
+                try:
+                    text = files.read_text(entry.path, CPUS_MAX, info.within).strip()
+                except (OSError, files.Unreadable):
+                    continue
+                if _CPU_LIST.match(text):
+                    found[int(match.group(1))] = text
+    except OSError:
+        return {}
+    return dict(sorted(found.items()))
+
+
+def cpu_lines(cpus: dict[int, str]) -> list[str]:
+    """``runs show``'s lines on the ranks' CPUs.
+
+    >>> cpu_lines({0: "0", 1: "1"})
+    ['cpus:     each rank as it started (logs/rank<R>.cpus)', '  rank 0: 0', '  rank 1: 1']
+    """
+    if not cpus:
+        return []
+    return ["cpus:     each rank as it started (logs/rank<R>.cpus)"] + [
+        f"  rank {rank}: {text}" for rank, text in cpus.items()
+    ]
+
+
 def typed_text(composition: dict | None) -> str | None:
     """What the user typed (composition.json, written by launches that record it), as one line."""
     if not composition or not isinstance(composition.get("overrides"), list):
@@ -301,6 +342,7 @@ def show(args: argparse.Namespace) -> int:
     differences, against = chosen.differences(info)
     places = where(info)
     composition = record.read_composition(info.run_dir, info.within)
+    cpus = rank_cpus(info)
     if args.json:
         data = info.as_dict()
         data.update(
@@ -310,6 +352,7 @@ def show(args: argparse.Namespace) -> int:
             command=command_lines(info),
             where=places,
             live=progress,
+            cpus={str(rank): text for rank, text in cpus.items()},
         )
         print(json.dumps(data, indent=2, allow_nan=False))
         return 0
@@ -343,6 +386,7 @@ def show(args: argparse.Namespace) -> int:
         )
     if progress is not None:
         lines += live.progress_lines(progress)
+    lines += cpu_lines(cpus)
     if typed_text(composition) is not None:
         lines.append(f"typed:    {typed_text(composition)}")
     lines.append(f"chosen:   (differences from {against})")

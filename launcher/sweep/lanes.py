@@ -20,6 +20,7 @@ from types import MappingProxyType
 from ..addresses import parse_endpoint
 from ..backends import base
 from ..config.schema import Device, TrainConfig
+from ..cpu_topology import Allowed
 from ..errors import UserError
 from ..facts import HostFacts
 from ..names import swept
@@ -162,7 +163,10 @@ def node_facts(facts: HostFacts, slot: Slot | None) -> HostFacts:
         return facts
     lane = job_facts(facts, slot)
     devices = f"GPUs {','.join(slot.gpus)}" if slot.gpus else f"CPU cores {','.join(map(str, slot.cpus))}"
-    return replace(lane, gpus_source=f"local node {slot.index}'s share of this host: {devices}")
+    lane = replace(lane, gpus_source=f"local node {slot.index}'s share of this host: {devices}")
+    if slot.cpus:
+        lane = replace(lane, cpus=Allowed(tuple(slot.cpus), f"local node {slot.index}'s share of this host"))
+    return lane
 
 
 def job_facts(facts: HostFacts, slot: Slot | None) -> HostFacts:
@@ -177,8 +181,14 @@ def job_facts(facts: HostFacts, slot: Slot | None) -> HostFacts:
             gpus_source=f"sweep lane {slot.index}: GPUs {','.join(slot.gpus)}",
             env=env,
         )
+    # launcher.cpu_binding binds the job's ranks within its lane's cores (the lane's thread runs on them)
+    cpus = Allowed(tuple(slot.cpus), f"sweep lane {slot.index}'s cores")
     return replace(
-        facts, visible_gpus=0, usable_cpus=len(slot.cpus), gpus_source=f"sweep lane {slot.index}: CPU cores only"
+        facts,
+        visible_gpus=0,
+        usable_cpus=len(slot.cpus),
+        gpus_source=f"sweep lane {slot.index}: CPU cores only",
+        cpus=cpus,
     )
 
 
