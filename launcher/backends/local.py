@@ -328,7 +328,8 @@ class LocalBackend:
         if notifier is not None:
             cause = (outcome.failure_record() or {}).get("class") or (outcome.reason if outcome.exit_code else None)
             notifier.send(notify.event_of(outcome.ended), _run_id(planned.cfg, run_dir), cause, len(phases), led)
-        _draw_timeline(run_dir, led)
+        if outcome.ended not in (Reason.INTERRUPTED, Reason.FAIL_FAST_STOP):  # stopped: out at once, no drawing
+            _draw_timeline(run_dir, led)
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(planned.cfg, planned.settled, outcome.port_in_use)))
         elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST and not outcome.halted:
@@ -462,7 +463,7 @@ def _run_id(cfg: TrainConfig, run_dir: Path) -> str:
         return Path(run_dir).name
 
 
-TIMELINE_MIN_S = 60.0  # a launch shorter than this, without a restart, gets its timeline on demand only
+TIMELINE_MIN_S = 300.0  # a launch shorter than this, without a restart, gets its timeline on demand only
 
 
 def _draw_timeline(run_dir: Path, led: dict) -> None:
