@@ -83,9 +83,9 @@ def segments(
         up, up_iteration = _number(phase.get("ranks_up")), _int(phase.get("up_iteration"))
         first, first_iteration = _number(phase.get("first_at")), _int(phase.get("first_iteration"))
         last, reached = _number(phase.get("last_beat")), _int(phase.get("iteration"))
-        rate = _rate((first, first_iteration), (last, reached)) or (
-            _rate((up, up_iteration), (last, reached)) if (up_iteration or 0) > start_iteration else None
-        )
+        # seconds per iteration: between the first beat past the start and the last; when those are one
+        # (several iterations done between two reads), from the first beat seen (an upper bound)
+        rate = _rate((first, first_iteration), (last, reached)) or _rate((up, up_iteration), (last, reached))
         if up is not None and up_iteration is not None and up_iteration > start_iteration:
             # the start-up beat was overwritten before a read saw it: the ranks came up after the read
             # before (up_after), and the first iteration was done that many iterations before this beat

@@ -138,8 +138,14 @@ def ledger_agrees(record: dict, stdout: str, redone: int) -> None:
     assert closed >= second["ended"] and record["duration_s"] <= led["wall_s"]
     assert (led["restarts"], led["iterations_redone"], led["ranks"]) == (1, redone, 2)
     assert led["rank_seconds"] == pytest.approx(2 * led["wall_s"], rel=0.01)
-    # lost work: the iterations redone, at the seconds per iteration the crashed attempt beat at
-    per_iteration = (first["last_beat"] - first["first_at"]) / (first["iteration"] - first["first_iteration"])
+    # lost work: the iterations redone, at the seconds per iteration the crashed attempt beat at (from
+    # its first beat when the read saw only one beat past it)
+    since = (
+        ("first_at", "first_iteration")
+        if first["first_iteration"] < first["iteration"]
+        else ("ranks_up", "up_iteration")
+    )
+    per_iteration = (first["last_beat"] - first[since[0]]) / (first["iteration"] - first[since[1]])
     assert led["lost_work"] == pytest.approx(redone * per_iteration, abs=0.01)
     # the benchmark's split: the launcher's start-up ends where attempt 0 starts; its ranks are up at
     # their start-up beat (a beat past it first seen: at the observer's read before, up_after); the
