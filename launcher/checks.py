@@ -345,6 +345,7 @@ def validate(cfg: TrainConfig, facts: HostFacts, refuse: Refuse = refuse_now) ->
 
     _node_timeout(launcher)
     restart_keys(cfg)
+    notify_keys(cfg)
     binding = cpu_binding.parse(launcher.cpu_binding)
     if launcher.node_port is not None:
         check_port(launcher.node_port, _key("node_port"))
@@ -441,6 +442,15 @@ def _home(path: str, home: str) -> str:
 
 
 MAX_RESTARTS = 1000  # restart.max: beyond it a value is a typo, not a wish
+
+
+def notify_keys(cfg: TrainConfig) -> None:
+    """The ``notify`` group (docs/notify.md): a webhook URL (never shown) and the events it is told of."""
+    from . import notify
+
+    problem = notify.check(cfg.notify.url, cfg.notify.events)
+    if problem is not None:
+        raise problem
 
 
 def restart_keys(cfg: TrainConfig) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from . import __version__, files, secrets
+from . import __version__, files, goodput, secrets
 from . import plan as plan_mod
 from .names import PROG
 from .plan import LaunchPlan
@@ -199,7 +199,11 @@ def read_composition(run_dir: str | Path, within: str | Path | None = None) -> d
     return data if isinstance(data, dict) else None
 
 
-def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None) -> float:
+def write_start(
+    run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: dict | None = None, queue_s: float = 0.0
+) -> float:
+    """The record's opening: config.yaml, composition.json, command.sh, env.json, status.json;
+    ``queue_s``: how long the job waited in a batch queue before this launcher started (the ledger's)."""
     where = RunPaths(run_dir)
     where.config.write_text(resolved_yaml)
     if composed is not None:
@@ -207,7 +211,54 @@ def write_start(run_dir: Path, resolved_yaml: str, plan: LaunchPlan, composed: d
     where.command.write_text(command_script(plan))
     where.command.chmod(0o755)
     write_json(where.env, secrets.mask_env(plan.env))
-    return write_opened(run_dir)
+    started = write_opened(run_dir)
+    _ledgers[str(run_dir)] = (launch_began(started), world_size(plan), queue_s)
+    return started
+
+
+# -- the goodput ledger's frame (launcher/goodput.py): when each open record's launch began, its ranks --
+_ledgers: dict[str, tuple[float, int, float]] = {}
+_began_used = (
+    False  # the launcher process's own start counts for its first launch only (a sweep's later jobs: their record's)
+)
+
+
+def launch_began(opened: float) -> float:
+    """When the launch whose record opens at ``opened`` began: this process's start for its first
+    launch (the launcher's own start-up counts), ``opened`` for the next ones (a sweep's later jobs)."""
+    global _began_used
+    if _began_used:
+        return opened
+    _began_used = True
+    started = process_started()
+    return started if started is not None and started <= opened else opened
+
+
+def process_started() -> float | None:
+    """This process's start, epoch seconds (/proc: its start in clock ticks since boot + the boot time)."""
+    ticks = process_start(os.getpid())
+    try:
+        with open("/proc/stat") as handle:
+            boot = next((float(line.split()[1]) for line in handle if line.startswith("btime ")), None)
+    except (OSError, ValueError, IndexError):
+        return None
+    if ticks is None or boot is None:
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def world_size(plan: LaunchPlan) -> int:
+    """The launch's ranks on every node (the ledger's rank-seconds)."""
+    nodes = str(plan.nnodes).rsplit(":", 1)[-1]
+    return max(1, plan.nproc_per_node) * (int(nodes) if nodes.isdigit() else 1)
+
+
+def ledger_fields(run_dir: Path, started: float, now: float, attempts: Sequence, live: bool) -> dict:
+    """status.json's ``launch_began``, ``phases`` and ``goodput`` (launcher/goodput.py) as of ``now``."""
+    began, ranks, queue = _ledgers.get(str(run_dir), (started, 1, 0.0))
+    phases = [attempt.phase() if hasattr(attempt, "phase") else dict(attempt) for attempt in attempts]
+    led = goodput.ledger(began, now, phases, ranks, queue, tail=goodput.RESTART if live else goodput.TEARDOWN)
+    return {goodput.BEGAN_KEY: round(began, 3), goodput.PHASES_KEY: phases, goodput.KEY: led}
 
 
 # status.json's proof that its pid is the launcher that wrote it: that process holds the record's
@@ -270,11 +321,14 @@ def write_end(
     failure: dict | None = None,
     stragglers: tuple[dict, ...] | list[dict] = (),
     attempts: Sequence = (),
-) -> None:
+    phases: Sequence = (),
+) -> dict:
     """``reason``: how the launch ended, for people; ``outcome``: the same as a
     :class:`~launcher.rundir.Reason`, what readers decide on. ``stragglers``: the ranks named slow
     (run/monitor/stragglers.py); the key is written only when there were any. ``attempts``:
-    run/attempts.Attempt of a launch with restarts on (the key only then)."""
+    run/attempts.Attempt of a launch with restarts on (the key only then); ``phases``: every
+    attempt (run/attempts.Attempt, restarts on or off): the goodput ledger (launcher/goodput.py).
+    Returns the ledger written."""
     ended = time.time()
     status = {
         "started": _iso(started),
@@ -289,6 +343,9 @@ def write_end(
         status["stragglers"] = list(stragglers)
     if attempts:
         status[ATTEMPTS_KEY] = attempts_json(attempts)
+    if str(run_dir) in _ledgers or phases or attempts:  # (submit=ssh's own record: its nodes' hold the ledgers)
+        status.update(ledger_fields(run_dir, started, ended, phases or attempts, live=False))
+    _ledgers.pop(str(run_dir), None)
     path = RunPaths(run_dir).status
     reserve = _reserves.pop(str(run_dir), None)
     try:
@@ -310,6 +367,7 @@ def write_end(
         release(run_dir)  # closed: nothing signals this process from this record any more
         if reserve is not None:
             reserve.release()
+    return status.get(goodput.KEY) or {}
 
 
 ATTEMPTS_KEY = "attempts"
@@ -320,20 +378,24 @@ def attempts_json(attempts: Sequence) -> list[dict]:
     return [{**a.as_dict(), "started": _iso(a.started), "ended": _iso(a.ended)} for a in attempts]
 
 
-def write_attempts(run_dir: Path, attempts: Sequence) -> None:
-    """The attempts so far into the open status.json (``runs`` shows them while the launch runs)."""
+def write_attempts(run_dir: Path, attempts: Sequence) -> dict:
+    """The attempts so far into the open status.json (``runs`` shows them while the launch runs),
+    with the goodput ledger as of now (launcher/goodput.py); returns that ledger ({}: not written)."""
     path = RunPaths(run_dir).status
     try:
         status = json.loads(path.read_text())
     except (OSError, ValueError):
-        return
-    if isinstance(status, dict) and status.get("exit_code") is None:
-        status[ATTEMPTS_KEY] = attempts_json(attempts)
-        try:
-            write_json(path, status)
-        except OSError as err:  # a full disk: the launch goes on, its close writes them all
-            if files.out_of_space(err):
-                files.say_out_of_space(path, err)
+        return {}
+    if not isinstance(status, dict) or status.get("exit_code") is not None:
+        return {}
+    status[ATTEMPTS_KEY] = attempts_json(attempts)
+    status.update(ledger_fields(run_dir, _opened(status), time.time(), attempts, live=True))
+    try:
+        write_json(path, status)
+    except OSError as err:  # a full disk: the launch goes on, its close writes them all
+        if files.out_of_space(err):
+            files.say_out_of_space(path, err)
+    return status.get(goodput.KEY) or {}
 
 
 # what status.json says when the launcher itself was killed (written by its watchdog)
@@ -367,6 +429,13 @@ def write_killed(status_path: str, launcher_pid: int) -> bool:
     status.pop(HOLDS_KEY, None)  # the proof of a live launcher: this one is gone
     write_json(path, status)
     return True
+
+
+def _opened(status: dict) -> float:
+    try:
+        return datetime.fromisoformat(status["started"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return time.time()
 
 
 def _iso(stamp: float) -> str:

@@ -61,6 +61,11 @@ def is_secret(name: str) -> bool:
 # keys of the schema whose names read as secret ones but whose values are not: k8s.secret_env names
 # Kubernetes Secrets (NAME:secret/key), profile.pass_rl_library is a switch
 NOT_SECRET_KEYS = ("k8s.secret_env", "profile.pass_rl_library")
+# config keys whose value is a secret although their name does not say so: a webhook URL grants
+# posting (launcher/notify.py); typed on the command line it is hidden from Hydra as a worker_env
+# secret is (config.grammar.hide), masked in config.yaml, composition.json and every error line; the
+# variable a submitted job finds it in (Vault.by_reference)
+SECRET_KEYS = {"notify.url": "TRAIN_MULTIGPU_NOTIFY_URL"}
 _REFERENCE = re.compile(r"\$\{[^${}]*\}")
 # the names in a map as typed: ``{HF_TOKEN: abc}``
 _MAP_NAMES = re.compile(r"[\w.\-]+(?=\s*:)")
@@ -75,9 +80,11 @@ def secret_key(key: str) -> bool:
 
     >>> [secret_key(k) for k in ("+worker_env.HF_TOKEN", "HF_TOKEN", "profile.env.PASSWD", "k8s.secret_env", "seed")]
     [True, True, True, False, False]
+    >>> secret_key("notify.url"), secret_key("notify.events")
+    (True, False)
     """
     path = _path(key)
-    return path not in NOT_SECRET_KEYS and is_secret(path.rsplit(".", 1)[-1])
+    return path in SECRET_KEYS or (path not in NOT_SECRET_KEYS and is_secret(path.rsplit(".", 1)[-1]))
 
 
 def holds_secret(value: Any) -> bool:
@@ -221,6 +228,9 @@ def mask_config(cfg):
     env_vars = masked.ray.runtime_env.get("env_vars")
     if isinstance(env_vars, Mapping):
         masked.ray.runtime_env["env_vars"] = mask_env({str(k): v for k, v in env_vars.items()})
+    notify = getattr(masked, "notify", None)
+    if notify is not None and notify.url:
+        notify.url = MASK
     return masked
 
 
@@ -230,6 +240,14 @@ def mask_composed(cfg, resolve: bool):
     the value it reads."""
     from omegaconf import DictConfig, OmegaConf, flag_override
 
+    for key in SECRET_KEYS:  # notify.url
+        section, _, name = key.rpartition(".")
+        node = OmegaConf.select(cfg, section, throw_on_missing=False, throw_on_resolution_failure=False)
+        if isinstance(node, DictConfig) and not node._is_none() and name in node:
+            raw = node._get_node(name)._value()
+            if raw not in (None, "", MASK) and (resolve or not (isinstance(raw, str) and _REFERENCE.fullmatch(raw))):
+                with flag_override(node, ["readonly", "struct"], [False, False]):
+                    node[name] = MASK
     for section in SECTIONS:
         node = OmegaConf.select(cfg, section, throw_on_missing=False, throw_on_resolution_failure=False)
         if not isinstance(node, DictConfig) or node._is_none():
@@ -340,6 +358,14 @@ class Vault:
         """Put the real values back into the typed config, where Hydra left a placeholder of ours."""
         for path, by_placeholder in self.values.items():
             section, name = section_name(path)
+            if section is None:  # a secret key outside the env sections (SECRET_KEYS: notify.url)
+                owner, _, name = path.rpartition(".")
+                node = cfg
+                for part in owner.split("."):
+                    node = getattr(node, part)
+                if getattr(node, name) in by_placeholder:
+                    setattr(node, name, by_placeholder[getattr(node, name)])
+                continue
             env = section_env(cfg, section)
             if env.get(name) in by_placeholder:
                 env[name] = by_placeholder[env[name]]
@@ -358,7 +384,7 @@ class Vault:
             key, _, value = override.partition("=")
             by_placeholder = self.values.get(key.lstrip("+~"))
             if by_placeholder is not None and value in by_placeholder:
-                name = section_name(key.lstrip("+~"))[1]
+                name = SECRET_KEYS.get(key.lstrip("+~")) or section_name(key.lstrip("+~"))[1]
                 env[name] = by_placeholder[value]
                 override = f"{key}=${{oc.env:{name}}}"
             out.append(override)

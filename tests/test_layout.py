@@ -25,6 +25,9 @@ LEAVES = {
     "launcher.facts",
     "launcher.rundir",
     "launcher.restarts",  # the restart policy (pure): checks validates its keys, run/attempts.py runs it
+    "launcher.goodput",  # the ledger (pure): record writes it, runs reads it, the timeline draws it
+    "launcher.timeline",  # the picture (matplotlib only when drawing): the launch's end and runs timeline
+    "launcher.notify",  # the webhook (urllib): the local back end tells it the run's state changes
     "launcher.cpu_topology",  # the machine's CPUs from sysfs (facts holds the allowed ones)
     "launcher.cpu_binding",  # launcher.cpu_binding's lists (pure): checks parses it, plan encodes it
     "launcher.container",  # a node's launch in an image (pure): the plan, the dry run and run/ wrap argv with it

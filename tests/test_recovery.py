@@ -58,27 +58,41 @@ def script(tmp: Path, text: str) -> str:
 
 @pytest.mark.parametrize("jax", [False, True], ids=["torch", "jax"])
 def test_a_rank_that_crashes_once_is_restarted_from_its_checkpoint_and_the_run_completes(tmp_path, jax):
+    """Also the goodput ledger of that launch (issue 27): a checkpoint every 2 iterations, rank 1
+    exits after iteration 3, so the restart resumes from iteration 2 and does iteration 3 again."""
     topology = ("launcher=skrl_jax",) if jax else ()
-    r = launch(tmp_path, *topology, *SMALL, *CRASH_RETRIED, TRAIN_MULTIGPU_EXAMPLE_CRASH="2:1")
+    r = launch(
+        tmp_path,
+        *topology,
+        *SMALL,
+        *CRASH_RETRIED,
+        "--",
+        "--checkpoint_interval",
+        "2",
+        TRAIN_MULTIGPU_EXAMPLE_CRASH="3:1",
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     run_dir = the_run(tmp_path)
-    assert iterations(run_dir) == [1, 2, 3, 4]  # every iteration once, in order
+    assert iterations(run_dir) == [1, 2, 3, 4]  # every iteration once, in order (the redone one's row replaced)
     record = status(run_dir)
     first, second = record["attempts"]
     assert (first["attempt"], first["exit_code"] != 0, first["resumed_from"]) == (0, True, None)
     # rank 1's os._exit(3) is recorded by the worker wrapper: the cause, not rank 0's lost peer
-    assert first["cause"] == "exit-code" and first["iterations"] == 2
+    assert first["cause"] == "exit-code" and first["iterations"] == 3
     assert second["resumed_from"] == str(run_dir / "checkpoints" / "iter_000002.ckpt")
+    assert not (run_dir / "checkpoints" / "iter_000001.ckpt").exists()  # --checkpoint_interval 2
     assert (second["exit_code"], second["iterations"], record["exit_code"]) == (0, 4, 0)
     assert (
-        f"restart 1 of 2 after {first['cause']}, iteration 2 done; resuming from checkpoints/iter_000002.ckpt"
+        f"restart 1 of 2 after {first['cause']}, iteration 3 done; resuming from checkpoints/iter_000002.ckpt"
         in r.stdout
     )
     assert (run_dir / "attempt1" / "logs").is_dir() and (run_dir / "logs").is_dir()
     assert (
-        "TRAIN_MULTIGPU_EXAMPLE_CRASH: rank 1 exits 3 after iteration 2" in (run_dir / "logs" / "rank1.log").read_text()
+        "TRAIN_MULTIGPU_EXAMPLE_CRASH: rank 1 exits 3 after iteration 3" in (run_dir / "logs" / "rank1.log").read_text()
     )
     assert "iterations 3..4" in (run_dir / "attempt1" / "logs" / "rank0.log").read_text()
+    ledger_agrees(record, r.stdout, redone=1)
+    timeline_drawn(run_dir / "timeline.png", record)
     if not jax:  # runs: the attempts in the listing, a table in runs show, the latest attempt's log
         root = f"--root={tmp_path / 'runs'}"
         listing = launch(tmp_path, "runs", root).stdout
@@ -86,7 +100,95 @@ def test_a_rank_that_crashes_once_is_restarted_from_its_checkpoint_and_the_run_c
         shown = launch(tmp_path, "runs", "show", "last", root).stdout
         assert "attempts: 2 (1 restart)" in shown
         assert re.search(r"^  1 +\S+ \S+ +\S+ \S+ +0 +- +4 +\S*iter_000002\.ckpt +no failure$", shown, re.M), shown
+        assert f"goodput:  {record['goodput']['line']}" in shown.splitlines()
         assert launch(tmp_path, "runs", "logs", "last", root).stdout.startswith("resuming from ")
+        (listed,) = json.loads(launch(tmp_path, "runs", "--json", root).stdout)
+        assert listed["goodput"] == record["goodput"]
+        compared = json.loads(launch(tmp_path, "runs", "compare", "last", root, "--json", "--out", "c.png").stdout)
+        assert compared["runs"][0]["goodput"]["line"] == record["goodput"]["line"]
+    else:  # on demand, into a file of one's own
+        drawn = launch(tmp_path, "runs", "timeline", "last", f"--root={tmp_path / 'runs'}", "--out", "t.png")
+        assert drawn.returncode == 0 and drawn.stdout.splitlines()[0] == record["goodput"]["line"], drawn
+        timeline_drawn(tmp_path / "t.png", record)
+
+
+CATEGORIES = (
+    "queue",
+    "launcher_startup",
+    "rank_startup",
+    "first_iteration",
+    "productive",
+    "lost_work",
+    "hang",
+    "restart",
+    "teardown",
+)
+
+
+def ledger_agrees(record: dict, stdout: str, redone: int) -> None:
+    """The goodput ledger of a launch restarted once (docs/goodput.md): the parts add up to the wall
+    time (from the launcher's start to the record's close), lost work is the iterations redone at
+    the crashed attempt's seconds per iteration, start-up and restart are the recovery benchmark's
+    split (benchmarks/recovery.py: the attempts' own times and the ranks' beats)."""
+    led = record["goodput"]
+    assert sum(led[c] for c in CATEGORIES) == pytest.approx(led["wall_s"], rel=0.01)
+    began = record["launch_began"]
+    first, second = record["phases"]
+    closed = began + led["wall_s"]
+    assert closed >= second["ended"] and record["duration_s"] <= led["wall_s"]
+    assert (led["restarts"], led["iterations_redone"], led["ranks"]) == (1, redone, 2)
+    assert led["rank_seconds"] == pytest.approx(2 * led["wall_s"], rel=0.01)
+    # lost work: the iterations redone, at the seconds per iteration the crashed attempt beat at (from
+    # its first beat when the read saw only one beat past it)
+    since = (
+        ("first_at", "first_iteration")
+        if first["first_iteration"] < first["iteration"]
+        else ("ranks_up", "up_iteration")
+    )
+    per_iteration = (first["last_beat"] - first[since[0]]) / (first["iteration"] - first[since[1]])
+    assert led["lost_work"] == pytest.approx(redone * per_iteration, abs=0.01)
+    # the benchmark's split: the launcher's start-up ends where attempt 0 starts; its ranks are up at
+    # their start-up beat (a beat past it first seen: at the observer's read before, up_after); the
+    # restart runs from the crash (the last beat) to attempt 1's first iteration, done by its first
+    # beat past the checkpoint's iteration
+    assert led["launcher_startup"] == pytest.approx(first["started"] - began, abs=0.01)
+    up = first["ranks_up"] if first["up_iteration"] == 0 else first["up_after"]
+    assert led["rank_startup"] == pytest.approx(up - first["started"] if up else 0, abs=0.01)
+    again = second["ranks_up"] if second["up_iteration"] == second["start_iteration"] else second["up_after"]
+    done = second.get("first_at", second["ranks_up"])  # (a read that saw iteration 4 first: that beat)
+    assert again - first["last_beat"] - 0.01 <= led["restart"] <= done - first["last_beat"] + 0.01
+    assert led["teardown"] > 0 and led["productive"] > 0 and led["hang"] == 0
+    assert f"[train_multigpu] {led['line']}" in stdout.splitlines()
+    assert led["line"].startswith(f"goodput {led['goodput_pct']:.0f}%: 1 restart cost ")
+    assert f", {redone} iteration{'s' if redone != 1 else ''} redone, start-up " in led["line"]
+
+
+def timeline_drawn(png: Path, record: dict) -> None:
+    """The picture (launcher/timeline.py): a PNG of its size whose bars show, in their colours, every
+    category that took a visible share of the time; what it drew is in its text chunk."""
+    from matplotlib.image import imread
+
+    from launcher import timeline
+
+    data = png.read_bytes()
+    drawn = timeline.described(data)
+    (row,) = drawn["rows"]
+    assert {s[2] for s in row["segments"]} >= {"launcher_startup", "rank_startup", "productive", "restart"}
+    assert [m["kind"] for m in row["marks"]] == ["failure", "restart"] and row["marks"][0]["text"] == "exit-code"
+    pixels = imread(png)
+    assert pixels.shape[1] == 1000 and 200 <= pixels.shape[0] <= 400, pixels.shape  # 10 in. at 100 dpi
+    rgb = (pixels[:, :, :3] * 255).round().astype(int)
+    colours = {tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in timeline.COLOURS.values()}
+    seen = {tuple(p) for p in rgb.reshape(-1, 3)} & colours
+    led = record["goodput"]
+    for category in CATEGORIES:
+        colour = tuple(int(timeline.COLOURS[category][i : i + 2], 16) for i in (1, 3, 5))
+        bar = (rgb == colour).all(axis=2).sum()
+        if led[category] / led["wall_s"] > 0.03:  # wide enough to fill pixels of its own (and the legend's)
+            assert bar > 100, f"{category}: {bar} pixels of {timeline.COLOURS[category]}"
+        elif led[category] == 0:
+            assert bar == 0, f"{category} took no time, yet {bar} pixels are its colour"
+    assert len(seen) >= 4
 
 
 def test_a_rank_that_stalls_once_is_restarted_with_its_stacks_saved(tmp_path):
@@ -107,6 +209,10 @@ def test_a_rank_that_stalls_once_is_restarted_with_its_stacks_saved(tmp_path):
     assert not (run_dir / "attempt1" / "stacks").exists()
     assert iterations(run_dir) == [1, 2, 3, 4]
     assert "restart 1 of 1 after hang, iteration 2 done" in r.stdout
+    # the ledger's hang: the stalled rank's last beat to the watchdog's finding (launcher.hang_timeout
+    # after its last sign of life, a line it printed after that beat; docs/goodput.md)
+    led = status(run_dir)["goodput"]
+    assert 15 - 1.5 <= led["hang"] <= 15 + 10 and led["iterations_redone"] == 0
 
 
 def test_a_crash_loop_stops_after_the_no_progress_limit_with_the_scripts_exit_code(tmp_path):

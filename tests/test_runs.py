@@ -930,7 +930,8 @@ def test_a_mistake_is_one_line_exit_2(tmp_path):
     for args, message in (
         (
             ["bogus"],
-            "runs=bogus: not a runs command; the commands: list, show, logs, stop, stacks, rerun, resume, compare",
+            "runs=bogus: not a runs command; the commands: list, show, logs, stop, stacks, rerun, resume, compare, "
+            "timeline",
         ),
         (
             ["show"],
@@ -947,7 +948,7 @@ def test_help_mentions_runs_and_listing_never_imports_hydra(tmp_path):
     help_text = subprocess.run(
         [sys.executable, "-m", "launcher", "--help"], capture_output=True, text=True, env=launch_env(), timeout=60
     ).stdout
-    assert "train_multigpu runs [list|show|logs|stop|stacks|rerun|resume|compare]" in help_text
+    assert "train_multigpu runs [list|show|logs|stop|stacks|rerun|resume|compare|timeline]" in help_text
     runs_help = runs_cli(tmp_path, "--help").stdout
     assert "a sweep's jobs under it with their swept values" in " ".join(runs_help.split())
     probe = (
@@ -1023,7 +1024,7 @@ def test_nodes_started_in_different_seconds_are_one_launch(tmp_path):
         "has this id or prefix (train_multigpu runs lists them)",
         "(give more of the id)",
         "id=last: there are no runs under runs (launch one, or point --root elsewhere)",
-        "not a runs command; the commands: list, show, logs, stop, stacks, rerun, resume, compare",
+        "not a runs command; the commands: list, show, logs, stop, stacks, rerun, resume, compare, timeline",
         "the following arguments are required: id (train_multigpu runs show --help)",
         "--rank=one: a global rank (0, 1, ...) or all",
         "no log of that rank in <run dir>; ranks with a log: 0, 1",

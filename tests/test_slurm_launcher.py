@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,10 @@ def test_submit_two_cpu_workers_completes(slurm_cluster, run_cli):
     assert out.count("all_reduce sum=3 expected=3") == 2, out
     assert (run_dir / "job.sbatch").is_file() and '"exit_code": 0' in (run_dir / "status.json").read_text()
     assert "launcher=slurm" in (run_dir / "job.sbatch").read_text()
+    # the goodput ledger's queue: the job's wait, as SLURM tells it (whole seconds)
+    queue = json.loads((run_dir / "status.json").read_text())["goodput"]["queue"]
+    submit, start = (datetime.fromisoformat(info[key]) for key in ("SubmitTime", "StartTime"))
+    assert queue == (start - submit).total_seconds(), (queue, info["SubmitTime"], info["StartTime"])
 
 
 def test_launcher_slurm_inside_salloc_and_srun(slurm_cluster, tmp_path):

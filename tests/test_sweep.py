@@ -98,18 +98,19 @@ def test_summary_table():
     shared = ("task=CartPole-v1", "+worker_env.HF_TOKEN=x")  # on every job: not a swept value
     text = sweep.summary(
         [
-            sweep.JobResult(1, ("seed=2", *shared), 3, 1.25, "/r/1"),
-            sweep.JobResult(0, ("seed=1", *shared), 0, 2.0, "/r/0"),
+            sweep.JobResult(1, ("seed=2", *shared), 3, 1.25, "/r/1", goodput="40%"),
+            sweep.JobResult(0, ("seed=1", *shared), 0, 2.0, "/r/0", goodput="91%"),
             sweep.JobResult(2, ("seed=3", *shared), None, 0.0, "", "skipped (sweep.fail_fast)"),
             sweep.JobResult(3, ("seed=4", *shared), 143, 0.5, "/r/3", "stopped (sweep.fail_fast)"),
         ]
     )
     lines = text.splitlines()
-    assert lines[0].split() == ["job", "overrides", "exit", "duration", "run", "directory"]
-    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "/r/0"]  # the swept values only, as docs/sweeps.md shows
-    assert lines[3].split() == ["1", "seed=2", "3", "1.2s", "/r/1"]
-    assert re.split(r"\s{2,}", lines[4]) == ["2", "seed=3", "skipped (sweep.fail_fast)", "0.0s", "-"]
-    assert re.split(r"\s{2,}", lines[5]) == ["3", "seed=4", "stopped (sweep.fail_fast)", "0.5s", "/r/3"]
+    assert lines[0].split() == ["job", "overrides", "exit", "duration", "goodput", "run", "directory"]
+    # the swept values only, as docs/sweeps.md shows; each job's goodput (its ledger, docs/goodput.md)
+    assert lines[2].split() == ["0", "seed=1", "0", "2.0s", "91%", "/r/0"]
+    assert lines[3].split() == ["1", "seed=2", "3", "1.2s", "40%", "/r/1"]
+    assert re.split(r"\s{2,}", lines[4]) == ["2", "seed=3", "skipped (sweep.fail_fast)", "0.0s", "-", "-"]
+    assert re.split(r"\s{2,}", lines[5]) == ["3", "seed=4", "stopped (sweep.fail_fast)", "0.5s", "-", "/r/3"]
     assert lines[-1] == "4 job(s): 1 succeeded, 1 failed, 1 stopped, 1 skipped"
     assert sweep.summary([sweep.JobResult(0, ("seed=1",), 0)]).splitlines()[2].split()[1] == "seed=1"  # one job: all
     # a parallel sweep plans every job's directory up front: a job that never started has none
@@ -119,7 +120,7 @@ def test_summary_table():
             sweep.JobResult(1, ("seed=2",), None, 0.0, "/r/1", "skipped (interrupted)"),
         ]
     )
-    assert re.split(r"\s{2,}", parallel.splitlines()[3]) == ["1", "seed=2", "skipped (interrupted)", "0.0s", "-"]
+    assert re.split(r"\s{2,}", parallel.splitlines()[3]) == ["1", "seed=2", "skipped (interrupted)", "0.0s", "-", "-"]
 
 
 # -- real processes -----------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def test_sequential_sweep_runs_every_job_and_summarises(run_cli, worker):
     assert result.returncode == 3, result.stdout + result.stderr  # the failing job's code
     rows = summary_rows(result.stdout)
     assert [(r[0], r[2]) for r in rows] == [("0", "0"), ("1", "3"), ("2", "0")]  # a failure does not stop the others
-    run_dirs = [Path(r[4]) for r in rows]
+    run_dirs = [Path(r[-1]) for r in rows]
     assert len(set(run_dirs)) == 3 and all((d / "status.json").is_file() for d in run_dirs)
     ports = {line.split("port=")[1] for d in run_dirs for line in worker_lines(d)}
     assert len(ports) == 3  # each JAX job its own coordinator port
@@ -183,7 +184,7 @@ def test_parallel_sweep_pins_each_job_to_its_own_core(run_cli, worker, tmp_path)
     rows = summary_rows(result.stdout)
     assert [r[2] for r in rows] == ["0", "0"]
     cores = sorted(os.sched_getaffinity(0))
-    lines = {line.split()[1]: line.split() for row in rows for line in worker_lines(Path(row[4]))}
+    lines = {line.split()[1]: line.split() for row in rows for line in worker_lines(Path(row[-1]))}
     assert {seed: fields[2] for seed, fields in lines.items()} == {
         "--seed=1": f"cpus={cores[0]}",
         "--seed=2": f"cpus={cores[1]}",
@@ -234,7 +235,9 @@ def test_a_job_that_cannot_start_exits_2_in_either_sweep(run_cli, worker, tmp_pa
     assert result.stderr.splitlines() == [line, line], result.stderr
     rows = summary_rows(result.stdout)
     assert [r[2] for r in rows] == ["2", "2"]
-    assert all(json.loads((Path(r[4]) / "status.json").read_text())["reason"].startswith("not started: ") for r in rows)
+    assert all(
+        json.loads((Path(r[-1]) / "status.json").read_text())["reason"].startswith("not started: ") for r in rows
+    )
 
 
 def test_parallel_dry_run_shows_each_jobs_gpus(run_cli, tmp_path):
@@ -279,7 +282,7 @@ def sweep_status(stdout: str, job: int) -> dict:
     import json
 
     row = summary_rows(stdout)[job]
-    return json.loads((Path(row[4]) / "status.json").read_text())
+    return json.loads((Path(row[-1]) / "status.json").read_text())
 
 
 @pytest.mark.parametrize(
@@ -365,7 +368,7 @@ def test_dry_run_sweep_writes_nothing(run_cli, tmp_path, extra):
     assert files_under(tmp_path) == before  # no runs/multirun/<t>/multirun.yaml, no job directories
     rows = summary_rows(result.stdout)
     assert [(r[1], r[2]) for r in rows] == [("seed=1", "dry run"), ("seed=2", "dry run")]
-    parents = {Path(r[4]).parent for r in rows}  # where the real sweep would put them: one sweep directory
+    parents = {Path(r[-1]).parent for r in rows}  # where the real sweep would put them: one sweep directory
     assert len(parents) == 1 and parents.pop().parent == tmp_path / "runs" / "multirun"
     assert "2 job(s): dry run, nothing started" in result.stdout
 

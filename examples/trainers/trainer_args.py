@@ -64,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="checkpoint file to start from (weights, optimiser state, iteration counter)",
     )
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint of the run directory")
+    p.add_argument(
+        "--checkpoint_interval",
+        type=int,
+        default=1,
+        metavar="N",
+        help="write a checkpoint every N iterations, and after the last one or a stop signal (default 1)",
+    )
     # Forwarded by Isaac Lab's launcher; accepted and ignored here.
     p.add_argument("--rl_library", choices=("skrl",), default="skrl", help=argparse.SUPPRESS)
     p.add_argument("--headless", action="store_true", help=argparse.SUPPRESS)
@@ -80,7 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.task not in available_tasks():
         parser.error(f"--task {args.task!r} has no agent file; available: {', '.join(available_tasks())}")
-    for name in ("num_envs", "max_iterations"):
+    for name in ("num_envs", "max_iterations", "checkpoint_interval"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be >= 1, got {value}")

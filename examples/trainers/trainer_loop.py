@@ -322,6 +322,8 @@ def restore(t: Training) -> int:
         t.start_iteration, t.env_steps = int(state["iteration"]), int(state["env_steps"])
         t.history = [tuple(h) for h in state.get("history", [])]
         t.checkpoint_world = state.get("world_size")
+        if topo.is_main:  # the iterations past the checkpoint are done again: their rows go
+            out.trim_metrics(t.run_dir, t.start_iteration)
         changed = world_change(state, topo.world_size, t.num_envs)
         if changed:
             say(topo, changed)
@@ -418,7 +420,9 @@ def iterate(t: Training) -> None:
         t.env_steps += steps_per_iteration
         t.history.append((t.env_steps, mean_return))
         stats = pop_stats(backend.agent)
-        if topo.is_main:
+        checkpoint_s = 0.0
+        interval = getattr(t.args, "checkpoint_interval", 1) or 1
+        if topo.is_main and (iteration % interval == 0 or iteration == t.max_iterations or t.stopped_by):
             payload = {
                 "format": CHECKPOINT_FORMAT,
                 "framework": backend.name,

@@ -194,6 +194,22 @@ def plot_learning_curve(run_dir: Path, history: list[tuple[int, float]], task: s
     return path
 
 
+def trim_metrics(run_dir: Path, iteration: int) -> None:
+    """metrics.csv without the rows past ``iteration`` (a resume from that checkpoint does them again)."""
+    path = run_dir / "metrics.csv"
+    try:
+        lines = path.read_text().splitlines(keepends=True)
+    except OSError:
+        return
+    kept = lines[:1] + [
+        line for line in lines[1:] if line.split(",", 1)[0].isdigit() and int(line.split(",", 1)[0]) <= iteration
+    ]
+    if len(kept) < len(lines):
+        tmp = path.with_name(".metrics.tmp.csv")
+        tmp.write_text("".join(kept))
+        os.replace(tmp, path)
+
+
 def append_metrics(
     run_dir: Path,
     iteration: int,

@@ -78,6 +78,7 @@ class Result:
     note: str = ""  # a job skipped: lanes.SKIPPED_FAIL_FAST / SKIPPED_INTERRUPTED
     ended: Reason | None = None  # how it ended (status.json's outcome); None: it never started
     counted: bool = True  # False: stopped by the sweep's fail_fast (its code is not the sweep's)
+    goodput: str = ""  # the ledger's goodput ("91%", launcher/goodput.py): the sweep summary's column
 
 
 @dataclass
@@ -99,6 +100,8 @@ class LocalBackend:
 
             self.trackers = Trackers()
         return self.trackers
+
+    notifier: Any = field(default=None, repr=False)  # notify.Notifier, made at the first launch that notifies
 
     # -- dryrun: writes and starts nothing (a multi-node pod waits for node 0 to resolve) -------
     def dryrun(self, launch: Launch) -> Request:
@@ -183,8 +186,8 @@ class LocalBackend:
     def submit(self, request: Request) -> Handle:
         """Create the run directory, write the record, run the launch under the supervisor until it
         ends; its :class:`Result` is in ``results`` under the handle's run directory."""
+        from .. import notify, restarts
         from .. import plan as plan_mod
-        from .. import restarts
         from ..errors import EXIT_USAGE, UserError
         from ..run import attempts, console, supervise
         from .local_resume import LocalResume
@@ -202,11 +205,20 @@ class LocalBackend:
         logs.mkdir(exist_ok=True)
         console.outlive_stdout()  # `train_multigpu ... | head`: the launch outlives its console's reader
         supervise.hold_stack_requests()  # status.json names this process from now on
-        started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed)
+        from ..slurm import launch as slurm_launch
+
+        queue = slurm_launch.queue_seconds(planned.allocation)  # launcher=slurm: the job's wait (the ledger's)
+        started = record.write_start(run_dir, _config_yaml(cfg), plan, planned.launch.composed, queue_s=queue)
         handle = Handle(NAME, str(os.getpid()), str(run_dir))
         print(f"[{PROG}] run directory: {run_dir}", flush=True)
         resume = LocalResume(plan, cfg.profile.name, cfg.rl_library.name, RunPaths(run_dir))
-        on_attempt = (lambda done: record.write_attempts(run_dir, done)) if policy.max > 0 else None
+        notifier = self._notifier(cfg)
+
+        def on_attempt(done) -> None:  # status.json while it runs; a restart is a state change (notify)
+            led = record.write_attempts(run_dir, done)
+            if done and done[-1].restart and notifier is not None:
+                notifier.send(notify.RESTARTED, _run_id(cfg, run_dir), done[-1].cause, len(done), led)
+
         # Under SLURM, the step's USR1 reaches every worker directly: relaying it would double it.
         try:
             result = attempts.run(
@@ -216,7 +228,7 @@ class LocalBackend:
                 resume,
                 relay_usr1=not cfg.launcher.from_slurm,
                 interrupts=self.interrupts,
-                on_attempt=on_attempt,
+                on_attempt=on_attempt if policy.max > 0 else None,
                 shown=resume.shown,
             )
             outcome = result.outcome
@@ -227,7 +239,7 @@ class LocalBackend:
                 EXIT_USAGE, str(run_dir), f"{NOT_STARTED}{err}", ended=Reason.NOT_STARTED
             )
             raise
-        self.ended(planned, run_dir, started, outcome, result.attempts if policy.max > 0 else ())
+        self.ended(planned, run_dir, started, outcome, result.attempts if policy.max > 0 else (), result.attempts)
         print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
         return handle
 
@@ -324,14 +336,18 @@ class LocalBackend:
         return sweep.summary() if sweep.results else None
 
     # -- what a launch's end does, serial or parallel ------------------------------------------------
-    def ended(self, planned: Planned, run_dir: Path, started: float, outcome, attempts=()) -> None:
+    def ended(self, planned: Planned, run_dir: Path, started: float, outcome, attempts=(), phases=()) -> None:
         """Close the record, say what a failed launch's output shows (the port taken at torchrun's
         bind, what a rendezvous waited for) and keep the result. ``attempts``: run/attempts.Attempt
-        of a launch with restarts on (status.json lists them)."""
-        from .. import probe
+        of a launch with restarts on (status.json lists them); ``phases``: every attempt, restarts on
+        or off (the goodput ledger; none: the one attempt from ``started`` to now, a parallel
+        sweep's job). Then the word (``notify.*``) and the timeline picture (launcher/timeline.py)."""
+        from .. import notify, probe
         from ..run.monitor.liveness import EXIT_NODE_LOST
 
-        record.write_end(
+        if not phases:
+            phases = [single_phase(started, outcome)]
+        led = record.write_end(
             run_dir,
             started,
             outcome.exit_code,
@@ -340,7 +356,15 @@ class LocalBackend:
             outcome.failure_record(),
             outcome.stragglers,
             attempts,
+            phases,
         )
+        print(f"[{PROG}] {led['line']}", flush=True)
+        notifier = self._notifier(planned.cfg)
+        if notifier is not None:
+            cause = (outcome.failure_record() or {}).get("class") or (outcome.reason if outcome.exit_code else None)
+            notifier.send(notify.event_of(outcome.ended), _run_id(planned.cfg, run_dir), cause, len(phases), led)
+        if outcome.ended not in (Reason.INTERRUPTED, Reason.FAIL_FAST_STOP):  # stopped: out at once, no drawing
+            _draw_timeline(run_dir, led)
         ended = outcome.ended.value if outcome.ended is not None else None
         self._trackers().end(planned.cfg, run_dir, outcome.exit_code, outcome.reason, ended, len(attempts) or 1)
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
@@ -355,7 +379,18 @@ class LocalBackend:
             time.time() - started,
             ended=outcome.ended,
             counted=not outcome.halted,
+            goodput=f"{led['goodput_pct']:.0f}%",
         )
+
+    def _notifier(self, cfg: TrainConfig):
+        """This invocation's webhook sender (``notify.url``; node 0 of a multi-node launch only), or None."""
+        from .. import notify
+
+        if not cfg.notify.url or cfg.launcher.node_rank not in (0, None):
+            return None
+        if self.notifier is None:
+            self.notifier = notify.Notifier(cfg.notify.url, tuple(cfg.notify.events))
+        return self.notifier
 
     def _create_run_dir(self, planned: Planned) -> Path:
         from ..slurm import launch as slurm_launch
@@ -461,6 +496,36 @@ def _add_env(plan, env: dict[str, str]):
     from types import MappingProxyType
 
     return replace(plan, env=MappingProxyType({**plan.env, **{k: v for k, v in env.items() if k not in plan.env}}))
+
+
+def single_phase(started: float, outcome) -> dict:
+    """The one attempt of a launch the attempt loop did not run (a parallel sweep's job): from the
+    record's opening to now, with the supervisor's marks (launcher/goodput.py)."""
+    return {"attempt": 0, "started": started, "ended": time.time(), "outcome": outcome.ended.value, **outcome.marks}
+
+
+def _run_id(cfg: TrainConfig, run_dir: Path) -> str:
+    """The run's id as ``runs`` names it: its directory relative to the run root (else its name)."""
+    try:
+        return str(Path(run_dir).resolve().relative_to(Path(cfg.run_root).resolve()))
+    except (ValueError, OSError):
+        return Path(run_dir).name
+
+
+TIMELINE_MIN_S = 300.0  # a launch shorter than this, without a restart, gets its timeline on demand only
+
+
+def _draw_timeline(run_dir: Path, led: dict) -> None:
+    """The timeline picture into the run directory (launcher/timeline.py) when the launch restarted or
+    ran at least TIMELINE_MIN_S: matplotlib costs about a second, more than a short run's picture tells
+    (``runs timeline ID`` draws any run's on demand). Never fails the launch."""
+    if not led.get("restarts") and float(led.get("wall_s") or 0) < TIMELINE_MIN_S:
+        return
+    from .. import timeline
+
+    note = timeline.write_for(run_dir)
+    if note:
+        print(f"[{PROG}] {note}", flush=True)
 
 
 def error(message: str) -> None:

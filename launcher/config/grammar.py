@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..errors import UserError
 from ..secrets import (
     MASK,
+    SECRET_KEYS,
     SECTIONS,
     Vault,
     holds_secret,
@@ -542,7 +543,8 @@ def hide(overrides: Sequence[str], multirun: bool) -> tuple[list[str], Vault]:
             raise UserError(
                 path, MASK, "secrets are given one by one, never as a map", f"e.g. +{section_of}.NAME=VALUE"
             )
-        if section is None or not is_secret(name) or not eq or not text:
+        secret = path in SECRET_KEYS if section is None else is_secret(name)  # SECRET_KEYS: notify.url
+        if not secret or not eq or not text:
             out.append(override)
             continue
         values = _parse_values(key, path, text, multirun)

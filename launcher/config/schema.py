@@ -394,6 +394,17 @@ class TrackerConfig:
 
 
 @dataclass
+class NotifyConfig:
+    """A word when a run changes state: one POST to a webhook per event (docs/notify.md; launcher/notify.py)."""
+
+    # the webhook (Slack, Discord, or any receiver of JSON): a secret, masked wherever it is shown
+    url: str | None = None
+    # the events posted: failed, restarted, succeeded, stopped
+    # ("events", not "on": YAML 1.1 reads an unquoted ``on:`` key as true)
+    events: list[str] = field(default_factory=lambda: ["failed", "restarted", "succeeded"])
+
+
+@dataclass
 class TrainConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     rl_library: RLLibraryConfig = field(default_factory=RLLibraryConfig)
@@ -438,6 +449,8 @@ class TrainConfig:
     run_dir: str | None = None
     # experiment trackers the launcher sets up (docs/trackers.md): tracker=wandb, tracker=mlflow
     tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    # a webhook told when the run fails, restarts or succeeds (docs/notify.md)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
 
 
 SCHEMA_NAME = "train_multigpu_schema"
@@ -458,8 +471,10 @@ def keys_of_type(wanted: type, kind: type = TrainConfig, prefix: str = "") -> tu
     ('profile.rl_libraries', 'profile.tasks', 'script_args', 'k8s.secret_env')
     >>> keys_of_type(list)[4:7]
     ('restart.classes', 'ssh.hosts', 'ssh.options')
-    >>> keys_of_type(list)[7:]
-    ('container.runtime_flags', 'container.mounts', 'container.env', 'container.options', 'tracker.wandb.tags')
+    >>> keys_of_type(list)[7:11]
+    ('container.runtime_flags', 'container.mounts', 'container.env', 'container.options')
+    >>> keys_of_type(list)[11:]
+    ('tracker.wandb.tags', 'notify.events')
     """
     import dataclasses
     import types

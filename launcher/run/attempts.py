@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -53,6 +53,27 @@ class Attempt:
     progress: bool
     detected: float | None = None  # when its failure was found (the benchmark's detection/teardown split)
     decision: str = ""  # why the loop restarted or stopped after it
+    restart: bool = False  # the loop restarted after it
+    # the goodput ledger's marks from its ranks' heartbeats (Supervisor.beat_marks; launcher/goodput.py)
+    marks: dict = field(default_factory=dict, compare=False)
+
+    def phase(self) -> dict:
+        """status.json's ``phases`` entry (epoch seconds): the goodput ledger's and the timeline's input."""
+        return {
+            "attempt": self.number,
+            "started": round(self.started, 3),
+            "ended": round(self.ended, 3),
+            "failure_found": None if self.detected is None else round(self.detected, 3),
+            "outcome": self.outcome.value,
+            "exit_code": self.exit_code,
+            "cause": self.cause,
+            "decision": self.decision,
+            "restart": self.restart,
+            "resumed_from": self.resumed_from,
+            # the iteration it started from: its checkpoint's (None for a first attempt: not known here)
+            "start_iteration": restarts.iteration_of(self.resumed_from) if self.number > 0 else None,
+            **{key: round(value, 3) if isinstance(value, float) else value for key, value in self.marks.items()},
+        }
 
     def as_dict(self) -> dict:
         return {
@@ -257,6 +278,8 @@ def _run(
                     progress,
                     supervisor.failed_at,
                     decision.why,
+                    decision.restart and not stopped,
+                    {k: v for k, v in outcome.marks.items() if k != "failure_found"},
                 )
             )
             if on_attempt is not None:

@@ -66,7 +66,7 @@ import signal
 import sys
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -108,6 +108,9 @@ class Outcome:
     context: causes.Context | None = None  # what run/postmortem/causes.py needs to name the cause (summarised)
     stragglers: tuple[dict, ...] = ()  # run/monitor/stragglers.py: the ranks named slow (status.json keeps them)
     diagnosis: causes.Diagnosis | None = None
+    # the goodput ledger's marks from the ranks' heartbeats (Supervisor.beat_marks) and when the
+    # failure was found (launcher/goodput.py)
+    marks: dict = field(default_factory=dict, compare=False)
 
     def failure_record(self) -> dict | None:
         """What status.json keeps of the failure (None after a success or a signal)."""
@@ -342,7 +345,11 @@ class Supervisor:
                 next_reap = now + REAP_EVERY_S
             time.sleep(POLL_S)
         self.group.kill_all()  # descendants that outlived their process: setsid'd helpers, re-parented orphans
-        outcome = replace(self._cause_elsewhere(self._outcome()), stragglers=tuple(self.stragglers.record()))
+        outcome = replace(
+            self._cause_elsewhere(self._outcome()),
+            stragglers=tuple(self.stragglers.record()),
+            marks={**self.beat_marks(), "failure_found": self.failed_at},
+        )
         self.exit_code = outcome.exit_code
         return outcome
 
@@ -410,6 +417,24 @@ class Supervisor:
         if self.halted is not None:
             return Outcome(128 + signal.SIGTERM, self.halted, Reason.FAIL_FAST_STOP, halted=True)
         return Outcome(0, "success", Reason.SUCCEEDED)
+
+    def beat_marks(self) -> dict:
+        """The goodput ledger's marks of this launch from its lowest rank's heartbeats (launcher/goodput.py):
+        the ranks up (``ranks_up``, ``up_iteration``), the first iteration done (``first_at``,
+        ``first_iteration``), the last beat and the iteration it reached; the files read once more
+        at the end. Empty when no policy watched the ranks (the observer never looked) or none beat."""
+        if self.observer.snapshot.tick == 0:
+            return {}
+        beaten = [seen for _, seen in sorted(self.observer.read().ranks.items()) if seen.last_beat is not None]
+        if not beaten:
+            return {}
+        seen = beaten[0]
+        marks: dict = {"last_beat": seen.last_beat, "iteration": seen.iteration}
+        if seen.up is not None:
+            marks.update(ranks_up=seen.up[0], up_iteration=seen.up[1], up_after=seen.up_after)
+        if seen.first_progress is not None:
+            marks.update(first_at=seen.first_progress[0], first_iteration=seen.first_progress[1])
+        return marks
 
     def close(self) -> None:
         self.progress.close()

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from ..errors import EXIT_USAGE, UserError, one_line
 from ..names import PROG
-from . import again, curves, read
+from . import again, curves, read, timeline
 
 DEFAULT_ROOT = "runs"
-COMMANDS = ("list", "show", "logs", "stop", "stacks", "rerun", "resume", "compare")
+COMMANDS = ("list", "show", "logs", "stop", "stacks", "rerun", "resume", "compare", "timeline")
 
 
 class UsageError(UserError):
@@ -84,6 +84,12 @@ def parser() -> argparse.ArgumentParser:
         ("rerun", again.configure_rerun, again.rerun, "launch a recorded run again (overrides on top)"),
         ("resume", again.configure_resume, again.resume, "continue a run from its last checkpoint"),
         ("compare", curves.configure_compare, curves.compare, "the learning curves of several runs in one PNG"),
+        (
+            "timeline",
+            timeline.configure,
+            timeline.draw,
+            "where a run's time went, as a picture: attempts, start-up, training, hangs, restarts, lost work",
+        ),
     ):
         command = sub.add_parser(name, help=text)
         _common(command)

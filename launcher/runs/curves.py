@@ -49,16 +49,18 @@ def compare(args: argparse.Namespace) -> int:
         if curve is not None:
             drawn.append(curve)
         returns = [r for _, r in curve.points] if curve else []
+        info = read.read(run_dir, root=read.root_of(args.root, run_dir))
         rows.append(
             {
                 "id": id_,
                 "label": label,
-                "status": read.read(run_dir, root=read.root_of(args.root, run_dir)).status,
+                "status": info.status,
                 "iterations": curve.iterations if curve else None,
                 "env_steps": curve.points[-1][0] if curve and curve.points else None,
                 "last_return": returns[-1] if returns else None,
                 "best_return": max(returns) if returns else None,
                 "metrics": str(trainer_dir / curves.METRICS) if curve else None,
+                "goodput": info.goodput,
             }
         )
     if not drawn:
@@ -89,8 +91,9 @@ def _cell(value, fmt: str = "{}") -> str:
 
 
 def _table(rows: list[dict]) -> list[tuple[str, ...]]:
-    out = [("run", "status", "iterations", "env steps", "last return", "best return")]
+    out = [("run", "status", "iterations", "env steps", "last return", "best return", "goodput", "wall")]
     for row in rows:
+        led = row.get("goodput") or {}
         out.append(
             (
                 row["label"],
@@ -99,6 +102,8 @@ def _table(rows: list[dict]) -> list[tuple[str, ...]]:
                 _cell(row["env_steps"]),
                 _cell(row["last_return"], "{:.1f}"),
                 _cell(row["best_return"], "{:.1f}"),
+                _cell(led.get("goodput_pct"), "{:.0f}%"),
+                _cell(led.get("wall_s"), "{:.0f}s"),
             )
         )
     return out

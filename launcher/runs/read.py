@@ -101,6 +101,9 @@ class RunInfo:
     # a launch with restarts (restart.max): [{attempt, started, ended, exit_code, reason, outcome, cause,
     # iterations, resumed_from, progress, decision}] (status.json, docs/recovery.md)
     attempts: list | None = None
+    # where the time went (status.json's goodput: seconds per category, wall_s, rank_seconds,
+    # iterations_redone, line; docs/goodput.md); None: a record older than the ledger
+    goodput: dict | None = None
     trainer_dir: str | None = None  # where the trainer wrote (checkpoints, metrics): run_dir, or a resumed run's
     record_dirs: list[str] = field(default_factory=list)  # where status.json / logs/ are (per node, restart)
     problems: list[str] = field(default_factory=list)  # what could not be read
@@ -474,6 +477,8 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
         info.stragglers = [item for item in status["stragglers"] if isinstance(item, dict)]
     if isinstance(status.get("attempts"), list):
         info.attempts = [item for item in status["attempts"] if isinstance(item, dict)]
+    if isinstance(status.get("goodput"), dict):
+        info.goodput = status["goodput"]
     pid = status.get("pid")
     info.pid = pid if isinstance(pid, int) and not isinstance(pid, bool) else None
     info.host = status.get("host") if isinstance(status.get("host"), str) else None

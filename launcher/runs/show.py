@@ -226,6 +226,7 @@ def where(info: RunInfo) -> dict[str, str | None]:
     ):
         found[key] = str(trained / name) if (trained / name).exists() else None
     found["stacks"] = str(run_dir / STACKS) if (run_dir / STACKS).exists() else None
+    found["timeline"] = str(run_dir / "timeline.png") if (run_dir / "timeline.png").exists() else None
     if info.slurm and info.slurm.get("log"):
         found["slurm_log"] = str(info.slurm["log"])
     return found
@@ -411,6 +412,8 @@ def show(args: argparse.Namespace) -> int:
     elif info.remote:
         lines.append(remote_line(info.remote, info.handle.extra if info.handle else {}))
     lines += failure_lines(info.failure, info.within)
+    if info.goodput and isinstance(info.goodput.get("line"), str):
+        lines.append(f"goodput:  {info.goodput['line']}" + ("" if info.exit_code is not None else " (so far)"))
     if info.attempts:
         lines += attempt_lines(info.attempts)
     for item in info.stragglers or []:

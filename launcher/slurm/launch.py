@@ -158,3 +158,41 @@ def from_environment(cfg: TrainConfig, facts: HostFacts) -> tuple[TrainConfig, H
 
 
 READER = common.Reader("from_slurm", "slurm", allocation, settle)
+
+
+QUEUE_QUERY_S = 5.0  # squeue: a silent controller costs the ledger its queue, never the launch
+
+
+def queue_seconds(alloc: SlurmAllocation | None, squeue: str = "squeue") -> float:
+    """How long this allocation's job waited in SLURM's queue (its start time less its submit time,
+    squeue's ``%V %S``): the goodput ledger's ``queue`` (launcher/goodput.py). 0.0 outside an
+    allocation or when squeue does not say within QUEUE_QUERY_S."""
+    import subprocess
+
+    if alloc is None:
+        return 0.0
+    try:
+        out = subprocess.run(
+            [squeue, "-h", "-j", alloc.job_id, "-o", "%V %S"], capture_output=True, text=True, timeout=QUEUE_QUERY_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return 0.0
+    return waited(out.stdout) if out.returncode == 0 else 0.0
+
+
+def waited(line: str) -> float:
+    """Seconds from a job's submit time to its start time, as squeue prints them (``%V %S``).
+
+    >>> waited("2026-12-03T23:30:01 2026-12-03T23:31:05\\n"), waited("N/A N/A"), waited("")
+    (64.0, 0.0, 0.0)
+    """
+    from datetime import datetime
+
+    words = line.split()
+    if len(words) < 2:
+        return 0.0
+    try:
+        submitted, started = (datetime.fromisoformat(word) for word in words[:2])
+    except ValueError:
+        return 0.0
+    return max(0.0, (started - submitted).total_seconds())

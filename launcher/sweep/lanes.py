@@ -50,6 +50,7 @@ class JobResult:
     duration_s: float = 0.0
     run_dir: str = ""
     note: str = ""
+    goodput: str = ""  # its ledger's goodput, "91%" (status.json's goodput; docs/goodput.md)
 
 
 def job_info() -> JobInfo | None:
@@ -257,7 +258,7 @@ def kind(result: JobResult) -> str:
 
 def summary(results: Sequence[JobResult]) -> str:
     """The table printed at the end of a sweep (the overrides column: the swept values)."""
-    rows = [("job", "overrides", "exit", "duration", "run directory")]
+    rows = [("job", "overrides", "exit", "duration", "goodput", "run directory")]
     results = sorted(results, key=lambda r: r.num)
     own = dict(zip((r.num for r in results), swept([r.overrides for r in results])))
     for r in results:
@@ -266,7 +267,9 @@ def summary(results: Sequence[JobResult]) -> str:
         else:
             exit_text = str(r.exit_code) + (f" ({r.note})" if r.note else "")
         run_dir = "-" if kind(r) == "skipped" else r.run_dir or "-"  # a skipped job's was planned, never made
-        rows.append((str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", run_dir))
+        rows.append(
+            (str(r.num), " ".join(own[r.num]) or "-", exit_text, f"{r.duration_s:.1f}s", r.goodput or "-", run_dir)
+        )
     lines = table(rows, rule=True)
     counts = {
         name: sum(1 for r in results if kind(r) == name)

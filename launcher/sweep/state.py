@@ -44,6 +44,7 @@ class Sweep:
             result.note = ended.note
         elif ended is not None:
             result.exit_code, result.duration_s, result.run_dir = ended.exit_code, ended.duration_s, run_dir
+            result.goodput = getattr(ended, "goodput", "")
             result.note = self.note(ended.ended)
         self.results.append(result)
 

@@ -64,6 +64,11 @@ class RankSeen:
     total: int | None = None
     iter_per_s: float | None = None  # over the last interval between beats with a higher iteration
     iteration_s: float | None = None  # seconds per iteration over the window (None: not measured yet)
+    # the goodput ledger's marks (launcher/goodput.py): the first beat seen (mtime, iteration: the
+    # ranks up), and the first one seen past that iteration (an iteration done)
+    up: tuple[float, int | None] | None = None
+    first_progress: tuple[float, int] | None = None
+    up_after: float | None = None  # the read before the one that saw its first beat (it came after)
 
 
 @dataclass(frozen=True)
@@ -85,11 +90,23 @@ class _Rank:
     total: int | None = None
     iter_per_s: float | None = None
     points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=WINDOW + 1))
+    up: tuple[float, int | None] | None = None
+    first_progress: tuple[float, int] | None = None
+    up_after: float | None = None
 
-    def beat(self, beat: beats.Beat) -> None:
+    def beat(self, beat: beats.Beat, before: float | None = None) -> None:
+        """``before``: the previous read's time (None: this is the first read)."""
         if self.last_beat is not None and beat.mtime <= self.last_beat:
             return
         self.last_beat = beat.mtime
+        if self.up is None:
+            self.up, self.up_after = (beat.mtime, beat.iteration), before
+        elif (
+            self.first_progress is None
+            and beat.iteration is not None
+            and (self.up[1] is None or beat.iteration > self.up[1])
+        ):
+            self.first_progress = (beat.mtime, beat.iteration)
         if beat.iteration is None:
             return
         points = self.points
@@ -113,6 +130,9 @@ class _Rank:
             self.total,
             self.iter_per_s,
             iteration_time(self.points),
+            self.up,
+            self.first_progress,
+            self.up_after,
         )
 
 
@@ -155,7 +175,7 @@ class Observer:
                 self.reads[rank] += 1
                 beat = beats.read_beat(entry.path)
                 if beat is not None:
-                    state.beat(beat)
+                    state.beat(beat, self.snapshot.time if self.snapshot.tick else None)
             else:
                 try:
                     info = entry.stat()
