@@ -8,7 +8,9 @@ behind. Here nothing is written: a job creates its own run directory when it rea
 The points are those BasicSweeper makes (its ``split_arguments``: the product of the sweep
 overrides, in order); job ``k`` gets ``hydra.job.num=k`` and ``hydra.runtime.output_dir`` =
 ``hydra.sweep.dir/hydra.sweep.subdir``, resolved as Hydra resolves them (one ``${now:}`` for the
-whole sweep).
+whole sweep). Each point is composed by :mod:`.groups`: Hydra composes once per distinct
+choice of config groups, each point's value overrides applied by Hydra's own code (proved equal to
+``load_sweep_config`` point by point: tests/test_sweep_groups.py).
 """
 
 from __future__ import annotations
