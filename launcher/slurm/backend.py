@@ -263,7 +263,10 @@ class SlurmBackend:
         return summary.submitted(points)
 
     def _submit_array(self, array: _ArrayJob) -> list[Handle]:
-        paths = [_write(Path(r.run_dir), {**r.files, SCRIPT_NAME: array.script}) for r in array.requests]
+        # the script holds every point's command: written once, hard-linked into the other points'
+        # directories (a copy each grew as the points squared: 231 MB for 1,000 points)
+        first = _write(Path(array.requests[0].run_dir), {**array.requests[0].files, SCRIPT_NAME: array.script})
+        paths = [first, *(_write(Path(r.run_dir), r.files, first) for r in array.requests[1:])]
         array_id = _sbatch(paths[0], array.secret_env)
         handles = []
         for task, request in enumerate(array.requests):
@@ -379,12 +382,21 @@ def _extra(run_dir: Path, job_id: str, overrides: Sequence[str], log: str | None
     }
 
 
-def _write(run_dir: Path, files: Mapping[str, str]) -> Path:
-    """The request's files in the run directory (created); the script made executable."""
+def _write(run_dir: Path, files: Mapping[str, str], script_of: Path | None = None) -> Path:
+    """The request's files in the run directory (created); the script made executable. ``script_of``:
+    a job array's script already written, linked here instead of written again (copied where the
+    file system has no hard links)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    script = run_dir / SCRIPT_NAME
+    files = dict(files)
+    if script_of is not None:
+        files.pop(SCRIPT_NAME, None)
+        try:
+            os.link(script_of, script)
+        except OSError:
+            files[SCRIPT_NAME] = script_of.read_text()
     for name, text in files.items():
         (run_dir / name).write_text(text)
-    script = run_dir / SCRIPT_NAME
     script.chmod(0o755)
     return script
 

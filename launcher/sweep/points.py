@@ -8,18 +8,20 @@ behind. Here nothing is written: a job creates its own run directory when it rea
 The points are those BasicSweeper makes (its ``split_arguments``: the product of the sweep
 overrides, in order); job ``k`` gets ``hydra.job.num=k`` and ``hydra.runtime.output_dir`` =
 ``hydra.sweep.dir/hydra.sweep.subdir``, resolved as Hydra resolves them (one ``${now:}`` for the
-whole sweep).
+whole sweep). Each point is composed by :mod:`.groups`: Hydra composes once per distinct
+choice of config groups, each point's value overrides applied by Hydra's own code (proved equal to
+``load_sweep_config`` point by point: tests/test_sweep_groups.py).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from ..errors import UserError
+from . import groups
 
 # Hydra flags this module handles; any other (--cfg, --info, --help, --config-path, ...) goes to hydra.main
 FLAGS = ("-m", "--multirun", "--config-dir", "-cd")
@@ -85,9 +87,10 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
                     "sweeps over no values: the -m sweep would run no job",
                     "give it at least one value",
                 )
+        composer = groups.Composer(loader, master)
         points = []
         for num, point_overrides in enumerate(BasicSweeper.split_arguments(parsed, None)[0]):
-            config = loader.load_sweep_config(master, list(point_overrides))
+            config, job_config = composer.compose(point_overrides)
             with open_dict(config):
                 config.hydra.job.id = num
                 config.hydra.job.num = num
@@ -96,8 +99,5 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
             )
             with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
                 config.hydra.runtime.output_dir = os.path.abspath(output_dir)
-            job_config = copy.deepcopy(config)
-            with read_write(job_config), open_dict(job_config):
-                del job_config["hydra"]
             points.append(Point(num, tuple(OmegaConf.to_container(config.hydra.overrides.task)), job_config, config))
         yield points
