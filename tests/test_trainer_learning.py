@@ -15,7 +15,7 @@ Chosen: the real default job (2 workers) for every seed. torch's jobs run one af
 is timed: parallel runs would share the 2 cores and measure nothing). A JAX job keeps about one of
 the 2 cores busy (its two ranks wait on each other at every collective), and its result does not
 depend on the time it takes: the first seed runs alone and fills the test's compilation cache, the
-other three then run two at a time, reading it (two default jobs one after another: 181.7 s, at
+other three then run two at a time, reading it (two default jobs one after another: 181.7 s and 197.8 s, at
 once: 136.7 s, at load 12-22).  Deselect with `-m "not slow"`.
 """  # noqa: E501
 
