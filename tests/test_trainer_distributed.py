@@ -46,11 +46,25 @@ def test_torchrun_two_ranks_gloo_identical_params(tmp_path):
 
 
 def test_jax_two_ranks_identical_params(tmp_path):
-    dump = tmp_path / "dump"
-    env = clean_env(TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS=dump, TRAIN_MULTIGPU_RUN_DIR=tmp_path / "run")
+    """... and every rank keeps the programs it compiled in JAX's persistent compilation cache (JAX
+    writes it from process 0 only: rank 1's programs, which name its own device, were compiled again
+    at every restart; docs/recovery.md), rank 1 in a folder of its own."""
+    dump, cache = tmp_path / "dump", tmp_path / "cache"
+    env = clean_env(
+        TRAIN_MULTIGPU_EXAMPLE_DUMP_PARAMS=dump,
+        TRAIN_MULTIGPU_RUN_DIR=tmp_path / "run",
+        JAX_COMPILATION_CACHE_DIR=cache,
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0,
+    )
     results = jax_ranks(2, ["--max_iterations", "3", "--num_envs", "4", "--seed", "7"], env=env, cwd=tmp_path)
     for rank, r in enumerate(results):
         assert r.returncode == 0, f"rank {rank}: {r.stderr[-3000:]}"
     _check_dump(dump, 2)
     assert len(iteration_lines(results[0].stdout)) == 3
     assert results[1].stdout.strip() == "", "non-zero ranks must stay quiet on stdout"
+    # entries are <program>-<key>-cache; rank 0 runs a few programs more (evaluation, checkpoints)
+    rank0, rank1 = (
+        {p.name.rsplit("-", 2)[0]: p.name for p in folder.glob("*-cache")} for folder in (cache, cache / "rank1")
+    )
+    assert "jit__act_fn" in rank1 and set(rank1) <= set(rank0), (sorted(rank0), sorted(rank1))
+    assert rank1["jit__act_fn"] != rank0["jit__act_fn"]  # the rollout step's key names the rank's device

@@ -13,7 +13,8 @@ both frameworks and every device:
    have no public setters), then check skrl reports exactly what the process group says.
 
 skrl's agents then broadcast initial parameters and all-reduce (average) gradients over the group
-we created.  No torch or skrl function is patched.
+we created.  No torch or skrl function is patched (JAX's cache writer is wrapped on ranks above 0:
+``_cache_writes_on_this_rank``).
 """
 
 from __future__ import annotations
@@ -314,6 +315,40 @@ def setup_torch(topo: Topology) -> Topology:
     return topo
 
 
+JAX_CACHE_VAR = "JAX_COMPILATION_CACHE_DIR"
+
+
+def _cache_writes_on_this_rank() -> None:
+    """Let this process (JAX process index above 0) write JAX's persistent compilation cache.
+
+    JAX writes the cache from process 0 only (``jax._src.compiler._cache_write``), and a program's
+    cache key names the devices it runs on: every other rank's programs (its rollout step, on its
+    own device) were never in the cache, so after a restart every rank but the first compiled them
+    again (docs/recovery.md). Each rank above 0 keeps its own folder of the cache (``rank<R>`` in
+    the one the launcher or the user named: one writer per folder, so two ranks never write the same
+    entry at once) and writes it the way process 0 does: JAX's own ``_cache_write``, told it is
+    process 0 for the call. Where a JAX version has no such function, nothing changes.
+    """
+    try:
+        from jax._src import compiler, distributed
+    except ImportError:
+        return
+    write = getattr(compiler, "_cache_write", None)
+    if write is None or getattr(write, "every_rank", False):
+        return
+
+    def cache_write(*args, **kwargs):
+        state = distributed.global_state
+        saved, state.process_id = state.process_id, 0
+        try:
+            return write(*args, **kwargs)
+        finally:
+            state.process_id = saved
+
+    cache_write.every_rank = True
+    compiler._cache_write = cache_write
+
+
 def setup_jax(topo: Topology):
     """JAX distributed client first (gloo CPU collectives), then skrl adopting it. Returns skrl.config.jax."""
     if topo.device == "cpu":
@@ -321,8 +356,13 @@ def setup_jax(topo: Topology):
         if topo.threads == 1:
             flags = os.environ.get("XLA_FLAGS", "")
             os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
+    if topo.distributed and topo.rank > 0 and os.environ.get(JAX_CACHE_VAR):
+        # this rank's own folder of the cache (JAX reads the variable when it is imported)
+        os.environ[JAX_CACHE_VAR] = os.path.join(os.environ[JAX_CACHE_VAR], f"rank{topo.rank}")
     import jax
 
+    if topo.distributed and topo.rank > 0 and os.environ.get(JAX_CACHE_VAR):
+        _cache_writes_on_this_rank()
     if topo.device == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     if topo.distributed:
