@@ -672,10 +672,34 @@ HOSTNAME = "this host's own name not resolving (tests/test_multinode_netns.py)"
 RESOLVER = "a resolver that does not answer (tests/test_checks.py)"
 LOCAL = "a real launch's refusal (a dry run only warns): tests/test_local_nodes.py"
 CPUS = "this machine's CPUs and GPUs decide it: tests/test_cpu_binding.py, tests/test_cpu_topology.py"
+CONTAINER = (
+    "the container group's refusals, each checked with its message where its context exists: "
+    "tests/test_container.py (the keys, per back end), tests/test_container_podman.py (a real image)"
+)
 TODO = "not produced by this test yet: give it a command in CONTEXT"
 # the quoted messages not produced here, by their start (70 characters), each with its reason; one
 # that errors.md no longer quotes must leave this list (test_every_quoted_error_is_produced)
 NOT_HERE: dict[str, str] = {
+    "container.image=None: required: the container image the pods run (k8s.": CONTAINER,
+    "container.image=a: k8s.image=b says otherwise: k8s.image is the old sp": CONTAINER,
+    "container.runtime=podman: submit=k8s runs each pod in container.image": CONTAINER,
+    "container.image=...: an image: a registry reference, a local image, a": CONTAINER,
+    "container.runtime=pyxis: pyxis is SLURM's plugin: srun --container-ima": CONTAINER,
+    "container.image=x.sif: a .sif file runs under apptainer or singularity": CONTAINER,
+    "container.mounts=data:/data: SRC:DST[:ro\\|rw] with absolute paths (SRC": CONTAINER,
+    "container.mounts=...: cannot make its source folder: Permission denied": CONTAINER,
+    "container.env=1BAD: NAME (passed through from this environment) or NAM": CONTAINER,
+    "container.env=HF_TOKEN=***: a secret's value does not belong in contai": CONTAINER,
+    "container.workdir=work: an absolute path inside the container": CONTAINER,
+    "container.runtime_flags=runc: the runtime's global flags (before run/e": CONTAINER,
+    "container.image=IMG: python3 does not run in the image (podman exit 12": CONTAINER,
+    "container.image=IMG: podman could not start a container from it (exit": CONTAINER,
+    "container.image=IMG: python3 in the image cannot import torch": CONTAINER,
+    "container.image=IMG: the training script /path/train.py is not in the": CONTAINER,
+    "container.image=IMG: podman did not start it within 600 s": CONTAINER,
+    "container.runtime=podman: cannot start podman: No such file or directo": CONTAINER,
+    "podman is not installed here": CONTAINER,
+    "container.image=img: submit=ray does not run a launch in a container i": CONTAINER,
     "run_dir=<job dir>/node1: a launcher that still runs (pid N) records he": RECORD,
     "launcher.local_nodes=true: 3 nodes on this host share its 2 usable CPU": LOCAL,
     "launcher.cpu_binding=exclusive: 3 local ranks share NUMA node 0's 2 us": CPUS,
