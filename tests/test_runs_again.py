@@ -205,6 +205,8 @@ def test_compare_writes_one_png_with_a_curve_per_run_and_a_table(runs):
         "return",
         "best",
         "return",
+        "goodput",
+        "wall",
     ]
 
 

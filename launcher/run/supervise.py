@@ -96,6 +96,10 @@ EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, no
 TORCHRUN_REPORT_S = 5.0
 
 
+# torchrun found dead this long before the launcher's own SIGTERM: both came from one scheduler signal
+SCHEDULER_SIGNAL_S = 2.0
+
+
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
@@ -245,6 +249,22 @@ class Supervisor:
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
             self.kill_at = 0.0  # second Ctrl+C: now (done by the wait loop)
+            return
+        if (
+            signum == signal.SIGTERM
+            and self.failure is not None
+            and self.failure.rank is None
+            and self.signal_received is None
+            and self.failed_at is not None
+            and time.time() - self.failed_at < SCHEDULER_SIGNAL_S
+        ):
+            # torchrun itself ended a moment ago and this launcher gets SIGTERM now: a scheduler signalled
+            # every process of the step (SLURM's requeue, scancel), torchrun first. A stop, not a failure:
+            # the ranks get their grace period to checkpoint, and the exit code is 143
+            self.failure = None
+            self.signal_received = signum
+            self.stopping = False
+            self.stop(signum, self.plan.grace_period)
             return
         if self.failure is not None and self.signal_received is None:  # a failed launch being torn down
             self.signal_received = signum
