@@ -109,6 +109,44 @@ def test_signal_stops_everything_with_128_plus_n(tmp_path, signum, code, jax):
     assert status(tmp_path)["outcome"] == "interrupted"
 
 
+def _torchrun_of(launcher_pid: int) -> int:
+    """The pid of the launcher's torchrun (its child running torch.distributed.run)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read()
+        except OSError:
+            continue
+        if ppid == launcher_pid and b"torch.distributed.run" in argv:
+            return int(entry)
+    raise AssertionError(f"no torchrun under {launcher_pid}")
+
+
+@pytest.mark.timeout(60)
+def test_a_schedulers_sigterm_that_reaches_torchrun_first_is_a_stop_not_a_failure(tmp_path):
+    """SLURM's requeue or scancel sends SIGTERM to every process of the step: torchrun may die of it
+    (exit 1) and be seen dead before the launcher's own SIGTERM arrives. That is a stop: exit 143,
+    the ranks get their grace period, not 'torchrun failed' with the ranks killed at once."""
+    proc, pids = spawner(tmp_path)
+    wait_for_files(pids, 2 * RANK_AND_HELPERS)
+    torchrun = _torchrun_of(proc.pid)
+    os.kill(torchrun, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while os.path.exists(f"/proc/{torchrun}") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.5)  # the launcher's poll has seen torchrun's exit (a failure of torchrun's own)
+    proc.send_signal(signal.SIGTERM)
+    returncode, out, err = finish(proc, timeout=40)
+    assert returncode == 143, err
+    assert status(tmp_path)["reason"] == "stopped by SIGTERM"
+    assert status(tmp_path)["outcome"] == "interrupted"
+    assert survivors(pids, settle=0) == []
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("jax", [False, True], ids=["torchrun", "jax"])
 def test_ranks_that_ignore_signals_get_sigkill_after_the_grace_period(tmp_path, jax):

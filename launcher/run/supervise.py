@@ -81,7 +81,7 @@ from .monitor.progress import EXIT_HANG, HANG_REASON, HANG_SOURCE, ProgressMonit
 from .monitor.stragglers import StragglerMonitor
 from .postmortem import causes, flight_recorder, oom
 from .postmortem import failure as failure_mod
-from .postmortem.detect import TORCHRUN_CLOSING, FailureDetector, Monitor
+from .postmortem.detect import TORCHRUN_CLOSING, TORCHRUN_SIGNALLED, FailureDetector, Monitor
 from .postmortem.failure import Failure
 from .process.group import ProcessGroup
 from .process.signals import RELAYED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
@@ -94,10 +94,6 @@ EXIT_PORT_IN_USE = 2  # the same code as the preflight check's (a user error, no
 # a stop signal while torchrun tears its workers down after a failure of its own finding: the ranks
 # are killed (not torchrun), and torchrun gets this long to report the rank that failed
 TORCHRUN_REPORT_S = 5.0
-
-
-# torchrun found dead this long before the launcher's own SIGTERM: both came from one scheduler signal
-SCHEDULER_SIGNAL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -191,6 +187,7 @@ class Supervisor:
         # that the detector hears of only from torchrun's report, after that teardown
         self.torchrun_failing = False
         self.torchrun_failing_at: float | None = None  # since when (monotonic)
+        self.torchrun_signalled: int | None = None  # the signal torchrun said it got from outside
         self.ranks_killed = False  # the ranks got SIGKILL (kill_ranks): torchrun's teardown is over
 
     def start(self) -> None:
@@ -204,9 +201,16 @@ class Supervisor:
     def _agent_line(self, line: bytes) -> None:
         """torchrun's own output (the pump's thread): to the console, and noted when it says that it
         stops its workers while nothing here asked it to (a rank failed; its report comes after)."""
+        signalled = TORCHRUN_SIGNALLED.search(line)
+        if signalled and self.stop_signal is None:
+            # torchrun itself got a signal from outside (a scheduler signals every process of a step:
+            # SLURM's requeue, scancel; torchrun may get it before this launcher does): a stop, not a
+            # failure (the wait loop takes it as this launcher's own signal: grace period, 128+N)
+            self.torchrun_signalled = int(signalled.group(1))
         if (
             not self.stopping
             and self.signal_received is None
+            and self.torchrun_signalled is None
             and not self.detector.elastic_restarts  # (its own restarts stop workers too, and go on)
             and TORCHRUN_CLOSING.search(line)
         ):
@@ -249,22 +253,6 @@ class Supervisor:
     def on_signal(self, signum: int, _frame: object) -> None:
         if self.signal_received is not None and signum == signal.SIGINT:
             self.kill_at = 0.0  # second Ctrl+C: now (done by the wait loop)
-            return
-        if (
-            signum == signal.SIGTERM
-            and self.failure is not None
-            and self.failure.rank is None
-            and self.signal_received is None
-            and self.failed_at is not None
-            and time.time() - self.failed_at < SCHEDULER_SIGNAL_S
-        ):
-            # torchrun itself ended a moment ago and this launcher gets SIGTERM now: a scheduler signalled
-            # every process of the step (SLURM's requeue, scancel), torchrun first. A stop, not a failure:
-            # the ranks get their grace period to checkpoint, and the exit code is 143
-            self.failure = None
-            self.signal_received = signum
-            self.stopping = False
-            self.stop(signum, self.plan.grace_period)
             return
         if self.failure is not None and self.signal_received is None:  # a failed launch being torn down
             self.signal_received = signum
@@ -325,6 +313,9 @@ class Supervisor:
         next_reap = time.monotonic() + REAP_EVERY_S
         while True:
             codes = self.group.poll()
+            if self.torchrun_signalled is not None and self.signal_received is None and self.failure is None:
+                self.signal_received = self.torchrun_signalled
+                self.stop(self.torchrun_signalled, self.plan.grace_period)
             if self.failure is None and self.signal_received is not None and self.torchrun_failing:
                 self.failure = self.detector.check(codes)  # torchrun's report of the failure it was ending
                 if self.failure is not None:

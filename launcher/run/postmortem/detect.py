@@ -22,6 +22,8 @@ PORT_IN_USE = re.compile(rb"failed to listen on any local network address\. port
 # torchrun stops its workers: after a worker failed (or a signal of its own); the report comes after
 TORCHRUN_CLOSING = re.compile(rb"Sending process \d+ closing signal SIGTERM")
 # the same for a JAX rank 0 whose coordinator service (gRPC) could not bind (then it segfaults)
+# torchrun got a signal from outside and stops its workers (a stop, not a failure's teardown)
+TORCHRUN_SIGNALLED = re.compile(rb"Received (\d+) death signal, shutting down workers")
 COORDINATOR_PORT_IN_USE = re.compile(rb"Failed to add port to server: No address added [^\n]*:(\d+)'")
 
 
