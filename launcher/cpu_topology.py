@@ -232,17 +232,20 @@ def _cgroup_cpuset(proc: str, cgroup_root: str) -> tuple[tuple[int, ...], str] |
     return None
 
 
-def allowed(affinity: Iterable[int] | None = None, proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup") -> Allowed:
-    """The CPUs this process may use: its affinity mask (``os.sched_getaffinity``: what ``taskset``,
+def affinity() -> tuple[int, ...]:
+    """This process's affinity mask, sorted (``os.sched_getaffinity``; not Linux: every CPU)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return tuple(range(os.cpu_count() or 1))
+
+
+def allowed(mask: Iterable[int] | None = None, proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup") -> Allowed:
+    """The CPUs this process may use: its affinity mask (:func:`affinity`: what ``taskset``,
     ``srun --cpu-bind``, a parallel sweep's lane or SLURM's task/affinity left it) within its cgroup's
     cpuset (a container's ``--cpuset-cpus``, SLURM's task/cgroup). The kernel keeps the mask inside
     the cpuset already; both are read so that the dry run says where a short list comes from."""
-    if affinity is None:
-        try:
-            affinity = os.sched_getaffinity(0)
-        except AttributeError:  # not Linux
-            affinity = range(os.cpu_count() or 1)
-    mask = tuple(sorted(affinity))
+    mask = affinity() if mask is None else tuple(sorted(mask))
     parts = [f"affinity {format_cpulist(mask)}"]
     cpuset = _cgroup_cpuset(proc, cgroup_root)
     cpus = mask
