@@ -1,6 +1,6 @@
 """``launcher.cpu_binding``: which CPUs each local rank runs on (docs/cpu_placement.md). Pure: the
-machine (:mod:`launcher.cpu_topology`) and the CPUs the launcher may use are read by
-:mod:`launcher.probe` and passed in. A leaf: it imports only leaves.
+machine (:mod:`launcher.cpu_topology`, read by :mod:`launcher.cpu_placement`) and the CPUs the
+launcher may use (read by :mod:`launcher.probe`) are passed in. A leaf: it imports only leaves.
 
 The modes are torchrun's ``--numa-binding`` modes, with torch 2.13's meaning (torch/numa/binding.py),
 so that the lists the dry run prints are the ones torchrun applies where it binds:

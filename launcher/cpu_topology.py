@@ -1,9 +1,9 @@
 """What this machine's CPUs look like, read from sysfs, and which of them the launcher may use.
 
-A leaf (standard library only): :mod:`launcher.probe` reads a :class:`Machine` once before a launch
-(:func:`read`, any sysfs root: tests write trees of real machine shapes into a folder) and the CPUs
-this process may run on (:func:`allowed`); :mod:`launcher.cpu_binding` turns them into each local
-rank's CPU list, purely.
+A leaf (standard library only): :mod:`launcher.cpu_placement` reads a :class:`Machine` once before a
+launch (:func:`read`, any sysfs root: tests write trees of real machine shapes into a folder),
+:mod:`launcher.probe` the CPUs this process may run on (:func:`allowed`); :mod:`launcher.cpu_binding`
+turns them into each local rank's CPU list, purely.
 
 What is read (the files the kernel writes; a file that is missing means "nothing to tell"):
 
@@ -105,9 +105,6 @@ class Machine:
     @property
     def cpus(self) -> tuple[int, ...]:
         return tuple(sorted(self.core))
-
-    def node_of(self, cpu: int) -> int:
-        return next((node for node, cpus in self.nodes.items() if cpu in cpus), 0)
 
 
 @dataclass(frozen=True)
