@@ -172,6 +172,19 @@ def test_gpus_named_by_uuid_cannot_be_placed(dgx):
     ]
 
 
+def test_a_dry_run_warns_once_of_a_list_count_auto_got_wrong(dgx):
+    """nproc_per_node=auto counted this host's CPUs: checks.validate warns of the count, placing does not again."""
+    line = grammar.parse(["launcher.cpu_binding=[0]", "launcher.nproc_per_node=auto"])
+    cfg = compose(with_default_profile(line.overrides, {}), line.script_args)
+    facts = replace(make_facts(cpus=2), cpus=Allowed((0, 1), "test"))
+    refused = []
+    settled = cpu_placement.place(cfg, checks.validate(cfg, facts, refused.append), facts, refused.append, dgx, False)
+    assert [str(e) for e in refused] == [
+        "launcher.cpu_binding=[0]: 1 CPU list(s) for 2 local rank(s) (launcher.nproc_per_node=auto): one per local rank"
+    ]
+    assert settled.cpu_lists == ()
+
+
 def test_the_installed_torchrun_is_asked_by_its_parser(tmp_path):
     """torch 2.13 here has --numa-binding; an interpreter whose torchrun lacks it (older torch) does not."""
     assert cpu_placement.torchrun_has_numa_binding(sys.executable)
