@@ -121,8 +121,7 @@ def dgx(tmp_path_factory) -> cpu_topology.Machine:
 def placed(argv, machine, by_torchrun, gpus=4, env=None):
     line = grammar.parse(argv)
     cfg = compose(with_default_profile(line.overrides, {}), line.script_args)
-    facts = make_facts(gpus=gpus, cpus=16, env=env)
-    facts = type(facts)(**{**facts.__dict__, "cpus": Allowed(tuple(range(16)), "test")})
+    facts = replace(make_facts(gpus=gpus, cpus=16, env=env), cpus=Allowed(tuple(range(16)), "test"))
     settled = checks.validate(cfg, facts)
     settled = cpu_placement.place(cfg, settled, facts, machine=machine, can_bind=by_torchrun)
     if settled.coordinator is None and argv[0] == "launcher=skrl_jax":
