@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher import names, record, rundir
+from launcher import errors, names, record, rundir
 from launcher.cpu_topology import format_cpulist, parse_cpulist
 from launcher.run import worker
 
@@ -184,6 +184,7 @@ def test_the_wrapper_copies_match_the_package_names():
         "TRACKER_RANKS_VAR",
     ):
         assert getattr(worker, name) == getattr(names, name), name
+    assert worker.EXIT_USAGE == errors.EXIT_USAGE  # a CPU list the kernel refuses: the one error path's code
 
 
 def test_the_wrapper_spells_cpu_lists_as_cpu_topology_does():
