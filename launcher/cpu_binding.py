@@ -240,9 +240,8 @@ def _exclusive(machine: Machine, node: int, node_cpus: tuple[int, ...], ranks: i
 
 def _core_complex(machine: Machine, node_cpus: tuple[int, ...], index: int) -> tuple[int, ...]:
     groups: dict[int, list[int]] = {}
-    for cpu in node_cpus:
-        key = machine.complex.get(cpu, -1)
-        groups.setdefault(key if key >= 0 else -1, []).append(cpu)
+    for cpu in node_cpus:  # -1: no cache information, the node's unknown CPUs one complex
+        groups.setdefault(machine.complex.get(cpu, -1), []).append(cpu)
     ordered = sorted(groups.values(), key=lambda cpus: (-len(cpus), cpus[0]))
     return tuple(ordered[index % len(ordered)])
 
