@@ -1,6 +1,6 @@
 """``launcher.cpu_binding``: which CPUs each local rank runs on (docs/cpu_placement.md). Pure: the
-machine (:mod:`launcher.cpu_topology`) and the CPUs the launcher may use are read by
-:mod:`launcher.probe` and passed in. A leaf: it imports only leaves.
+machine (:mod:`launcher.cpu_topology`, read by :mod:`launcher.cpu_placement`) and the CPUs the
+launcher may use (read by :mod:`launcher.probe`) are passed in. A leaf: it imports only leaves.
 
 The modes are torchrun's ``--numa-binding`` modes, with torch 2.13's meaning (torch/numa/binding.py),
 so that the lists the dry run prints are the ones torchrun applies where it binds:
@@ -240,9 +240,8 @@ def _exclusive(machine: Machine, node: int, node_cpus: tuple[int, ...], ranks: i
 
 def _core_complex(machine: Machine, node_cpus: tuple[int, ...], index: int) -> tuple[int, ...]:
     groups: dict[int, list[int]] = {}
-    for cpu in node_cpus:
-        key = machine.complex.get(cpu, -1)
-        groups.setdefault(key if key >= 0 else -1, []).append(cpu)
+    for cpu in node_cpus:  # -1: no cache information, the node's unknown CPUs one complex
+        groups.setdefault(machine.complex.get(cpu, -1), []).append(cpu)
     ordered = sorted(groups.values(), key=lambda cpus: (-len(cpus), cpus[0]))
     return tuple(ordered[index % len(ordered)])
 

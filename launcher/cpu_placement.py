@@ -65,11 +65,14 @@ def place(
     binding = cpu_binding.parse(cfg.launcher.cpu_binding)
     if not binding.on:
         return settled
+    explicit = binding.mode == cpu_binding.EXPLICIT
+    if explicit and len(binding.lists) != settled.nproc_per_node:
+        return settled  # checks.validate refused the count (a dry run: warned of it once)
     allowed = facts.cpus if facts.cpus is not None else cpu_topology.allowed()
+    if not explicit and machine is None:
+        machine = cpu_topology.read(SYSFS)
     gpus = None
-    if settled.device == "cuda" and binding.mode != cpu_binding.EXPLICIT:
-        if machine is None:
-            machine = cpu_topology.read(SYSFS)
+    if settled.device == "cuda" and not explicit:
         gpus = cpu_binding.visible_gpus(facts.env, facts.visible_gpus)
         if gpus is None:
             refuse(
@@ -82,10 +85,10 @@ def place(
                 )
             )
             return settled
-    elif binding.mode != cpu_binding.EXPLICIT and machine is None:
-        machine = cpu_topology.read(SYSFS)
-    try:
-        lists = cpu_binding.masks(binding, machine or _no_machine(), allowed, settled.nproc_per_node, gpus)
+    try:  # an explicit list needs no machine
+        lists = cpu_binding.masks(
+            binding, machine or cpu_topology.Machine({}, {}, {}, {}), allowed, settled.nproc_per_node, gpus
+        )
     except UserError as error:
         refuse(error)
         return settled
@@ -97,7 +100,3 @@ def place(
         numa = binding.mode if can_bind else None
     source = f"CPUs this launcher may use: {cpu_topology.format_cpulist(allowed.cpus)} ({allowed.source})"
     return replace(settled, cpu_lists=lists, cpu_source=source, numa_binding=numa)
-
-
-def _no_machine() -> cpu_topology.Machine:
-    return cpu_topology.Machine({}, {}, {}, {})

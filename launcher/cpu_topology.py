@@ -1,9 +1,9 @@
 """What this machine's CPUs look like, read from sysfs, and which of them the launcher may use.
 
-A leaf (standard library only): :mod:`launcher.probe` reads a :class:`Machine` once before a launch
-(:func:`read`, any sysfs root: tests write trees of real machine shapes into a folder) and the CPUs
-this process may run on (:func:`allowed`); :mod:`launcher.cpu_binding` turns them into each local
-rank's CPU list, purely.
+A leaf (standard library only): :mod:`launcher.cpu_placement` reads a :class:`Machine` once before a
+launch (:func:`read`, any sysfs root: tests write trees of real machine shapes into a folder),
+:mod:`launcher.probe` the CPUs this process may run on (:func:`allowed`); :mod:`launcher.cpu_binding`
+turns them into each local rank's CPU list, purely.
 
 What is read (the files the kernel writes; a file that is missing means "nothing to tell"):
 
@@ -105,9 +105,6 @@ class Machine:
     @property
     def cpus(self) -> tuple[int, ...]:
         return tuple(sorted(self.core))
-
-    def node_of(self, cpu: int) -> int:
-        return next((node for node, cpus in self.nodes.items() if cpu in cpus), 0)
 
 
 @dataclass(frozen=True)
@@ -232,17 +229,20 @@ def _cgroup_cpuset(proc: str, cgroup_root: str) -> tuple[tuple[int, ...], str] |
     return None
 
 
-def allowed(affinity: Iterable[int] | None = None, proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup") -> Allowed:
-    """The CPUs this process may use: its affinity mask (``os.sched_getaffinity``: what ``taskset``,
+def affinity() -> tuple[int, ...]:
+    """This process's affinity mask, sorted (``os.sched_getaffinity``; not Linux: every CPU)."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return tuple(range(os.cpu_count() or 1))
+
+
+def allowed(mask: Iterable[int] | None = None, proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup") -> Allowed:
+    """The CPUs this process may use: its affinity mask (:func:`affinity`: what ``taskset``,
     ``srun --cpu-bind``, a parallel sweep's lane or SLURM's task/affinity left it) within its cgroup's
     cpuset (a container's ``--cpuset-cpus``, SLURM's task/cgroup). The kernel keeps the mask inside
     the cpuset already; both are read so that the dry run says where a short list comes from."""
-    if affinity is None:
-        try:
-            affinity = os.sched_getaffinity(0)
-        except AttributeError:  # not Linux
-            affinity = range(os.cpu_count() or 1)
-    mask = tuple(sorted(affinity))
+    mask = affinity() if mask is None else tuple(sorted(mask))
     parts = [f"affinity {format_cpulist(mask)}"]
     cpuset = _cgroup_cpuset(proc, cgroup_root)
     cpus = mask

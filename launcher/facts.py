@@ -71,7 +71,7 @@ class Settled:
     # node liveness (run/monitor/liveness.py): node 0's launcher listens at this port, the others connect to
     # this host; None: the nodes do not watch each other (one node, elastic nnodes, node_timeout off)
     node_hub: Endpoint | None = None
-    # launcher.cpu_binding, placed by probe.place_cpus (it reads the machine): each local rank's CPUs
+    # launcher.cpu_binding, placed by cpu_placement.place (it reads the machine): each local rank's CPUs
     # (empty: not bound), what they came from (for the dry run), and torchrun's --numa-binding mode
     # where torchrun binds (GPUs, a torchrun that has the flag, numactl); None: the rank wrapper binds
     cpu_lists: tuple[tuple[int, ...], ...] = ()

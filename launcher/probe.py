@@ -61,10 +61,7 @@ def count_gpus(env: Mapping[str, str]) -> tuple[int, str]:
 
 
 def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return len(cpu_topology.affinity())
 
 
 # kernel file systems a run directory or a profile cannot live on

@@ -79,6 +79,7 @@ EXIT_RECORD = re.compile(r"^rank(\d+)\.exit\.json$")
 RANK_LOG = re.compile(r"^rank(\d+)\.log$")
 BEAT_FILE = re.compile(r"^rank(\d+)\.beat$")
 RANK_FILE = re.compile(r"^rank(\d+)\.(log|beat)$")  # a rank's log or heartbeat
+CPUS_FILE = re.compile(r"^rank(\d{1,9})\.cpus$")  # the CPUs a rank started on
 
 
 def rank_log_name(rank: int) -> str:
@@ -101,9 +102,6 @@ def beat_name(rank: int) -> str:
 def cpus_name(rank: int) -> str:
     """The CPU list a rank started on: ``rank<R>.cpus`` (launcher.cpu_binding)."""
     return f"{RANK_PREFIX}{rank}{CPUS_SUFFIX}"
-
-
-CPUS_FILE = re.compile(r"^rank(\d{1,9})\.cpus$")
 
 
 def stack_name(rank: int) -> str:

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.cpu_topology import format_cpulist
+
 
 @dataclass(frozen=True)
 class Shape:
@@ -39,12 +41,6 @@ CPU_HOST = Shape(2, 8, 2)
 FLAT = Shape(1, 4, 1, gpu_nodes=(-1, -1), numa=False)
 
 
-def _cpulist(cpus) -> str:
-    from launcher.cpu_topology import format_cpulist
-
-    return format_cpulist(cpus)
-
-
 def _put(path: str, text: str) -> None:
     with open(path, "w") as handle:
         handle.write(text + "\n")
@@ -61,8 +57,8 @@ def write(root: Path, shape: Shape) -> Path:
     for core in range(shape.cores):
         socket = core // shape.cores_per_socket
         first = core - core % ccx
-        siblings = _cpulist(shape.cpus_of_core(core))
-        complex_cpus = _cpulist([cpu for c in range(first, first + ccx) for cpu in shape.cpus_of_core(c)])
+        siblings = format_cpulist(shape.cpus_of_core(core))
+        complex_cpus = format_cpulist([cpu for c in range(first, first + ccx) for cpu in shape.cpus_of_core(c)])
         caches = (
             ("Data", 1, siblings),
             ("Instruction", 1, siblings),
@@ -91,7 +87,7 @@ def write(root: Path, shape: Shape) -> Path:
         for node in range(nodes):
             cpus = [cpu for core in range(node * per_node, (node + 1) * per_node) for cpu in shape.cpus_of_core(core)]
             os.makedirs(os.path.join(node_root, f"node{node}"))
-            _put(os.path.join(node_root, f"node{node}", "cpulist"), _cpulist(cpus))
+            _put(os.path.join(node_root, f"node{node}", "cpulist"), format_cpulist(cpus))
     pci = os.path.join(root, "bus", "pci", "devices")
     devices = [
         (f"0000:{0x18 + 0x10 * i:02x}:00.0", "0x10de", "0x030200", node) for i, node in enumerate(shape.gpu_nodes)

@@ -121,8 +121,7 @@ def dgx(tmp_path_factory) -> cpu_topology.Machine:
 def placed(argv, machine, by_torchrun, gpus=4, env=None):
     line = grammar.parse(argv)
     cfg = compose(with_default_profile(line.overrides, {}), line.script_args)
-    facts = make_facts(gpus=gpus, cpus=16, env=env)
-    facts = type(facts)(**{**facts.__dict__, "cpus": Allowed(tuple(range(16)), "test")})
+    facts = replace(make_facts(gpus=gpus, cpus=16, env=env), cpus=Allowed(tuple(range(16)), "test"))
     settled = checks.validate(cfg, facts)
     settled = cpu_placement.place(cfg, settled, facts, machine=machine, can_bind=by_torchrun)
     if settled.coordinator is None and argv[0] == "launcher=skrl_jax":
@@ -170,6 +169,19 @@ def test_gpus_named_by_uuid_cannot_be_placed(dgx):
         "PCI address to find their NUMA node by) (GPU indices in CUDA_VISIBLE_DEVICES, or an explicit list per local "
         "rank)"
     ]
+
+
+def test_a_dry_run_warns_once_of_a_list_count_auto_got_wrong(dgx):
+    """nproc_per_node=auto counted this host's CPUs: checks.validate warns of the count, placing does not again."""
+    line = grammar.parse(["launcher.cpu_binding=[0]", "launcher.nproc_per_node=auto"])
+    cfg = compose(with_default_profile(line.overrides, {}), line.script_args)
+    facts = replace(make_facts(cpus=2), cpus=Allowed((0, 1), "test"))
+    refused = []
+    settled = cpu_placement.place(cfg, checks.validate(cfg, facts, refused.append), facts, refused.append, dgx, False)
+    assert [str(e) for e in refused] == [
+        "launcher.cpu_binding=[0]: 1 CPU list(s) for 2 local rank(s) (launcher.nproc_per_node=auto): one per local rank"
+    ]
+    assert settled.cpu_lists == ()
 
 
 def test_the_installed_torchrun_is_asked_by_its_parser(tmp_path):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher import names, record, rundir
+from launcher import errors, names, record, rundir
+from launcher.cpu_topology import format_cpulist, parse_cpulist
 from launcher.run import worker
 
 PACKAGE = Path(__file__).resolve().parents[1] / "launcher"
@@ -183,6 +184,16 @@ def test_the_wrapper_copies_match_the_package_names():
         "TRACKER_RANKS_VAR",
     ):
         assert getattr(worker, name) == getattr(names, name), name
+    assert worker.EXIT_USAGE == errors.EXIT_USAGE  # a CPU list the kernel refuses: the one error path's code
+
+
+def test_the_wrapper_spells_cpu_lists_as_cpu_topology_does():
+    """run/worker.py reads its CPU list (cpu_binding.encode's entries) and writes the mask it starts
+    with itself (it cannot import the package): its copies agree with launcher/cpu_topology.py."""
+    for cpus in [(0,), (0, 1, 2, 3), (0, 2, 5, 6, 7, 64), (1, 3, 5), (8, 9, 10, 11, 24, 25, 26, 27)]:
+        text = format_cpulist(cpus)
+        assert worker._spelled(set(cpus)) == text, cpus
+        assert worker._cpus(text) == set(parse_cpulist(text)) == set(cpus), text
 
 
 def test_the_wrapper_writes_json_as_the_record_does(tmp_path):
