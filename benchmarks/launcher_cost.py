@@ -108,7 +108,8 @@ def run(kind: str, tmp: Path, nproc: int, args: list[str], overrides: tuple[str,
     }
 
 
-def _load() -> str:
+def load_average() -> str:
+    """The machine's load, printed with every figure (benchmarks/liveness_scale.py's too)."""
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
 
@@ -124,7 +125,7 @@ def main() -> None:
         "--log_all_ranks", action="store_true", help="the console shows every rank (log_all_ranks=true)"
     )
     args = parser.parse_args()
-    print(f"# {_load()}", flush=True)
+    print(f"# {load_average()}", flush=True)
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         (tmp / "writer.py").write_text(WRITER)
@@ -146,7 +147,7 @@ def main() -> None:
             print(
                 f"{load:>8}: {args.nproc} ranks, {ours[0]['lines']} lines; ranks' wall, launcher/torchrun {wall:.3f}; "
                 f"launcher CPU / ranks' CPU {share:.3f}; launcher CPU per rank {per_rank:.3%} of a core "
-                f"({_load()})",
+                f"({load_average()})",
                 flush=True,
             )
     print("goals: fast writers' wall ratio <= 1.05; typical rate: launcher under 1% of a core per rank")

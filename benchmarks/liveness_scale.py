@@ -29,7 +29,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,7 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from launcher_cost import load_average  # noqa: E402
+
 from launcher.plan import NodeWatch  # noqa: E402
+from launcher.probe import free_port  # noqa: E402
 from launcher.run.monitor import liveness_wire as wire  # noqa: E402
 from launcher.run.monitor.coordinator import NodesCoordinator, Verdict  # noqa: E402
 from launcher.run.monitor.liveness import NodeLiveness  # noqa: E402
@@ -181,12 +183,6 @@ class Child:
         self.proc.wait()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _wait_all(groups, nodes: set[int], which: int, limit: float) -> dict[int, float]:
     """Poll the members' reports until every node in ``nodes`` has its time ``which`` (0: lost,
     1: word), at most ``limit`` s; the times found."""
@@ -203,7 +199,7 @@ def _wait_all(groups, nodes: set[int], which: int, limit: float) -> dict[int, fl
 
 
 def measure(nnodes: int, args) -> dict:
-    port = _free_port()
+    port = free_port()
     me = [sys.executable, str(Path(__file__).resolve())]
     hub = Child([*me, "--role", "hub", "--nnodes", str(nnodes), "--port", str(port), "--timeout", str(args.timeout)])
     killed, stopped = nnodes - 1, nnodes - 2
@@ -272,11 +268,6 @@ def measure(nnodes: int, args) -> dict:
     return result
 
 
-def _load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} cores"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="4,256,1024")
@@ -293,10 +284,10 @@ def main() -> None:
     if args.role == "members":
         return members_main([int(n) for n in args.members.split(",")], args.nnodes, args.port, args.timeout)
     _raise_files()
-    print(f"# {_load()}", flush=True)
+    print(f"# {load_average()}", flush=True)
     rows = []
     for nnodes in [int(n) for n in args.nodes.split(",")]:
-        before = _load()
+        before = load_average()
         row = measure(nnodes, args)
         row["load"] = before
         rows.append(row)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import off_checkout
+from conftest import clean_env, off_checkout
 
 REPO = Path(__file__).resolve().parent.parent
 SPAWNER = REPO / "tests" / "workers" / "spawner.py"
@@ -29,6 +29,20 @@ def start(tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Pop
     if script_args:
         argv += ["--", *script_args]
     return subprocess.Popen(argv, cwd=tmp, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def launch(tmp: Path, *args: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
+    """``train_multigpu run_root=<tmp>/runs <args>`` (``runs ...``: no run_root) to its end, with
+    :func:`conftest.clean_env` and ``env`` added; its output captured as text."""
+    root = [] if args[:1] == ("runs",) else [f"run_root={tmp / 'runs'}"]
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *root, *args],
+        cwd=tmp,
+        env=clean_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def spawner(

@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 import podman_image
+import supervise_util
 from conftest import ALLREDUCE, clean_env
 from launcher import paths
+from supervise_util import run_dir as the_run
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,19 +67,7 @@ def start(tmp: Path, argv: list[str], **env: str) -> subprocess.Popen:
 
 
 def launch(tmp: Path, argv: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *([] if argv[:1] == ["runs"] else [f"run_root={tmp / 'runs'}"]), *argv],
-        cwd=tmp,
-        env=clean_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def the_run(tmp: Path) -> Path:
-    (run_dir,) = (tmp / "runs").iterdir()
-    return run_dir
+    return supervise_util.launch(tmp, *argv, timeout=timeout, **env)
 
 
 def ours() -> list[str]:

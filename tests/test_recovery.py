@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+import supervise_util
 from conftest import clean_env
+from supervise_util import run_dir as the_run
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -25,20 +27,7 @@ CRASH_RETRIED = ("restart.max=2", "restart.classes=[default,exit-code]")
 
 
 def launch(tmp: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    root = [] if args[:1] == ("runs",) else [f"run_root={tmp / 'runs'}"]
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *root, *args],
-        cwd=tmp,
-        env=clean_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
-def the_run(tmp: Path) -> Path:
-    (run_dir,) = (tmp / "runs").iterdir()
-    return run_dir
+    return supervise_util.launch(tmp, *args, timeout=timeout, **env)
 
 
 def status(run_dir: Path) -> dict:

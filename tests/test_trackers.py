@@ -21,6 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import supervise_util
 from conftest import clean_env
 from ports import free_port
 from require import unavailable
@@ -32,15 +33,7 @@ SERVER_START_S = 300  # mlflow server imports for a minute and more on a loaded 
 
 
 def launch(tmp: Path, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    root = [] if args[:1] == ("runs",) else [f"run_root={tmp / 'runs'}"]
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *root, *args],
-        cwd=tmp,
-        env=clean_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return supervise_util.launch(tmp, *args, timeout=timeout, **env)
 
 
 # -- the MLflow server -----------------------------------------------------------------------------

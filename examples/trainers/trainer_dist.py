@@ -356,12 +356,12 @@ def setup_jax(topo: Topology):
         if topo.threads == 1:
             flags = os.environ.get("XLA_FLAGS", "")
             os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-    if topo.distributed and topo.rank > 0 and os.environ.get(JAX_CACHE_VAR):
-        # this rank's own folder of the cache (JAX reads the variable when it is imported)
+    own_cache = topo.distributed and topo.rank > 0 and bool(os.environ.get(JAX_CACHE_VAR))
+    if own_cache:  # this rank's own folder of the cache (JAX reads the variable when it is imported)
         os.environ[JAX_CACHE_VAR] = os.path.join(os.environ[JAX_CACHE_VAR], f"rank{topo.rank}")
     import jax
 
-    if topo.distributed and topo.rank > 0 and os.environ.get(JAX_CACHE_VAR):
+    if own_cache:
         _cache_writes_on_this_rank()
     if topo.device == "cpu":
         jax.config.update("jax_cpu_collectives_implementation", "gloo")

@@ -500,7 +500,9 @@ def finish(t: Training) -> int:
                 f"{out.checkpoint_path(t.run_dir, t.iteration)}; resume with --resume",
             )
         plot = out.plot_learning_curve(t.run_dir, t.history, t.task)
-        if not t.stopped_by:
+        if t.stopped_by:
+            t.scalars.finish()
+        else:
             episodes = int(t.hp.get("eval_episodes", 5))
             returns = evaluate(t.task, backend.act_deterministic, episodes, t.seed)
             mean_eval = float(np.mean(returns))
@@ -525,8 +527,6 @@ def finish(t: Training) -> int:
             )
             say(topo, f"evaluation: mean_return={mean_eval:.1f} over {episodes} episodes (deterministic policy)")
             t.scalars.finish({"Eval/mean_return": mean_eval})
-        if t.stopped_by:
-            t.scalars.finish()
         say(topo, f"run_dir: {t.run_dir}")
     if t.stopped_by:
         note(topo, f"stopped by {signal.Signals(t.stopped_by).name} after iteration {t.iteration}")

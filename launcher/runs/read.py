@@ -743,7 +743,6 @@ def _node_groups(runs: list[RunInfo]) -> None:
     share the run name, the rendezvous (endpoint, coordinator or master address) and nnodes, start
     within NODE_WINDOW_S, and have distinct node ranks. The group's id: node 0's name without _node0."""
     pending = sorted((r for r in runs if r.group_kind == "nodes"), key=lambda r: (r.start_time or 0.0, r.id))
-    clusters: list[tuple[float, list[RunInfo]]] = []
     by_key: dict[tuple, list[tuple[float, list[RunInfo]]]] = {}  # only a key's own clusters are looked at
     for run in pending:
         name = NODE_SUFFIX.match(Path(run.run_dir).name)
@@ -757,8 +756,7 @@ def _node_groups(runs: list[RunInfo]) -> None:
                 break
         else:
             same_key.append((run.start_time or 0.0, [run]))
-            clusters.append(same_key[-1])
-    for _, members in clusters:
+    for _, members in (cluster for clusters in by_key.values() for cluster in clusters):
         members.sort(key=lambda r: (r.node_rank if r.node_rank is not None else 1 << 30, r.id))
         head = NODE_SUFFIX.match(Path(members[0].run_dir).name)
         group = head.group(1) if head else members[0].id

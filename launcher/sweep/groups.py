@@ -73,7 +73,7 @@ class Composer:
         pickled (a copy is an unpickling: several times faster than ``copy.deepcopy`` of a
         DictConfig), whole and without its ``hydra`` node."""
         from hydra.types import RunMode
-        from omegaconf import OmegaConf, open_dict, read_write
+        from omegaconf import OmegaConf
 
         if groups not in self._bases:
             self.hydra_compositions += 1
@@ -81,17 +81,14 @@ class Composer:
                 config_name=self.config_name, overrides=[*self.hydra_lines, *groups], run_mode=RunMode.RUN
             )
             OmegaConf.copy_cache(from_config=self.master, to_config=base)
-            job = copy.deepcopy(base)
-            with read_write(job), open_dict(job):
-                del job["hydra"]
-            self._bases[groups] = (pickle.dumps(base), pickle.dumps(job))
+            self._bases[groups] = (pickle.dumps(base), pickle.dumps(_without_hydra(base)))
         return self._bases[groups]
 
     def compose(self, point_overrides: Sequence[str]):
         """(the point's config, its job config): the first equal to Hydra's
         ``load_sweep_config(master, point_overrides)``, the second the same without its ``hydra`` node."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
-        from omegaconf import OmegaConf, open_dict, read_write
+        from omegaconf import OmegaConf
 
         parsed = self._parse(list(point_overrides))
         if not any(o.is_hydra_override() for o in parsed):
@@ -118,7 +115,14 @@ class Composer:
         else:  # a hydra.* key swept (hydra.sweeper.params): Hydra composes the point
             self.hydra_compositions += 1
             cfg = self.loader.load_sweep_config(self.master, list(point_overrides))
-        job_config = copy.deepcopy(cfg)
-        with read_write(job_config), open_dict(job_config):
-            del job_config["hydra"]
-        return cfg, job_config
+        return cfg, _without_hydra(cfg)
+
+
+def _without_hydra(cfg):
+    """A copy of ``cfg`` without its ``hydra`` node (a job's config)."""
+    from omegaconf import open_dict, read_write
+
+    job = copy.deepcopy(cfg)
+    with read_write(job), open_dict(job):
+        del job["hydra"]
+    return job

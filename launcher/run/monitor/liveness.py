@@ -150,7 +150,6 @@ class NodeLiveness:
         self.hub = watch.node_rank == 0
         self.interval = beat_interval(watch.timeout, watch.nnodes)
         self.sweep_every = min(SWEEP_S, self.interval)  # how often the silent nodes are looked for
-        self.sweeps = 0  # how many times they were (tests/test_liveness_scale.py)
         self.err = err if err is not None else sys.stderr
         self._lock = threading.Lock()
         self._lost: Lost | None = None
@@ -451,7 +450,6 @@ class NodeLiveness:
             # silence is looked for every SWEEP_S, not at every frame: node 0 of a thousand nodes
             # wakes a thousand times a second, and a pass over every node each time was its CPU
             next_sweep = now + self.sweep_every
-            self.sweeps += 1
             for peer in list(self._peers.values()):
                 if now - peer.last_seen > self.watch.timeout:
                     self._drop(peer)
