@@ -256,15 +256,8 @@ class Supervisor:
             return
         if self.failure is not None and self.signal_received is None:  # a failed launch being torn down
             self.signal_received = signum
-            if not self._scheduler_stop(signum):
-                self.kill_at = 0.0  # nothing left to save: what is left goes now
-                return
-            # torchrun itself ended a moment ago and this launcher gets SIGTERM now: a scheduler signalled
-            # every process of the step (SLURM's requeue, scancel), torchrun first. A stop, not a failure:
-            # the failure's short teardown gives way to the stop's (the ranks' grace period, to
-            # checkpoint), and the exit code is 143
-            self.failure = None
-            self.stopping = False
+            self.kill_at = 0.0  # nothing left to save: what is left goes now
+            return
         if self.torchrun_failing and self.signal_received is None and not self.stopping:
             # torchrun is tearing its workers down after a failure it will report: the ranks go now,
             # torchrun reports (the failure stays the attempt's), everything left goes soon after
@@ -276,17 +269,6 @@ class Supervisor:
         if self.signal_received is None:
             self.signal_received = signum
         self.stop(signum, self.plan.grace_period)
-
-    def _scheduler_stop(self, signum: int) -> bool:
-        """SIGTERM within SCHEDULER_SIGNAL_S of finding torchrun itself (no rank) dead: one signal of
-        a scheduler to every process of the step, not a second event after a failure."""
-        return (
-            signum == signal.SIGTERM
-            and self.failure is not None
-            and self.failure.rank is None
-            and self.failed_at is not None
-            and time.time() - self.failed_at < SCHEDULER_SIGNAL_S
-        )
 
     def _kill_ranks(self) -> None:
         if not self.ranks_killed:
