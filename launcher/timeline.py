@@ -6,22 +6,20 @@ time across: each attempt's start-up, first iteration, training, hang and teardo
 segments (the same colours as its categories), lost work hatched, each failure marked with its cause
 and each restart decision with its word; a launch still running ends in a bar "under way" up to now.
 The PNG carries what it draws as JSON in its ``Description`` text chunk (rows and segments), as the
-learning curves' PNG does (launcher/sweep/curves.py), so a reader or a test can check the data.
+learning curves' PNG does (launcher/figures.py), so a reader or a test can check the data.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import files, goodput
+from . import figures, files, goodput
 from .rundir import NODE_DIR, STATUS
 
 PNG = "timeline.png"
-DESCRIPTION = "Description"
 UNDER_WAY = "under_way"  # a running launch's time since its last state change
 COLOURS = {
     goodput.QUEUE: "#d7bde2",
@@ -139,12 +137,7 @@ def rows_of(run_dir: Path, within: str | None = None, now: float | None = None) 
 
 def png_bytes(rows: Sequence[dict], title: str) -> bytes:
     """The picture of ``rows`` (time in minutes from the earliest start)."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
     from matplotlib.patches import Patch
 
     t0 = min(r["began"] for r in rows) if rows else 0.0
@@ -189,11 +182,7 @@ def png_bytes(rows: Sequence[dict], title: str) -> bytes:
         frameon=False,
     )
     fig.tight_layout(rect=(0, 0.9 / (height + 1.2), 1, 1))
-    described = {"rows": [{k: r[k] for k in ("label", "segments", "marks", "live")} for r in rows]}
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={DESCRIPTION: json.dumps(described)})
-    plt.close(fig)
-    return buffer.getvalue()
+    return figures.png_bytes(fig, {"rows": [{k: r[k] for k in ("label", "segments", "marks", "live")} for r in rows]})
 
 
 def title_of(run_dir: Path, rows: Sequence[dict]) -> str:
@@ -219,27 +208,3 @@ def write_for(run_dir: Path) -> str:
     except OSError as err:
         return f"timeline not drawn: {err.strerror or err}"
     return f"timeline: {run_dir / PNG}"
-
-
-def described(data: bytes) -> dict:
-    """What :func:`png_bytes` drew, read back from the PNG's text chunk ({}: none there)."""
-    import struct
-    import zlib
-
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise ValueError("not a PNG")
-    at = 8
-    while at + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        body = data[at + 8 : at + 8 + length]
-        key, _, text = body.partition(b"\0")
-        if key.decode("latin-1") == DESCRIPTION and kind in (b"tEXt", b"zTXt", b"iTXt"):
-            if kind == b"zTXt":
-                text = zlib.decompress(text[1:])
-            elif kind == b"iTXt":
-                flag, rest = text[0], text[2:]
-                text = rest.split(b"\0", 2)[2]
-                text = zlib.decompress(text) if flag else text
-            return json.loads(text.decode("utf-8" if kind == b"iTXt" else "latin-1"))
-        at += 12 + length
-    return {}
