@@ -191,6 +191,20 @@ def title_of(run_dir: Path, rows: Sequence[dict]) -> str:
     return f"{run_dir.name}" + (" (under way)" if live else "") + (f": {line}" if line else "")
 
 
+def save(run_dir: Path, data: bytes) -> Path:
+    """``data`` into ``<run_dir>/timeline.png``, replaced atomically (the launcher's own file; a path
+    the user names goes through files.write_through); OSError: not written, nothing left behind."""
+    png = run_dir / PNG
+    tmp = run_dir / f".{PNG}.{os.getpid()}.tmp"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, png)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return png
+
+
 def write_for(run_dir: Path) -> str:
     """The launch's timeline into ``<run_dir>/timeline.png`` (atomically; the launcher's own file).
     Returns the console's note ("" when there is nothing to draw); never raises."""
@@ -199,10 +213,7 @@ def write_for(run_dir: Path) -> str:
         rows = rows_of(run_dir)
         if not rows:
             return ""
-        data = png_bytes(rows, title_of(run_dir, rows))
-        tmp = run_dir / f".{PNG}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, run_dir / PNG)
+        save(run_dir, png_bytes(rows, title_of(run_dir, rows)))
     except ImportError:
         return "timeline not drawn: matplotlib is not installed"
     except OSError as err:

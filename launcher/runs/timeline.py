@@ -43,15 +43,14 @@ def draw(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("runs timeline", "matplotlib", "is needed to draw the PNG", "pip install matplotlib") from None
     if out is None:
-        png = run_dir / timeline.PNG
-        tmp = run_dir / f".{timeline.PNG}.{os.getpid()}.tmp"
         try:
-            tmp.write_bytes(data)
-            os.replace(tmp, png)
+            png = timeline.save(run_dir, data)
         except OSError as err:
-            tmp.unlink(missing_ok=True)
             raise UserError(
-                "ID", args.id, f"cannot write {png}: {err.strerror or err}", "give --out PNG elsewhere"
+                "ID",
+                args.id,
+                f"cannot write {run_dir / timeline.PNG}: {err.strerror or err}",
+                "give --out PNG elsewhere",
             ) from None
     else:
         png = files.write_through(out, data, "--out")
