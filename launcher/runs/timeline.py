@@ -17,15 +17,9 @@ from . import read
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``runs timeline`` (cli.py calls this; the command is :func:`draw`)."""
+    """The arguments of ``runs timeline`` (cli.py calls this and adds ``--out PNG``; the command is
+    :func:`draw`)."""
     parser.add_argument("id", metavar="ID", help="a run id, a unique prefix of one, or last")
-    parser.add_argument(
-        "--out",
-        metavar="PNG",
-        default=None,
-        help="where to write the PNG (default: <run dir>/timeline.png); an existing file is written through, "
-        "never replaced; a device, FIFO or directory is refused",
-    )
 
 
 def draw(args: argparse.Namespace) -> int:
