@@ -15,6 +15,11 @@ def phase(**fields) -> dict:
     return {"attempt": 0, "started": 10.0, "ended": 100.0, **fields}
 
 
+def beating(**fields) -> dict:
+    """A first attempt whose ranks beat: up at 20 s, its first iteration done at 25 s."""
+    return phase(ranks_up=20.0, up_iteration=0, first_at=25.0, first_iteration=1, **fields)
+
+
 def parts(began, closed, phases, **kwargs) -> dict:
     led = goodput.ledger(began, closed, phases, ranks=4, **kwargs)
     assert sum(led[c] for c in goodput.CATEGORIES) == pytest.approx(led["wall_s"], abs=1e-6)
@@ -36,17 +41,7 @@ def test_without_heartbeats_a_restart_that_starts_over_loses_the_whole_attempt()
 
 
 def test_a_hang_is_the_last_beat_to_its_detection():
-    hung = phase(
-        ranks_up=20.0,
-        up_iteration=0,
-        first_at=25.0,
-        first_iteration=1,
-        last_beat=34.0,
-        iteration=10,
-        failure_found=94.0,
-        cause="hang",
-        ended=96.0,
-    )
+    hung = beating(last_beat=34.0, iteration=10, failure_found=94.0, cause="hang", ended=96.0)
     led = parts(0.0, 97.0, [hung])
     assert (led["rank_startup"], led["first_iteration"], led["productive"]) == (10.0, 5.0, 9.0)
     assert (led["hang"], led["teardown"]) == (60.0, 3.0)
@@ -55,18 +50,7 @@ def test_a_hang_is_the_last_beat_to_its_detection():
 
 def test_lost_work_is_the_iterations_redone_at_that_attempts_pace():
     # iterations 1..12 at 1 s each after a 5 s first iteration; the checkpoint at 10; a crash after 12
-    first = phase(
-        ranks_up=20.0,
-        up_iteration=0,
-        first_at=25.0,
-        first_iteration=1,
-        last_beat=36.0,
-        iteration=12,
-        failure_found=37.0,
-        ended=39.0,
-        restart=True,
-        cause="exit-code",
-    )
+    first = beating(last_beat=36.0, iteration=12, failure_found=37.0, ended=39.0, restart=True, cause="exit-code")
     second = phase(
         attempt=1,
         started=40.0,
