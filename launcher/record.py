@@ -218,9 +218,8 @@ def write_start(
 
 # -- the goodput ledger's frame (launcher/goodput.py): when each open record's launch began, its ranks --
 _ledgers: dict[str, tuple[float, int, float]] = {}
-_began_used = (
-    False  # the launcher process's own start counts for its first launch only (a sweep's later jobs: their record's)
-)
+# the launcher process's own start counts for its first launch only (a sweep's later jobs: their record's)
+_began_used = False
 
 
 def launch_began(opened: float) -> float:
