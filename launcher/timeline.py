@@ -68,22 +68,20 @@ def row(status: Mapping, label: str, now: float | None = None) -> dict | None:
     began = _number(status.get(goodput.BEGAN_KEY)) or _started(status)
     if began is None:
         return None
-    closed_at = None
-    if status.get("exit_code") is not None:  # closed: the ledger's wall (less its queue) from its start
-        ledger = status.get(goodput.KEY) if isinstance(status.get(goodput.KEY), Mapping) else {}
-        wall, queue = _number(ledger.get("wall_s")), _number(ledger.get(goodput.QUEUE)) or 0.0
-        duration = _number(status.get("duration_s"))
-        if wall is not None:
-            closed_at = began + wall - queue
-        elif duration is not None:  # a record older than the ledger
-            closed_at = (_started(status) or began) + duration
-        else:
-            closed_at = began
-    live = closed_at is None
-    closed = closed_at if closed_at is not None else (now if now is not None else time.time())
-    parts = goodput.segments(began, closed, phases, tail=UNDER_WAY if live else goodput.TEARDOWN)
     ledger = status.get(goodput.KEY) if isinstance(status.get(goodput.KEY), Mapping) else {}
     queue = _number(ledger.get(goodput.QUEUE)) or 0.0
+    live = status.get("exit_code") is None
+    if not live:  # closed: the ledger's wall (less its queue) from its start
+        wall, duration = _number(ledger.get("wall_s")), _number(status.get("duration_s"))
+        if wall is not None:
+            closed = began + wall - queue
+        elif duration is not None:  # a record older than the ledger
+            closed = (_started(status) or began) + duration
+        else:
+            closed = began
+    else:
+        closed = now if now is not None else time.time()
+    parts = goodput.segments(began, closed, phases, tail=UNDER_WAY if live else goodput.TEARDOWN)
     if queue > 0:  # the batch queue's wait, before the launcher began
         parts.insert(0, (began - queue, began, goodput.QUEUE, None))
         began -= queue
