@@ -80,22 +80,7 @@ def segments(
         add(started, LAUNCHER_STARTUP if first_attempt else RESTART, None if first_attempt else number)
         end = max(at, ended)
         start_iteration = _int(phase.get("start_iteration")) or 0
-        up, up_iteration = _number(phase.get("ranks_up")), _int(phase.get("up_iteration"))
-        first, first_iteration = _number(phase.get("first_at")), _int(phase.get("first_iteration"))
-        last, reached = _number(phase.get("last_beat")), _int(phase.get("iteration"))
-        # seconds per iteration: between the first beat past the start and the last; when those are one
-        # (several iterations done between two reads), from the first beat seen (an upper bound)
-        rate = _rate((first, first_iteration), (last, reached)) or _rate((up, up_iteration), (last, reached))
-        if up is not None and up_iteration is not None and up_iteration > start_iteration:
-            # the start-up beat was overwritten before a read saw it: the ranks came up after the read
-            # before (up_after), and the first iteration was done that many iterations before this beat
-            first, first_iteration = up, up_iteration
-            after = _number(phase.get("up_after"))
-            up = after if after is not None and after >= started else None
-        if first is not None and first_iteration is not None and rate is not None:
-            extra = first_iteration - start_iteration - 1  # iterations done before the first beat seen past it
-            if extra > 0:
-                first = max(up if up is not None else started, first - extra * rate)
+        up, first, last, reached, rate = _beats(phase, started, start_iteration)
         redone = _redone(phase, following, start_iteration)
         if up is None and first is None and last is None:  # no heartbeat: what the launcher knows
             lost = following is not None and not following.get("resumed_from") and redone is None
@@ -104,13 +89,7 @@ def segments(
             add(up, RANK_STARTUP if first_attempt else RESTART, number)
             add(first, FIRST_ITERATION if first_attempt else RESTART, number)
             if last is not None and last > at:
-                lost_s = 0.0
-                if redone is not None and reached is not None:
-                    lost_iterations = min(redone, reached - start_iteration)
-                    if rate is not None:
-                        lost_s = min(last - at, lost_iterations * rate)
-                    elif lost_iterations > 0:
-                        lost_s = last - at
+                lost_s = _lost_seconds(redone, reached, start_iteration, rate, last - at)
                 add(last - lost_s, PRODUCTIVE, number)
                 add(last, LOST_WORK, number)
         restarted = following is not None or phase.get("restart") is True  # (a launch that runs: decided)
@@ -120,6 +99,43 @@ def segments(
         add(end, RESTART if restarted else TEARDOWN, number)
     add(closed, tail, None)
     return out
+
+
+def _beats(
+    phase: Mapping, started: float, start_iteration: int
+) -> tuple[float | None, float | None, float | None, int | None, float | None]:
+    """An attempt's heartbeat marks as the ledger cuts them: (ranks up, first iteration done, last
+    beat, iteration reached, seconds per iteration), each None when not seen."""
+    up, up_iteration = _number(phase.get("ranks_up")), _int(phase.get("up_iteration"))
+    first, first_iteration = _number(phase.get("first_at")), _int(phase.get("first_iteration"))
+    last, reached = _number(phase.get("last_beat")), _int(phase.get("iteration"))
+    # seconds per iteration: between the first beat past the start and the last; when those are one
+    # (several iterations done between two reads), from the first beat seen (an upper bound)
+    rate = _rate((first, first_iteration), (last, reached)) or _rate((up, up_iteration), (last, reached))
+    if up is not None and up_iteration is not None and up_iteration > start_iteration:
+        # the start-up beat was overwritten before a read saw it: the ranks came up after the read
+        # before (up_after), and the first iteration was done that many iterations before this beat
+        first, first_iteration = up, up_iteration
+        after = _number(phase.get("up_after"))
+        up = after if after is not None and after >= started else None
+    if first is not None and first_iteration is not None and rate is not None:
+        extra = first_iteration - start_iteration - 1  # iterations done before the first beat seen past it
+        if extra > 0:
+            first = max(up if up is not None else started, first - extra * rate)
+    return up, first, last, reached, rate
+
+
+def _lost_seconds(
+    redone: int | None, reached: int | None, start_iteration: int, rate: float | None, trained_s: float
+) -> float:
+    """The end of ``trained_s`` (an attempt's training) the next attempt does again: its iterations
+    redone at its pace; all of it when they are some but the pace is unknown; 0 without a next attempt."""
+    if redone is None or reached is None:
+        return 0.0
+    lost_iterations = min(redone, reached - start_iteration)
+    if rate is not None:
+        return min(trained_s, lost_iterations * rate)
+    return trained_s if lost_iterations > 0 else 0.0
 
 
 def _rate(a: tuple[float | None, int | None], b: tuple[float | None, int | None]) -> float | None:

@@ -94,8 +94,8 @@ class Notifier:
             return
         body = json.dumps(message(event, run, cause, attempts, ledger)).encode()
         thread = threading.Thread(target=self._post, args=(event, body), daemon=True, name=f"notify-{event}")
-        with self._lock:
-            self._threads.append(thread)
+        with self._lock:  # the posts answered are forgotten (a long sweep posts once per job)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
     def _post(self, event: str, body: bytes) -> None:

@@ -218,9 +218,8 @@ def write_start(
 
 # -- the goodput ledger's frame (launcher/goodput.py): when each open record's launch began, its ranks --
 _ledgers: dict[str, tuple[float, int, float]] = {}
-_began_used = (
-    False  # the launcher process's own start counts for its first launch only (a sweep's later jobs: their record's)
-)
+# the launcher process's own start counts for its first launch only (a sweep's later jobs: their record's)
+_began_used = False
 
 
 def launch_began(opened: float) -> float:
@@ -236,15 +235,20 @@ def launch_began(opened: float) -> float:
 
 def process_started() -> float | None:
     """This process's start, epoch seconds (/proc: its start in clock ticks since boot + the boot time)."""
-    ticks = process_start(os.getpid())
-    try:
-        with open("/proc/stat") as handle:
-            boot = next((float(line.split()[1]) for line in handle if line.startswith("btime ")), None)
-    except (OSError, ValueError, IndexError):
-        return None
+    ticks, boot = process_start(os.getpid()), boot_time()
     if ticks is None or boot is None:
         return None
     return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def boot_time() -> float | None:
+    """The machine's boot, epoch seconds (/proc/stat's btime); None: no /proc. A process's start in
+    ticks (:func:`process_start`) counts from it."""
+    try:
+        with open("/proc/stat") as handle:
+            return next((float(line.split()[1]) for line in handle if line.startswith("btime ")), None)
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def world_size(plan: LaunchPlan) -> int:

@@ -228,10 +228,21 @@ def mask_config(cfg):
     env_vars = masked.ray.runtime_env.get("env_vars")
     if isinstance(env_vars, Mapping):
         masked.ray.runtime_env["env_vars"] = mask_env({str(k): v for k, v in env_vars.items()})
-    notify = getattr(masked, "notify", None)
-    if notify is not None and notify.url:
-        notify.url = MASK
+    for key in SECRET_KEYS:  # notify.url
+        node, name = _typed_owner(masked, key)
+        if node is not None and getattr(node, name, None):
+            setattr(node, name, MASK)
     return masked
+
+
+def _typed_owner(cfg, key: str) -> tuple[object | None, str]:
+    """The typed config's object that holds ``key`` (``notify.url`` -> (cfg.notify, "url")); None:
+    no such section in this config."""
+    owner, _, name = key.rpartition(".")
+    node = cfg
+    for part in owner.split(".") if owner else ():
+        node = getattr(node, part, None)
+    return node, name
 
 
 def mask_composed(cfg, resolve: bool):
@@ -359,11 +370,8 @@ class Vault:
         for path, by_placeholder in self.values.items():
             section, name = section_name(path)
             if section is None:  # a secret key outside the env sections (SECRET_KEYS: notify.url)
-                owner, _, name = path.rpartition(".")
-                node = cfg
-                for part in owner.split("."):
-                    node = getattr(node, part)
-                if getattr(node, name) in by_placeholder:
+                node, name = _typed_owner(cfg, path)
+                if node is not None and getattr(node, name, None) in by_placeholder:
                     setattr(node, name, by_placeholder[getattr(node, name)])
                 continue
             env = section_env(cfg, section)

@@ -6,22 +6,20 @@ time across: each attempt's start-up, first iteration, training, hang and teardo
 segments (the same colours as its categories), lost work hatched, each failure marked with its cause
 and each restart decision with its word; a launch still running ends in a bar "under way" up to now.
 The PNG carries what it draws as JSON in its ``Description`` text chunk (rows and segments), as the
-learning curves' PNG does (launcher/sweep/curves.py), so a reader or a test can check the data.
+learning curves' PNG does (launcher/figures.py), so a reader or a test can check the data.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from . import files, goodput
+from . import figures, files, goodput
 from .rundir import NODE_DIR, STATUS
 
 PNG = "timeline.png"
-DESCRIPTION = "Description"
 UNDER_WAY = "under_way"  # a running launch's time since its last state change
 COLOURS = {
     goodput.QUEUE: "#d7bde2",
@@ -70,22 +68,20 @@ def row(status: Mapping, label: str, now: float | None = None) -> dict | None:
     began = _number(status.get(goodput.BEGAN_KEY)) or _started(status)
     if began is None:
         return None
-    closed_at = None
-    if status.get("exit_code") is not None:  # closed: the ledger's wall (less its queue) from its start
-        ledger = status.get(goodput.KEY) if isinstance(status.get(goodput.KEY), Mapping) else {}
-        wall, queue = _number(ledger.get("wall_s")), _number(ledger.get(goodput.QUEUE)) or 0.0
-        duration = _number(status.get("duration_s"))
-        if wall is not None:
-            closed_at = began + wall - queue
-        elif duration is not None:  # a record older than the ledger
-            closed_at = (_started(status) or began) + duration
-        else:
-            closed_at = began
-    live = closed_at is None
-    closed = closed_at if closed_at is not None else (now if now is not None else time.time())
-    parts = goodput.segments(began, closed, phases, tail=UNDER_WAY if live else goodput.TEARDOWN)
     ledger = status.get(goodput.KEY) if isinstance(status.get(goodput.KEY), Mapping) else {}
     queue = _number(ledger.get(goodput.QUEUE)) or 0.0
+    live = status.get("exit_code") is None
+    if not live:  # closed: the ledger's wall (less its queue) from its start
+        wall, duration = _number(ledger.get("wall_s")), _number(status.get("duration_s"))
+        if wall is not None:
+            closed = began + wall - queue
+        elif duration is not None:  # a record older than the ledger
+            closed = (_started(status) or began) + duration
+        else:
+            closed = began
+    else:
+        closed = now if now is not None else time.time()
+    parts = goodput.segments(began, closed, phases, tail=UNDER_WAY if live else goodput.TEARDOWN)
     if queue > 0:  # the batch queue's wait, before the launcher began
         parts.insert(0, (began - queue, began, goodput.QUEUE, None))
         began -= queue
@@ -139,12 +135,7 @@ def rows_of(run_dir: Path, within: str | None = None, now: float | None = None) 
 
 def png_bytes(rows: Sequence[dict], title: str) -> bytes:
     """The picture of ``rows`` (time in minutes from the earliest start)."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
     from matplotlib.patches import Patch
 
     t0 = min(r["began"] for r in rows) if rows else 0.0
@@ -189,17 +180,27 @@ def png_bytes(rows: Sequence[dict], title: str) -> bytes:
         frameon=False,
     )
     fig.tight_layout(rect=(0, 0.9 / (height + 1.2), 1, 1))
-    described = {"rows": [{k: r[k] for k in ("label", "segments", "marks", "live")} for r in rows]}
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={DESCRIPTION: json.dumps(described)})
-    plt.close(fig)
-    return buffer.getvalue()
+    return figures.png_bytes(fig, {"rows": [{k: r[k] for k in ("label", "segments", "marks", "live")} for r in rows]})
 
 
 def title_of(run_dir: Path, rows: Sequence[dict]) -> str:
     line = next((r.get("line") for r in rows if r.get("line")), None)
     live = any(r["live"] for r in rows)
     return f"{run_dir.name}" + (" (under way)" if live else "") + (f": {line}" if line else "")
+
+
+def save(run_dir: Path, data: bytes) -> Path:
+    """``data`` into ``<run_dir>/timeline.png``, replaced atomically (the launcher's own file; a path
+    the user names goes through files.write_through); OSError: not written, nothing left behind."""
+    png = run_dir / PNG
+    tmp = run_dir / f".{PNG}.{os.getpid()}.tmp"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, png)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return png
 
 
 def write_for(run_dir: Path) -> str:
@@ -210,36 +211,9 @@ def write_for(run_dir: Path) -> str:
         rows = rows_of(run_dir)
         if not rows:
             return ""
-        data = png_bytes(rows, title_of(run_dir, rows))
-        tmp = run_dir / f".{PNG}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, run_dir / PNG)
+        save(run_dir, png_bytes(rows, title_of(run_dir, rows)))
     except ImportError:
         return "timeline not drawn: matplotlib is not installed"
     except OSError as err:
         return f"timeline not drawn: {err.strerror or err}"
     return f"timeline: {run_dir / PNG}"
-
-
-def described(data: bytes) -> dict:
-    """What :func:`png_bytes` drew, read back from the PNG's text chunk ({}: none there)."""
-    import struct
-    import zlib
-
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
-        raise ValueError("not a PNG")
-    at = 8
-    while at + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        body = data[at + 8 : at + 8 + length]
-        key, _, text = body.partition(b"\0")
-        if key.decode("latin-1") == DESCRIPTION and kind in (b"tEXt", b"zTXt", b"iTXt"):
-            if kind == b"zTXt":
-                text = zlib.decompress(text[1:])
-            elif kind == b"iTXt":
-                flag, rest = text[0], text[2:]
-                text = rest.split(b"\0", 2)[2]
-                text = zlib.decompress(text) if flag else text
-            return json.loads(text.decode("utf-8" if kind == b"iTXt" else "latin-1"))
-        at += 12 + length
-    return {}

@@ -4,6 +4,8 @@ once, torch and JAX, is checked in tests/test_recovery.py (ledger_agrees, timeli
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from launcher import goodput
@@ -11,6 +13,11 @@ from launcher import goodput
 
 def phase(**fields) -> dict:
     return {"attempt": 0, "started": 10.0, "ended": 100.0, **fields}
+
+
+def beating(**fields) -> dict:
+    """A first attempt whose ranks beat: up at 20 s, its first iteration done at 25 s."""
+    return phase(ranks_up=20.0, up_iteration=0, first_at=25.0, first_iteration=1, **fields)
 
 
 def parts(began, closed, phases, **kwargs) -> dict:
@@ -34,17 +41,7 @@ def test_without_heartbeats_a_restart_that_starts_over_loses_the_whole_attempt()
 
 
 def test_a_hang_is_the_last_beat_to_its_detection():
-    hung = phase(
-        ranks_up=20.0,
-        up_iteration=0,
-        first_at=25.0,
-        first_iteration=1,
-        last_beat=34.0,
-        iteration=10,
-        failure_found=94.0,
-        cause="hang",
-        ended=96.0,
-    )
+    hung = beating(last_beat=34.0, iteration=10, failure_found=94.0, cause="hang", ended=96.0)
     led = parts(0.0, 97.0, [hung])
     assert (led["rank_startup"], led["first_iteration"], led["productive"]) == (10.0, 5.0, 9.0)
     assert (led["hang"], led["teardown"]) == (60.0, 3.0)
@@ -53,18 +50,7 @@ def test_a_hang_is_the_last_beat_to_its_detection():
 
 def test_lost_work_is_the_iterations_redone_at_that_attempts_pace():
     # iterations 1..12 at 1 s each after a 5 s first iteration; the checkpoint at 10; a crash after 12
-    first = phase(
-        ranks_up=20.0,
-        up_iteration=0,
-        first_at=25.0,
-        first_iteration=1,
-        last_beat=36.0,
-        iteration=12,
-        failure_found=37.0,
-        ended=39.0,
-        restart=True,
-        cause="exit-code",
-    )
+    first = beating(last_beat=36.0, iteration=12, failure_found=37.0, ended=39.0, restart=True, cause="exit-code")
     second = phase(
         attempt=1,
         started=40.0,
@@ -129,3 +115,32 @@ def test_the_timeline_of_a_launch_that_runs_ends_now_under_way():
     row = timeline.row(closed, "node")
     assert not row["live"] and row["segments"][0] == [990.0, 1000.0, "queue", None]
     assert row["segments"][-1][1] == 1060.0  # the wall less its queue, from the launch's start
+
+
+def test_errors_of_runs_timeline(tmp_path, capsys):
+    from launcher.runs import cli as runs_cli
+
+    def error(*argv: str) -> str:
+        assert runs_cli.main(["timeline", *argv, "--root", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        return err.strip().removeprefix("train_multigpu: error: ")
+
+    root = tmp_path / "runs"
+    run_dir = root / "2026-01-01_00-00-00_a"
+    (run_dir / "logs").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text("launcher:\n  topology: single_node\n")
+    assert error("last") == "ID=last: has no status.json to draw a timeline from (a run that has started)"
+    status = {"started": "2026-12-01T10:00:00+00:00", "exit_code": 0, "launch_began": 1000.0, "phases": [phase()]}
+    (run_dir / "status.json").write_text(json.dumps({**status, "goodput": {"wall_s": 101.0}}))
+    (run_dir / "timeline.png").mkdir()  # the run directory's own file cannot be replaced
+    assert error("last") == (
+        f"ID=last: cannot write {run_dir / 'timeline.png'}: Is a directory (give --out PNG elsewhere)"
+    )
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "logs", "status.json", "timeline.png"]
+    assert error("last", "--out", str(tmp_path)).startswith(f"--out={tmp_path}: ")
+    # the launch's own drawing at its end says why it drew nothing, and leaves nothing behind either
+    from launcher import timeline
+
+    assert timeline.write_for(run_dir) == "timeline not drawn: Is a directory"
+    assert sorted(p.name for p in run_dir.iterdir()) == ["config.yaml", "logs", "status.json", "timeline.png"]

@@ -28,6 +28,7 @@ LEAVES = {
     "launcher.restarts",  # the restart policy (pure): checks validates its keys, run/attempts.py runs it
     "launcher.goodput",  # the ledger (pure): record writes it, runs reads it, the timeline draws it
     "launcher.timeline",  # the picture (matplotlib only when drawing): the launch's end and runs timeline
+    "launcher.figures",  # a PNG that carries its data (matplotlib only when drawing): curves and timeline
     "launcher.notify",  # the webhook (urllib): the local back end tells it the run's state changes
     "launcher.cpu_topology",  # the machine's CPUs from sysfs (facts holds the allowed ones)
     "launcher.cpu_binding",  # launcher.cpu_binding's lists (pure): checks parses it, plan encodes it

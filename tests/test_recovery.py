@@ -160,10 +160,10 @@ def timeline_drawn(png: Path, record: dict) -> None:
     category that took a visible share of the time; what it drew is in its text chunk."""
     from matplotlib.image import imread
 
-    from launcher import timeline
+    from launcher import figures, timeline
 
     data = png.read_bytes()
-    drawn = timeline.described(data)
+    drawn = figures.described(data)
     (row,) = drawn["rows"]
     assert {s[2] for s in row["segments"]} >= {"launcher_startup", "rank_startup", "productive", "restart"}
     assert [m["kind"] for m in row["marks"]] == ["failure", "restart"] and row["marks"][0]["text"] == "exit-code"

@@ -421,7 +421,7 @@ def iterate(t: Training) -> None:
         t.history.append((t.env_steps, mean_return))
         stats = pop_stats(backend.agent)
         checkpoint_s = 0.0
-        interval = getattr(t.args, "checkpoint_interval", 1) or 1
+        interval = t.args.checkpoint_interval  # >= 1 (trainer_args)
         if topo.is_main and (iteration % interval == 0 or iteration == t.max_iterations or t.stopped_by):
             payload = {
                 "format": CHECKPOINT_FORMAT,

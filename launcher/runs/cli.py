@@ -80,22 +80,42 @@ def parser() -> argparse.ArgumentParser:
     _common(stacks)
     stacks.add_argument("id", help="a run id, a unique prefix of one, or last")
     stacks.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the stacks (60)")
-    for name, configure, run, text in (
-        ("rerun", again.configure_rerun, again.rerun, "launch a recorded run again (overrides on top)"),
-        ("resume", again.configure_resume, again.resume, "continue a run from its last checkpoint"),
-        ("compare", curves.configure_compare, curves.compare, "the learning curves of several runs in one PNG"),
+    for name, configure, run, text, png in (
+        ("rerun", again.configure_rerun, again.rerun, "launch a recorded run again (overrides on top)", None),
+        ("resume", again.configure_resume, again.resume, "continue a run from its last checkpoint", None),
+        (
+            "compare",
+            curves.configure_compare,
+            curves.compare,
+            "the learning curves of several runs in one PNG",
+            "./compare_<date_time>.png",
+        ),
         (
             "timeline",
             timeline.configure,
             timeline.draw,
             "where a run's time went, as a picture: attempts, start-up, training, hangs, restarts, lost work",
+            "<run dir>/timeline.png",
         ),
     ):
         command = sub.add_parser(name, help=text)
         _common(command)
         configure(command)
+        if png is not None:
+            _out_png(command, png)
         command.set_defaults(run=run)
     return top
+
+
+def _out_png(parser: argparse.ArgumentParser, default: str) -> None:
+    """--out PNG of the commands that draw (compare, timeline): a path the user names, written through."""
+    parser.add_argument(
+        "--out",
+        metavar="PNG",
+        default=None,
+        help=f"where to write the PNG (default: {default}); an existing file is written through, "
+        "never replaced; a device, FIFO or directory is refused",
+    )
 
 
 def split_root(argv: list[str]) -> tuple[list[str], str | None]:

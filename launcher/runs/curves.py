@@ -19,15 +19,9 @@ from . import again, read
 
 
 def configure_compare(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``runs compare`` (cli.py calls this; the command is :func:`compare`)."""
+    """The arguments of ``runs compare`` (cli.py calls this and adds ``--out PNG``; the command is
+    :func:`compare`)."""
     parser.add_argument("ids", nargs="+", metavar="ID", help="the runs to compare (unique prefixes, or last)")
-    parser.add_argument(
-        "--out",
-        metavar="PNG",
-        default=None,
-        help="where to write the PNG (default: ./compare_<date_time>.png); an existing file is written through, "
-        "never replaced; a device, FIFO or directory is refused",
-    )
 
 
 def compare(args: argparse.Namespace) -> int:

@@ -28,7 +28,7 @@ from .. import files
 from ..backends.base import FORMAT, Handle, id_problem, known_format
 from ..errors import UserError
 from ..names import swept
-from ..record import HOLDS_KEY, TRAINER_DIR, process_start, read_composition
+from ..record import HOLDS_KEY, TRAINER_DIR, boot_time, process_start, read_composition
 from ..rundir import (
     COMMAND,
     COMPOSITION,
@@ -288,17 +288,6 @@ def _zombie(pid: int) -> bool:
     return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] in (b"Z", b"X")
 
 
-def _boot_time() -> float | None:
-    try:
-        with open("/proc/stat") as handle:
-            for line in handle:
-                if line.startswith("btime "):
-                    return float(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
 HOST = socket.gethostname()
 
 
@@ -320,7 +309,7 @@ def launcher_alive(status: dict) -> bool | None:
     recorded = status.get("pid_start")
     if isinstance(recorded, int) and not isinstance(recorded, bool):
         return ticks == recorded
-    started, boot = _iso_time(status.get("started")), _boot_time()
+    started, boot = _iso_time(status.get("started")), boot_time()
     if started is None or boot is None:
         return True  # an old record: the pid is all there is
     return boot + ticks / os.sysconf("SC_CLK_TCK") <= started + 2.0

@@ -17,15 +17,9 @@ from . import read
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """The arguments of ``runs timeline`` (cli.py calls this; the command is :func:`draw`)."""
+    """The arguments of ``runs timeline`` (cli.py calls this and adds ``--out PNG``; the command is
+    :func:`draw`)."""
     parser.add_argument("id", metavar="ID", help="a run id, a unique prefix of one, or last")
-    parser.add_argument(
-        "--out",
-        metavar="PNG",
-        default=None,
-        help="where to write the PNG (default: <run dir>/timeline.png); an existing file is written through, "
-        "never replaced; a device, FIFO or directory is refused",
-    )
 
 
 def draw(args: argparse.Namespace) -> int:
@@ -43,15 +37,14 @@ def draw(args: argparse.Namespace) -> int:
     except ImportError:
         raise UserError("runs timeline", "matplotlib", "is needed to draw the PNG", "pip install matplotlib") from None
     if out is None:
-        png = run_dir / timeline.PNG
-        tmp = run_dir / f".{timeline.PNG}.{os.getpid()}.tmp"
         try:
-            tmp.write_bytes(data)
-            os.replace(tmp, png)
+            png = timeline.save(run_dir, data)
         except OSError as err:
-            tmp.unlink(missing_ok=True)
             raise UserError(
-                "ID", args.id, f"cannot write {png}: {err.strerror or err}", "give --out PNG elsewhere"
+                "ID",
+                args.id,
+                f"cannot write {run_dir / timeline.PNG}: {err.strerror or err}",
+                "give --out PNG elsewhere",
             ) from None
     else:
         png = files.write_through(out, data, "--out")

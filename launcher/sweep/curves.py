@@ -5,23 +5,21 @@ The curve is the bundled trainers' ``metrics.csv`` (rank 0 writes one row per it
 mean_return, ...): the cheapest faithful source, the same numbers the TensorBoard events hold.
 matplotlib (Agg) is imported only when a PNG is written: the launcher's start-up budget is unchanged.
 The PNG carries what it draws as JSON in its ``Description`` text chunk (labels and points per
-curve), so a reader or a test can check the data without looking at pixels.
+curve; launcher/figures.py), so a reader or a test can check the data without looking at pixels.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import files
+from .. import figures, files
 from ..rundir import METRICS
 
 PNG = "learning_curves.png"
-DESCRIPTION = "Description"  # the PNG text chunk that holds the curves' data (curves_in_png)
 
 
 @dataclass
@@ -74,13 +72,7 @@ def write_png(path: Path, curves: Sequence[Curve], title: str) -> Path:
 
 def png_bytes(curves: Sequence[Curve], title: str) -> bytes:
     """The PNG of :func:`write_png`, in memory."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     for curve in curves:
         ax.plot([s for s, _ in curve.points], [r for _, r in curve.points], marker=".", linewidth=1, label=curve.label)
@@ -92,36 +84,16 @@ def png_bytes(curves: Sequence[Curve], title: str) -> bytes:
         ax.legend(fontsize="small")
     fig.tight_layout()
     described = [{"label": c.label, "points": [list(p) for p in c.points]} for c in curves]
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={DESCRIPTION: json.dumps({"curves": described})})
-    plt.close(fig)
-    return buffer.getvalue()
+    return figures.png_bytes(fig, {"curves": described})
 
 
 def curves_in_png(path: Path) -> list[dict]:
     """What :func:`write_png` drew, read back from the PNG's text chunk (``[]``: none there)."""
-    import struct
-    import zlib
-
     data = path.read_bytes()
-    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+    if not data.startswith(figures.SIGNATURE):
         raise ValueError(f"{path} is not a PNG")
-    at = 8
-    while at + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[at : at + 8])
-        body = data[at + 8 : at + 8 + length]
-        key = body.split(b"\0", 1)[0].decode("latin-1")
-        if key == DESCRIPTION and kind in (b"tEXt", b"zTXt", b"iTXt"):
-            text = body.split(b"\0", 1)[1]
-            if kind == b"zTXt":
-                text = zlib.decompress(text[1:])
-            elif kind == b"iTXt":  # compression flag, method, language\0, translated keyword\0, text
-                flag, rest = text[0], text[2:]
-                text = rest.split(b"\0", 2)[2]
-                text = zlib.decompress(text) if flag else text
-            return json.loads(text.decode("utf-8" if kind == b"iTXt" else "latin-1"))["curves"]
-        at += 12 + length
-    return []
+    drawn = figures.described(data)
+    return drawn["curves"] if drawn else []
 
 
 def sweep_png(jobs: Sequence[tuple[str, str]]) -> tuple[Path | None, str]:
