@@ -225,8 +225,18 @@ class Trackers:
         return self.parents[key].run_id
 
     # -- the end ---------------------------------------------------------------------------------------
-    def end(self, cfg, record_dir: Path, exit_code: int | None, reason: str, ended: str | None, attempts: int) -> None:
-        """The MLflow run's outcome (never raises: a tracker costs a line, never the launch)."""
+    def end(
+        self,
+        cfg,
+        record_dir: Path,
+        exit_code: int | None,
+        reason: str,
+        ended: str | None,
+        attempts: int,
+        goodput: Mapping | None = None,
+    ) -> None:
+        """The MLflow run's outcome (never raises: a tracker costs a line, never the launch);
+        ``goodput``: the ledger status.json was closed with (record.write_end's)."""
         started = self.started.pop(str(record_dir), None)
         if started is None or started.mlflow_run is None:
             return
@@ -240,8 +250,7 @@ class Trackers:
                 run_id = started.mlflow_run
                 tags = {TAG + "outcome": ended or "", TAG + "reason": reason, TAG + "exit_code": str(exit_code)}
                 metrics = {"attempts": max(1, attempts), "exit_code": exit_code if exit_code is not None else -1}
-                goodput = read_goodput(record_dir)
-                if goodput is not None:
+                if goodput:
                     if isinstance(goodput.get("line"), str):
                         tags[TAG + "goodput"] = goodput["line"]
                     metrics.update(goodput_metrics(goodput))
@@ -330,18 +339,6 @@ def launch_tags(cfg, launch) -> dict[str, str]:
     if commit:
         tags[mlflow_runs.GIT_COMMIT_TAG] = commit
     return tags
-
-
-def read_goodput(record_dir: Path) -> dict | None:
-    """status.json's ``goodput`` (the ledger, where the launch wrote one)."""
-    from .. import files
-
-    try:
-        status = files.read_json(record_dir / "status.json", files.JSON_MAX, record_dir)
-    except (OSError, ValueError):
-        return None
-    goodput = status.get("goodput") if isinstance(status, dict) else None
-    return goodput if isinstance(goodput, dict) else None
 
 
 def goodput_metrics(goodput: Mapping) -> dict[str, float]:
