@@ -23,9 +23,8 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from .. import secrets
+from .. import probe, secrets
 from ..errors import UserError
 from ..names import PROG, TRACKER_RANKS_VAR, TRACKERS_VAR
 from ..rundir import RunPaths
@@ -41,21 +40,6 @@ LEARNING_CURVE = "learning_curve.png"  # the bundled trainers' picture (examples
 
 def enabled(cfg) -> list[str]:
     return [name for name in ("wandb", "mlflow") if getattr(cfg.tracker, name).enabled]
-
-
-def tcp_answers(url: str) -> str | None:
-    """None when ``url``'s host accepts a TCP connection within WANDB_PROBE_S, else why not."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return f"no port in {url}"
-    try:
-        with socket.create_connection((host, port), timeout=WANDB_PROBE_S):
-            return None
-    except OSError as err:
-        return err.strerror or str(err) or type(err).__name__
 
 
 def outcome_status(exit_code: int | None, ended: str | None) -> str:
@@ -110,7 +94,7 @@ class Trackers:
             if cfg.tracker.wandb.all_ranks:
                 env[TRACKER_RANKS_VAR] = "all"
             if self.mode is None:
-                self.mode = wandb_env.decide(cfg, self.environ, tcp_answers)
+                self.mode = wandb_env.decide(cfg, self.environ, lambda url: probe.tcp_answers(url, WANDB_PROBE_S))
             env.update(wandb_env.static_env(cfg, self.mode))
             if self.mode.why:
                 notes.append(self.mode.why)
