@@ -262,7 +262,11 @@ def test_wandbs_probe_is_bounded_where_the_resolver_does_not_answer(monkeypatch)
 
     from launcher import probe
 
-    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: time.sleep(20))
+    def resolver(*args, **kwargs):
+        time.sleep(20)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
     started = time.monotonic()
     assert probe.tcp_answers("https://api.wandb.ai", 1.0) == "no answer from the resolver within 1 s"
     assert time.monotonic() - started < 5
