@@ -27,7 +27,7 @@ from pathlib import Path
 from .. import probe, secrets
 from ..errors import UserError
 from ..names import PROG, TRACKER_RANKS_VAR, TRACKERS_VAR
-from ..rundir import RunPaths
+from ..rundir import Reason, RunPaths
 from . import identity, mlflow_runs, wandb_env
 
 WANDB_PROBE_S = 3.0  # W&B's server, asked once per invocation (tracker.wandb.mode=auto with a key)
@@ -50,7 +50,7 @@ def outcome_status(exit_code: int | None, ended: str | None) -> str:
     """
     if exit_code == 0:
         return "FINISHED"
-    if ended in ("interrupted", "fail_fast_stop", "launcher_killed"):
+    if ended in (Reason.INTERRUPTED, Reason.FAIL_FAST_STOP, Reason.LAUNCHER_KILLED):
         return "KILLED"
     return "FAILED"
 
@@ -251,7 +251,7 @@ class Trackers:
     def sweep_end(self, cfg, interrupted: bool) -> None:
         """Each parent run ended: KILLED after a signal, FAILED when a child failed, else FINISHED."""
         for key in list(self.started):  # queued but never run (a parallel sweep's fail_fast, a signal)
-            self.end(cfg, Path(key), None, "not run: its sweep stopped first", "interrupted", 0)
+            self.end(cfg, Path(key), None, "not run: its sweep stopped first", Reason.INTERRUPTED.value, 0)
         for parent in self.parents.values():
             status = "KILLED" if interrupted else ("FAILED" if "FAILED" in parent.statuses else "FINISHED")
             tags = {TAG + "jobs": str(len(parent.statuses))}
