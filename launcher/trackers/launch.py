@@ -11,6 +11,11 @@
 
 Only ``tracker=mlflow`` imports MLflow. Node 0's launcher alone creates and ends the MLflow run
 (global rank 0, the one that logs, runs there).
+
+This is the one way in for every back end: submit=slurm's job, submit=ssh's hosts, submit=ray's
+entrypoint and a k8s pod each run the launcher again with ``submit=none``, i.e. this local launch on
+its node, so the trackers are set up where the ranks run (W&B's mode decided on that node's network;
+the submitting side probes nothing).
 """
 
 from __future__ import annotations
