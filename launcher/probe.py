@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -267,6 +268,35 @@ def resolve(name: str, timeout: float = RESOLVE_TIMEOUT_S) -> list[str]:
         err = found["error"]
         raise ResolveError(getattr(err, "strerror", None) or str(err))
     return found["addresses"]  # type: ignore[return-value]
+
+
+def tcp_answers(url: str, timeout: float) -> str | None:
+    """None when ``url``'s host accepts a TCP connection, else why not: a server's bounded probe
+    (W&B's, tracker.wandb.mode=auto). The name resolved within ``timeout`` (:func:`resolve`: a host
+    without the network may wait long on its resolver), then each address tried in the rest of it."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return f"no port in {url}"
+    deadline = time.monotonic() + timeout
+    try:
+        addresses = resolve(parts.hostname or "", timeout)
+    except ResolveError as err:
+        return str(err)
+    why = f"no address for {parts.hostname}"
+    for address in addresses:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return f"no answer within {timeout:g} s"
+        try:
+            with socket.create_connection((address, port), timeout=left):
+                return None
+        except OSError as err:
+            why = err.strerror or str(err) or type(err).__name__
+    return why
 
 
 def source_address(name: str, port: int) -> str | None:

@@ -33,6 +33,7 @@ from .rundir import (
     OUTCOME_KEY,
     STACKS,
     STATUS,
+    TRACKERS,
     Reason,
     RunPaths,
     node_name,
@@ -197,6 +198,16 @@ def read_composition(run_dir: str | Path, within: str | Path | None = None) -> d
     except OSError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def read_trackers(run_dir: str | Path, within: str | Path | None = None) -> dict:
+    """A run directory's trackers.json (its W&B and MLflow runs: launcher/trackers/identity.py), or
+    ``{}`` when it is missing, unreadable or not an object (read as :func:`read_composition` reads)."""
+    try:
+        data = files.read_json(Path(run_dir) / TRACKERS, files.JSON_MAX, within)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def write_start(

@@ -247,6 +247,24 @@ def test_only_global_rank_0_logs_to_wandb_and_a_launch_is_its_own_group(tmp_path
     assert run_id == ident["id"] and (record.run_group, record.display_name) == (run_dir.name, run_dir.name)
 
 
+def test_wandbs_probe_is_bounded_where_the_resolver_does_not_answer(monkeypatch):
+    """tracker.wandb.mode=auto's probe of W&B's server (probe.tcp_answers) on a node whose resolver
+    never answers (no network): the probe's bound, not the resolver's (a stand-in resolver that
+    sleeps: one that never answers cannot be had here without a network namespace)."""
+    import socket
+
+    from launcher import probe
+
+    def resolver(*args, **kwargs):
+        time.sleep(20)
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    started = time.monotonic()
+    assert probe.tcp_answers("https://api.wandb.ai", 1.0) == "no answer from the resolver within 1 s"
+    assert time.monotonic() - started < 5
+
+
 def test_an_unreachable_mlflow_server_is_one_line_before_anything_starts(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()

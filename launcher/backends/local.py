@@ -233,8 +233,8 @@ class LocalBackend:
             )
             outcome = result.outcome
         except UserError as err:  # nothing could be started (preflight looked first): the record says so
-            record.write_end(run_dir, started, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED)
-            self._trackers().end(cfg, run_dir, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED.value, 0)
+            led = record.write_end(run_dir, started, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED)
+            self._trackers().end(cfg, run_dir, EXIT_USAGE, f"{NOT_STARTED}{err}", Reason.NOT_STARTED.value, 0, led)
             self.results[str(run_dir)] = Result(
                 EXIT_USAGE, str(run_dir), f"{NOT_STARTED}{err}", ended=Reason.NOT_STARTED
             )
@@ -366,7 +366,7 @@ class LocalBackend:
         if outcome.ended not in (Reason.INTERRUPTED, Reason.FAIL_FAST_STOP):  # stopped: out at once, no drawing
             _draw_timeline(run_dir, led)
         ended = outcome.ended.value if outcome.ended is not None else None
-        self._trackers().end(planned.cfg, run_dir, outcome.exit_code, outcome.reason, ended, len(attempts) or 1)
+        self._trackers().end(planned.cfg, run_dir, outcome.exit_code, outcome.reason, ended, len(attempts) or 1, led)
         if outcome.port_in_use is not None:  # taken between the preflight check and torchrun's bind
             error(str(probe.port_taken_at_launch(planned.cfg, planned.settled, outcome.port_in_use)))
         elif outcome.exit_code != 0 and outcome.exit_code != EXIT_NODE_LOST and not outcome.halted:

@@ -362,7 +362,7 @@ class WandbConfig:
     """Weights & Biases, set up by the launcher (``tracker=wandb``; docs/trackers.md)."""
 
     enabled: bool = False
-    project: str | None = None  # WANDB_PROJECT; null: the task's name, else train_multigpu
+    project: str | None = None  # WANDB_PROJECT; null: train_multigpu
     entity: str | None = None  # WANDB_ENTITY; null: the key's default entity
     mode: WandbMode = WandbMode.auto
     tags: list[str] = field(default_factory=list)  # WANDB_TAGS
@@ -379,7 +379,7 @@ class MlflowConfig:
     enabled: bool = False
     # MLFLOW_TRACKING_URI: http(s)://HOST:PORT, file:DIR, sqlite:///FILE, ...; null: $MLFLOW_TRACKING_URI, else ./mlruns
     tracking_uri: str | None = None
-    experiment: str | None = None  # MLFLOW_EXPERIMENT_NAME; null: the task's name, else train_multigpu
+    experiment: str | None = None  # MLFLOW_EXPERIMENT_NAME; null: train_multigpu
     tags: dict[str, str] = field(default_factory=dict)  # more tags on every run the launcher creates
     # seconds the launcher waits for an http(s) tracking server before it gives up (before anything starts)
     timeout: float = 5.0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import files, record
 from ..errors import one_line
-from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS, TRACKERS
+from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS
 from ..tables import table
 from . import chosen, live, read, remote
 from .logs import record_dirs
@@ -318,15 +318,6 @@ def cpu_lines(cpus: dict[int, str]) -> list[str]:
     ]
 
 
-def trackers_of(info: RunInfo) -> dict:
-    """The run's trackers.json (tracker=wandb/mlflow: docs/trackers.md); {}: none."""
-    try:
-        data = files.read_json(Path(info.run_dir) / TRACKERS, files.JSON_MAX, info.within)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def tracker_lines(trackers: dict) -> list[str]:
     """Each tracker's run: its id, and its URL where known.
 
@@ -387,6 +378,7 @@ def show(args: argparse.Namespace) -> int:
     places = where(info)
     composition = record.read_composition(info.run_dir, info.within)
     cpus = rank_cpus(info)
+    trackers = record.read_trackers(info.run_dir, info.within)  # trackers.json (docs/trackers.md)
     if args.json:
         data = info.as_dict()
         data.update(
@@ -397,7 +389,7 @@ def show(args: argparse.Namespace) -> int:
             where=places,
             live=progress,
             cpus={str(rank): text for rank, text in cpus.items()},
-            trackers=trackers_of(info),
+            trackers=trackers,
         )
         print(json.dumps(data, indent=2, allow_nan=False))
         return 0
@@ -429,7 +421,7 @@ def show(args: argparse.Namespace) -> int:
             f"straggler: rank {item.get('rank', UNKNOWN)}, {item.get('iteration_s', UNKNOWN)} s per iteration"
             f" (the others' median {item.get('median_s', UNKNOWN)} s)"
         )
-    lines += tracker_lines(trackers_of(info))
+    lines += tracker_lines(trackers)
     if progress is not None:
         lines += live.progress_lines(progress)
     lines += cpu_lines(cpus)

@@ -12,12 +12,11 @@ launch's record directory is what ``runs show`` reads (the same file when both a
 
 from __future__ import annotations
 
-import json
-import os
+import contextlib
 import uuid
 from pathlib import Path
 
-from .. import files
+from .. import record
 from ..rundir import TRACKERS
 
 FILE = TRACKERS
@@ -34,23 +33,11 @@ def new_id() -> str:
 
 def read(directory: str | Path) -> dict:
     """The identity recorded in ``directory`` (``{}``: none, or unreadable: a launch starts a new one)."""
-    try:
-        data = files.read_json(Path(directory) / FILE, files.JSON_MAX, directory)
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return record.read_trackers(directory, directory)
 
 
 def write(directory: str | Path, data: dict) -> None:
-    """Atomically (readers see the old file or the new one); an unwritable directory is left alone:
-    the launch goes on, its trackers only lose the record."""
-    path = Path(directory) / FILE
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        tmp.replace(path)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+    """Atomically (record.write_json: readers see the old file or the new one); an unwritable
+    directory is left alone: the launch goes on, its trackers only lose the record."""
+    with contextlib.suppress(OSError):
+        record.write_json(Path(directory) / FILE, data)

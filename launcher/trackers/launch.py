@@ -11,6 +11,11 @@
 
 Only ``tracker=mlflow`` imports MLflow. Node 0's launcher alone creates and ends the MLflow run
 (global rank 0, the one that logs, runs there).
+
+This is the one way in for every back end: submit=slurm's job, submit=ssh's hosts, submit=ray's
+entrypoint and a k8s pod each run the launcher again with ``submit=none``, i.e. this local launch on
+its node, so the trackers are set up where the ranks run (W&B's mode decided on that node's network;
+the submitting side probes nothing).
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from .. import secrets
+from .. import probe, secrets
 from ..errors import UserError
 from ..names import PROG, TRACKER_RANKS_VAR, TRACKERS_VAR
+from ..rundir import Reason, RunPaths
 from . import identity, mlflow_runs, wandb_env
 
 WANDB_PROBE_S = 3.0  # W&B's server, asked once per invocation (tracker.wandb.mode=auto with a key)
@@ -35,25 +40,11 @@ GIT_S = 5.0
 MLFLOW_VARS = ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")  # added by a real launch (the dry run names them)
 URI_KEY = "tracker.mlflow.tracking_uri"
 TAG = "train_multigpu."  # the launcher's own MLflow tags
+LEARNING_CURVE = "learning_curve.png"  # the bundled trainers' picture (examples/trainers/trainer_outputs.py)
 
 
 def enabled(cfg) -> list[str]:
     return [name for name in ("wandb", "mlflow") if getattr(cfg.tracker, name).enabled]
-
-
-def tcp_answers(url: str) -> str | None:
-    """None when ``url``'s host accepts a TCP connection within WANDB_PROBE_S, else why not."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return f"no port in {url}"
-    try:
-        with socket.create_connection((host, port), timeout=WANDB_PROBE_S):
-            return None
-    except OSError as err:
-        return err.strerror or str(err) or type(err).__name__
 
 
 def outcome_status(exit_code: int | None, ended: str | None) -> str:
@@ -64,19 +55,17 @@ def outcome_status(exit_code: int | None, ended: str | None) -> str:
     """
     if exit_code == 0:
         return "FINISHED"
-    if ended in ("interrupted", "fail_fast_stop", "launcher_killed"):
+    if ended in (Reason.INTERRUPTED, Reason.FAIL_FAST_STOP, Reason.LAUNCHER_KILLED):
         return "KILLED"
     return "FAILED"
 
 
 @dataclass
 class Started:
-    """One launch's trackers, between begin and end."""
+    """One launch's MLflow run, between begin and end."""
 
     trainer_dir: Path
-    record_dir: Path
-    mlflow_run: str | None = None
-    parent: str | None = None
+    mlflow: dict  # trackers.json's "mlflow" (run_id, parent_run_id, ...)
 
 
 @dataclass
@@ -95,7 +84,7 @@ class Trackers:
     probed: dict[str, str | None] = field(default_factory=dict)
     uris: dict[str, str] = field(default_factory=dict)  # tracking_uri as given ("" : none) -> as used
     parents: dict[str, Parent] = field(default_factory=dict)  # sweep directory -> its parent run
-    started: dict[str, Started] = field(default_factory=dict)  # record directory -> its trackers
+    started: dict[str, Started] = field(default_factory=dict)  # record directory -> its MLflow run
 
     # -- dryrun ---------------------------------------------------------------------------------
     def check(self, cfg, refuse) -> tuple[dict[str, str], list[str]]:
@@ -110,7 +99,7 @@ class Trackers:
             if cfg.tracker.wandb.all_ranks:
                 env[TRACKER_RANKS_VAR] = "all"
             if self.mode is None:
-                self.mode = wandb_env.decide(cfg, self.environ, tcp_answers)
+                self.mode = wandb_env.decide(cfg, self.environ, lambda url: probe.tcp_answers(url, WANDB_PROBE_S))
             env.update(wandb_env.static_env(cfg, self.mode))
             if self.mode.why:
                 notes.append(self.mode.why)
@@ -157,7 +146,7 @@ class Trackers:
                 print(f"[{PROG}] {self.mode.why}", flush=True)
                 self.said = True
             group, name = wandb_env.group_and_name(cfg, trainer, sweep_dir, launch.job)
-            old = known.get("wandb") if isinstance(known.get("wandb"), dict) else {}
+            old = section(known, "wandb")
             static = wandb_env.static_env(cfg, self.mode or wandb_env.Mode("offline"))
             wb = {
                 "id": old.get("id") or identity.new_id(),
@@ -171,43 +160,51 @@ class Trackers:
             wb["url"] = wandb_env.url(wb, wandb_env.base_url(cfg, self.environ))
             data["wandb"] = wb
             env.update(wandb_env.launch_env(wb))
-        started = Started(trainer, record_dir)
         if cfg.tracker.mlflow.enabled and cfg.launcher.node_rank == 0:
-            old = known.get("mlflow") if isinstance(known.get("mlflow"), dict) else {}
-            ml = self._mlflow_begin(cfg, launch, record_dir, trainer, sweep_dir, old, started)
+            old = section(known, "mlflow")
+            ml = self._mlflow(
+                cfg, "no run for this launch", self._open_run, cfg, launch, record_dir, trainer, sweep_dir, old
+            )
             if ml is not None:
                 data["mlflow"] = ml
                 env["MLFLOW_RUN_ID"] = ml["run_id"]
                 env["MLFLOW_EXPERIMENT_ID"] = ml["experiment_id"]
+                self.started[str(record_dir)] = Started(trainer, ml)
         if cfg.launcher.node_rank == 0:  # the job's identity is node 0's (the other nodes' may race it)
             identity.write(trainer, data)
         if record_dir.resolve() != trainer.resolve():
             identity.write(record_dir, data)
-        self.started[str(record_dir)] = started
         return env
 
-    def _mlflow_begin(self, cfg, launch, record_dir, trainer, sweep_dir, old, started) -> dict | None:
-        uri, name = self.uri(cfg), experiment_name(cfg)
+    def _mlflow(self, cfg, failed: str, call, *args):
+        """``call(client, *args)``, bounded (mlflow_runs.bounded); a failure (the server went away
+        since the probe) costs one line, ``MLflow: <failed>: <why>``, never the launch: None."""
         try:
             with mlflow_runs.bounded(cfg.tracker.mlflow.timeout):
-                client = mlflow_runs.client(uri)
-                experiment = mlflow_runs.experiment_id(client, name)
-                run_id = old.get("run_id") if old.get("tracking_uri") == uri else None
-                if run_id is not None and not mlflow_runs.reopen(client, run_id):
-                    run_id = None
-                parent = old.get("parent_run_id") if run_id is not None else None
-                if run_id is None:
-                    if sweep_dir is not None:
-                        parent = self._parent(client, experiment, cfg, sweep_dir)
-                    tags = {**launch_tags(cfg, launch), **cfg.tracker.mlflow.tags}
-                    run_name = (cfg.run_name or trainer.name) if sweep_dir is None else f"{sweep_dir.name}/{launch.job}"
-                    run_id = mlflow_runs.create_run(client, experiment, run_name, tags, parent)
-                mlflow_runs.log_params(client, run_id, mlflow_runs.flat(config_params(cfg)))
-                mlflow_runs.set_tags(client, run_id, {TAG + "run_dir": str(record_dir)})
-        except Exception as err:  # noqa: BLE001 - the server went away since the probe: the launch goes on
-            print(f"[{PROG}] MLflow: no run for this launch: {one_line(err)}", file=sys.stderr, flush=True)
+                return call(mlflow_runs.client(self.uri(cfg)), *args)
+        except Exception as err:  # noqa: BLE001
+            print(f"[{PROG}] MLflow: {failed}: {one_line(err)}", file=sys.stderr, flush=True)
             return None
-        started.mlflow_run, started.parent = run_id, parent
+
+    def _open_run(
+        self, client, cfg, launch, record_dir: Path, trainer: Path, sweep_dir: Path | None, old: dict
+    ) -> dict:
+        """The launch's MLflow run: trackers.json's reopened (same store), else a new one (a sweep's
+        point: a child of its parent); its identity (trackers.json's "mlflow")."""
+        uri, name = self.uri(cfg), experiment_name(cfg)
+        experiment = mlflow_runs.experiment_id(client, name)
+        run_id = old.get("run_id") if old.get("tracking_uri") == uri else None
+        if run_id is not None and not mlflow_runs.reopen(client, run_id):
+            run_id = None
+        parent = old.get("parent_run_id") if run_id is not None else None
+        if run_id is None:
+            if sweep_dir is not None:
+                parent = self._parent(client, experiment, cfg, sweep_dir)
+            tags = {**launch_tags(cfg, launch), **cfg.tracker.mlflow.tags}
+            run_name = (cfg.run_name or trainer.name) if sweep_dir is None else f"{sweep_dir.name}/{launch.job}"
+            run_id = mlflow_runs.create_run(client, experiment, run_name, tags, parent)
+        mlflow_runs.log_params(client, run_id, mlflow_runs.flat(config_params(cfg)))
+        mlflow_runs.set_tags(client, run_id, {TAG + "run_dir": str(record_dir)})
         return {
             "tracking_uri": uri,
             "experiment": name,
@@ -225,57 +222,53 @@ class Trackers:
         return self.parents[key].run_id
 
     # -- the end ---------------------------------------------------------------------------------------
-    def end(self, cfg, record_dir: Path, exit_code: int | None, reason: str, ended: str | None, attempts: int) -> None:
-        """The MLflow run's outcome (never raises: a tracker costs a line, never the launch)."""
+    def end(
+        self,
+        cfg,
+        record_dir: Path,
+        exit_code: int | None,
+        reason: str,
+        ended: str | None,
+        attempts: int,
+        goodput: Mapping | None = None,
+    ) -> None:
+        """The MLflow run's outcome (never raises: a tracker costs a line, never the launch);
+        ``goodput``: the ledger status.json was closed with (record.write_end's)."""
         started = self.started.pop(str(record_dir), None)
-        if started is None or started.mlflow_run is None:
+        if started is None:
             return
         status = outcome_status(exit_code, ended)
+        run_id = started.mlflow["run_id"]
         for parent in self.parents.values():
-            if parent.run_id == started.parent:
+            if parent.run_id == started.mlflow.get("parent_run_id"):
                 parent.statuses.append(status)
-        try:
-            with mlflow_runs.bounded(cfg.tracker.mlflow.timeout):
-                client = mlflow_runs.client(self.uri(cfg))
-                run_id = started.mlflow_run
-                tags = {TAG + "outcome": ended or "", TAG + "reason": reason, TAG + "exit_code": str(exit_code)}
-                metrics = {"attempts": max(1, attempts), "exit_code": exit_code if exit_code is not None else -1}
-                goodput = read_goodput(record_dir)
-                if goodput is not None:
-                    if isinstance(goodput.get("line"), str):
-                        tags[TAG + "goodput"] = goodput["line"]
-                    metrics.update(goodput_metrics(goodput))
-                mlflow_runs.set_tags(client, run_id, tags)
-                mlflow_runs.log_metrics(client, run_id, metrics)
-                artifacts = [record_dir / "status.json", record_dir / "config.yaml"]
-                artifacts += [started.trainer_dir / "learning_curve.png"]
-                mlflow_runs.log_artifacts(client, run_id, artifacts)
-                mlflow_runs.terminate(client, run_id, status)
-        except Exception as err:  # noqa: BLE001
-            print(
-                f"[{PROG}] MLflow: could not record the end of run {started.mlflow_run}: {one_line(err)}",
-                file=sys.stderr,
-                flush=True,
-            )
+        tags = {TAG + "outcome": ended or "", TAG + "reason": reason, TAG + "exit_code": str(exit_code)}
+        metrics = {"attempts": max(1, attempts), "exit_code": exit_code if exit_code is not None else -1}
+        if goodput:
+            if isinstance(goodput.get("line"), str):
+                tags[TAG + "goodput"] = goodput["line"]
+            metrics.update(goodput_metrics(goodput))
+        paths = RunPaths(record_dir)
+        artifacts = [paths.status, paths.config, started.trainer_dir / LEARNING_CURVE]
+        what = f"could not record the end of run {run_id}"
+        self._mlflow(cfg, what, mlflow_runs.finish, run_id, status, tags, metrics, artifacts)
 
     def sweep_end(self, cfg, interrupted: bool) -> None:
         """Each parent run ended: KILLED after a signal, FAILED when a child failed, else FINISHED."""
         for key in list(self.started):  # queued but never run (a parallel sweep's fail_fast, a signal)
-            self.end(cfg, Path(key), None, "not run: its sweep stopped first", "interrupted", 0)
-        for key, parent in list(self.parents.items()):
+            self.end(cfg, Path(key), None, "not run: its sweep stopped first", Reason.INTERRUPTED.value, 0)
+        for parent in self.parents.values():
             status = "KILLED" if interrupted else ("FAILED" if "FAILED" in parent.statuses else "FINISHED")
-            try:
-                with mlflow_runs.bounded(cfg.tracker.mlflow.timeout):
-                    client = mlflow_runs.client(self.uri(cfg))
-                    mlflow_runs.set_tags(client, parent.run_id, {TAG + "jobs": str(len(parent.statuses))})
-                    mlflow_runs.terminate(client, parent.run_id, status)
-            except Exception as err:  # noqa: BLE001
-                print(
-                    f"[{PROG}] MLflow: could not end the sweep's run {parent.run_id}: {one_line(err)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            del self.parents[key]
+            tags = {TAG + "jobs": str(len(parent.statuses))}
+            what = f"could not end the sweep's run {parent.run_id}"
+            self._mlflow(cfg, what, mlflow_runs.finish, parent.run_id, status, tags)
+        self.parents.clear()
+
+
+def section(known: Mapping, name: str) -> dict:
+    """trackers.json's part for one tracker ({}: none, or not an object)."""
+    part = known.get(name)
+    return part if isinstance(part, dict) else {}
 
 
 def experiment_name(cfg) -> str:
@@ -330,18 +323,6 @@ def launch_tags(cfg, launch) -> dict[str, str]:
     if commit:
         tags[mlflow_runs.GIT_COMMIT_TAG] = commit
     return tags
-
-
-def read_goodput(record_dir: Path) -> dict | None:
-    """status.json's ``goodput`` (the ledger, where the launch wrote one)."""
-    from .. import files
-
-    try:
-        status = files.read_json(record_dir / "status.json", files.JSON_MAX, record_dir)
-    except (OSError, ValueError):
-        return None
-    goodput = status.get("goodput") if isinstance(status, dict) else None
-    return goodput if isinstance(goodput, dict) else None
 
 
 def goodput_metrics(goodput: Mapping) -> dict[str, float]:

@@ -182,7 +182,18 @@ def log_artifacts(mlflow_client, run_id: str, paths: list[Path]) -> None:
             mlflow_client.log_artifact(run_id, str(path))
 
 
-def terminate(mlflow_client, run_id: str, status: str) -> None:
+def finish(
+    mlflow_client,
+    run_id: str,
+    status: str,
+    tags: Mapping[str, str],
+    metrics: Mapping[str, float] | None = None,
+    artifacts: list[Path] | None = None,
+) -> None:
+    """A run's end: its tags, metrics and artifacts, then its status (FINISHED, FAILED, KILLED)."""
+    set_tags(mlflow_client, run_id, tags)
+    log_metrics(mlflow_client, run_id, metrics or {})
+    log_artifacts(mlflow_client, run_id, artifacts or [])
     mlflow_client.set_terminated(run_id, status=status)
 
 
