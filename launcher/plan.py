@@ -131,10 +131,6 @@ class ProcessSpec:
     local_rank: int | None = None
     global_rank: int | None = None
 
-    def shell_line(self) -> str:
-        prefix = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
-        return " ".join(prefix + [shlex.join(self.argv)])
-
 
 @dataclass(frozen=True)
 class NodeWatch:
