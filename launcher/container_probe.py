@@ -18,6 +18,7 @@ import uuid
 
 from . import container
 from .errors import UserError
+from .run.process import procs
 
 # docker/podman's own failures (125: the runtime's error, 126: the OCI runtime's, the command not
 # started); 127 is the command not found in the image
@@ -63,7 +64,7 @@ def check(box: container.Container, python: str, modules: tuple[str, ...], scrip
     except subprocess.TimeoutExpired:
         remove = container.remove_argv(box, name)
         if remove is not None:
-            subprocess.run(remove, capture_output=True, timeout=60, check=False)
+            procs.remove_container(remove)
         raise UserError(
             "container.image", box.image, f"{box.runtime} did not start it within {CHECK_TIMEOUT_S:g} s"
         ) from None
