@@ -200,12 +200,19 @@ def parse_mount(text: str, home: str) -> Mount:
     allowed = "SRC:DST[:ro|rw] with absolute paths (SRC may start with ~)"
     if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in _MODES):
         raise UserError("container.mounts", text, allowed)
-    src, dst = parts[0], parts[1]
-    if src == "~" or src.startswith("~/"):
-        src = home + src[1:]
+    src, dst = home_path(parts[0], home), parts[1]
     if not src.startswith("/") or not dst.startswith("/") or "," in text:
         raise UserError("container.mounts", text, allowed)
     return Mount(os.path.normpath(src), os.path.normpath(dst), parts[2] if len(parts) == 3 else "")
+
+
+def home_path(path: str, home: str) -> str:
+    """``path`` with a leading ``~`` (alone, or ``~/...``) as ``home`` (``facts.home``: read by probe.py).
+
+    >>> home_path("~/.cache", "/home/u"), home_path("~", "/home/u"), home_path("~u/x", "/home/u")
+    ('/home/u/.cache', '/home/u', '~u/x')
+    """
+    return home + path[1:] if path == "~" or path.startswith("~/") else path
 
 
 def name_of(launch_id: str | None, node_rank: int, attempt: str | None, rank: int | None, runtime: str) -> str:
