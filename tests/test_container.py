@@ -193,6 +193,22 @@ def test_k8s_image_is_the_old_spelling_of_container_image(tmp_path):
         assert "image: img:1" in result.stdout
 
 
+def test_a_kubeflow_pod_checks_the_script_in_itself(tmp_path):
+    """launcher=k8s: the pod is the container (container.image, carried into the pods, is its image), so
+    its launcher checks the script where it runs, as without an image."""
+    pod = {
+        "PET_NNODES": "1",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": "29400",
+    }
+    script = tmp_path / "missing.py"
+    result = dry(tmp_path, "launcher=k8s", "container.image=img", f"script={script}", "device=cpu", env=pod)
+    assert result.returncode == 0, result.stderr
+    assert f"script={script}: the training script does not exist" in result.stderr
+
+
 def test_the_keys_are_ignored_without_an_image(tmp_path):
     result = dry(tmp_path, "container.mounts=['/a:/b']", "container.runtime=pyxis")
     assert result.returncode == 0, result.stderr
