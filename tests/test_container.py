@@ -26,8 +26,15 @@ def command_line(out: str) -> list[str]:
     return shlex.split(lines[0])
 
 
+def dry_argv(tmp_path, *args: str, env: dict | None = None):
+    """A dry run that succeeds: its result and its one command's argv."""
+    result = dry(tmp_path, *args, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result, command_line(result.stdout)
+
+
 def test_podman_wraps_the_node_launch_exactly(tmp_path):
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         f"container.image={IMAGE}",
         "container.runtime=podman",
@@ -41,8 +48,6 @@ def test_podman_wraps_the_node_launch_exactly(tmp_path):
         "+worker_env.HF_TOKEN=abc",
         env={"HOME": str(tmp_path)},
     )
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
     runs, wrapper = str(tmp_path / "runs"), paths.WORKER_WRAPPER
     at = argv.index(IMAGE)
     entry = paths.CONTAINER_ENTRY
@@ -68,9 +73,7 @@ def test_podman_wraps_the_node_launch_exactly(tmp_path):
 
 
 def test_docker_gpus_and_default_python(tmp_path):
-    result = dry(tmp_path, "container.image=img", "container.gpus=true")
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
+    result, argv = dry_argv(tmp_path, "container.image=img", "container.gpus=true")
     assert argv[:3] == ["docker", "run", "--rm"]  # auto outside SLURM: docker
     at = argv.index("img")
     assert argv[at - 2 : at] == ["--gpus", "all"] and argv[at + 1] == "python3"  # the image's interpreter
@@ -83,7 +86,7 @@ def test_podman_gpus_are_cdi_devices():
 
 
 def test_apptainer_argv_and_names_by_apptainerenv(tmp_path):
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         "container.image=/images/isaac-lab.sif",
         "container.mounts=[/data:/data]",
@@ -91,8 +94,6 @@ def test_apptainer_argv_and_names_by_apptainerenv(tmp_path):
         "container.gpus=true",
         "+worker_env.HF_TOKEN=abc",
     )
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
     runs, wrapper = str(tmp_path / "runs"), paths.WORKER_WRAPPER
     assert argv[: argv.index("/images/isaac-lab.sif") + 2] == [
         "apptainer", "exec", "--cleanenv", "--nv",
@@ -122,7 +123,7 @@ SLURM_ENV = {
 
 def test_pyxis_argv_inside_a_slurm_allocation(tmp_path):
     slurm = SLURM_ENV
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         "launcher=slurm",
         "container.image='nvcr.io#nvidia/isaac-lab:2.3.0'",
@@ -132,8 +133,6 @@ def test_pyxis_argv_inside_a_slurm_allocation(tmp_path):
         "launcher.nproc_per_node=1",
         env=slurm,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    argv = command_line(result.stdout)
     runs, wrapper = str(tmp_path / "runs"), paths.WORKER_WRAPPER
     at = argv.index("python3")
     assert argv[:at] == [
@@ -248,7 +247,7 @@ def test_submit_slurm_carries_the_container_keys_into_the_job(tmp_path):
 
 
 def test_the_isaaclab_preset(tmp_path):
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         "profile=isaaclab",
         "container=isaaclab",
@@ -256,8 +255,6 @@ def test_the_isaaclab_preset(tmp_path):
         "task=Isaac-Cartpole-v0",
         env={"HOME": str(tmp_path)},
     )
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
     for name in ("ACCEPT_EULA", "PRIVACY_CONSENT", "OMNI_KIT_ACCEPT_EULA"):
         assert argv[argv.index(name) - 1] == "-e"
     assert "export ACCEPT_EULA=Y" in result.stdout and "export PRIVACY_CONSENT=Y" in result.stdout
