@@ -22,6 +22,7 @@ import pytest
 import podman_image
 from conftest import ALLREDUCE, clean_env
 from launcher import paths
+from supervise_util import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -82,16 +83,6 @@ def the_run(tmp: Path) -> Path:
 
 def ours() -> list[str]:
     return [name for name in podman_image.containers() if name.startswith("tmg-")]
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def beating(tmp: Path, ranks: int = 2) -> bool:
