@@ -207,7 +207,8 @@ def waiter(tmp: Path) -> list[str]:
     folder = tmp / "scripts"
     folder.mkdir()
     (folder / "waiter.py").write_text(WAITER)
-    mounted = [*podman_image.python_mounts(), f"{folder}:{folder}:ro"]
+    # and a cache folder that does not exist yet: made when the image check passed
+    mounted = [*podman_image.python_mounts(), f"{folder}:{folder}:ro", f"{tmp / 'cache'}:/cache"]
     base = [a for a in args("") if not a.startswith(("container.image=", "container.mounts="))]
     return [
         *base,
@@ -255,6 +256,7 @@ def test_a_sigkilled_launcher_leaves_no_container(tmp_path, image):
     try:
         wait_for(lambda: waiting(tmp_path), 180, "both ranks running in their containers")
         assert len(ours()) == 2
+        assert (tmp_path / "cache").is_dir()  # a missing mount source: made once the image check passed
     finally:
         proc.kill()
         proc.communicate()
@@ -272,11 +274,11 @@ def test_an_image_without_python_is_refused_before_any_rank_starts(tmp_path, ima
         "container.runtime_flags=['--runtime=runc']",
         options(),
     ]
-    r = launch(tmp_path, argv)
+    r = launch(tmp_path, [*argv, f"container.mounts=['{tmp_path / 'cache'}:/cache']"])
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"train_multigpu: error: container.image={image}: python3 "), lines
-    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "cache").exists()  # a mount's folder: not made
     # the interpreter there, torch not: the module is named
     venvless = [*argv, f"container.mounts=['{podman_image.base_prefix()}:{podman_image.base_prefix()}:ro']"]
     r = launch(tmp_path, [*venvless, f"python={podman_image.base_prefix()}/bin/python3"])
