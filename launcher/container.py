@@ -327,27 +327,30 @@ def remove_argv(container: Container, name: str) -> tuple[str, ...] | None:
 
 def note(container: Container) -> str:
     """The dry run's line on what wraps each command."""
-    how = {
-        DOCKER: "-e NAME (docker reads each value from its own environment); secrets on the container's stdin "
-        f"(-i), set by {CONTAINER_ENTRY} before the launch starts (docker would store them on disk)",
-        PODMAN: "-e NAME (podman reads each value from its own environment); secrets on the container's stdin "
-        f"(-i), set by {CONTAINER_ENTRY} before the launch starts (podman would store them on disk)",
-        APPTAINER: "APPTAINERENV_NAME in apptainer's environment (--cleanenv keeps out the rest)",
-        SINGULARITY: "SINGULARITYENV_NAME in singularity's environment (--cleanenv keeps out the rest)",
-        PYXIS: "--container-env=NAME (pyxis reads each value from srun's environment)",
-    }[container.runtime]
+    runtime = container.runtime
+    if runtime in DAEMON_LIKE:
+        how = (
+            f"-e NAME ({runtime} reads each value from its own environment); secrets on the container's stdin "
+            f"(-i), set by {CONTAINER_ENTRY} before the launch starts ({runtime} would store them on disk)"
+        )
+    else:
+        how = {
+            APPTAINER: "APPTAINERENV_NAME in apptainer's environment (--cleanenv keeps out the rest)",
+            SINGULARITY: "SINGULARITYENV_NAME in singularity's environment (--cleanenv keeps out the rest)",
+            PYXIS: "--container-env=NAME (pyxis reads each value from srun's environment)",
+        }[runtime]
     network = (
         "the host network and IPC namespaces (--network host --ipc host: rendezvous across nodes, NCCL's shared memory)"
-        if container.runtime in DAEMON_LIKE
+        if runtime in DAEMON_LIKE
         else "the host network and IPC namespaces (the runtime's default)"
     )
     gone = (
         f"; the container is named per launch, node and attempt ({LAUNCH_ID_SHOWN}: the id a real launch "
         "draws) and removed by that name if its client dies"
-        if container.runtime in DAEMON_LIKE
+        if runtime in DAEMON_LIKE
         else ""
     )
     return (
-        f"container: {container.runtime} runs each command in {container.image}, with {network}; "
+        f"container: {runtime} runs each command in {container.image}, with {network}; "
         f"{', '.join(container.own)} mounted at their own paths; variables by name only: {how}{gone}"
     )
