@@ -185,6 +185,20 @@ def test_bad_values_are_one_line_exit_2_nothing_written(tmp_path, args, message,
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
 
 
+def test_a_runtime_not_installed_is_one_line_exit_2_nothing_written(tmp_path):
+    """A real launch asks the image first (launcher/container_probe.py): a runtime missing from PATH
+    is said as such, before anything is written."""
+    (tmp_path / "bin").mkdir()
+    env = environment(str(tmp_path), PATH=str(tmp_path / "bin"))
+    result = run_main(["container.image=img", "container.runtime=podman", "device=cpu"], str(tmp_path), env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == (
+        "train_multigpu: error: container.runtime=podman: podman is not installed here "
+        "(install it, or choose another container.runtime)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["bin"]
+
+
 def test_k8s_image_is_the_old_spelling_of_container_image(tmp_path):
     for args in (("container.image=img:1",), ("k8s.image=img:1",), ("container.image=img:1", "k8s.image=img:1")):
         result = dry(tmp_path, "submit=k8s", *args)

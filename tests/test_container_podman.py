@@ -283,6 +283,10 @@ def test_an_image_without_python_is_refused_before_any_rank_starts(tmp_path, ima
     venvless = [*argv, f"container.mounts=['{podman_image.base_prefix()}:{podman_image.base_prefix()}:ro']"]
     r = launch(tmp_path, [*venvless, f"python={podman_image.base_prefix()}/bin/python3"])
     assert r.returncode == 2 and "in the image cannot import torch" in r.stderr, r.stderr
+    # the interpreter and torch there, the training script (the examples' folder, not mounted) not
+    mounted = "container.mounts=[" + ",".join(f"'{m}'" for m in podman_image.python_mounts()) + "]"
+    r = launch(tmp_path, [*argv, mounted, f"python={sys.executable}"])
+    assert r.returncode == 2 and "the training script " in r.stderr and "is not in the image" in r.stderr, r.stderr
     # the runtime's own failure is said as such: here, a limit above the sandbox's
     raised = [a for a in argv if not a.startswith("container.options=")]
     r = launch(tmp_path, [*raised, "container.options=['--ulimit=nofile=1048576:1048576']"])
