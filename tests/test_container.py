@@ -9,8 +9,10 @@ import shlex
 
 import pytest
 
+from conftest import build
 from inproc import environment, run_main
-from launcher import container, paths
+from launcher import container, paths, plan
+from launcher.run import supervise
 
 IMAGE = "nvcr.io/nvidia/isaac-lab:2.3.0"
 
@@ -77,6 +79,20 @@ def test_docker_gpus_and_default_python(tmp_path):
     assert argv[:3] == ["docker", "run", "--rm"]  # auto outside SLURM: docker
     at = argv.index("img")
     assert argv[at - 2 : at] == ["--gpus", "all"] and argv[at + 1] == "python3"  # the image's interpreter
+
+
+def test_the_dry_run_passes_the_names_in_the_real_launchs_order(tmp_path):
+    """The dry run's container command is the real one: the variables the supervisor adds later
+    (run directory, log directory, launch id, attempt) come in the same place in both."""
+    args = ["container.image=img", "container.runtime=podman", "device=cpu", "container.env=['A=1']"]
+    result, shown = dry_argv(tmp_path, *args)
+    real = supervise.prepare(build(args), tmp_path / "logs")
+    started = plan.started(real, real.processes[0])
+
+    def names(argv) -> list[str]:
+        return [argv[i + 1] for i, word in enumerate(argv) if word == "-e"]
+
+    assert names(shown) == names(started)
 
 
 def test_podman_gpus_are_cdi_devices():
