@@ -419,6 +419,7 @@ def container_settled(cfg: TrainConfig, facts: HostFacts, device: str) -> Contai
     if box.image is None or cfg.launcher.from_k8s:
         return None
     where = cfg.run_dir if cfg.run_dir is not None else cfg.run_root
+    home = facts.home or os.sep
     return container.settle(
         image=box.image,
         runtime=box.runtime.value,
@@ -430,15 +431,11 @@ def container_settled(cfg: TrainConfig, facts: HostFacts, device: str) -> Contai
         gpus=box.gpus,
         device=device,
         slurm=cfg.launcher.from_slurm or cfg.submit is Submit.slurm,
-        run_root=os.path.normpath(os.path.join(facts.cwd or os.sep, _home(str(where), facts.home))),
+        run_root=os.path.normpath(os.path.join(facts.cwd or os.sep, container.home_path(str(where), home))),
         wrapper=WORKER_WRAPPER,
-        home=facts.home or os.sep,
+        home=home,
         node=facts.env.get("SLURMD_NODENAME"),
     )
-
-
-def _home(path: str, home: str) -> str:
-    return (home or os.sep) + path[1:] if path == "~" or path.startswith("~/") else path
 
 
 MAX_RESTARTS = 1000  # restart.max: beyond it a value is a typo, not a wish

@@ -200,12 +200,19 @@ def parse_mount(text: str, home: str) -> Mount:
     allowed = "SRC:DST[:ro|rw] with absolute paths (SRC may start with ~)"
     if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in _MODES):
         raise UserError("container.mounts", text, allowed)
-    src, dst = parts[0], parts[1]
-    if src == "~" or src.startswith("~/"):
-        src = home + src[1:]
+    src, dst = home_path(parts[0], home), parts[1]
     if not src.startswith("/") or not dst.startswith("/") or "," in text:
         raise UserError("container.mounts", text, allowed)
     return Mount(os.path.normpath(src), os.path.normpath(dst), parts[2] if len(parts) == 3 else "")
+
+
+def home_path(path: str, home: str) -> str:
+    """``path`` with a leading ``~`` (alone, or ``~/...``) as ``home`` (``facts.home``: read by probe.py).
+
+    >>> home_path("~/.cache", "/home/u"), home_path("~", "/home/u"), home_path("~u/x", "/home/u")
+    ('/home/u/.cache', '/home/u', '~u/x')
+    """
+    return home + path[1:] if path == "~" or path.startswith("~/") else path
 
 
 def name_of(launch_id: str | None, node_rank: int, attempt: str | None, rank: int | None, runtime: str) -> str:
@@ -320,27 +327,30 @@ def remove_argv(container: Container, name: str) -> tuple[str, ...] | None:
 
 def note(container: Container) -> str:
     """The dry run's line on what wraps each command."""
-    how = {
-        DOCKER: "-e NAME (docker reads each value from its own environment); secrets on the container's stdin "
-        f"(-i), set by {CONTAINER_ENTRY} before the launch starts (docker would store them on disk)",
-        PODMAN: "-e NAME (podman reads each value from its own environment); secrets on the container's stdin "
-        f"(-i), set by {CONTAINER_ENTRY} before the launch starts (podman would store them on disk)",
-        APPTAINER: "APPTAINERENV_NAME in apptainer's environment (--cleanenv keeps out the rest)",
-        SINGULARITY: "SINGULARITYENV_NAME in singularity's environment (--cleanenv keeps out the rest)",
-        PYXIS: "--container-env=NAME (pyxis reads each value from srun's environment)",
-    }[container.runtime]
+    runtime = container.runtime
+    if runtime in DAEMON_LIKE:
+        how = (
+            f"-e NAME ({runtime} reads each value from its own environment); secrets on the container's stdin "
+            f"(-i), set by {CONTAINER_ENTRY} before the launch starts ({runtime} would store them on disk)"
+        )
+    else:
+        how = {
+            APPTAINER: "APPTAINERENV_NAME in apptainer's environment (--cleanenv keeps out the rest)",
+            SINGULARITY: "SINGULARITYENV_NAME in singularity's environment (--cleanenv keeps out the rest)",
+            PYXIS: "--container-env=NAME (pyxis reads each value from srun's environment)",
+        }[runtime]
     network = (
         "the host network and IPC namespaces (--network host --ipc host: rendezvous across nodes, NCCL's shared memory)"
-        if container.runtime in DAEMON_LIKE
+        if runtime in DAEMON_LIKE
         else "the host network and IPC namespaces (the runtime's default)"
     )
     gone = (
         f"; the container is named per launch, node and attempt ({LAUNCH_ID_SHOWN}: the id a real launch "
         "draws) and removed by that name if its client dies"
-        if container.runtime in DAEMON_LIKE
+        if runtime in DAEMON_LIKE
         else ""
     )
     return (
-        f"container: {container.runtime} runs each command in {container.image}, with {network}; "
+        f"container: {runtime} runs each command in {container.image}, with {network}; "
         f"{', '.join(container.own)} mounted at their own paths; variables by name only: {how}{gone}"
     )

@@ -18,6 +18,7 @@ import uuid
 
 from . import container
 from .errors import UserError
+from .run.process import procs
 
 # docker/podman's own failures (125: the runtime's error, 126: the OCI runtime's, the command not
 # started); 127 is the command not found in the image
@@ -32,23 +33,27 @@ _CODE = (
 
 
 def check(box: container.Container, python: str, modules: tuple[str, ...], script: str) -> None:
-    """Ask the image; raise the one-line refusal if it lacks ``python``, a module or ``script``. A
-    mount's missing source folder is made first (as docker does; podman and apptainer refuse one):
-    the Isaac Lab preset's cache folders exist from the first launch on."""
-    for mount in box.mounts:
-        if not os.path.lexists(mount.src):
-            try:
-                os.makedirs(mount.src)
-            except OSError as err:
-                raise UserError(
-                    "container.mounts", mount.spelled(), f"cannot make its source folder: {err.strerror or err}"
-                ) from None
-    if box.runtime == container.PYXIS:
-        return
+    """Ask the image; raise the one-line refusal if it lacks ``python``, a module or ``script``. Then a
+    mount's missing source folder is made (as docker does; podman and apptainer refuse one): the
+    Isaac Lab preset's cache folders exist from the first launch on. The image is asked without
+    those mounts (an empty folder holds no module nor script), so a refusal leaves no folder behind."""
+    missing = tuple(mount for mount in box.mounts if not os.path.lexists(mount.src))
+    if box.runtime != container.PYXIS:
+        # the user's mounts as the launch has them; not the run root, which the launch makes only later
+        asked = dataclasses.replace(box, own=(), mounts=tuple(m for m in box.mounts if m not in missing))
+        _ask(asked, python, modules, script)
+    for mount in missing:
+        try:
+            os.makedirs(mount.src, exist_ok=True)
+        except OSError as err:
+            raise UserError(
+                "container.mounts", mount.spelled(), f"cannot make its source folder: {err.strerror or err}"
+            ) from None
+
+
+def _ask(box: container.Container, python: str, modules: tuple[str, ...], script: str) -> None:
     name = f"{container.NAME_PREFIX}-preflight-{uuid.uuid4().hex[:12]}"
-    # the user's mounts as the launch has them; not the run root, which the launch makes only later
-    asked = dataclasses.replace(box, own=())
-    argv = container.argv(asked, (python, "-c", _CODE, ",".join(modules), script), (), name)
+    argv = container.argv(box, (python, "-c", _CODE, ",".join(modules), script), (), name)
     try:
         done = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S, check=False
@@ -63,7 +68,7 @@ def check(box: container.Container, python: str, modules: tuple[str, ...], scrip
     except subprocess.TimeoutExpired:
         remove = container.remove_argv(box, name)
         if remove is not None:
-            subprocess.run(remove, capture_output=True, timeout=60, check=False)
+            procs.remove_container(remove)
         raise UserError(
             "container.image", box.image, f"{box.runtime} did not start it within {CHECK_TIMEOUT_S:g} s"
         ) from None

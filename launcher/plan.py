@@ -131,10 +131,6 @@ class ProcessSpec:
     local_rank: int | None = None
     global_rank: int | None = None
 
-    def shell_line(self) -> str:
-        prefix = [f"{key}={shlex.quote(value)}" for key, value in self.env.items()]
-        return " ".join(prefix + [shlex.join(self.argv)])
-
 
 @dataclass(frozen=True)
 class NodeWatch:
@@ -619,7 +615,11 @@ def started(plan: LaunchPlan, spec: ProcessSpec) -> tuple[str, ...]:
 
 
 def _passed(plan: LaunchPlan, spec: ProcessSpec) -> list[str]:
-    return list(dict.fromkeys([*plan.env, *spec.env, *plan.nccl_dump_vars, *SUPERVISED_VARS]))
+    """The names a container gets, in one order whether or not the supervisor added its variables yet
+    (the dry run's plan has none of them, the real launch's has them in plan.env): theirs last."""
+    later = {*plan.nccl_dump_vars, *SUPERVISED_VARS}
+    own = [name for name in [*plan.env, *spec.env] if name not in later]
+    return list(dict.fromkeys([*own, *plan.nccl_dump_vars, *SUPERVISED_VARS]))
 
 
 def secret_channel(plan: LaunchPlan, spec: ProcessSpec, env: Mapping[str, str]) -> dict[str, str] | None:

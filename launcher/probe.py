@@ -346,9 +346,10 @@ def interface_of(address: str) -> str | None:
 
 
 def script_exists(cfg: TrainConfig, script: str, before_submit: bool = False) -> None:
-    """The training script is a file on this machine (``before_submit``: checked for a SLURM job); in
-    a container image it is checked inside the image, on the node, before any rank starts."""
-    if cfg.container.image is None and not os.path.isfile(script):
+    """The training script is a file on this machine (``before_submit``: checked for a SLURM job). A
+    launch in a container image (``settled.container``) checks it inside the image instead, on the
+    node, before any rank starts (launcher/container_probe.py): its callers skip this then."""
+    if not os.path.isfile(script):
         key = "script" if cfg.script else "profile.script_root"
         if before_submit:
             raise UserError(key, script, "the training script does not exist (checked on this node before submitting)")
@@ -506,9 +507,9 @@ def preflight(cfg: TrainConfig, settled: Settled, refuse: checks.Refuse = checks
                 "choose a directory you can write, e.g. run_root=runs",
             )
         )
-    if settled.container is not None:  # the interpreter and the script are the image's: checked inside it
-        pass  # (launcher/container_probe.py, before any rank starts)
-    elif cfg.python is not None and shutil.which(cfg.python) is None:
+    # in a container image the interpreter and the script are the image's: launcher/container_probe.py
+    # checks them inside it, before any rank starts
+    if settled.container is None and cfg.python is not None and shutil.which(cfg.python) is None:
         missing = UserError(
             "python",
             cfg.python,

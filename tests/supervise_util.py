@@ -63,6 +63,18 @@ def spawner(
     return proc, pid_dir
 
 
+def wait_for(predicate, timeout: float = 60.0, what: str = "", every: float = 0.2, context=None):
+    """``predicate()``'s first true value, polled every ``every`` s; after ``timeout`` s an AssertionError
+    naming ``what`` (and ``context()``'s text: a log that says why)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"not within {timeout} s: {what}" + (f"; {context()}" if context else ""))
+
+
 def wait_for_files(directory: Path, count: int, pattern: str = "*.pid", timeout: float = 60.0) -> list[Path]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -33,6 +33,7 @@ from launcher.errors import UserError
 from launcher.runs import read, remote
 from require import unavailable
 from supervise_util import env as launch_env
+from supervise_util import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = str(REPO / "tests" / "workers" / "runs_worker.py")
@@ -275,16 +276,6 @@ def _read_back(run_dir: Path, root: Path) -> Handle:
     return found
 
 
-def _until(predicate, timeout: float, what: str, context=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}" + (f"; the back end's log:\n{context()}" if context else ""))
-
-
 FAKE_KUBECTL = """#!/bin/sh
 # a recording kubectl (no cluster can run here): every call's argv into kubectl_calls, answers as an
 # API server would for one TrainJob that runs until deleted
@@ -342,24 +333,24 @@ def test_submit_describe_logs_cancel(name, engine, tmp_path):
     try:
         handle = _read_back(run_dir, tmp_path / "runs")
         assert handle.backend == name
-        status = _until(
+        status = wait_for(
             lambda: (s := backend.describe(handle)).state in (State.RUNNING, State.PENDING) and s, 120, "running"
         )
         if name != "k8s":  # the recording kubectl's job never leaves its first state
-            status = _until(lambda: (s := backend.describe(handle)).state is State.RUNNING and s, 120, "running")
+            status = wait_for(lambda: (s := backend.describe(handle)).state is State.RUNNING and s, 120, "running")
         assert not status.state.ended
-        lines = _until(
+        lines = wait_for(
             lambda: [line for line in itertools.islice(backend.logs(handle, 0, False), 1000) if "rank 0 line" in line],
             120,
             "rank 0's lines in its log",
-            lambda: "".join(itertools.islice(backend.logs(handle, None, False), 200)),
+            context=lambda: "the back end's log:\n" + "".join(itertools.islice(backend.logs(handle, None, False), 200)),
         )
         assert "rank 0 line 1" in lines[0]
         backend.cancel(handle)
         if name == "k8s":  # deleted: the recording kubectl then answers NotFound, as an API server does
             assert backend.describe(handle).state in (State.STOPPED, State.UNKNOWN)
         else:
-            ended = _until(lambda: (s := backend.describe(handle)).state.ended and s, 120, "ended after cancel")
+            ended = wait_for(lambda: (s := backend.describe(handle)).state.ended and s, 120, "ended after cancel")
             assert ended.state is State.STOPPED, ended
     finally:
         if proc.poll() is None and name in BLOCKING:

@@ -9,8 +9,10 @@ import shlex
 
 import pytest
 
+from conftest import build
 from inproc import environment, run_main
-from launcher import container, paths
+from launcher import container, paths, plan
+from launcher.run import supervise
 
 IMAGE = "nvcr.io/nvidia/isaac-lab:2.3.0"
 
@@ -26,8 +28,15 @@ def command_line(out: str) -> list[str]:
     return shlex.split(lines[0])
 
 
+def dry_argv(tmp_path, *args: str, env: dict | None = None):
+    """A dry run that succeeds: its result and its one command's argv."""
+    result = dry(tmp_path, *args, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result, command_line(result.stdout)
+
+
 def test_podman_wraps_the_node_launch_exactly(tmp_path):
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         f"container.image={IMAGE}",
         "container.runtime=podman",
@@ -41,8 +50,6 @@ def test_podman_wraps_the_node_launch_exactly(tmp_path):
         "+worker_env.HF_TOKEN=abc",
         env={"HOME": str(tmp_path)},
     )
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
     runs, wrapper = str(tmp_path / "runs"), paths.WORKER_WRAPPER
     at = argv.index(IMAGE)
     entry = paths.CONTAINER_ENTRY
@@ -68,12 +75,24 @@ def test_podman_wraps_the_node_launch_exactly(tmp_path):
 
 
 def test_docker_gpus_and_default_python(tmp_path):
-    result = dry(tmp_path, "container.image=img", "container.gpus=true")
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
+    result, argv = dry_argv(tmp_path, "container.image=img", "container.gpus=true")
     assert argv[:3] == ["docker", "run", "--rm"]  # auto outside SLURM: docker
     at = argv.index("img")
     assert argv[at - 2 : at] == ["--gpus", "all"] and argv[at + 1] == "python3"  # the image's interpreter
+
+
+def test_the_dry_run_passes_the_names_in_the_real_launchs_order(tmp_path):
+    """The dry run's container command is the real one: the variables the supervisor adds later
+    (run directory, log directory, launch id, attempt) come in the same place in both."""
+    args = ["container.image=img", "container.runtime=podman", "device=cpu", "container.env=['A=1']"]
+    result, shown = dry_argv(tmp_path, *args)
+    real = supervise.prepare(build(args), tmp_path / "logs")
+    started = plan.started(real, real.processes[0])
+
+    def names(argv) -> list[str]:
+        return [argv[i + 1] for i, word in enumerate(argv) if word == "-e"]
+
+    assert names(shown) == names(started)
 
 
 def test_podman_gpus_are_cdi_devices():
@@ -83,7 +102,7 @@ def test_podman_gpus_are_cdi_devices():
 
 
 def test_apptainer_argv_and_names_by_apptainerenv(tmp_path):
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         "container.image=/images/isaac-lab.sif",
         "container.mounts=[/data:/data]",
@@ -91,8 +110,6 @@ def test_apptainer_argv_and_names_by_apptainerenv(tmp_path):
         "container.gpus=true",
         "+worker_env.HF_TOKEN=abc",
     )
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
     runs, wrapper = str(tmp_path / "runs"), paths.WORKER_WRAPPER
     assert argv[: argv.index("/images/isaac-lab.sif") + 2] == [
         "apptainer", "exec", "--cleanenv", "--nv",
@@ -122,7 +139,7 @@ SLURM_ENV = {
 
 def test_pyxis_argv_inside_a_slurm_allocation(tmp_path):
     slurm = SLURM_ENV
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         "launcher=slurm",
         "container.image='nvcr.io#nvidia/isaac-lab:2.3.0'",
@@ -132,8 +149,6 @@ def test_pyxis_argv_inside_a_slurm_allocation(tmp_path):
         "launcher.nproc_per_node=1",
         env=slurm,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    argv = command_line(result.stdout)
     runs, wrapper = str(tmp_path / "runs"), paths.WORKER_WRAPPER
     at = argv.index("python3")
     assert argv[:at] == [
@@ -186,11 +201,41 @@ def test_bad_values_are_one_line_exit_2_nothing_written(tmp_path, args, message,
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == []
 
 
+def test_a_runtime_not_installed_is_one_line_exit_2_nothing_written(tmp_path):
+    """A real launch asks the image first (launcher/container_probe.py): a runtime missing from PATH
+    is said as such, before anything is written."""
+    (tmp_path / "bin").mkdir()
+    env = environment(str(tmp_path), PATH=str(tmp_path / "bin"))
+    result = run_main(["container.image=img", "container.runtime=podman", "device=cpu"], str(tmp_path), env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr == (
+        "train_multigpu: error: container.runtime=podman: podman is not installed here "
+        "(install it, or choose another container.runtime)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["bin"]
+
+
 def test_k8s_image_is_the_old_spelling_of_container_image(tmp_path):
     for args in (("container.image=img:1",), ("k8s.image=img:1",), ("container.image=img:1", "k8s.image=img:1")):
         result = dry(tmp_path, "submit=k8s", *args)
         assert result.returncode == 0, result.stderr
         assert "image: img:1" in result.stdout
+
+
+def test_a_kubeflow_pod_checks_the_script_in_itself(tmp_path):
+    """launcher=k8s: the pod is the container (container.image, carried into the pods, is its image), so
+    its launcher checks the script where it runs, as without an image."""
+    pod = {
+        "PET_NNODES": "1",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_NODE_RANK": "0",
+        "PET_MASTER_ADDR": "127.0.0.1",
+        "PET_MASTER_PORT": "29400",
+    }
+    script = tmp_path / "missing.py"
+    result = dry(tmp_path, "launcher=k8s", "container.image=img", f"script={script}", "device=cpu", env=pod)
+    assert result.returncode == 0, result.stderr
+    assert f"script={script}: the training script does not exist" in result.stderr
 
 
 def test_the_keys_are_ignored_without_an_image(tmp_path):
@@ -232,7 +277,7 @@ def test_submit_slurm_carries_the_container_keys_into_the_job(tmp_path):
 
 
 def test_the_isaaclab_preset(tmp_path):
-    result = dry(
+    result, argv = dry_argv(
         tmp_path,
         "profile=isaaclab",
         "container=isaaclab",
@@ -240,8 +285,6 @@ def test_the_isaaclab_preset(tmp_path):
         "task=Isaac-Cartpole-v0",
         env={"HOME": str(tmp_path)},
     )
-    assert result.returncode == 0, result.stderr
-    argv = command_line(result.stdout)
     for name in ("ACCEPT_EULA", "PRIVACY_CONSENT", "OMNI_KIT_ACCEPT_EULA"):
         assert argv[argv.index(name) - 1] == "-e"
     assert "export ACCEPT_EULA=Y" in result.stdout and "export PRIVACY_CONSENT=Y" in result.stdout

@@ -24,6 +24,7 @@ import supervise_util
 from conftest import ALLREDUCE, clean_env
 from launcher import paths
 from supervise_util import run_dir as the_run
+from supervise_util import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -72,16 +73,6 @@ def launch(tmp: Path, argv: list[str], timeout: float = 240, **env: str) -> subp
 
 def ours() -> list[str]:
     return [name for name in podman_image.containers() if name.startswith("tmg-")]
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def beating(tmp: Path, ranks: int = 2) -> bool:
@@ -206,7 +197,8 @@ def waiter(tmp: Path) -> list[str]:
     folder = tmp / "scripts"
     folder.mkdir()
     (folder / "waiter.py").write_text(WAITER)
-    mounted = [*podman_image.python_mounts(), f"{folder}:{folder}:ro"]
+    # and a cache folder that does not exist yet: made when the image check passed
+    mounted = [*podman_image.python_mounts(), f"{folder}:{folder}:ro", f"{tmp / 'cache'}:/cache"]
     base = [a for a in args("") if not a.startswith(("container.image=", "container.mounts="))]
     return [
         *base,
@@ -254,6 +246,7 @@ def test_a_sigkilled_launcher_leaves_no_container(tmp_path, image):
     try:
         wait_for(lambda: waiting(tmp_path), 180, "both ranks running in their containers")
         assert len(ours()) == 2
+        assert (tmp_path / "cache").is_dir()  # a missing mount source: made once the image check passed
     finally:
         proc.kill()
         proc.communicate()
@@ -271,15 +264,19 @@ def test_an_image_without_python_is_refused_before_any_rank_starts(tmp_path, ima
         "container.runtime_flags=['--runtime=runc']",
         options(),
     ]
-    r = launch(tmp_path, argv)
+    r = launch(tmp_path, [*argv, f"container.mounts=['{tmp_path / 'cache'}:/cache']"])
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"train_multigpu: error: container.image={image}: python3 "), lines
-    assert not (tmp_path / "runs").exists()
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "cache").exists()  # a mount's folder: not made
     # the interpreter there, torch not: the module is named
     venvless = [*argv, f"container.mounts=['{podman_image.base_prefix()}:{podman_image.base_prefix()}:ro']"]
     r = launch(tmp_path, [*venvless, f"python={podman_image.base_prefix()}/bin/python3"])
     assert r.returncode == 2 and "in the image cannot import torch" in r.stderr, r.stderr
+    # the interpreter and torch there, the training script (the examples' folder, not mounted) not
+    mounted = "container.mounts=[" + ",".join(f"'{m}'" for m in podman_image.python_mounts()) + "]"
+    r = launch(tmp_path, [*argv, mounted, f"python={sys.executable}"])
+    assert r.returncode == 2 and "the training script " in r.stderr and "is not in the image" in r.stderr, r.stderr
     # the runtime's own failure is said as such: here, a limit above the sandbox's
     raised = [a for a in argv if not a.startswith("container.options=")]
     r = launch(tmp_path, [*raised, "container.options=['--ulimit=nofile=1048576:1048576']"])

@@ -27,6 +27,7 @@ from launcher.rundir import RunPaths
 from launcher.runs import read
 from ports import free_port
 from supervise_util import env as launch_env
+from supervise_util import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = str(REPO / "tests" / "workers" / "runs_worker.py")
@@ -51,16 +52,6 @@ def runs_cli(tmp: Path, *args: str, timeout: float = 60) -> subprocess.Completed
         text=True,
         timeout=timeout,
     )
-
-
-def wait_for(predicate, timeout: float = 60.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout}s: {what}")
 
 
 def run_dir_of(tmp: Path, name: str) -> Path:

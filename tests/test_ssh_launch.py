@@ -22,7 +22,7 @@ import pytest
 
 import supervise_util
 from sshd import SshHosts
-from supervise_util import env
+from supervise_util import env, wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 ALLREDUCE = REPO / "examples" / "allreduce.py"
@@ -154,16 +154,6 @@ def left_in(lab) -> dict[int, list[str]]:
         if names:
             left[host.index] = names
     return left
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def sleeping(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> tuple[subprocess.Popen, Path]:

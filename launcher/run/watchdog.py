@@ -21,7 +21,6 @@ import time
 from .process import procs
 
 SWEEP_S = 10.0
-REMOVE_TIMEOUT_S = 30.0
 
 
 def _argv(text: str) -> list[str]:
@@ -67,7 +66,7 @@ def main(argv: list[str]) -> int:
     sweep(launch_id, groups)
     for remove in removals:  # a container its runtime kept after the launcher's client died
         if remove:
-            procs.run_quietly(remove, REMOVE_TIMEOUT_S)
+            procs.remove_container(remove)
     if status is not None:
         from .. import record  # only now: the watchdog's start-up stays small
 

@@ -141,7 +141,8 @@ def check_job(job: TrainConfig, facts: HostFacts) -> None:
 
     job, node_facts = slurm_launch.settle(job, planned_allocation(job.slurm), planned_facts(job.slurm, facts))
     settled = checks.validate(job, node_facts)
-    probe.script_exists(job, settled.script, before_submit=True)
+    if settled.container is None:  # in an image: checked inside it on the node (launcher/container_probe.py)
+        probe.script_exists(job, settled.script, before_submit=True)
 
 
 def log_path(run_dir: str, job_id: str) -> str:

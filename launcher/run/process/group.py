@@ -28,8 +28,6 @@ from ...rundir import RunPaths, record_root
 from .. import logs
 from . import procs
 
-REMOVE_TIMEOUT_S = 30.0  # docker/podman rm -f NAME of a container left behind
-
 
 class ProcessGroup:
     """The processes of one launch. ``exclusive``: the only launch of this process, so every
@@ -114,7 +112,7 @@ class ProcessGroup:
     def remove_containers(self) -> None:
         """Remove this launch's containers by name (after its processes ended, or were killed)."""
         for remove in self.removals():
-            procs.run_quietly(remove, REMOVE_TIMEOUT_S)
+            procs.remove_container(remove)
 
     def _start_watchdog(self) -> None:
         env = dict(os.environ)  # an outer launch's marker, if any, stays: its sweep covers this watchdog

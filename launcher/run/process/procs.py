@@ -232,10 +232,14 @@ def reap_zombie_children(exclude: Iterable[int] = ()) -> None:
             reap([pid])
 
 
-def run_quietly(argv: Sequence[str], timeout: float) -> int | None:
-    """Run a short command to its end, its output discarded: its exit code (None: it could not
-    start, or ran past ``timeout`` and was killed). A container's removal by name: docker/podman
-    ``rm -f NAME`` (the supervisor's clean-up, and the watchdog's after a SIGKILLed launcher)."""
+REMOVE_TIMEOUT_S = 30.0  # docker/podman rm -f NAME of a container left behind
+
+
+def remove_container(argv: Sequence[str], timeout: float = REMOVE_TIMEOUT_S) -> int | None:
+    """Run a container's removal by name (docker/podman ``rm -f NAME``: launcher/container.py's
+    ``remove_argv``) to its end, its output discarded: its exit code (None: it could not start, or ran
+    past ``timeout`` and was killed). The supervisor's clean-up, the watchdog's after a SIGKILLed
+    launcher, the image check's after a container that did not start in time."""
     import subprocess
 
     try:
