@@ -116,7 +116,7 @@ def test_with_every_policy_off_no_file_is_looked_at(tmp_path):
 def test_the_real_launcher_reads_each_beat_file_once_a_second(tmp_path):
     """Two JAX ranks beat every 50 ms for 6 s with the hang watchdog and the straggler detection both
     on (the defaults); strace shows the launcher's main thread reading each beat file at most once
-    per POLL_S (before the observer: twice, once per monitor)."""
+    per POLL_S (before the observer: twice, once per monitor), and once more at the end."""
     strace = shutil.which("strace")
     if strace is None:
         unavailable("STRACE", "strace is not installed: the launcher's reads cannot be counted")
@@ -132,5 +132,8 @@ def test_the_real_launcher_reads_each_beat_file_once_a_second(tmp_path):
         reads = [line for line in lines if f"rank{rank}.beat" in line and "O_NONBLOCK" in line]
         times = [datetime.datetime.strptime(line.split(" ", 1)[0], "%H:%M:%S.%f") for line in reads]
         assert len(times) >= 3, reads
-        span = (times[-1] - times[0]).total_seconds()
-        assert len(times) <= span / POLL_S + 1, f"{len(times)} reads of rank{rank}.beat in {span:.1f} s"
+        # while the launch runs; the last read is the attempt's end (the goodput ledger's last beat,
+        # Supervisor.beat_marks), out of turn once
+        running = times[:-1]
+        span = (running[-1] - running[0]).total_seconds()
+        assert len(running) <= span / POLL_S + 1, f"{len(running)} reads of rank{rank}.beat in {span:.1f} s"

@@ -151,7 +151,11 @@ def ledger_agrees(record: dict, stdout: str, redone: int) -> None:
     assert again - first["last_beat"] - 0.01 <= led["restart"] <= done - first["last_beat"] + 0.01
     assert led["teardown"] > 0 and led["productive"] > 0 and led["hang"] == 0
     assert f"[train_multigpu] {led['line']}" in stdout.splitlines()
-    assert led["line"].startswith(f"goodput {led['goodput_pct']:.0f}%: 1 restart cost ")
+    # (the line's whole percent is the productive share's; goodput_pct keeps one decimal: 1.46 is 1.5
+    # there and 1% in the line, so the two are not compared)
+    share = 100 * led["productive"] / led["wall_s"]
+    assert led["line"].startswith(f"goodput {share:.0f}%: 1 restart cost ")
+    assert led["goodput_pct"] == round(share, 1)
     assert f", {redone} iteration{'s' if redone != 1 else ''} redone, start-up " in led["line"]
 
 
