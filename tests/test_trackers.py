@@ -350,7 +350,7 @@ def test_a_new_launcher_process_reopens_the_launchs_mlflow_run(tmp_path, mlflow_
     records = [trainer / "restart1", trainer / "restart2"]
     for path in records:
         path.mkdir(parents=True)
-    launch_ = SimpleNamespace(job=None, typed=SimpleNamespace(command=("tracker=mlflow",)))
+    launch_ = SimpleNamespace(job=None, typed=SimpleNamespace(command=("tracker=mlflow",), submitted_by=None))
     first = Trackers(environ={})
     run_id = first.begin(cfg, launch_, records[0], str(trainer))["MLFLOW_RUN_ID"]
     first.end(cfg, records[0], 1, "node failure", "failed", 1)
@@ -376,3 +376,61 @@ def test_help_names_the_tracker_group_and_its_keys(run_cli):
         "tracker.mlflow.experiment",
     ):
         assert key in text, key
+
+
+# -- the back end a node launcher runs under ---------------------------------------------------------
+ALLREDUCE = Path(__file__).resolve().parents[1] / "examples" / "allreduce.py"
+
+
+def _backend_tag(store: Path) -> str:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name("backends").experiment_id])
+    return run.data.tags["train_multigpu.backend"]
+
+
+@pytest.mark.parametrize("backend", ["ssh", "ray"])
+def test_a_node_launcher_tags_its_mlflow_run_with_the_back_end_that_started_it(tmp_path, backend):
+    """submit=ssh's and submit=ray's node launchers run ``submit=none`` (the local launch): their MLflow
+    run is tagged with the back end that started them, not ``local`` (docs/trackers.md). Each runs for
+    real as its back end starts it: the ssh channel's variable and first line on stdin; the Ray job's
+    entrypoint with the config a ``submit=ray`` dry run says the job carries (no cluster: one node)."""
+    pytest.importorskip("mlflow")
+    from launcher.names import SSH_CHANNEL_VAR
+    from launcher.run import leash
+
+    store = tmp_path / "mlflow.db"
+    args = ["device=cpu", "launcher.nproc_per_node=1", f"script={ALLREDUCE}", "tracker=mlflow"]
+    args += [f"tracker.mlflow.tracking_uri=sqlite:///{store}", "tracker.mlflow.experiment=backends"]
+    if backend == "ssh":
+        argv, env, stdin = [*args, f"run_root={tmp_path / 'runs'}"], {SSH_CHANNEL_VAR: "1"}, leash.hello({}, 60)
+    else:
+        dry = launch(tmp_path, "submit=ray", "dry_run=true", *args, timeout=300)
+        assert dry.returncode == 0, dry.stderr
+        spec = json.loads(dry.stdout[dry.stdout.index("{") : dry.stdout.index("\n}\n") + 2])
+        text = dry.stdout.split("the resolved config the job launches from):\n", 1)[1]
+        order = spec["runtime_env"]["env_vars"]["TRAIN_MULTIGPU_RAY_ORDER"]
+        argv, env, stdin = [], {"TRAIN_MULTIGPU_RAY_CONFIG": text, "TRAIN_MULTIGPU_RAY_ORDER": order}, None
+    module = "launcher" if backend == "ssh" else "launcher.ray_submit.job"
+    out = tmp_path / "console.txt"
+    with open(out, "wb") as console:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *argv],
+            cwd=tmp_path,
+            env=clean_env(**env),
+            stdin=subprocess.PIPE,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+        )
+        if stdin:  # the channel stays open while the launch runs (its end would stop it)
+            proc.stdin.write(stdin)
+            proc.stdin.flush()
+        try:
+            code = proc.wait(300)
+        finally:
+            proc.stdin.close()
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0, out.read_text()
+    assert _backend_tag(store) == backend

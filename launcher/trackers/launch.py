@@ -288,11 +288,24 @@ def config_params(cfg) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def backend_name(cfg) -> str:
+def backend_name(cfg, typed) -> str:
+    """The back end this launch runs under: a SLURM job's and a pod's launcher= says so, submit=ssh's
+    and submit=ray's node launchers were told by what started them (``Typed.submitted_by``).
+
+    >>> from launcher.config.schema import TrainConfig
+    >>> from launcher.backends.base import Typed
+    >>> cfg = TrainConfig()
+    >>> backend_name(cfg, Typed()), backend_name(cfg, Typed(submitted_by="ssh"))
+    ('local', 'ssh')
+    >>> cfg.launcher.from_slurm = True; backend_name(cfg, Typed())
+    'slurm'
+    """
     if cfg.launcher.from_slurm:
         return "slurm"
     if cfg.launcher.from_k8s:
         return "k8s"
+    if typed.submitted_by:
+        return typed.submitted_by
     return "local" if cfg.submit.value == "none" else cfg.submit.value
 
 
@@ -314,7 +327,7 @@ def launch_tags(cfg, launch) -> dict[str, str]:
         TAG + "command": shlex.join([PROG, *command]),
         TAG + "hosts": socket.gethostname(),
         TAG + "nodes": str(cfg.launcher.nnodes),
-        TAG + "backend": backend_name(cfg),
+        TAG + "backend": backend_name(cfg, launch.typed),
         TAG + "topology": cfg.launcher.topology.value,
         mlflow_runs.SOURCE_TAG: PROG,
     }
