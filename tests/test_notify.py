@@ -18,7 +18,7 @@ import pytest
 
 from conftest import clean_env
 from inproc import environment, run_main
-from launcher import notify
+from launcher import notify, secrets
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -164,3 +164,49 @@ def test_the_body_is_slack_and_discord_json():
     assert body["text"] == (
         "train_multigpu: 2026-12-01_10-00-00 failed (hang) after 3 attempts; goodput 40%: 2 restarts cost 9 s"
     )
+
+
+def test_save_profile_keeps_a_typed_url_as_a_reference_that_composes_back(tmp_path, receiver):
+    """A typed URL reached Hydra as ``***``: the profile names the variable a submitted job reads it
+    from instead (``${oc.env:TRAIN_MULTIGPU_NOTIFY_URL}``), never the value nor the mask; a launch
+    with the profile posts to the variable's URL."""
+    saved = run_main(
+        ["save_profile=hooked", f"notify.url={receiver.url}"], cwd=str(tmp_path), env=environment(str(tmp_path))
+    )
+    assert saved.returncode == 0, saved.stderr
+    text = (tmp_path / ".train_multigpu" / "profile" / "hooked.yaml").read_text()
+    assert "url: ${oc.env:TRAIN_MULTIGPU_NOTIFY_URL}" in text and "***" not in text.split("defaults:")[1]
+    assert SECRET not in text + saved.stdout + saved.stderr
+    script = tmp_path / "own.py"
+    script.write_text("print('done')\n")
+    argv = [sys.executable, "-m", "launcher", "profile=hooked", f"run_root={tmp_path / 'runs'}", f"script={script}"]
+    argv += ["launcher=skrl_jax", "launcher.nproc_per_node=1", "notify.events=[succeeded]"]
+    env = clean_env(**{secrets.SECRET_KEYS["notify.url"]: receiver.url})
+    used = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150)
+    assert used.returncode == 0, used.stderr[-2000:]
+    assert [(path, body["event"]) for path, _, body in receiver.posts] == [(f"/hook/{SECRET}", "succeeded")]
+
+
+def test_rerun_takes_a_typed_url_from_the_environment_or_names_it(tmp_path, receiver):
+    """composition.json keeps ``notify.url=***``; ``runs rerun`` posts to the URL of
+    TRAIN_MULTIGPU_NOTIFY_URL (the variable docs/notify.md names), or stops with one line naming
+    it, nothing started."""
+    first = launch(tmp_path, "print('done')\n", f"notify.url={receiver.url}", "notify.events=[succeeded]")
+    assert first.returncode == 0, first.stderr[-2000:]
+    runs = [sys.executable, "-m", "launcher", "runs", "--root", str(tmp_path / "runs"), "rerun", "last"]
+    missing = subprocess.run(runs, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=150)
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        "train_multigpu: error: notify.url=***: the record keeps no secret values: set them in the environment "
+        "before the rerun (export TRAIN_MULTIGPU_NOTIFY_URL=..., or give +KEY=VALUE on the rerun's line)\n"
+    )
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # nothing started
+    again = receiver.url + "/again"
+    env = clean_env(TRAIN_MULTIGPU_NOTIFY_URL=again)
+    rerun = subprocess.run(runs, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert [(path, body["event"]) for path, _, body in receiver.posts] == [
+        (f"/hook/{SECRET}", "succeeded"),
+        (f"/hook/{SECRET}/again", "succeeded"),
+    ]
+    nowhere_holds(SECRET, tmp_path, first.stdout, first.stderr, missing.stdout, rerun.stdout, rerun.stderr)
