@@ -434,3 +434,93 @@ def test_a_node_launcher_tags_its_mlflow_run_with_the_back_end_that_started_it(t
                 proc.kill()
     assert code == 0, out.read_text()
     assert _backend_tag(store) == backend
+
+
+def _node(rank: int, trainer: Path):
+    from launcher.config.schema import TrainConfig
+
+    cfg = TrainConfig()
+    cfg.launcher.nnodes, cfg.launcher.node_rank = 2, rank
+    cfg.tracker.wandb.enabled = cfg.tracker.wandb.all_ranks = True
+    record_dir = trainer / f"node{rank}"
+    record_dir.mkdir(parents=True)
+    return cfg, record_dir
+
+
+def test_every_node_of_an_all_ranks_launch_logs_under_node_0s_id_whoever_starts_first(tmp_path):
+    """tracker.wandb.all_ranks: node 1's ranks log as ``<id>-rank<R>``. A node 1 that began before node 0
+    had written the shared directory's trackers.json made an id of its own (its ranks' runs apart from
+    the launch's, and renamed again by a requeue, which reads node 0's). It waits for node 0's; node 0
+    alone writes the shared file; each node's record gets its copy."""
+    import threading
+
+    from launcher.trackers.launch import Trackers
+
+    trainer = tmp_path / "job"
+    launch_ = SimpleNamespace(job=None)
+    got: dict[int, dict] = {}
+    first = threading.Thread(target=lambda: got.update({1: Trackers(environ={}).begin(*_begin(1, trainer, launch_))}))
+    first.start()  # node 1 first: nothing to read yet
+    time.sleep(1.0)
+    got[0] = Trackers(environ={}).begin(*_begin(0, trainer, launch_))
+    first.join(60)
+    assert got[1]["WANDB_RUN_ID"] == got[0]["WANDB_RUN_ID"]
+    shared = json.loads((trainer / "trackers.json").read_text())["wandb"]["id"]
+    copies = [json.loads((trainer / f"node{r}" / "trackers.json").read_text())["wandb"]["id"] for r in (0, 1)]
+    assert copies == [shared, shared] and shared == got[0]["WANDB_RUN_ID"]
+    assert not list(trainer.rglob("*.tmp"))
+
+
+def test_a_node_that_never_sees_node_0s_identity_says_so_after_the_bound(tmp_path, monkeypatch, capsys):
+    from launcher.trackers import launch as trackers_launch
+
+    monkeypatch.setattr(trackers_launch, "NODE0_WAIT_S", 0.5)
+    trainer = tmp_path / "job"
+    started = time.monotonic()
+    env = trackers_launch.Trackers(environ={}).begin(*_begin(1, trainer, SimpleNamespace(job=None)))
+    assert 0.5 <= time.monotonic() - started < 5 and len(env["WANDB_RUN_ID"]) == 12
+    assert capsys.readouterr().err == (
+        f"[train_multigpu] W&B: node 0's trackers.json did not appear in {trainer} within 0.5 s (not a directory "
+        "every node shares?): this node's ranks log under an id of its own\n"
+    )
+    assert not (trainer / "trackers.json").exists()  # node 0's file: never written by another node
+
+
+def _begin(rank: int, trainer: Path, launch_) -> tuple:
+    cfg, record_dir = _node(rank, trainer)
+    return cfg, launch_, record_dir, str(trainer)
+
+
+def test_trackers_json_is_written_whole_by_writers_at_once_and_never_through_a_planted_name(tmp_path):
+    """record.write_json's temporary name was ``trackers.json.tmp`` for every writer: two at once wrote
+    into one file and one of them failed (its rename found nothing); a symlink a rank planted at that
+    name in the directory it trains in was written through. Each write now has a name of its own."""
+    import threading
+
+    from launcher.trackers import identity
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    (tmp_path / "trackers.json.tmp").symlink_to(outside)
+    identity.write(tmp_path, {"wandb": {"id": "planted"}})
+    assert outside.read_text() == "keep\n"
+    assert json.loads((tmp_path / "trackers.json").read_text()) == {"wandb": {"id": "planted"}}
+    from launcher import record
+
+    failures: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        for n in range(300):
+            try:
+                record.write_json(tmp_path / "trackers.json", {"wandb": {"id": f"{name}{n}", "pad": "x" * 4096}})
+            except OSError as err:
+                failures.append(err)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert json.loads((tmp_path / "trackers.json").read_text())["wandb"]["id"] in ("a299", "b299")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside.txt", "trackers.json", "trackers.json.tmp"]
