@@ -56,6 +56,45 @@ class Receiver:
         self.server.server_close()
 
 
+class Trickler:
+    """A webhook on loopback that stalls: it takes the request, then answers a byte every 0.5 s
+    forever (each read gets a byte well within a socket timeout: only a deadline ends the try)."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        stop = self.stop = threading.Event()
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.recv(65536)
+                for byte in iter(lambda: b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000, None):
+                    for one in byte:
+                        if stop.wait(0.5):
+                            return
+                        try:
+                            self.request.sendall(bytes([one]))
+                        except OSError:
+                            return
+
+        socketserver.ThreadingTCPServer.daemon_threads = True
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/{SECRET}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def trickler():
+    made = Trickler()
+    yield made
+    made.close()
+
+
 @pytest.fixture
 def receiver():
     made = Receiver()
@@ -210,3 +249,44 @@ def test_rerun_takes_a_typed_url_from_the_environment_or_names_it(tmp_path, rece
         (f"/hook/{SECRET}/again", "succeeded"),
     ]
     nowhere_holds(SECRET, tmp_path, first.stdout, first.stderr, missing.stdout, rerun.stdout, rerun.stderr)
+
+
+def test_one_worker_posts_in_turn_and_a_trickling_webhook_is_cut_off_at_the_deadline(trickler, capsys):
+    """One worker thread whatever the number of posts (a thread each before), and a try that gets
+    TIMEOUT_S in all: a receiver answering a byte at a time (no read ever waits past the socket's
+    timeout) held a post, and its thread, forever."""
+    before = {t.ident for t in threading.enumerate()}
+    sender = notify.Notifier(trickler.url, ["failed"])
+    started = time.monotonic()
+    for n in range(5):
+        sender.send("failed", f"r{n}", "exit-code", 1, {})
+    ours = [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("notify")]
+    assert len(ours) == 1, ours
+    deadline = started + 2 * notify.TIMEOUT_S + notify.RETRY_AFTER_S + 3.0
+    while "not posted" not in (err := capsys.readouterr().err) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    took = time.monotonic() - started
+    assert "[train_multigpu] notify: failed not posted: timed out (tried twice, 2 s each)" in err, (err, took)
+    assert took < 2 * notify.TIMEOUT_S + notify.RETRY_AFTER_S + 2.0, took
+    sender.drain()  # the 4 posts left: at most BOUND_S, then said
+    assert "post(s) not answered within" in capsys.readouterr().err
+    assert time.monotonic() - started < 2 * notify.BOUND_S + 2.0
+
+
+def test_a_trickling_webhook_delays_a_launchs_exit_by_the_bound_at_most(tmp_path, trickler):
+    script = tmp_path / "own.py"
+    script.write_text(ALWAYS_FAILS)
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", f"script={script}"]
+    argv += ["launcher=skrl_jax", "launcher.nproc_per_node=1", f"notify.url={trickler.url}"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said_at = None
+    for raw in proc.stdout:
+        if raw.startswith(b"[train_multigpu] exit code 3"):
+            said_at = time.monotonic()
+    proc.wait(timeout=60)
+    waited = time.monotonic() - said_at
+    stderr = proc.stderr.read().decode()
+    assert proc.returncode == 3, stderr[-2000:]
+    assert waited < notify.BOUND_S + 2.0, f"the exit waited {waited:.1f} s"
+    assert "[train_multigpu] notify: failed not posted: timed out" in stderr, stderr[-2000:]
+    nowhere_holds(SECRET, tmp_path, stderr)
