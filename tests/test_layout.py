@@ -31,6 +31,7 @@ LEAVES = {
     "launcher.figures",  # a PNG that carries its data (matplotlib only when drawing): curves and timeline
     "launcher.notify",  # the webhook (urllib): the local back end tells it the run's state changes
     "launcher.cpu_topology",  # the machine's CPUs from sysfs (facts holds the allowed ones)
+    "launcher.cgroups",  # where this process's cgroup is (mountinfo): cpu_topology's cpuset, oom's counters
     "launcher.cpu_binding",  # launcher.cpu_binding's lists (pure): checks parses it, plan encodes it
     "launcher.container",  # a node's launch in an image (pure): the plan, the dry run and run/ wrap argv with it
 }
