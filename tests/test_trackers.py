@@ -21,19 +21,15 @@ from types import SimpleNamespace
 
 import pytest
 
-import supervise_util
 from conftest import clean_env
 from ports import free_port
 from require import unavailable
+from supervise_util import launch
 
 pytestmark = pytest.mark.timeout(900)
 
 KEY = "tmgkey" + "5f3a9c1e7b2d4068" * 2 + "ab"  # a W&B-shaped API key (40 characters), fake
 SERVER_START_S = 300  # mlflow server imports for a minute and more on a loaded 2-core machine
-
-
-def launch(tmp: Path, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return supervise_util.launch(tmp, *args, timeout=timeout, **env)
 
 
 # -- the MLflow server -----------------------------------------------------------------------------
@@ -141,6 +137,7 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
         "device=cpu",
         "restart.max=1",
         "restart.classes=[default,exit-code]",
+        timeout=600,
     )
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-4000:]  # the third point failed
