@@ -77,8 +77,10 @@ class Trickler:
                         except OSError:
                             return
 
-        socketserver.ThreadingTCPServer.daemon_threads = True
-        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True  # a handler still trickling never holds the test's end
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/{SECRET}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
