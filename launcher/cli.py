@@ -101,7 +101,7 @@ def launch_carried(text: str, order: str, overrides: list[str]) -> int:
         for name, value in (OmegaConf.select(cfg, section) or {}).items():
             if value == secrets.MASK and name in os.environ:
                 vault.values[f"{section}.{name}"] = {secrets.MASK: os.environ[name]}
-    session = Session(Typed(order=tuple(json.loads(order))), vault)
+    session = Session(Typed(order=tuple(json.loads(order)), submitted_by="ray"), vault)
     session.job(cfg)
     return session.finish()
 
@@ -131,7 +131,7 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         # secret values typed here never reach Hydra (nor anything it writes or prints)
         overrides, vault = grammar.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
         # submit=ssh's remote launcher: the secret values come on stdin, which it watches (run/leash.py)
-        leash.take_channel(vault)
+        submitted_by = "ssh" if leash.take_channel(vault) is not None else None
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))
@@ -170,6 +170,7 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         num_gpus=line.num_gpus,
         resume_args=tuple(resume_args),
         trainer_dir=again.get(record.TRAINER_DIR),
+        submitted_by=submitted_by,
     )
     session = Session(typed, vault, composition, full_error=user_full_error, save_as=save_as)
     if {"-m", "--multirun"} & set(line.hydra_flags):  # one Ctrl+C stops the whole sweep

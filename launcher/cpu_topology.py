@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from . import cgroups
+
 NVIDIA_VENDOR = "0x10de"
 DISPLAY_CLASS = "0x03"  # PCI base class 03: display controllers (VGA 0x0300xx, 3D 0x0302xx)
 _CPU_DIR = re.compile(r"^cpu(\d+)$")
@@ -200,32 +202,17 @@ def read(root: str = "/sys") -> Machine:
 # -- the CPUs this process may use ------------------------------------------------------------------
 
 
-def _cgroup_cpuset(proc: str, cgroup_root: str) -> tuple[tuple[int, ...], str] | None:
+def _cgroup_cpuset(proc: str) -> tuple[tuple[int, ...], str] | None:
     """This process's cgroup cpuset (v2 ``cpuset.cpus.effective``, v1 ``cpuset.effective_cpus``):
-    what a container's ``--cpuset-cpus``, SLURM's task/cgroup or systemd's AllowedCPUs leave it.
-    None: no cpuset found (the affinity mask then says it all)."""
-    text = _read(os.path.join(proc, "self", "cgroup")) or ""
-    candidates = []
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, path = parts
-        rel = path.lstrip("/")
-        if controllers == "":  # cgroup v2 (unified)
-            for base in (cgroup_root, os.path.join(cgroup_root, "unified")):
-                candidates += [
-                    os.path.join(base, rel, "cpuset.cpus.effective"),
-                    os.path.join(base, "cpuset.cpus.effective"),
-                ]
-        elif "cpuset" in controllers.split(","):  # cgroup v1
-            base = os.path.join(cgroup_root, "cpuset")
-            for name in ("cpuset.effective_cpus", "cpuset.cpus"):
-                candidates += [os.path.join(base, rel, name), os.path.join(base, name)]
-    for candidate in candidates:
-        cpus = _list(candidate)
-        if cpus:
-            return cpus, candidate
+    what a container's ``--cpuset-cpus``, SLURM's task/cgroup or systemd's AllowedCPUs leave it, in
+    the cgroup launcher/cgroups.py finds (``<proc>/self/cgroup`` and its mounts). None: no cpuset
+    found (the affinity mask then says it all)."""
+    self_dir = os.path.join(proc, "self")
+    for directory in cgroups.dirs("cpuset", os.path.join(self_dir, "cgroup"), os.path.join(self_dir, "mountinfo")):
+        for name in ("cpuset.cpus.effective", "cpuset.effective_cpus", "cpuset.cpus"):
+            cpus = _list(os.path.join(directory, name))
+            if cpus:
+                return cpus, os.path.join(directory, name)
     return None
 
 
@@ -237,14 +224,14 @@ def affinity() -> tuple[int, ...]:
         return tuple(range(os.cpu_count() or 1))
 
 
-def allowed(mask: Iterable[int] | None = None, proc: str = "/proc", cgroup_root: str = "/sys/fs/cgroup") -> Allowed:
+def allowed(mask: Iterable[int] | None = None, proc: str = "/proc") -> Allowed:
     """The CPUs this process may use: its affinity mask (:func:`affinity`: what ``taskset``,
     ``srun --cpu-bind``, a parallel sweep's lane or SLURM's task/affinity left it) within its cgroup's
     cpuset (a container's ``--cpuset-cpus``, SLURM's task/cgroup). The kernel keeps the mask inside
     the cpuset already; both are read so that the dry run says where a short list comes from."""
     mask = affinity() if mask is None else tuple(sorted(mask))
     parts = [f"affinity {format_cpulist(mask)}"]
-    cpuset = _cgroup_cpuset(proc, cgroup_root)
+    cpuset = _cgroup_cpuset(proc)
     cpus = mask
     if cpuset is not None:
         cpus = tuple(cpu for cpu in mask if cpu in set(cpuset[0]))

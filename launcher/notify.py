@@ -7,17 +7,22 @@ fields a receiver of one's own reads are beside them (``event``, ``run``, ``caus
 ``goodput``). The URL is a secret (a Slack webhook URL grants posting: launcher/secrets.py's
 SECRET_KEYS): it is never printed, and a failure's text is redacted before it is.
 
-Bounded: each POST runs on a thread of its own (a restart never waits for it); a try that gets no
-answer within :data:`TIMEOUT_S` is retried once after :data:`RETRY_AFTER_S`; whatever the outcome,
-one line says it. At the launcher's exit the posts still under way get at most :data:`BOUND_S`
-between them (atexit), then the process exits: a webhook that never answers delays the exit by that
-bound at most and never changes the exit code.
+Bounded: one worker thread per launcher posts what :meth:`Notifier.send` queued, in order (a restart
+never waits for it); the queue holds :data:`QUEUE_MAX` posts at most (a post beyond is dropped, said
+in one line). Each try gets :data:`TIMEOUT_S` in all, connecting and answering (a receiver that
+trickles its answer is cut off: its socket is shut at the deadline), and is retried once after
+:data:`RETRY_AFTER_S`; whatever the outcome, one line says it. At the launcher's exit the posts
+still queued or under way get at most :data:`BOUND_S` between them (atexit), then the process exits:
+a webhook that never answers delays the exit by that bound at most and never changes the exit code.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
+import queue
+import socket
 import sys
 import threading
 import time
@@ -34,6 +39,7 @@ EVENTS = (FAILED, RESTARTED, SUCCEEDED, STOPPED)
 TIMEOUT_S = 2.0  # one try: connect + answer
 RETRY_AFTER_S = 0.5
 BOUND_S = 2 * TIMEOUT_S + RETRY_AFTER_S + 0.5  # the most the launcher's exit waits for the posts
+QUEUE_MAX = 64  # posts waiting for the worker (a sweep posts once per job)
 SCHEMES = ("http://", "https://")
 
 
@@ -77,12 +83,13 @@ def message(event: str, run: str, cause: str | None, attempts: int, ledger: Mapp
 
 
 class Notifier:
-    """One launcher's webhook: ``send`` posts on a thread; the exit waits for the posts, bounded."""
+    """One launcher's webhook: ``send`` queues a post for the one worker; the exit waits, bounded."""
 
     def __init__(self, url: str, events: Sequence[str]) -> None:
         self._url = url
         self.events = frozenset(events)
-        self._threads: list[threading.Thread] = []
+        self._queue: queue.Queue[tuple[str, bytes]] = queue.Queue(QUEUE_MAX)
+        self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         atexit.register(self.drain)
 
@@ -93,10 +100,23 @@ class Notifier:
         if event not in self.events:
             return
         body = json.dumps(message(event, run, cause, attempts, ledger)).encode()
-        thread = threading.Thread(target=self._post, args=(event, body), daemon=True, name=f"notify-{event}")
-        with self._lock:  # the posts answered are forgotten (a long sweep posts once per job)
-            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-        thread.start()
+        try:
+            self._queue.put_nowait((event, body))
+        except queue.Full:
+            _say(f"notify: {event} not posted: {QUEUE_MAX} posts are waiting already", err=True)
+            return
+        with self._lock:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, daemon=True, name="notify")
+                self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            event, body = self._queue.get()
+            try:
+                self._post(event, body)
+            finally:
+                self._queue.task_done()
 
     def _post(self, event: str, body: bytes) -> None:
         problem = ""
@@ -104,12 +124,9 @@ class Notifier:
             if attempt:
                 time.sleep(RETRY_AFTER_S)
             try:
-                request = urllib.request.Request(
-                    self._url, data=body, method="POST", headers={"Content-Type": "application/json"}
-                )
-                with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:
-                    _say(f"notify: {event} posted (HTTP {answer.status})")
-                    return
+                status = _post_once(self._url, body, TIMEOUT_S)
+                _say(f"notify: {event} posted (HTTP {status})")
+                return
             except urllib.error.HTTPError as err:
                 problem = f"HTTP {err.code} {err.reason}"
             except Exception as err:  # noqa: BLE001 - any failure is said and the launch goes on
@@ -118,15 +135,73 @@ class Notifier:
         _say(f"notify: {event} not posted: {problem} (tried twice, {TIMEOUT_S:g} s each)", err=True)
 
     def drain(self) -> None:
-        """Wait for the posts under way, :data:`BOUND_S` at most in all (atexit)."""
+        """Wait for the posts queued or under way, :data:`BOUND_S` at most in all (atexit)."""
         deadline = time.monotonic() + BOUND_S
-        with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        late = [t for t in threads if t.is_alive()]
+        done = self._queue.all_tasks_done
+        with done:
+            while self._queue.unfinished_tasks and time.monotonic() < deadline:
+                done.wait(max(0.0, deadline - time.monotonic()))
+            late = self._queue.unfinished_tasks
         if late:
-            _say(f"notify: {len(late)} post(s) not answered within {BOUND_S:g} s; not waiting longer", err=True)
+            _say(f"notify: {late} post(s) not answered within {BOUND_S:g} s; not waiting longer", err=True)
+
+
+class _Kept:
+    """An urllib handler that keeps each connection it opens (``conns``): the deadline shuts its socket."""
+
+    conns: list
+
+    def do_open(self, http_class, req, **kwargs):
+        def make(*args, **kw):
+            conn = http_class(*args, **kw)
+            self.conns.append(conn)
+            return conn
+
+        return super().do_open(make, req, **kwargs)
+
+
+class _Http(_Kept, urllib.request.HTTPHandler):
+    pass
+
+
+class _Https(_Kept, urllib.request.HTTPSHandler):
+    pass
+
+
+def _post_once(url: str, body: bytes, timeout_s: float) -> int:
+    """One POST (urllib: the environment's proxies apply), ``timeout_s`` in all: at the deadline the
+    connection's socket is shut, so a receiver that answers a byte at a time cannot hold it longer.
+    The answer's HTTP status; an error raises (``timed out`` at the deadline)."""
+    conns: list = []
+    handlers = [_Http(), _Https()]
+    for handler in handlers:
+        handler.conns = conns
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        for conn in list(conns):
+            with contextlib.suppress(OSError, AttributeError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.daemon = True
+    timer.start()
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.build_opener(*handlers).open(request, timeout=timeout_s) as answer:
+            return answer.status
+    except urllib.error.HTTPError:
+        raise
+    except Exception:
+        if expired.is_set():
+            raise TimeoutError("timed out") from None
+        raise
+    finally:
+        timer.cancel()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.close()
 
 
 def _say(line: str, err: bool = False) -> None:

@@ -31,9 +31,13 @@ def start(tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Pop
     return subprocess.Popen(argv, cwd=tmp, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
-def launch(tmp: Path, *args: str, timeout: float, **env: str) -> subprocess.CompletedProcess:
+LAUNCH_TIMEOUT_S = 300.0
+
+
+def launch(tmp: Path, *args: str, timeout: float = LAUNCH_TIMEOUT_S, **env: str) -> subprocess.CompletedProcess:
     """``train_multigpu run_root=<tmp>/runs <args>`` (``runs ...``: no run_root) to its end, with
-    :func:`conftest.clean_env` and ``env`` added; its output captured as text."""
+    :func:`conftest.clean_env` and ``env`` added; its output captured as text. The one CLI runner of
+    the tests that launch to the end (test_recovery, test_trackers, test_container_podman)."""
     root = [] if args[:1] == ("runs",) else [f"run_root={tmp / 'runs'}"]
     return subprocess.run(
         [sys.executable, "-m", "launcher", *root, *args],

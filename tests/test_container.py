@@ -276,6 +276,31 @@ def test_submit_slurm_carries_the_container_keys_into_the_job(tmp_path):
     assert command_line(inside.stdout)[:3] == ["apptainer", "exec", "--cleanenv"]
 
 
+@pytest.mark.parametrize("runtime", ["auto", "podman"])
+def test_submit_slurms_dry_run_shows_the_container_node_0_runs(tmp_path, runtime):
+    """The batch script starts each node's launcher; inside the job that launcher starts the container.
+    The dry run of ``submit=slurm`` showed only the batch script: it now shows node 0's container
+    command as planned, the one ``launcher=slurm`` inside the allocation runs, up to what SLURM gives
+    at run time (the job id and host in the rendezvous, pyxis's --nodelist)."""
+    args = [f"container.image={IMAGE}", f"container.runtime={runtime}", "launcher.nproc_per_node=2"]
+    args += ["+worker_env.HF_TOKEN=abc", f"run_dir={tmp_path / 'job'}"]
+    submitted = dry(tmp_path, "submit=slurm", *args)
+    assert submitted.returncode == 0, submitted.stderr
+    script, node0 = submitted.stdout.split("\n# profile: ", 1)
+    node0 = "# profile: " + node0
+    assert "srun --nodes 1" in script and "in the job, each node's launcher runs its ranks in the container" in node0
+    inside = dry(tmp_path, "launcher=slurm", *args, env=SLURM_ENV)
+    assert inside.returncode == 0, inside.stderr
+
+    def planned(argv: list[str]) -> list[str]:
+        drop = {"--rdzv_endpoint", "--rdzv_id"}
+        return [w for i, w in enumerate(argv) if w not in drop and argv[i - 1] not in drop and "--nodelist" not in w]
+
+    assert planned(command_line(node0)) == planned(command_line(inside.stdout))
+    assert command_line(node0)[0] == ("srun" if runtime == "auto" else "podman")  # pyxis: SLURM's own
+    assert "abc" not in submitted.stdout + submitted.stderr
+
+
 def test_the_isaaclab_preset(tmp_path):
     result, argv = dry_argv(
         tmp_path,

@@ -20,11 +20,10 @@ from pathlib import Path
 import pytest
 
 import podman_image
-import supervise_util
 from conftest import ALLREDUCE, clean_env
 from launcher import paths
+from supervise_util import launch, wait_for
 from supervise_util import run_dir as the_run
-from supervise_util import wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -65,10 +64,6 @@ def start(tmp: Path, argv: list[str], **env: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def launch(tmp: Path, argv: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    return supervise_util.launch(tmp, *argv, timeout=timeout, **env)
 
 
 def ours() -> list[str]:
@@ -162,7 +157,7 @@ def test_the_trainer_restarts_inside_the_container_and_its_secret_reaches_only_t
     assert "iterations 3..4" in (run_dir / "attempt1" / "logs" / "rank0.log").read_text()
     assert (run_dir / "logs" / "rank1.log").is_file()
     assert "podman --runtime=runc run --rm --name tmg-" in (run_dir / "command.sh").read_text()
-    listing = launch(tmp_path, ["runs", f"--root={tmp_path / 'runs'}"]).stdout
+    listing = launch(tmp_path, "runs", f"--root={tmp_path / 'runs'}").stdout
     assert "success, attempts 2 (1 restart)" in listing.splitlines()[1], listing
     # nowhere else: the console, every file of the run, podman's storage (config.json, its state database)
     assert sentinel not in out + err
@@ -175,8 +170,13 @@ def test_a_failing_jax_rank_exit_code_and_cause_come_out_of_its_container(tmp_pa
     coordinator met (host network), the launch exits 7 naming it; no container is left."""
     r = launch(
         tmp_path,
-        [*args(image), "launcher=skrl_jax", "launcher.nproc_per_node=2", f"script={ALLREDUCE}"]
-        + ["--", "--exit_code_on_rank", "1:7"],
+        *args(image),
+        "launcher=skrl_jax",
+        "launcher.nproc_per_node=2",
+        f"script={ALLREDUCE}",
+        "--",
+        "--exit_code_on_rank",
+        "1:7",
     )
     assert r.returncode == 7, r.stdout[-3000:] + r.stderr[-3000:]
     assert "FAILED: node 0, rank 1 (local rank 1): exit code 7" in r.stderr
@@ -227,7 +227,7 @@ def test_stacks_then_ctrl_c_leave_no_container(tmp_path, image):
         assert len(rank_environ_with(sentinel)) >= 2  # both ranks (and the processes they run the script in)
         assert cmdlines_with(sentinel, proc.pid) == []
         assert files_with(sentinel, tmp_path, Path("/var/lib/containers/storage"), Path("/run/containers")) == []
-        stacks = launch(tmp_path, ["runs", "stacks", "last", f"--root={tmp_path / 'runs'}"], timeout=120)
+        stacks = launch(tmp_path, "runs", "stacks", "last", f"--root={tmp_path / 'runs'}", timeout=120)
         assert stacks.returncode == 0, stacks.stdout + stacks.stderr
         summary = wait_for(lambda: list(the_run(tmp_path).glob("stacks/*/summary.txt")), 60, "the stacks' summary")
         text = summary[0].read_text()
@@ -264,22 +264,22 @@ def test_an_image_without_python_is_refused_before_any_rank_starts(tmp_path, ima
         "container.runtime_flags=['--runtime=runc']",
         options(),
     ]
-    r = launch(tmp_path, [*argv, f"container.mounts=['{tmp_path / 'cache'}:/cache']"])
+    r = launch(tmp_path, *argv, f"container.mounts=['{tmp_path / 'cache'}:/cache']")
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"train_multigpu: error: container.image={image}: python3 "), lines
     assert not (tmp_path / "runs").exists() and not (tmp_path / "cache").exists()  # a mount's folder: not made
     # the interpreter there, torch not: the module is named
     venvless = [*argv, f"container.mounts=['{podman_image.base_prefix()}:{podman_image.base_prefix()}:ro']"]
-    r = launch(tmp_path, [*venvless, f"python={podman_image.base_prefix()}/bin/python3"])
+    r = launch(tmp_path, *venvless, f"python={podman_image.base_prefix()}/bin/python3")
     assert r.returncode == 2 and "in the image cannot import torch" in r.stderr, r.stderr
     # the interpreter and torch there, the training script (the examples' folder, not mounted) not
     mounted = "container.mounts=[" + ",".join(f"'{m}'" for m in podman_image.python_mounts()) + "]"
-    r = launch(tmp_path, [*argv, mounted, f"python={sys.executable}"])
+    r = launch(tmp_path, *argv, mounted, f"python={sys.executable}")
     assert r.returncode == 2 and "the training script " in r.stderr and "is not in the image" in r.stderr, r.stderr
     # the runtime's own failure is said as such: here, a limit above the sandbox's
     raised = [a for a in argv if not a.startswith("container.options=")]
-    r = launch(tmp_path, [*raised, "container.options=['--ulimit=nofile=1048576:1048576']"])
+    r = launch(tmp_path, *raised, "container.options=['--ulimit=nofile=1048576:1048576']")
     assert r.returncode == 2 and "podman could not start a container from it (exit 126: " in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "runs").exists() and ours() == []
@@ -293,14 +293,12 @@ def test_submit_slurm_runs_podman_under_srun_on_the_real_cluster(slurm_cluster, 
     sentinel = f"tmgSENTINEL{uuid.uuid4().hex}"
     r = launch(
         tmp_path,
-        [
-            *args(image),
-            "submit=slurm",
-            "slurm.time=5",
-            "launcher.nproc_per_node=1",
-            f"script={ALLREDUCE}",
-            f"+worker_env.HF_TOKEN={sentinel}",
-        ],
+        *args(image),
+        "submit=slurm",
+        "slurm.time=5",
+        "launcher.nproc_per_node=1",
+        f"script={ALLREDUCE}",
+        f"+worker_env.HF_TOKEN={sentinel}",
         OMP_NUM_THREADS="1",
     )
     assert r.returncode == 0, r.stdout + r.stderr

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import types
+from pathlib import Path
 
 import pytest
 
 import sysfs_trees
-from launcher import cpu_binding, cpu_topology
+from launcher import cgroups, cpu_binding, cpu_topology
 from launcher.cpu_topology import Allowed, format_cpulist, parse_cpulist
 from launcher.errors import UserError
 from sysfs_trees import CPU_HOST, DGX_H100, EPYC_NPS2, FLAT
@@ -204,24 +205,57 @@ def test_this_machine(tmp_path):
     assert set(allowed.cpus) == os.sched_getaffinity(0)
 
 
+def _mounts(proc: Path, *lines: str) -> None:
+    (proc / "mountinfo").write_text("".join(f"{30 + n} 25 0:{26 + n} {line}\n" for n, line in enumerate(lines)))
+
+
 def test_allowed_reads_the_cgroup_cpuset(tmp_path):
     """A container's --cpuset-cpus (cgroup v2) and SLURM's task/cgroup (v1) shrink what counts."""
     proc = tmp_path / "proc" / "self"
     proc.mkdir(parents=True)
     cgroup = tmp_path / "cgroup"
+    _mounts(proc, f"/ {cgroup} rw,nosuid - cgroup2 cgroup2 rw")
     (proc / "cgroup").write_text("0::/machine.slice/libpod-abc.scope\n")
     scope = cgroup / "machine.slice" / "libpod-abc.scope"
     scope.mkdir(parents=True)
     (scope / "cpuset.cpus.effective").write_text("2-3\n")
-    got = cpu_topology.allowed(range(8), str(tmp_path / "proc"), str(cgroup))
+    got = cpu_topology.allowed(range(8), str(tmp_path / "proc"))
     assert got.cpus == (2, 3) and "cpuset 2-3" in got.source and "affinity 0-7" in got.source
+    _mounts(
+        proc,
+        f"/ {cgroup}/cpuset rw,nosuid - cgroup cgroup rw,cpuset",
+        f"/ {cgroup}/memory rw - cgroup cgroup rw,memory",
+    )
     (proc / "cgroup").write_text("12:cpuset:/slurm/uid_0/job_7/step_0\n3:memory:/x\n")
     step = cgroup / "cpuset" / "slurm" / "uid_0" / "job_7" / "step_0"
     step.mkdir(parents=True)
     (step / "cpuset.effective_cpus").write_text("0,5\n")
-    assert cpu_topology.allowed(range(8), str(tmp_path / "proc"), str(cgroup)).cpus == (0, 5)
+    assert cpu_topology.allowed(range(8), str(tmp_path / "proc")).cpus == (0, 5)
     (proc / "cgroup").write_text("")  # nothing to read: the affinity alone
-    assert cpu_topology.allowed((1, 2), str(tmp_path / "proc"), str(cgroup)).cpus == (1, 2)
+    assert cpu_topology.allowed((1, 2), str(tmp_path / "proc")).cpus == (1, 2)
+
+
+def test_the_cpuset_is_found_where_mountinfo_says_the_hierarchy_is(tmp_path):
+    """The cgroup mount is read from mountinfo, as run/postmortem/oom.py reads the memory one
+    (launcher/cgroups.py, one way): a v1 cpuset co-mounted as ``cpu,cpuset`` somewhere else than
+    /sys/fs/cgroup/cpuset, and a cgroup namespace (the cgroup shown as ``/``, the mount's root the
+    job's), were missed by the path guessed under /sys/fs/cgroup."""
+    proc = tmp_path / "proc" / "self"
+    proc.mkdir(parents=True)
+    mnt = tmp_path / "mnt" / "cpu,cpuset"
+    _mounts(proc, f"/ {mnt} rw,nosuid - cgroup cgroup rw,cpu,cpuset")
+    (proc / "cgroup").write_text("5:cpu,cpuset:/slurm/job_9\n")
+    (mnt / "slurm" / "job_9").mkdir(parents=True)
+    (mnt / "slurm" / "job_9" / "cpuset.effective_cpus").write_text("1,3\n")
+    got = cpu_topology.allowed(range(4), str(tmp_path / "proc"))
+    assert got.cpus == (1, 3) and f"({mnt}/slurm/job_9/cpuset.effective_cpus)" in got.source
+    inner = tmp_path / "ns"
+    inner.mkdir()
+    (inner / "cpuset.cpus.effective").write_text("2\n")
+    _mounts(proc, f"/kubepods/pod1 {inner} rw - cgroup2 cgroup2 rw")
+    (proc / "cgroup").write_text("0::/\n")
+    assert cpu_topology.allowed(range(4), str(tmp_path / "proc")).cpus == (2,)
+    assert cgroups.dirs("cpuset", str(proc / "cgroup"), str(proc / "mountinfo")) == [str(inner)]
 
 
 # -- the same lists as torch's own --numa-binding (torch/numa/binding.py) on the same trees ----------

@@ -31,6 +31,7 @@ LEAVES = {
     "launcher.figures",  # a PNG that carries its data (matplotlib only when drawing): curves and timeline
     "launcher.notify",  # the webhook (urllib): the local back end tells it the run's state changes
     "launcher.cpu_topology",  # the machine's CPUs from sysfs (facts holds the allowed ones)
+    "launcher.cgroups",  # where this process's cgroup is (mountinfo): cpu_topology's cpuset, oom's counters
     "launcher.cpu_binding",  # launcher.cpu_binding's lists (pure): checks parses it, plan encodes it
     "launcher.container",  # a node's launch in an image (pure): the plan, the dry run and run/ wrap argv with it
 }
@@ -362,13 +363,9 @@ STARTS_OR_SIGNALS = {
 STARTS_OR_SIGNALS_PREFIXES = ("os.exec", "os.spawn", "multiprocessing.", "ctypes.")
 REFUSED_MODULES = {"ctypes", "multiprocessing", "pty"}  # imported at all: prctl, process pools, terminals
 # named exceptions outside run/, each with its reason (a new one is a decision, written here)
-PROCESS_RULE_EXCEPTIONS = {
-    ("launcher.runs.live", "os.kill"): "`runs stacks ID` asks a running launcher for its ranks' stacks (SIGUSR2, "
-    "which run/process/signals.py handles): a request, never a stop; runs/ may not import run/ "
-    "(its listing stays light)",
-    ("launcher.runs.live", "signal.pidfd_send_signal"): "the same request through a pidfd of the launcher "
-    "runs/read.verified_launcher proved (no process that reused its pid since is signalled)",
-}
+# (none: ``runs stop`` and ``runs stacks`` signal the launcher they proved through
+# backends/local_state.send, i.e. run/process/procs.send, the one way)
+PROCESS_RULE_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def _dotted(node: ast.expr) -> str | None:
@@ -496,3 +493,18 @@ def test_the_wrapper_names_rank_files_as_the_run_directory_does():
         assert 'f"' + name(7).replace("7", "{" + expr + "}") + '"' in source, name(7)
     assert 'f"' + rundir.beat_name(7).replace("7", "{ranks['rank']}") + '"' in source
     assert 'f"' + rundir.cpus_name(7).replace("7", "{ranks['rank']}") + '"' in source
+
+
+def test_no_test_module_wraps_the_shared_cli_runner_in_a_helper_of_its_own():
+    """tests/supervise_util.py's ``launch`` runs ``train_multigpu`` to its end for every test module
+    (test_recovery, test_trackers and test_container_podman each had a ``launch`` that only called it)."""
+    wrappers = []
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or len(node.body) != 1:
+                continue
+            body = node.body[0]
+            call = body.value if isinstance(body, ast.Return) else None
+            if isinstance(call, ast.Call) and _dotted(call.func) == "supervise_util.launch":
+                wrappers.append(f"{path.name}:{node.lineno} {node.name}")
+    assert wrappers == []

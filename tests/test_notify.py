@@ -18,7 +18,7 @@ import pytest
 
 from conftest import clean_env
 from inproc import environment, run_main
-from launcher import notify
+from launcher import notify, secrets
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -54,6 +54,47 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Trickler:
+    """A webhook on loopback that stalls: it takes the request, then answers a byte every 0.5 s
+    forever (each read gets a byte well within a socket timeout: only a deadline ends the try)."""
+
+    def __init__(self) -> None:
+        import socketserver
+
+        stop = self.stop = threading.Event()
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.recv(65536)
+                for byte in iter(lambda: b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000, None):
+                    for one in byte:
+                        if stop.wait(0.5):
+                            return
+                        try:
+                            self.request.sendall(bytes([one]))
+                        except OSError:
+                            return
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True  # a handler still trickling never holds the test's end
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/{SECRET}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def trickler():
+    made = Trickler()
+    yield made
+    made.close()
 
 
 @pytest.fixture
@@ -164,3 +205,90 @@ def test_the_body_is_slack_and_discord_json():
     assert body["text"] == (
         "train_multigpu: 2026-12-01_10-00-00 failed (hang) after 3 attempts; goodput 40%: 2 restarts cost 9 s"
     )
+
+
+def test_save_profile_keeps_a_typed_url_as_a_reference_that_composes_back(tmp_path, receiver):
+    """A typed URL reached Hydra as ``***``: the profile names the variable a submitted job reads it
+    from instead (``${oc.env:TRAIN_MULTIGPU_NOTIFY_URL}``), never the value nor the mask; a launch
+    with the profile posts to the variable's URL."""
+    saved = run_main(
+        ["save_profile=hooked", f"notify.url={receiver.url}"], cwd=str(tmp_path), env=environment(str(tmp_path))
+    )
+    assert saved.returncode == 0, saved.stderr
+    text = (tmp_path / ".train_multigpu" / "profile" / "hooked.yaml").read_text()
+    assert "url: ${oc.env:TRAIN_MULTIGPU_NOTIFY_URL}" in text and "***" not in text.split("defaults:")[1]
+    assert SECRET not in text + saved.stdout + saved.stderr
+    script = tmp_path / "own.py"
+    script.write_text("print('done')\n")
+    argv = [sys.executable, "-m", "launcher", "profile=hooked", f"run_root={tmp_path / 'runs'}", f"script={script}"]
+    argv += ["launcher=skrl_jax", "launcher.nproc_per_node=1", "notify.events=[succeeded]"]
+    env = clean_env(**{secrets.SECRET_KEYS["notify.url"]: receiver.url})
+    used = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150)
+    assert used.returncode == 0, used.stderr[-2000:]
+    assert [(path, body["event"]) for path, _, body in receiver.posts] == [(f"/hook/{SECRET}", "succeeded")]
+
+
+def test_rerun_takes_a_typed_url_from_the_environment_or_names_it(tmp_path, receiver):
+    """composition.json keeps ``notify.url=***``; ``runs rerun`` posts to the URL of
+    TRAIN_MULTIGPU_NOTIFY_URL (the variable docs/notify.md names), or stops with one line naming
+    it, nothing started."""
+    first = launch(tmp_path, "print('done')\n", f"notify.url={receiver.url}", "notify.events=[succeeded]")
+    assert first.returncode == 0, first.stderr[-2000:]
+    runs = [sys.executable, "-m", "launcher", "runs", "--root", str(tmp_path / "runs"), "rerun", "last"]
+    missing = subprocess.run(runs, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=150)
+    assert missing.returncode == 2
+    assert missing.stderr == (
+        "train_multigpu: error: notify.url=***: the record keeps no secret values: set them in the environment "
+        "before the rerun (export TRAIN_MULTIGPU_NOTIFY_URL=..., or give +KEY=VALUE on the rerun's line)\n"
+    )
+    assert len(list((tmp_path / "runs").iterdir())) == 1  # nothing started
+    again = receiver.url + "/again"
+    env = clean_env(TRAIN_MULTIGPU_NOTIFY_URL=again)
+    rerun = subprocess.run(runs, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert [(path, body["event"]) for path, _, body in receiver.posts] == [
+        (f"/hook/{SECRET}", "succeeded"),
+        (f"/hook/{SECRET}/again", "succeeded"),
+    ]
+    nowhere_holds(SECRET, tmp_path, first.stdout, first.stderr, missing.stdout, rerun.stdout, rerun.stderr)
+
+
+def test_one_worker_posts_in_turn_and_a_trickling_webhook_is_cut_off_at_the_deadline(trickler, capsys):
+    """One worker thread whatever the number of posts (a thread each before), and a try that gets
+    TIMEOUT_S in all: a receiver answering a byte at a time (no read ever waits past the socket's
+    timeout) held a post, and its thread, forever."""
+    before = {t.ident for t in threading.enumerate()}
+    sender = notify.Notifier(trickler.url, ["failed"])
+    started = time.monotonic()
+    for n in range(5):
+        sender.send("failed", f"r{n}", "exit-code", 1, {})
+    ours = [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("notify")]
+    assert len(ours) == 1, ours
+    deadline = started + 2 * notify.TIMEOUT_S + notify.RETRY_AFTER_S + 3.0
+    while "not posted" not in (err := capsys.readouterr().err) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    took = time.monotonic() - started
+    assert "[train_multigpu] notify: failed not posted: timed out (tried twice, 2 s each)" in err, (err, took)
+    assert took < 2 * notify.TIMEOUT_S + notify.RETRY_AFTER_S + 2.0, took
+    sender.drain()  # the 4 posts left: at most BOUND_S, then said
+    assert "post(s) not answered within" in capsys.readouterr().err
+    assert time.monotonic() - started < 2 * notify.BOUND_S + 2.0
+
+
+def test_a_trickling_webhook_delays_a_launchs_exit_by_the_bound_at_most(tmp_path, trickler):
+    script = tmp_path / "own.py"
+    script.write_text(ALWAYS_FAILS)
+    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", f"script={script}"]
+    argv += ["launcher=skrl_jax", "launcher.nproc_per_node=1", f"notify.url={trickler.url}"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    said_at = None
+    for raw in proc.stdout:
+        if raw.startswith(b"[train_multigpu] exit code 3"):
+            said_at = time.monotonic()
+    proc.wait(timeout=60)
+    waited = time.monotonic() - said_at
+    stderr = proc.stderr.read().decode()
+    assert proc.returncode == 3, stderr[-2000:]
+    assert waited < notify.BOUND_S + 2.0, f"the exit waited {waited:.1f} s"
+    assert "[train_multigpu] notify: failed not posted: timed out" in stderr, stderr[-2000:]
+    nowhere_holds(SECRET, tmp_path, stderr)

@@ -16,18 +16,14 @@ from pathlib import Path
 
 import pytest
 
-import supervise_util
 from conftest import clean_env
+from supervise_util import launch
 from supervise_util import run_dir as the_run
 
 pytestmark = pytest.mark.timeout(400)
 
 SMALL = ("launcher.nproc_per_node=2", "num_envs=4", "max_iterations=4", "device=cpu")
 CRASH_RETRIED = ("restart.max=2", "restart.classes=[default,exit-code]")
-
-
-def launch(tmp: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
-    return supervise_util.launch(tmp, *args, timeout=timeout, **env)
 
 
 def status(run_dir: Path) -> dict:

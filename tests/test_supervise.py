@@ -208,6 +208,34 @@ def test_the_watchdog_records_the_end_of_a_killed_launcher(tmp_path, jax):
 
 
 @pytest.mark.timeout(60)
+def test_the_watchdog_ignores_a_malformed_line_and_still_kills_what_it_was_told_about(tmp_path):
+    """A bare ``remove`` (no command) crashed the watchdog (IndexError) before its sweep: the groups
+    it was told about outlived a SIGKILLed launcher. Malformed lines are ignored, said on stderr."""
+    import subprocess
+    import sys
+
+    from supervise_util import env
+
+    sleeper = subprocess.Popen(["sleep", "120"], start_new_session=True)  # a group of its own, as a rank's
+    watchdog = subprocess.Popen(
+        [sys.executable, "-S", "-m", "launcher.run.watchdog", "tmg-test-malformed"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env(),
+    )
+    try:
+        _, err = watchdog.communicate(f"remove\nremove [\npgid {sleeper.pid}\nremove {{}}\n".encode(), timeout=30)
+        assert watchdog.returncode == 0, err.decode()
+        assert err.decode().count("watchdog: ignored a malformed line") == 3, err.decode()
+        assert sleeper.wait(10) == -signal.SIGKILL  # the launcher's end of the pipe closed without done
+    finally:
+        for proc in (sleeper, watchdog):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.timeout(60)
 def test_torchrun_output_flags_are_honoured(tmp_path):
     """With tee/redirects/log_dir torchrun keeps the workers' output, as the user asked."""
     torch_logs = tmp_path / "torchrun_logs"

@@ -21,19 +21,15 @@ from types import SimpleNamespace
 
 import pytest
 
-import supervise_util
 from conftest import clean_env
 from ports import free_port
 from require import unavailable
+from supervise_util import launch
 
 pytestmark = pytest.mark.timeout(900)
 
 KEY = "tmgkey" + "5f3a9c1e7b2d4068" * 2 + "ab"  # a W&B-shaped API key (40 characters), fake
 SERVER_START_S = 300  # mlflow server imports for a minute and more on a loaded 2-core machine
-
-
-def launch(tmp: Path, *args: str, timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
-    return supervise_util.launch(tmp, *args, timeout=timeout, **env)
 
 
 # -- the MLflow server -----------------------------------------------------------------------------
@@ -141,6 +137,7 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
         "device=cpu",
         "restart.max=1",
         "restart.classes=[default,exit-code]",
+        timeout=600,
     )
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-4000:]  # the third point failed
@@ -350,7 +347,7 @@ def test_a_new_launcher_process_reopens_the_launchs_mlflow_run(tmp_path, mlflow_
     records = [trainer / "restart1", trainer / "restart2"]
     for path in records:
         path.mkdir(parents=True)
-    launch_ = SimpleNamespace(job=None, typed=SimpleNamespace(command=("tracker=mlflow",)))
+    launch_ = SimpleNamespace(job=None, typed=SimpleNamespace(command=("tracker=mlflow",), submitted_by=None))
     first = Trackers(environ={})
     run_id = first.begin(cfg, launch_, records[0], str(trainer))["MLFLOW_RUN_ID"]
     first.end(cfg, records[0], 1, "node failure", "failed", 1)
@@ -376,3 +373,151 @@ def test_help_names_the_tracker_group_and_its_keys(run_cli):
         "tracker.mlflow.experiment",
     ):
         assert key in text, key
+
+
+# -- the back end a node launcher runs under ---------------------------------------------------------
+ALLREDUCE = Path(__file__).resolve().parents[1] / "examples" / "allreduce.py"
+
+
+def _backend_tag(store: Path) -> str:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{store}")
+    (run,) = client.search_runs([client.get_experiment_by_name("backends").experiment_id])
+    return run.data.tags["train_multigpu.backend"]
+
+
+@pytest.mark.parametrize("backend", ["ssh", "ray"])
+def test_a_node_launcher_tags_its_mlflow_run_with_the_back_end_that_started_it(tmp_path, backend):
+    """submit=ssh's and submit=ray's node launchers run ``submit=none`` (the local launch): their MLflow
+    run is tagged with the back end that started them, not ``local`` (docs/trackers.md). Each runs for
+    real as its back end starts it: the ssh channel's variable and first line on stdin; the Ray job's
+    entrypoint with the config a ``submit=ray`` dry run says the job carries (no cluster: one node)."""
+    pytest.importorskip("mlflow")
+    from launcher.names import SSH_CHANNEL_VAR
+    from launcher.run import leash
+
+    store = tmp_path / "mlflow.db"
+    args = ["device=cpu", "launcher.nproc_per_node=1", f"script={ALLREDUCE}", "tracker=mlflow"]
+    args += [f"tracker.mlflow.tracking_uri=sqlite:///{store}", "tracker.mlflow.experiment=backends"]
+    if backend == "ssh":
+        argv, env, stdin = [*args, f"run_root={tmp_path / 'runs'}"], {SSH_CHANNEL_VAR: "1"}, leash.hello({}, 60)
+    else:
+        dry = launch(tmp_path, "submit=ray", "dry_run=true", *args, timeout=300)
+        assert dry.returncode == 0, dry.stderr
+        spec = json.loads(dry.stdout[dry.stdout.index("{") : dry.stdout.index("\n}\n") + 2])
+        text = dry.stdout.split("the resolved config the job launches from):\n", 1)[1]
+        order = spec["runtime_env"]["env_vars"]["TRAIN_MULTIGPU_RAY_ORDER"]
+        argv, env, stdin = [], {"TRAIN_MULTIGPU_RAY_CONFIG": text, "TRAIN_MULTIGPU_RAY_ORDER": order}, None
+    module = "launcher" if backend == "ssh" else "launcher.ray_submit.job"
+    out = tmp_path / "console.txt"
+    with open(out, "wb") as console:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *argv],
+            cwd=tmp_path,
+            env=clean_env(**env),
+            stdin=subprocess.PIPE,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+        )
+        if stdin:  # the channel stays open while the launch runs (its end would stop it)
+            proc.stdin.write(stdin)
+            proc.stdin.flush()
+        try:
+            code = proc.wait(300)
+        finally:
+            proc.stdin.close()
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0, out.read_text()
+    assert _backend_tag(store) == backend
+
+
+def _node(rank: int, trainer: Path):
+    from launcher.config.schema import TrainConfig
+
+    cfg = TrainConfig()
+    cfg.launcher.nnodes, cfg.launcher.node_rank = 2, rank
+    cfg.tracker.wandb.enabled = cfg.tracker.wandb.all_ranks = True
+    record_dir = trainer / f"node{rank}"
+    record_dir.mkdir(parents=True)
+    return cfg, record_dir
+
+
+def test_every_node_of_an_all_ranks_launch_logs_under_node_0s_id_whoever_starts_first(tmp_path):
+    """tracker.wandb.all_ranks: node 1's ranks log as ``<id>-rank<R>``. A node 1 that began before node 0
+    had written the shared directory's trackers.json made an id of its own (its ranks' runs apart from
+    the launch's, and renamed again by a requeue, which reads node 0's). It waits for node 0's; node 0
+    alone writes the shared file; each node's record gets its copy."""
+    import threading
+
+    from launcher.trackers.launch import Trackers
+
+    trainer = tmp_path / "job"
+    launch_ = SimpleNamespace(job=None)
+    got: dict[int, dict] = {}
+    first = threading.Thread(target=lambda: got.update({1: Trackers(environ={}).begin(*_begin(1, trainer, launch_))}))
+    first.start()  # node 1 first: nothing to read yet
+    time.sleep(1.0)
+    got[0] = Trackers(environ={}).begin(*_begin(0, trainer, launch_))
+    first.join(60)
+    assert got[1]["WANDB_RUN_ID"] == got[0]["WANDB_RUN_ID"]
+    shared = json.loads((trainer / "trackers.json").read_text())["wandb"]["id"]
+    copies = [json.loads((trainer / f"node{r}" / "trackers.json").read_text())["wandb"]["id"] for r in (0, 1)]
+    assert copies == [shared, shared] and shared == got[0]["WANDB_RUN_ID"]
+    assert not list(trainer.rglob("*.tmp"))
+
+
+def test_a_node_that_never_sees_node_0s_identity_says_so_after_the_bound(tmp_path, monkeypatch, capsys):
+    from launcher.trackers import launch as trackers_launch
+
+    monkeypatch.setattr(trackers_launch, "NODE0_WAIT_S", 0.5)
+    trainer = tmp_path / "job"
+    started = time.monotonic()
+    env = trackers_launch.Trackers(environ={}).begin(*_begin(1, trainer, SimpleNamespace(job=None)))
+    assert 0.5 <= time.monotonic() - started < 5 and len(env["WANDB_RUN_ID"]) == 12
+    assert capsys.readouterr().err == (
+        f"[train_multigpu] W&B: node 0's trackers.json did not appear in {trainer} within 0.5 s (not a directory "
+        "every node shares?): this node's ranks log under an id of its own\n"
+    )
+    assert not (trainer / "trackers.json").exists()  # node 0's file: never written by another node
+
+
+def _begin(rank: int, trainer: Path, launch_) -> tuple:
+    cfg, record_dir = _node(rank, trainer)
+    return cfg, launch_, record_dir, str(trainer)
+
+
+def test_trackers_json_is_written_whole_by_writers_at_once_and_never_through_a_planted_name(tmp_path):
+    """record.write_json's temporary name was ``trackers.json.tmp`` for every writer: two at once wrote
+    into one file and one of them failed (its rename found nothing); a symlink a rank planted at that
+    name in the directory it trains in was written through. Each write now has a name of its own."""
+    import threading
+
+    from launcher.trackers import identity
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    (tmp_path / "trackers.json.tmp").symlink_to(outside)
+    identity.write(tmp_path, {"wandb": {"id": "planted"}})
+    assert outside.read_text() == "keep\n"
+    assert json.loads((tmp_path / "trackers.json").read_text()) == {"wandb": {"id": "planted"}}
+    from launcher import record
+
+    failures: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        for n in range(300):
+            try:
+                record.write_json(tmp_path / "trackers.json", {"wandb": {"id": f"{name}{n}", "pad": "x" * 4096}})
+            except OSError as err:
+                failures.append(err)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert json.loads((tmp_path / "trackers.json").read_text())["wandb"]["id"] in ("a299", "b299")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outside.txt", "trackers.json", "trackers.json.tmp"]

@@ -63,6 +63,10 @@ class Typed:
     # directory the training script continues in
     resume_args: tuple[str, ...] = ()
     trainer_dir: str | None = None
+    # the back end that started this launcher on its node (``ssh``: the channel, ``ray``: the job's
+    # carried config), for what the run is tagged with; None: started here (or by a SLURM job or a
+    # pod, which their launcher= says)
+    submitted_by: str | None = None
 
     @property
     def script_order(self) -> tuple[str, ...]:

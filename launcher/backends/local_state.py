@@ -170,6 +170,13 @@ def cancel(handle: Handle) -> None:
         pid, pidfd = read.verified_launcher(status, handle.run_dir)
     except read.NotItsLauncher as err:
         raise UserError("id", handle.run_dir, str(err)) from None
+    send(pid, pidfd, signal.SIGINT)
+
+
+def send(pid: int, pidfd: int | None, signum: int) -> None:
+    """``signum`` to the launcher read.verified_launcher proved: through its pidfd (no process that
+    reused its pid since), which is closed; one that ended meanwhile is not an error (run/process/
+    procs.send: the one way a launcher is signalled, for ``runs stop`` and ``runs stacks`` alike)."""
     from ..run.process import procs
 
-    procs.send(pid, pidfd, signal.SIGINT)
+    procs.send(pid, pidfd, signum)

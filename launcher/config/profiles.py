@@ -275,8 +275,22 @@ def _diff(value: dict, default: dict) -> dict:
 
 
 def _secret_references(container: dict) -> None:
-    """Secret values never go into a profile file: they become ``${oc.env:NAME}`` references."""
-    from ..secrets import is_secret
+    """Secret values never go into a profile file: they become ``${oc.env:NAME}`` references (a secret
+    key outside the env sections, ``notify.url``, the variable a submitted job reads it from).
+
+    >>> body = {"worker_env": {"HF_TOKEN": "***", "A": "1"}, "notify": {"url": "***"}}
+    >>> _secret_references(body); body
+    {'worker_env': {'HF_TOKEN': '${oc.env:HF_TOKEN}', 'A': '1'}, 'notify': {'url': '${oc.env:TRAIN_MULTIGPU_NOTIFY_URL}'}}
+    """  # noqa: E501
+    from ..secrets import SECRET_KEYS, is_secret
+
+    for dotted, variable in SECRET_KEYS.items():
+        *owner, key = dotted.split(".")
+        node = container
+        for part in owner:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(key) and not str(node[key]).startswith("${"):
+            node[key] = "${oc.env:" + variable + "}"
 
     for section in ("worker_env",):
         env = container.get(section) or {}

@@ -23,15 +23,31 @@ from .process import procs
 SWEEP_S = 10.0
 
 
-def _argv(text: str) -> list[str]:
-    """``remove ["podman", "rm", "-f", NAME]``: the command that removes a container by name."""
+def parse(raw: bytes) -> tuple[str, object] | None:
+    """One line of the channel: ``("pgid", N)``, ``("remove", ARGV)``, ``("done", None)``; None: a
+    line it does not know (malformed: ignored, never a crash, or the launch would be left behind).
+
+    >>> parse(b"pgid 12\\n"), parse(b'remove ["podman", "rm", "-f", "c"]\\n'), parse(b"done\\n")
+    (('pgid', 12), ('remove', ['podman', 'rm', '-f', 'c']), ('done', None))
+    >>> [parse(line) for line in (b"remove\\n", b"remove [\\n", b"remove {}\\n", b"pgid x\\n", b"\\xff\\n", b"\\n")]
+    [None, None, None, None, None, None]
+    """
     import json
 
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return []
-    return [str(word) for word in value] if isinstance(value, list) else []
+    words = raw.decode(errors="replace").split(None, 1)
+    word, rest = (words + ["", ""])[:2]
+    if word == "done":
+        return ("done", None)
+    if word == "pgid" and rest.strip().isdigit():
+        return ("pgid", int(rest))
+    if word == "remove":
+        try:
+            value = json.loads(rest)
+        except ValueError:
+            return None
+        if isinstance(value, list) and value:
+            return ("remove", [str(part) for part in value])
+    return None
 
 
 def sweep(launch_id: str, groups: list[int]) -> None:
@@ -55,18 +71,18 @@ def main(argv: list[str]) -> int:
     groups: list[int] = []
     removals: list[list[str]] = []
     for raw in sys.stdin.buffer:
-        line = raw.decode(errors="replace")
-        words = line.split()
-        if words[:1] == ["done"]:
+        told = parse(raw)
+        if told is None:
+            print(f"watchdog: ignored a malformed line ({len(raw)} bytes)", file=sys.stderr, flush=True)
+        elif told[0] == "done":
             return 0
-        if len(words) == 2 and words[0] == "pgid" and words[1].isdigit():
-            groups.append(int(words[1]))
-        if words[:1] == ["remove"]:
-            removals.append(_argv(line.split(None, 1)[1]))
+        elif told[0] == "pgid":
+            groups.append(told[1])
+        else:
+            removals.append(told[1])
     sweep(launch_id, groups)
     for remove in removals:  # a container its runtime kept after the launcher's client died
-        if remove:
-            procs.remove_container(remove)
+        procs.remove_container(remove)
     if status is not None:
         from .. import record  # only now: the watchdog's start-up stays small
 

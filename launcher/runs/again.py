@@ -283,12 +283,14 @@ def with_secrets(overrides: list[str]) -> list[str]:
     out, missing = [], []
     for override in overrides:
         key, eq, value = override.partition("=")
-        if eq and record.is_placeholder(value) and secrets.is_secret(override_key(override).rsplit(".", 1)[-1]):
-            name = override_key(override).rsplit(".", 1)[-1]
+        path = override_key(override)
+        if eq and record.is_placeholder(value) and secrets.secret_key(path):
+            # notify.url: the variable a submitted job reads it from (secrets.SECRET_KEYS)
+            name = secrets.SECRET_KEYS.get(path) or path.rsplit(".", 1)[-1]
             if name in os.environ:
                 override = f"{key}={grammar.quote(os.environ[name])}"
             else:
-                missing.append((override_key(override), name))
+                missing.append((path, name))
         out.append(override)
     if missing:
         raise UserError(

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from .. import files
+from ..backends import local_state
 from ..errors import UserError
 from ..rundir import BEAT_FILE as BEAT
 from ..rundir import PROGRESS, STACKS_SUMMARY, RunPaths
@@ -146,15 +147,6 @@ def catches(pid: int, signum: int, mask: str = "SigCgt") -> bool:
     return False
 
 
-def _request(pid: int, pidfd: int | None) -> None:
-    """SIGUSR2 to the proven launcher: through its pidfd (never a process that reused its pid since
-    it was checked), by pid where the kernel has none."""
-    if pidfd is not None:
-        signal.pidfd_send_signal(pidfd, STACK_SIGNAL)
-    else:
-        os.kill(pid, STACK_SIGNAL)
-
-
 def _stack_dirs(stacks_dir: Path) -> set[str]:
     try:
         return {e.name for e in os.scandir(stacks_dir) if e.is_dir() and not e.name.endswith(".tmp")}
@@ -188,10 +180,11 @@ def stacks(args: argparse.Namespace) -> int:
             raise UserError("id", args.id, f"its launcher (pid {pid}) {why}")
         stacks_dir = RunPaths(info.run_dir).attempts()[-1].stacks  # a launch restarted: its latest attempt's
         before = _stack_dirs(stacks_dir)
-        _request(pid, pidfd)
-    finally:
+    except BaseException:
         if pidfd is not None:
             os.close(pidfd)
+        raise
+    local_state.send(pid, pidfd, STACK_SIGNAL)  # a request, never a stop (run/process/signals.py); closes pidfd
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         new = sorted(_stack_dirs(stacks_dir) - before)

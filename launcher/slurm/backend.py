@@ -133,8 +133,9 @@ def job_config(cfg: TrainConfig, typed: Sequence[str], run_dir: str, nodes: int)
     return job
 
 
-def check_job(job: TrainConfig, facts: HostFacts) -> None:
-    """Validate the job's config against the allocation it asks for, as node 0 will."""
+def check_job(job: TrainConfig, facts: HostFacts):
+    """Validate the job's config against the allocation it asks for, as node 0 will; node 0's config,
+    facts and settled values as planned here (what :func:`node0_in_container` shows)."""
     from .. import checks, probe
     from . import launch as slurm_launch
     from .submit import planned_allocation, planned_facts
@@ -143,6 +144,27 @@ def check_job(job: TrainConfig, facts: HostFacts) -> None:
     settled = checks.validate(job, node_facts)
     if settled.container is None:  # in an image: checked inside it on the node (launcher/container_probe.py)
         probe.script_exists(job, settled.script, before_submit=True)
+    return job, node_facts, settled
+
+
+def node0_in_container(planned, run_dir: str, order: Sequence[str]) -> str:
+    """``container.*``: what node 0's launcher runs inside the job, as planned from here (the dry run
+    shows it after the batch script: the batch script starts the node launchers, they start the
+    container). SLURM gives the job id, the hosts and the rendezvous port at run time: the
+    rendezvous shown is the planned one (``node0``, job ``to be submitted``)."""
+    from .. import paths, secrets
+    from .. import plan as plan_mod
+
+    job, facts, settled = planned
+    plan = plan_mod.wrapped(plan_mod.build(job, settled, facts, run_dir=run_dir, order=order), paths.WORKER_WRAPPER)
+    if job.restart.max > 0:  # as the node's own dry run shows a first attempt
+        plan = plan_mod.attempt(plan, 0)
+    note = (
+        "in the job, each node's launcher runs its ranks in the container; node 0's, as planned here "
+        "(the job id, hosts and rendezvous port are SLURM's at run time: `launcher=slurm dry_run=true` "
+        "in the allocation shows them)"
+    )
+    return plan_mod.describe(secrets.mask_plan(plan), [note])
 
 
 def log_path(run_dir: str, job_id: str) -> str:
@@ -172,7 +194,7 @@ class SlurmBackend:
         if self._facts is None:
             self._facts = probe.gather()
         job = job_config(cfg, typed.overrides, run_dir, nodes)
-        check_job(job, self._facts)
+        planned = check_job(job, self._facts)
         command = submit.job_command(
             submit.interpreter(),
             submit.config_flags(typed.hydra_flags),
@@ -194,6 +216,8 @@ class SlurmBackend:
         )
         config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
         shown = f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)\n{script}"
+        if planned[2].container is not None:
+            shown += "\n" + node0_in_container(planned, run_dir, typed.script_order)
         return Request(self.name, run_dir, shown, {SCRIPT_NAME: script, CONFIG_NAME: config_yaml}, payload)
 
     # -- submit ------------------------------------------------------------------------------------

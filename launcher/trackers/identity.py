@@ -13,6 +13,7 @@ launch's record directory is what ``runs show`` reads (the same file when both a
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from pathlib import Path
 
@@ -34,6 +35,17 @@ def new_id() -> str:
 def read(directory: str | Path) -> dict:
     """The identity recorded in ``directory`` (``{}``: none, or unreadable: a launch starts a new one)."""
     return record.read_trackers(directory, directory)
+
+
+def await_node0(directory: str | Path, timeout_s: float, every_s: float = 0.2) -> dict:
+    """The identity node 0's launcher writes in ``directory`` (the one every node trains in), once it
+    is there; ``{}`` after ``timeout_s`` (a directory the nodes do not share)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        known = read(directory)
+        if known or time.monotonic() >= deadline:
+            return known
+        time.sleep(every_s)
 
 
 def write(directory: str | Path, data: dict) -> None:

@@ -37,6 +37,9 @@ from . import identity, mlflow_runs, wandb_env
 
 WANDB_PROBE_S = 3.0  # W&B's server, asked once per invocation (tracker.wandb.mode=auto with a key)
 GIT_S = 5.0
+# how long a node other than 0 waits for node 0's trackers.json (shares_node0s_identity): node 0 writes
+# it as it starts, before its ranks; the nodes meet at the rendezvous only after that
+NODE0_WAIT_S = 30.0
 MLFLOW_VARS = ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID")  # added by a real launch (the dry run names them)
 URI_KEY = "tracker.mlflow.tracking_uri"
 TAG = "train_multigpu."  # the launcher's own MLflow tags
@@ -138,6 +141,15 @@ class Trackers:
             return {}
         trainer = Path(trainer_dir)
         known = identity.read(trainer)
+        if not known and shares_node0s_identity(cfg, record_dir, trainer):
+            known = identity.await_node0(trainer, NODE0_WAIT_S)
+            if not known:
+                print(
+                    f"[{PROG}] W&B: node 0's {identity.FILE} did not appear in {trainer} within {NODE0_WAIT_S:g} s "
+                    "(not a directory every node shares?): this node's ranks log under an id of its own",
+                    file=sys.stderr,
+                    flush=True,
+                )
         sweep_dir = record_dir.parent if launch.job is not None else None
         env: dict[str, str] = {}
         data = dict(known)
@@ -170,7 +182,7 @@ class Trackers:
                 env["MLFLOW_RUN_ID"] = ml["run_id"]
                 env["MLFLOW_EXPERIMENT_ID"] = ml["experiment_id"]
                 self.started[str(record_dir)] = Started(trainer, ml)
-        if cfg.launcher.node_rank == 0:  # the job's identity is node 0's (the other nodes' may race it)
+        if cfg.launcher.node_rank == 0:  # the job's identity is node 0's: its one writer
             identity.write(trainer, data)
         if record_dir.resolve() != trainer.resolve():
             identity.write(record_dir, data)
@@ -265,6 +277,18 @@ class Trackers:
         self.parents.clear()
 
 
+def shares_node0s_identity(cfg, record_dir: Path, trainer: Path) -> bool:
+    """A node other than 0 whose ranks log with node 0's W&B id (``tracker.wandb.all_ranks``: each
+    rank as ``<id>-rank<R>``) in the directory every node trains in (``run_dir`` given: its record is
+    ``node<R>`` below it). Node 0 alone writes that directory's trackers.json; this node reads it."""
+    return (
+        cfg.launcher.node_rank != 0
+        and cfg.tracker.wandb.enabled
+        and cfg.tracker.wandb.all_ranks
+        and record_dir.resolve() != trainer.resolve()
+    )
+
+
 def section(known: Mapping, name: str) -> dict:
     """trackers.json's part for one tracker ({}: none, or not an object)."""
     part = known.get(name)
@@ -288,11 +312,24 @@ def config_params(cfg) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def backend_name(cfg) -> str:
+def backend_name(cfg, typed) -> str:
+    """The back end this launch runs under: a SLURM job's and a pod's launcher= says so, submit=ssh's
+    and submit=ray's node launchers were told by what started them (``Typed.submitted_by``).
+
+    >>> from launcher.config.schema import TrainConfig
+    >>> from launcher.backends.base import Typed
+    >>> cfg = TrainConfig()
+    >>> backend_name(cfg, Typed()), backend_name(cfg, Typed(submitted_by="ssh"))
+    ('local', 'ssh')
+    >>> cfg.launcher.from_slurm = True; backend_name(cfg, Typed())
+    'slurm'
+    """
     if cfg.launcher.from_slurm:
         return "slurm"
     if cfg.launcher.from_k8s:
         return "k8s"
+    if typed.submitted_by:
+        return typed.submitted_by
     return "local" if cfg.submit.value == "none" else cfg.submit.value
 
 
@@ -314,7 +351,7 @@ def launch_tags(cfg, launch) -> dict[str, str]:
         TAG + "command": shlex.join([PROG, *command]),
         TAG + "hosts": socket.gethostname(),
         TAG + "nodes": str(cfg.launcher.nnodes),
-        TAG + "backend": backend_name(cfg),
+        TAG + "backend": backend_name(cfg, launch.typed),
         TAG + "topology": cfg.launcher.topology.value,
         mlflow_runs.SOURCE_TAG: PROG,
     }

@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from ... import cgroups
+
 VMSTAT = "/proc/vmstat"
 
 
@@ -59,45 +61,9 @@ def _single(path: str) -> int | None:
         return None
 
 
-def memory_cgroups(proc_cgroup: str = "/proc/self/cgroup", mountinfo: str = "/proc/self/mountinfo") -> list[str]:
-    """The directories of this process's memory cgroup: the v1 memory controller's and the v2
-    unified hierarchy's (either or both may exist)."""
-    try:
-        with open(proc_cgroup) as handle:
-            lines = handle.read().splitlines()
-        with open(mountinfo) as handle:
-            mounts = handle.read().splitlines()
-    except OSError:
-        return []
-    v1_path = v2_path = None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":
-            v2_path = parts[2]
-        elif "memory" in parts[1].split(","):
-            v1_path = parts[2]
-    found = []
-    for line in mounts:
-        fields = line.split()
-        if " - " not in line or len(fields) < 5:
-            continue
-        root, mountpoint = fields[3], fields[4]
-        fstype, _source, options = (line.split(" - ", 1)[1].split() + ["", "", ""])[:3]
-        if fstype == "cgroup" and v1_path is not None and "memory" in options.split(","):
-            path = v1_path
-        elif fstype == "cgroup2" and v2_path is not None:
-            path = v2_path
-        else:
-            continue
-        rel = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
-        candidate = os.path.normpath(os.path.join(mountpoint, "" if rel == "." else rel))
-        if not os.path.isdir(candidate):  # a cgroup namespace shows "/" for a cgroup mounted as the root
-            candidate = mountpoint
-        if candidate not in found:
-            found.append(candidate)
-    return found
+def memory_cgroups(proc_cgroup: str = cgroups.PROC_CGROUP, mountinfo: str = cgroups.MOUNTINFO) -> list[str]:
+    """The directories of this process's memory cgroup (launcher/cgroups.py)."""
+    return cgroups.dirs("memory", proc_cgroup, mountinfo)
 
 
 def read(cgroups: list[str] | None = None) -> Counters:
