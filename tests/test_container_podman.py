@@ -76,16 +76,24 @@ def beating(tmp: Path, ranks: int = 2) -> bool:
 
 
 def cmdlines_with(value: str, typed_by: int) -> list[str]:
-    """Command lines holding ``value``, but the launcher's own (``typed_by``: the user typed it there)."""
+    """Command lines holding ``value``, but the launcher's own (``typed_by``: the user typed it there).
+
+    A child the launcher has forked but not yet exec'd shows the launcher's command line byte for byte:
+    that one is the typed line too, not a new one; any other line holding the value is reported."""
+    try:
+        typed = Path(f"/proc/{typed_by}/cmdline").read_bytes()
+    except OSError:
+        typed = None
     found = []
     for path in Path("/proc").glob("[0-9]*/cmdline"):
         if path.parent.name == str(typed_by):
             continue
         try:
-            if value.encode() in path.read_bytes():
-                found.append(path.read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200])
+            line = path.read_bytes()
         except OSError:
             continue
+        if value.encode() in line and line != typed:
+            found.append(line.replace(b"\0", b" ").decode(errors="replace")[:200])
     return found
 
 
