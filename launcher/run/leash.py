@@ -6,13 +6,14 @@ with ``TRAIN_MULTIGPU_SSH_CHANNEL`` (names.SSH_CHANNEL_VAR) in its environment, 
 client's stdin open. That one process answers the preflight and then runs the node. Its value is
 the pid of the remote shell's guard (launcher/ssh/command.py: it ends the whole remote command when
 the channel closes while the launcher is still starting -- a slow ``ssh.command`` prefix, a slow
-import), or ``1`` (no guard). The launcher ends the guard (:func:`end_guard`), then says on stdout
-its version and :data:`MARKER` (the local side sends nothing before it, so the guard read nothing).
+import), or ``1`` (no guard). The launcher ends the guard (:func:`end_guard`), then says
+:data:`MARKER` on stdout (the local side sends nothing before it, so the guard read nothing).
 What travels on stdin then, one line each (the local side: run/ssh_nodes.py):
 
 - first, one JSON object: ``{"secrets": {"worker_env.HF_TOKEN": "value", ...}, "timeout_s": 30}``
   (a launch at once), or ``{"preflight": {"secrets": ..., "timeout_s": 30}}`` (submit=ssh's: the
-  checks first, then :data:`READY` on stdout, and nothing starts before ``go``; an older launcher
+  checks first, then :data:`READY` and its version on stdout, ``@@train_multigpu-ready@@
+  train_multigpu 0.1.0 (Hydra 1.3.8)``, and nothing starts before ``go``; an older launcher
   refuses this line, exit 2, and starts nothing). The secret values go into this launcher's
   :class:`~launcher.secrets.Vault` under the placeholder the command line carries
   (``+worker_env.HF_TOKEN=***``), so they reach the workers' environment and nothing else: never a
@@ -50,8 +51,8 @@ from ..secrets import MASK, Vault, remember_values
 BEAT = "beat"
 STOP = "stop"
 GO = "go"
-MARKER = "@@train_multigpu-preflight@@"  # stdout: the version line is before it; the checks' lines after
-READY = "@@train_multigpu-ready@@"  # stdout: the checks passed; this launcher waits for go
+MARKER = "@@train_multigpu-preflight@@"  # stdout: this launcher watches the channel; send the first line
+READY = "@@train_multigpu-ready@@"  # stdout, then its version line: the checks passed; it waits for go
 BEAT_EVERY_S = 1.0
 DEFAULT_TIMEOUT_S = 30.0
 FIRST_LINE_WAIT_S = 60.0  # how long the remote launcher waits for the channel's first line
@@ -198,9 +199,11 @@ class Leash:
     def ready(self, refusals: Sequence[str] = ()) -> None:
         """The preflight's end on this host (a launch's checks passed; nothing written or started
         yet): the refusals of this host's facts each said as a dry run says them, then exit 2
-        (:class:`NotReady`); else :data:`READY` on stdout, then wait for ``go``. The channel closing
-        meanwhile is a Ctrl+C here (KeyboardInterrupt: exit 130, nothing started)."""
+        (:class:`NotReady`); else :data:`READY` and this launcher's version on stdout (the local
+        side compares it with its own), then wait for ``go``. The channel closing meanwhile is a
+        Ctrl+C here (KeyboardInterrupt: exit 130, nothing started)."""
         from ..errors import one_line
+        from ..names import version_line
 
         if not self.preflight:
             return
@@ -209,7 +212,7 @@ class Leash:
             for line in refusals:
                 print(f"{PROG}: warning: {one_line(line)}", file=sys.stderr, flush=True)
             raise NotReady(len(refusals))
-        print(READY, flush=True)
+        print(f"{READY} {version_line()}", flush=True)
         while not self._go.wait(0.2):  # a short wait: the SIGINT from the thread is seen at once
             pass
 
@@ -291,18 +294,16 @@ def end_guard(value: str) -> None:
 
 
 def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
-    """Under ``submit=ssh`` (``SSH_CHANNEL_VAR`` set): end the shell's guard, say the version and
-    :data:`MARKER`, read the channel's first line into ``vault`` and start the leash; otherwise
-    nothing. The variable is taken out of the environment (no rank inherits it)."""
+    """Under ``submit=ssh`` (``SSH_CHANNEL_VAR`` set): end the shell's guard, say :data:`MARKER`,
+    read the channel's first line into ``vault`` and start the leash; otherwise nothing. The
+    variable is taken out of the environment (no rank inherits it)."""
     global _current
     value = environ.pop(SSH_CHANNEL_VAR, None)
     if value is None:
         return None
-    from ..names import version_line
-
     end_guard(value)
     with contextlib.suppress(OSError):
-        print(f"{version_line()}\n{MARKER}", flush=True)
+        print(MARKER, flush=True)
     lines = _Lines(fd)
     try:
         first = lines.next(FIRST_LINE_WAIT_S)

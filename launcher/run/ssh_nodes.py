@@ -226,7 +226,7 @@ class SshNodes:
             for client in self.clients:
                 said = client.kept
                 marker = next((i for i, (fd, line) in enumerate(said) if fd == 1 and _is(line, leash.MARKER)), -1)
-                for i, (fd, line) in enumerate(said):  # (not the version, the markers)
+                for i, (fd, line) in enumerate(said):  # (not the markers)
                     if fd == 2 or (i > marker and not _is(line, leash.READY)):
                         self._show(self.stdout if fd == 1 else self.stderr, _label(client.node, line))
                 client.kept.clear()
@@ -385,7 +385,9 @@ class SshNodes:
 
 
 def _is(line: bytes, marker: str) -> bool:
-    return line.rstrip(b"\n") == marker.encode()
+    """``line`` is ``marker``'s (``READY`` has the launcher's version after it)."""
+    body = line.rstrip(b"\n")
+    return body == marker.encode() or body.startswith(marker.encode() + b" ")
 
 
 def _label(node: RemoteNode, line: bytes) -> bytes:

@@ -1,14 +1,15 @@
 """``submit=ssh``'s preflight: every host asked, in parallel, before any rank starts anywhere.
 
 It is the launch's own start, one ssh connection and one launcher per host (launcher/run/
-ssh_nodes.py starts them, launcher/ssh/command.py is the command): that launcher says its version
-and ``leash.MARKER``, then composes and checks node i's launch on its host as a real launch does
+ssh_nodes.py starts them, launcher/ssh/command.py is the command): that launcher says
+``leash.MARKER``, then composes and checks node i's launch on its host as a real launch does
 -- the training script is there, the GPUs it asks for are visible, the rendezvous port is free --
-and says ``leash.READY`` (or each refusal as a dry run says it, ``warning: ...; a real launch on
-this host refuses it``, and ends: exit 2), then waits for ``go``. Nothing is written there before
-``go``. So one round trip answers: the host is reachable and takes our key; the working directory
-exists there; the launcher runs there (``ssh.python`` / ``ssh.command``) and its version is ours;
-and node i's launch would start there.
+and says ``leash.READY`` with its version (or each refusal as a dry run says it, ``warning: ...;
+a real launch on this host refuses it``, and ends: exit 2), then waits for ``go``. Nothing is
+written there before ``go``. So one round trip answers: the host is reachable and takes our key;
+the working directory exists there; the launcher runs there (``ssh.python`` / ``ssh.command``);
+node i's launch would start there; and its version is ours (a host that is not ready is named
+for why, whatever its version).
 
 Each host that is not ready gives one line naming it, what is wrong and the fix (:func:`problem`);
 with any such line (or a Ctrl+C meanwhile) every channel is closed -- no host is told ``go``, so a
@@ -24,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import UserError
 from ..names import PROG, SSH_CHANNEL_VAR
-from ..run.leash import MARKER
+from ..run.leash import MARKER, READY
 from ..run.ssh_nodes import Answer, RemoteNode, preflight_only
 from .command import NO_WORKDIR, SshNode, SshPlan
 
@@ -73,7 +74,7 @@ def _wrong(node: SshNode, answer: Answer, ours: str, timeout: float, port: str) 
     host = node.host
     if not answer.ready and answer.returncode is None:
         return f"no answer within {timeout:g} s", "is it up, and does its launcher start? ssh to it by hand"
-    before, marked, after = answer.stdout.partition(MARKER)
+    _, marked, after = answer.stdout.partition(MARKER)
     if not marked:
         code, said = answer.returncode, _last(answer.stderr) or _last(answer.stdout)
         if code == SSH_FAILED:
@@ -93,11 +94,12 @@ def _wrong(node: SshNode, answer: Answer, ours: str, timeout: float, port: str) 
         if SSH_CHANNEL_VAR in said:  # a launcher from before this preflight: it waited for another first line
             return f"runs an older {PROG}, this machine {ours}", "install the same version on every host"
         return f"'{node.entry}' fails there (exit {code}: {said})", _INSTALL
-    theirs = _last(before)
-    if theirs.split(" (", 1)[0] != ours:
-        shown = theirs if theirs.startswith(PROG) else f"an older {PROG} (its --version says {theirs!r})"
-        return f"runs {shown}, this machine {ours}", "install the same version on every host"
     if answer.ready:
+        said = [line for line in after.splitlines() if line.startswith(READY)]
+        theirs = said[-1][len(READY) :].strip() if said else ""
+        if theirs.split(" (", 1)[0] != ours:
+            shown = theirs if theirs.startswith(PROG) else f"an older {PROG} (its version: {theirs!r})"
+            return f"runs {shown}, this machine {ours}", "install the same version on every host"
         return None
     refusals = [
         line.split("warning:", 1)[1].strip().removesuffix(REFUSES).rstrip("; ")
