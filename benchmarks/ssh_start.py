@@ -11,6 +11,12 @@ file as its first act; the clock stops when every rank's file exists. ``submit=s
 preflight (every host asked, in parallel: reachable, the same version, the script there) and one
 ssh connection per host. Prints the medians and the ratio (ssh / by hand). Figures mean little on a
 loaded machine: the first line printed is the load.
+
+Where the difference goes, measured in the same run: ``this machine's launcher`` is the same
+``submit=ssh`` command with ``dry_run=true`` (Python, Hydra's composition, every node's command:
+all it does before its ssh clients start), ``ssh login`` one ``ssh host true`` (a connection, a
+login, a remote shell). A launch over ssh is about the sum of those two and a start by hand (each
+host's launcher checks, says ready, and starts its ranks as by hand).
 """
 
 from __future__ import annotations
@@ -87,6 +93,30 @@ def over_ssh(lab, tmp: Path, nproc: int) -> float:
     return took
 
 
+def launcher_here(lab, tmp: Path, nproc: int) -> float:
+    """This machine's own part: the submit=ssh command's dry run (composes, builds every node's command)."""
+    options = ",".join(f"'{o}'" for o in lab.options)
+    head, tail = common(tmp, nproc, tmp / "pids")
+    hosts = [f"ssh.hosts=[{','.join(lab.addresses)}]", f"ssh.identity={lab.identity}", f"ssh.options=[{options}]"]
+    argv = [PY, "-m", "launcher", "submit=ssh", *hosts, *head, "dry_run=true", *tail]
+    started = time.monotonic()
+    proc = lab.hosts[0].run(argv, env=env(), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = proc.communicate(timeout=120)
+    if proc.returncode != 0:
+        raise SystemExit(f"the dry run failed: {out.decode(errors='replace')[-2000:]}")
+    return time.monotonic() - started
+
+
+def ssh_login(lab, tmp: Path, nproc: int) -> float:
+    """One ssh connection, login and remote shell: ``ssh host true``."""
+    started = time.monotonic()
+    proc = lab.hosts[0].run(lab.ssh_argv(1, "true"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = proc.communicate(timeout=60)
+    if proc.returncode != 0:
+        raise SystemExit(f"ssh failed: {out.decode(errors='replace')}")
+    return time.monotonic() - started
+
+
 def by_hand(lab, tmp: Path, nproc: int) -> float:
     pid_dir = tmp / "pids"
     pid_dir.mkdir()
@@ -110,12 +140,13 @@ def main() -> int:
     parser.add_argument("--nproc", type=int, default=1)
     args = parser.parse_args()
     print(f"load: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
-    figures: dict[str, list[float]] = {"ssh": [], "hand": []}
+    figures: dict[str, list[float]] = {"ssh": [], "hand": [], "here": [], "login": []}
+    measures = (("hand", by_hand), ("ssh", over_ssh), ("here", launcher_here), ("login", ssh_login))
     work = Path(tempfile.mkdtemp(prefix="tmg-ssh-start-"))
     try:
         with SshHosts(2, work / "ssh", hostnames=True) as lab:
             for i in range(args.repeat):
-                for name, measure in (("hand", by_hand), ("ssh", over_ssh)):
+                for name, measure in measures:
                     tmp = work / f"{name}{i}"
                     tmp.mkdir()
                     figures[name].append(measure(lab, tmp, args.nproc))
@@ -123,10 +154,13 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ssh, hand = statistics.median(figures["ssh"]), statistics.median(figures["hand"])
+    here, login = statistics.median(figures["here"]), statistics.median(figures["login"])
+    ratios = sorted(s / h for s, h in zip(figures["ssh"], figures["hand"]))
     print(f"command to every rank started, 2 hosts x {args.nproc} rank(s), median of {args.repeat}:")
-    print(f"  submit=ssh (preflight + one ssh per host): {ssh:.2f} s")
-    print(f"  by hand (both nodes started at once):      {hand:.2f} s")
-    print(f"  ratio ssh / by hand: {ssh / hand:.2f}")
+    print(f"  submit=ssh (one ssh and one launcher per host): {ssh:.2f} s")
+    print(f"  by hand (both nodes started at once):           {hand:.2f} s")
+    print(f"  of the difference: this machine's launcher (its dry run) {here:.2f} s, one ssh login {login:.2f} s")
+    print(f"  ratio ssh / by hand: {ssh / hand:.2f} (each repeat's: {', '.join(f'{r:.2f}' for r in ratios)})")
     return 0
 
 

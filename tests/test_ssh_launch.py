@@ -320,7 +320,7 @@ def test_sigkill_while_the_remote_launchers_start_leaves_nothing(lab, tmp_path):
 
     slow = f"ssh.command='sleep 3.5 && exec {sys.executable} -m launcher'"
     proc, pid_dir = sleeping(lab, tmp_path, slow, script_args=("--mode", "sleep"))
-    launching = b"TRAIN_MULTIGPU_SSH_CHANNEL=1"  # the launch's clients (not the preflight's)
+    launching = b"TRAIN_MULTIGPU_SSH_CHANNEL="  # the launch's clients (one per host: the preflight's too)
     wait_for(lambda: len(remote(lab, launching)[0]) == 2 or None, 120, "the launch's ssh clients")
     clients = remote(lab, launching)[0]
     wait_for(lambda: all(remote(lab, b"sleep\x003.5").values()) or None, 30, "both hosts starting")
@@ -347,3 +347,23 @@ def test_ctrl_c_during_a_slow_preflight_stops_it_on_every_host(lab, tmp_path):
     assert "Traceback" not in err, err
     wait_for(lambda: left_in(lab) == {} or None, 10, f"nothing left: {left_in(lab)}")
     assert not (tmp_path / "runs").exists()  # nothing started: no record either
+
+
+def test_one_connection_and_one_launcher_start_per_host(tmp_path):
+    """The preflight is the launch's own start: each host takes one ssh login and starts the
+    launcher once (every execve under its sshd traced), which checks node i's launch there, says
+    ready, and runs the node once every host is ready."""
+    from sshd import execve_argvs
+    from supervise_util import wait_for_files
+
+    with SshHosts(2, tmp_path / "ssh", hostnames=True, trace=True) as lab:
+        proc, pid_dir = sleeping(lab, tmp_path, script_args=("--mode", "sleep"))
+        wait_for_files(pid_dir, 12, timeout=180)  # four ranks, two helpers each
+        proc.send_signal(signal.SIGINT)
+        code, out, err = finish(proc)
+        assert code == 130, (out, err)
+        for index, trace in enumerate(lab.traced()):
+            assert lab.log(index).count("Accepted publickey for root") == 1, lab.log(index)
+            started = [line for line in execve_argvs(trace) if '"-m", "launcher", ' in line and line.endswith("= 0")]
+            assert len(started) == 1, started
+            assert "launcher.node_rank=" in started[0] and "dry_run=true" not in started[0], started

@@ -92,8 +92,14 @@ def test_the_node_that_failed_on_its_own_gives_the_exit_code(tmp_path):
 
 
 def test_a_client_that_never_answers_is_killed_and_lost(tmp_path):
-    # node 1 is not a launcher: it ignores the channel and every signal but SIGKILL
-    deaf = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)"]
+    # node 1 is not a launcher: it passes the preflight (says ready), then ignores the channel and
+    # every signal but SIGKILL
+    deaf = [
+        sys.executable,
+        "-c",
+        "import signal, time; from launcher.run import leash; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "print(leash.MARKER, leash.READY, sep='\\n', flush=True); time.sleep(600)",
+    ]
     pid_dir = tmp_path / "pids"
     pid_dir.mkdir()
     args = ("--pid_dir", str(pid_dir), "--mode", "sleep")

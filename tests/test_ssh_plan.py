@@ -16,7 +16,7 @@ from launcher.backends.base import Launch, Typed
 from launcher.config import compose, grammar
 from launcher.errors import UserError
 from launcher.ssh.backend import SshBackend
-from launcher.ssh.command import SshNode
+from launcher.ssh.command import GUARD, SshNode
 
 SECRET = "s3cr3t-ssh-plan-value"
 PY = "/opt/venv/bin/python"
@@ -71,7 +71,8 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
             "submit=none", "run_dir=/runs/2026-12-01_10-00-00_x", "--", "--headless",
         )  # fmt: skip
         assert node.argv[-1] == (
-            f"cd {CWD} && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && {PY} -m launcher {shlex.join(node.remote_argv)}"
+            f"cd {CWD} || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && {PY} -m launcher "
+            f"{shlex.join(node.remote_argv)}"
         )
     assert plan.endpoint == "gpu-a:29400" and plan.secrets == ()
 
@@ -184,7 +185,7 @@ def test_ssh_keys_reach_the_ssh_command_only():
         "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
     )  # fmt: skip
     assert node.argv[-1].startswith(
-        "cd /srv/rl && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && conda run -n rl train_multigpu "
+        f"cd /srv/rl || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && conda run -n rl train_multigpu "
         "launcher.topology=multinode"
     )
 
@@ -457,17 +458,9 @@ def test_the_command_lines_dry_run_shows_every_node_and_writes_nothing(run_cli, 
     commands = [shlex.split(line) for line in lines if line.startswith("ssh ")]
     assert [c[-2] for c in commands] == ["gpu-a", "gpu-b"]
     for rank, argv in enumerate(commands):
-        remote = shlex.split(argv[-1])
-        assert remote[:8] == [
-            "cd",
-            str(tmp_path),
-            "&&",
-            "export",
-            "TRAIN_MULTIGPU_SSH_CHANNEL=1",
-            "&&",
-            sys.executable,
-            "-m",
-        ]
+        assert argv[-1].startswith(f"cd {tmp_path} || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && ")
+        remote = shlex.split(argv[-1].split(" && ", 1)[1])
+        assert remote[:2] == [sys.executable, "-m"]
         assert f"launcher.node_rank={rank}" in remote and remote[-2:] == ["--", "--headless"]
     assert SECRET not in result.stdout
     assert sorted(tmp_path.rglob("*")) == before  # no run directory, no file

@@ -113,16 +113,19 @@ def test_a_wrong_remote_command_is_one_line_per_host(tmp_path):
 
 
 def test_another_version_on_one_host_is_named(tmp_path):
-    # host 1 runs an older train_multigpu: ssh.command is a wrapper that says another version on the
-    # host whose address is host 1's (the namespaces share the filesystem, not their addresses)
+    # host 1 runs another train_multigpu version: ssh.command is a wrapper that runs the launcher
+    # with another __version__ on the host whose address is host 1's (the namespaces share the
+    # filesystem, not their addresses)
     from launcher import __version__
+    from launcher.names import version_line
 
+    other = "import sys, launcher; launcher.__version__ = '0.0.1'; from launcher.__main__ import entry; entry()"
     with SshHosts(2, tmp_path / "ssh") as lab:
         wrapper = tmp_path / "train_multigpu_wrapper"
         wrapper.write_text(
             "#!/bin/sh\n"
-            f"if [ \"$1\" = --version ] && grep -q ' {lab.hosts[1].addr}$' /proc/net/fib_trie; then\n"
-            "  echo 'train_multigpu 0.0.1 (Hydra 1.3.8)'; exit 0\n"
+            f"if grep -q ' {lab.hosts[1].addr}$' /proc/net/fib_trie; then\n"
+            f'  exec {sys.executable} -c "{other}" "$@"\n'
             "fi\n"
             f'exec {sys.executable} -m launcher "$@"\n'
         )
@@ -130,8 +133,9 @@ def test_another_version_on_one_host_is_named(tmp_path):
         code, errors, _, _ = preflight(lab, tmp_path, f"ssh.command={wrapper}")
         only_sshd_left(lab)
     assert code == 2
+    theirs = version_line().replace(__version__, "0.0.1", 1)
     assert errors == [
-        f"{ERROR}ssh.hosts={lab.hosts[1].addr}: runs train_multigpu 0.0.1 (Hydra 1.3.8), this machine "
+        f"{ERROR}ssh.hosts={lab.hosts[1].addr}: runs {theirs}, this machine "
         f"train_multigpu {__version__} (install the same version on every host)"
     ]
     assert_nothing_written(tmp_path)

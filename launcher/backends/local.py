@@ -111,6 +111,7 @@ class LocalBackend:
         from ..config.schema import Topology
         from ..errors import UserError
         from ..k8s import launch as k8s_launch
+        from ..run import leash
         from ..slurm import launch as slurm_launch
         from ..sweep import lanes
 
@@ -132,8 +133,9 @@ class LocalBackend:
             cfg, facts = lanes.job_config(cfg, launch.job, slot), lanes.job_facts(facts, slot)
         # a dry run shows the plan even where this host could not run it: the refusals that come from
         # this host's facts are collected and shown after it, one warning each (a real launch raises)
+        # (so are a submit=ssh node's while it answers the preflight: run/leash.py says them, exit 2)
         refusals: list[UserError] = []
-        refuse = refusals.append if cfg.dry_run else checks.refuse_now
+        refuse = refusals.append if cfg.dry_run or leash.preflighting() else checks.refuse_now
         # several nodes on this host (launcher.local_nodes=true): this node's share of its devices
         share = lanes.local_node_slot(cfg, facts, sorted(os.sched_getaffinity(0)), refuse) if slot is None else None
         facts = lanes.node_facts(facts, share)
@@ -189,10 +191,12 @@ class LocalBackend:
         from .. import notify, restarts
         from .. import plan as plan_mod
         from ..errors import EXIT_USAGE, UserError
-        from ..run import attempts, console, supervise
+        from ..run import attempts, console, leash, supervise
         from .local_resume import LocalResume
 
         planned: Planned = request.payload
+        # a submit=ssh node: its refusals said (exit 2), or ready and told to go by every host's
+        leash.ready(planned.warnings)
         cfg = planned.cfg
         if planned.share is not None and planned.share.cpus:  # a local node's cores: its ranks inherit them
             os.sched_setaffinity(0, planned.share.cpus)

@@ -1,16 +1,27 @@
 """The remote end of an SSH channel (``submit=ssh``): the secrets it carries, and the leash that ends
 this node's launch when the channel does.
 
-``submit=ssh`` starts ``train_multigpu`` on every host through ``ssh host -- env
-TRAIN_MULTIGPU_SSH_CHANNEL=1 ...`` (names.SSH_CHANNEL_VAR) and keeps the client's stdin open. What
-travels on it, one line each (the local side: run/ssh_nodes.py):
+``submit=ssh`` starts ``train_multigpu`` on every host once, through one ssh connection per host,
+with ``TRAIN_MULTIGPU_SSH_CHANNEL`` (names.SSH_CHANNEL_VAR) in its environment, and keeps the
+client's stdin open. That one process answers the preflight and then runs the node. Its value is
+the pid of the remote shell's guard (launcher/ssh/command.py: it ends the whole remote command when
+the channel closes while the launcher is still starting -- a slow ``ssh.command`` prefix, a slow
+import), or ``1`` (no guard). The launcher ends the guard (:func:`end_guard`), then says
+:data:`MARKER` on stdout (the local side sends nothing before it, so the guard read nothing).
+What travels on stdin then, one line each (the local side: run/ssh_nodes.py):
 
-- first, one JSON object: ``{"secrets": {"worker_env.HF_TOKEN": "value", ...}, "timeout_s": 30}``.
-  The secret values go into this launcher's :class:`~launcher.secrets.Vault` under the placeholder
-  the command line carries (``+worker_env.HF_TOKEN=***``), so they reach the workers' environment
-  and nothing else: never a remote command line (``ps`` on that host), never a file;
-- then ``beat`` every second while the local launcher lives, and ``stop`` for each Ctrl+C there
-  (the first stops this node's launch as Ctrl+C does, a second kills at once).
+- first, one JSON object: ``{"secrets": {"worker_env.HF_TOKEN": "value", ...}, "timeout_s": 30}``
+  (a launch at once), or ``{"preflight": {"secrets": ..., "timeout_s": 30}}`` (submit=ssh's: the
+  checks first, then :data:`READY` and its version on stdout, ``@@train_multigpu-ready@@
+  train_multigpu 0.1.0 (Hydra 1.3.8)``, and nothing starts before ``go``; an older launcher
+  refuses this line, exit 2, and starts nothing). The secret values go into this launcher's
+  :class:`~launcher.secrets.Vault` under the placeholder the command line carries
+  (``+worker_env.HF_TOKEN=***``), so they reach the workers' environment and nothing else: never a
+  remote command line (``ps`` on that host), never a file;
+- then ``beat`` every second while the local launcher lives, ``go`` once every host is ready, and
+  ``stop`` for each Ctrl+C there (the first stops this node's launch as Ctrl+C does, a second kills
+  at once). Before ``go`` the local side ends a launch by closing the channel: this launcher then
+  ends without starting or writing anything (exit 130).
 
 Why the launcher watches its stdin itself: sshd ends a remote command with the connection only when
 it has a terminal (``-tt``), and a link that goes down closes nothing at all. So this end stops its
@@ -27,9 +38,11 @@ import json
 import os
 import select
 import signal
+import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from ..errors import UserError
 from ..names import PROG, SSH_CHANNEL_VAR
@@ -37,26 +50,37 @@ from ..secrets import MASK, Vault, remember_values
 
 BEAT = "beat"
 STOP = "stop"
+GO = "go"
+MARKER = "@@train_multigpu-preflight@@"  # stdout: this launcher watches the channel; send the first line
+READY = "@@train_multigpu-ready@@"  # stdout, then its version line: the checks passed; it waits for go
 BEAT_EVERY_S = 1.0
 DEFAULT_TIMEOUT_S = 30.0
 FIRST_LINE_WAIT_S = 60.0  # how long the remote launcher waits for the channel's first line
 BROKEN_WAIT_S = 0.5  # after stdin ended: how long stdout and stderr get to show they are gone too
+GUARD_WAIT_S = 5.0  # how long the guard may take to end once killed
 
 
-def hello(secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S) -> bytes:
-    """The channel's first line, as the local side sends it.
+def hello(secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S, preflight: bool = False) -> bytes:
+    """The channel's first line, as the local side sends it (``preflight``: the launcher checks,
+    says :data:`READY` and waits for ``go``).
 
     >>> hello({"worker_env.HF_TOKEN": "abc"}, 30)
     b'{"secrets": {"worker_env.HF_TOKEN": "abc"}, "timeout_s": 30}\\n'
+    >>> hello({}, 30, preflight=True)
+    b'{"preflight": {"secrets": {}, "timeout_s": 30}}\\n'
     """
-    return json.dumps({"secrets": dict(secrets), "timeout_s": timeout_s}).encode() + b"\n"
+    body = {"secrets": dict(secrets), "timeout_s": timeout_s}
+    return json.dumps({"preflight": body} if preflight else body).encode() + b"\n"
 
 
-def parse_hello(line: bytes) -> tuple[dict[str, str], float]:
-    """The secrets and the silence timeout of a first line; a ValueError when it is not one.
+def parse_hello(line: bytes) -> tuple[dict[str, str], float, bool]:
+    """The secrets, the silence timeout of a first line and whether it asks for a preflight (wait
+    for ``go``); a ValueError when it is not one.
 
     >>> parse_hello(b'{"secrets": {"worker_env.A_TOKEN": "x"}, "timeout_s": 5}')
-    ({'worker_env.A_TOKEN': 'x'}, 5.0)
+    ({'worker_env.A_TOKEN': 'x'}, 5.0, False)
+    >>> parse_hello(b'{"preflight": {"secrets": {}, "timeout_s": 5}}')
+    ({}, 5.0, True)
     >>> parse_hello(b"beat")
     Traceback (most recent call last):
     ValueError: not the SSH channel's first line
@@ -65,13 +89,17 @@ def parse_hello(line: bytes) -> tuple[dict[str, str], float]:
         data = json.loads(line)
     except ValueError:
         raise ValueError("not the SSH channel's first line") from None
+    preflight = isinstance(data, dict) and "preflight" in data
+    if preflight:
+        data = data["preflight"]
     if not isinstance(data, dict) or not isinstance(data.get("secrets"), dict):
         raise ValueError("not the SSH channel's first line")
     given = data["secrets"]
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
         raise ValueError("the SSH channel's secrets are not names and values")
     timeout = data.get("timeout_s", DEFAULT_TIMEOUT_S)
-    return dict(given), float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_TIMEOUT_S
+    timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_TIMEOUT_S
+    return dict(given), timeout, preflight
 
 
 def fill(vault: Vault, given: Mapping[str, str]) -> Vault:
@@ -123,9 +151,11 @@ class Leash:
     errors -- is dropped); then the launch gets its SIGINT, and only then is the reason said (best
     effort). Whatever goes wrong in the thread, the launch is stopped."""
 
-    def __init__(self, lines: _Lines, timeout_s: float) -> None:
+    def __init__(self, lines: _Lines, timeout_s: float, preflight: bool = False) -> None:
         self.lines, self.timeout_s = lines, timeout_s
         self.why: str | None = None  # why the launch was stopped from here
+        self.preflight = preflight  # submit=ssh's: nothing starts before go (:meth:`ready`)
+        self._go = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="ssh-leash", daemon=True)
 
     def start(self) -> Leash:
@@ -163,6 +193,28 @@ class Leash:
                 return
             if line.strip() == STOP.encode():
                 self._stop("Ctrl+C on the launching host", gone=False)
+            elif line.strip() == GO.encode():
+                self._go.set()
+
+    def ready(self, refusals: Sequence[str] = ()) -> None:
+        """The preflight's end on this host (a launch's checks passed; nothing written or started
+        yet): the refusals of this host's facts each said as a dry run says them, then exit 2
+        (:class:`NotReady`); else :data:`READY` and this launcher's version on stdout (the local
+        side compares it with its own), then wait for ``go``. The channel closing meanwhile is a
+        Ctrl+C here (KeyboardInterrupt: exit 130, nothing started)."""
+        from ..errors import one_line
+        from ..names import version_line
+
+        if not self.preflight:
+            return
+        self.preflight = False
+        if refusals:
+            for line in refusals:
+                print(f"{PROG}: warning: {one_line(line)}", file=sys.stderr, flush=True)
+            raise NotReady(len(refusals))
+        print(f"{READY} {version_line()}", flush=True)
+        while not self._go.wait(0.2):  # a short wait: the SIGINT from the thread is seen at once
+            pass
 
 
 def broken(fds: tuple[int, ...] = (1, 2), wait_s: float = BROKEN_WAIT_S) -> bool:
@@ -190,12 +242,68 @@ def silence(fds: tuple[int, ...] = (1, 2)) -> None:
             os.close(null)
 
 
+class NotReady(UserError):
+    """This host's facts refuse the launch (the preflight's answer: the refusals said before it)."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__("submit", "ssh", f"this host refuses the launch ({count} warning{'s' if count > 1 else ''})")
+
+
+_current: Leash | None = None  # this process's leash (stdin is the process's): its preflight
+
+
+def preflighting() -> bool:
+    """Whether this launcher answers submit=ssh's preflight: a launch's refusals are collected and
+    said by :func:`ready`, as a dry run's are, instead of raised one by one."""
+    return _current is not None and _current.preflight
+
+
+def ready(refusals: Sequence[str] = ()) -> None:
+    """Before anything of a launch is written or started: under submit=ssh's preflight, say ready
+    (or the refusals) and wait for ``go`` (:meth:`Leash.ready`); otherwise nothing."""
+    if _current is not None:
+        _current.ready(refusals)
+
+
+def end_guard(value: str) -> None:
+    """End the remote shell's guard (launcher/ssh/command.py), named by ``SSH_CHANNEL_VAR``'s value:
+    from now on this launcher watches the channel itself. Only a process of this launcher's own
+    process group, its child or its parent's (what the remote shell started), is ever signalled."""
+    if not value.isdigit() or int(value) <= 1 or int(value) == os.getpid():
+        return
+    pid = int(value)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if os.getpgid(pid) != os.getpgrp() or ppid not in (os.getpid(), os.getppid()):
+            return
+        os.kill(pid, signal.SIGKILL)
+    except (OSError, ValueError, IndexError):
+        return
+    deadline = time.monotonic() + GUARD_WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            if ppid == os.getpid():  # ours (the shell exec'd this launcher): reaped
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            elif Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except (OSError, ChildProcessError, IndexError):
+            return  # gone
+        time.sleep(0.002)
+
+
 def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
-    """Under ``submit=ssh`` (``SSH_CHANNEL_VAR`` set): read the channel's first line into ``vault``
-    and start the leash; otherwise nothing. The variable is taken out of the environment (no rank
-    inherits it)."""
-    if environ.pop(SSH_CHANNEL_VAR, None) is None:
+    """Under ``submit=ssh`` (``SSH_CHANNEL_VAR`` set): end the shell's guard, say :data:`MARKER`,
+    read the channel's first line into ``vault`` and start the leash; otherwise nothing. The
+    variable is taken out of the environment (no rank inherits it)."""
+    global _current
+    value = environ.pop(SSH_CHANNEL_VAR, None)
+    if value is None:
         return None
+    end_guard(value)
+    with contextlib.suppress(OSError):
+        print(MARKER, flush=True)
     lines = _Lines(fd)
     try:
         first = lines.next(FIRST_LINE_WAIT_S)
@@ -203,7 +311,7 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
             if broken():  # the connection is gone: so is the console the error would go to
                 silence()
             raise ValueError("the SSH channel closed before its first line")
-        given, timeout = parse_hello(first)
+        given, timeout, preflight = parse_hello(first)
     except (TimeoutError, ValueError) as err:
         why = "no first line" if isinstance(err, TimeoutError) else str(err)
         raise UserError(
@@ -213,4 +321,5 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
             f"unset {SSH_CHANNEL_VAR}",
         ) from None
     fill(vault, given)
-    return Leash(lines, timeout).start()
+    _current = Leash(lines, timeout, preflight).start()
+    return _current

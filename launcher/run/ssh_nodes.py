@@ -3,7 +3,18 @@
 Each node's launcher runs on its host under ``ssh`` (its command: launcher/ssh/command.py). Here,
 this machine's launcher starts every client (each in a session of its own, so a Ctrl+C on the
 terminal reaches this launcher alone; each dies with it), and speaks the channel on the client's
-stdin (run/leash.py: the secrets line first, then a beat every second; ``stop`` on a Ctrl+C).
+stdin (run/leash.py): nothing until that host's launcher says it is there (its version and
+``leash.MARKER``), then the first line (the secrets, asking for the preflight), a beat every
+second, ``go`` and ``stop`` on a Ctrl+C.
+
+- The preflight is the launch's own start: the one launcher per host checks node i's launch
+  there and says ``leash.READY`` (or why not, and ends). :meth:`SshNodes.preflight` waits for every
+  host's answer; only when every host is ready is every host told ``go`` (:meth:`SshNodes.go`), so
+  a host that is not ready leaves no other host's launch started. Otherwise (or on a Ctrl+C
+  meanwhile) :meth:`SshNodes.abort` closes every channel: each host's launcher (or, while it is
+  still starting, its shell's guard) ends with nothing started, and what each host said before it
+  is the caller's to judge (launcher/ssh/preflight.py). Until ``go`` a node's lines are kept, not
+  shown: its version and the preflight's markers are dropped, the rest shown at ``go``.
 
 - One console: every node's output is passed on as it comes. The nodes' consoles show what a
   local launch shows (global rank 0; with ``log_all_ranks=true`` every rank's line, prefixed
@@ -22,6 +33,7 @@ stdin (run/leash.py: the secrets line first, then a beat every second; ``stop`` 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import signal
@@ -42,6 +54,7 @@ from .process.signals import FORWARDED_SIGNALS, STACK_SIGNALS, Interrupts, handl
 POLL_S = 0.05
 STOP_MARGIN_S = 10.0  # after the grace period, the time a node's launcher has to close its record
 FOLLOW_S = 10.0  # after a node failed, how long the others get to end by themselves (liveness)
+ABORT_WAIT_S = 10.0  # a preflight that ended: how long every host gets to end before its client is killed
 SSH_FAILED = 255  # ssh's own exit status: the connection failed or dropped
 EXIT_NODE_LOST = 125  # run/monitor/liveness.py's (this module imports no monitor)
 NODE_LOST, NODE_FAILED = "node lost", "node failed"
@@ -97,6 +110,17 @@ class Outcome:
     summary: str = ""
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What one host said to the preflight: all it said before it was ready, or before it ended
+    (``returncode``), or before the bound passed (neither)."""
+
+    ready: bool
+    returncode: int | None  # the client's exit status when it ended before it was ready
+    stdout: str
+    stderr: str
+
+
 @dataclass
 class _Client:
     node: RemoteNode
@@ -104,6 +128,9 @@ class _Client:
     end: NodeEnd
     pumps: list[threading.Thread] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    greeted: bool = False  # its launcher said it is there: the first line went out, beats follow
+    ready: bool = False  # its launcher passed the preflight
+    kept: list[tuple[int, bytes]] = field(default_factory=list)  # (1 stdout / 2 stderr, line) until go
 
     def say(self, line: bytes) -> None:
         """One channel line; a client already gone is no error."""
@@ -127,7 +154,7 @@ class SshNodes:
         on_node_dir: Callable[[int, str], None] | None = None,
     ) -> None:
         self.nodes = list(nodes)
-        self.hello = leash.hello(secrets, timeout_s)
+        self.hello = leash.hello(secrets, timeout_s, preflight=True)
         self.grace_period = grace_period
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
@@ -138,6 +165,9 @@ class SshNodes:
         self.stop_at: float | None = None  # a node failed: the others are told to stop then
         self._write = threading.Lock()
         self._done = threading.Event()
+        self._phase = threading.Lock()  # the pumps' keep-or-show and go's switch
+        self._answered = threading.Event()  # a host said it is ready, or a client ended
+        self.going = False  # every host ready and told go: lines are shown, Ctrl+C says stop
 
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -152,24 +182,86 @@ class SshNodes:
                 preexec_fn=preexec,
             )
             client = _Client(node, proc, NodeEnd(node.rank, node.host))
-            client.say(self.hello)
-            for stream, out in ((proc.stdout, self.stdout), (proc.stderr, self.stderr)):
-                pump = threading.Thread(target=self._pump, args=(client, stream, out), daemon=True)
+            for fd, stream in ((1, proc.stdout), (2, proc.stderr)):
+                pump = threading.Thread(target=self._pump, args=(client, stream, fd), daemon=True)
                 pump.start()
                 client.pumps.append(pump)
             self.clients.append(client)
-            if self.signal_received is not None:  # a Ctrl+C while starting
-                client.say(leash.STOP.encode() + b"\n")
+            if self.signal_received is not None:  # a Ctrl+C while starting: the preflight ends at once
+                break
         threading.Thread(target=self._beat, name="ssh-beat", daemon=True).start()
 
     def _beat(self) -> None:
         while not self._done.wait(leash.BEAT_EVERY_S):
             for client in self.clients:
-                if client.proc.poll() is None:
+                if client.greeted and client.proc.poll() is None:
                     client.say(leash.BEAT.encode() + b"\n")
 
-    def _pump(self, client: _Client, stream: IO[bytes], out: IO[bytes]) -> None:
+    # -- the preflight -------------------------------------------------------------------------
+    def preflight(self, bound_s: float) -> dict[int, Answer]:
+        """Every host's answer, by node rank, once each is ready or its launcher (or its client)
+        ended, or ``bound_s`` passed; at once on a Ctrl+C (see ``signal_received``)."""
+        deadline = time.monotonic() + bound_s
+        while self.signal_received is None and time.monotonic() < deadline:
+            self._answered.clear()
+            if all(c.ready or c.proc.poll() is not None for c in self.clients):
+                break
+            self._answered.wait(POLL_S)
+        return {c.node.rank: self._answer(c) for c in self.clients}
+
+    def _answer(self, client: _Client) -> Answer:
+        code = None if client.ready else client.proc.poll()
+        if code is not None:  # everything it said is in
+            for pump in client.pumps:
+                pump.join(timeout=5)
+        with self._phase:
+            out = b"".join(line for fd, line in client.kept if fd == 1).decode(errors="replace")
+            err = b"".join(line for fd, line in client.kept if fd == 2).decode(errors="replace")
+        return Answer(client.ready, code, out, err)
+
+    def go(self) -> None:
+        """Every host is ready: each told to start its launch; what each said meanwhile shown."""
+        with self._phase:
+            self.going = True
+            for client in self.clients:
+                said = client.kept
+                marker = next((i for i, (fd, line) in enumerate(said) if fd == 1 and _is(line, leash.MARKER)), -1)
+                for i, (fd, line) in enumerate(said):  # (not the markers)
+                    if fd == 2 or (i > marker and not _is(line, leash.READY)):
+                        self._show(self.stdout if fd == 1 else self.stderr, _label(client.node, line))
+                client.kept.clear()
+                client.say(leash.GO.encode() + b"\n")
+        if self.signal_received is not None:  # a Ctrl+C came between the preflight and go: stop now
+            self.kill_at = time.monotonic() + self.grace_period + STOP_MARGIN_S
+            self._stop_all()
+
+    def abort(self, wait_s: float = ABORT_WAIT_S) -> None:
+        """The preflight failed or was interrupted: every channel closed (each host's launcher, or
+        its shell's guard, ends with nothing started), every client waited for, killed after
+        ``wait_s``."""
+        self._done.set()
+        for client in self.clients:
+            with client.lock, contextlib.suppress(OSError, ValueError):
+                if client.proc.stdin is not None:
+                    client.proc.stdin.close()
+        deadline = time.monotonic() + wait_s
+        for client in self.clients:
+            try:
+                client.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                client.proc.kill()
+                client.proc.wait()
+            for pump in client.pumps:
+                pump.join(timeout=5)
+
+    def _pump(self, client: _Client, stream: IO[bytes], fd: int) -> None:
+        out = self.stdout if fd == 1 else self.stderr
         for line in iter(stream.readline, b""):
+            if not self.going:
+                with self._phase:
+                    if not self.going:
+                        self._keep(client, fd, line)
+                        continue
             body = line.rstrip(b"\n")
             found = _RUN_DIR.match(body)
             if found and client.end.run_dir is None:
@@ -180,6 +272,16 @@ class SshNodes:
             if ended:
                 client.end.reason = ended.group(2).decode(errors="replace")
             self._show(out, _label(client.node, line))
+
+    def _keep(self, client: _Client, fd: int, line: bytes) -> None:
+        """A line said before go (under ``_phase``): kept; the markers move the preflight on."""
+        client.kept.append((fd, line))
+        if fd == 1 and _is(line, leash.MARKER) and not client.greeted:
+            client.greeted = True  # its launcher is there (its shell's guard ended): the first line
+            client.say(self.hello)
+        elif fd == 1 and _is(line, leash.READY):
+            client.ready = True
+            self._answered.set()
 
     def _show(self, out: IO[bytes], data: bytes) -> None:
         with self._write, contextlib.suppress(OSError, ValueError):
@@ -194,6 +296,10 @@ class SshNodes:
         first = self.signal_received is None
         if first:
             self.signal_received = signum
+            self._answered.set()
+        if not self.going:  # the preflight: it ends (abort), nothing started anywhere
+            return
+        if first:
             self.kill_at = time.monotonic() + self.grace_period + STOP_MARGIN_S
         elif signum == signal.SIGINT:  # a second Ctrl+C: every node kills at once
             self.kill_at = min(self.kill_at or 0.0, time.monotonic() + STOP_MARGIN_S)
@@ -278,6 +384,12 @@ class SshNodes:
             client.proc.wait()
 
 
+def _is(line: bytes, marker: str) -> bool:
+    """``line`` is ``marker``'s (``READY`` has the launcher's version after it)."""
+    body = line.rstrip(b"\n")
+    return body == marker.encode() or body.startswith(marker.encode() + b" ")
+
+
 def _label(node: RemoteNode, line: bytes) -> bytes:
     """A line of a node's launcher (``[train_multigpu] ...``, ``train_multigpu: error: ...``) with
     the node named; the ranks' lines as they are.
@@ -301,8 +413,15 @@ def run(
     timeout_s: float = leash.DEFAULT_TIMEOUT_S,
     interrupts: Interrupts | None = None,
     on_node_dir: Callable[[int, str], None] | None = None,
+    *,
+    preflight_s: float,
+    judge: Callable[[dict[int, Answer]], None],
+    on_ready: Callable[[], None] = lambda: None,
 ) -> Outcome:
-    """Start every node's client, supervise them to the end, print the failing node's summary."""
+    """Start every node's client; the preflight: ``judge`` gets every host's answer and raises
+    unless every host is ready (then every channel is closed: nothing starts anywhere; a Ctrl+C
+    meanwhile: KeyboardInterrupt, the same); then ``on_ready`` (the record) and go; supervise them
+    to the end, print the failing node's summary."""
     launch = SshNodes(nodes, secrets, grace_period, timeout_s, on_node_dir=on_node_dir)
     installed = {} if interrupts is not None else {sig: launch.on_signal for sig in FORWARDED_SIGNALS}
     if interrupts is None:
@@ -312,6 +431,16 @@ def run(
             interrupts.attach(launch)
         try:
             launch.start()
+            answers = launch.preflight(preflight_s)
+            try:
+                if launch.signal_received is not None:
+                    raise KeyboardInterrupt
+                judge(answers)  # raises unless every host is ready
+            except BaseException:
+                launch.abort()
+                raise
+            on_ready()
+            launch.go()
             outcome = launch.wait()
         finally:
             if interrupts is not None:
@@ -321,3 +450,20 @@ def run(
         with contextlib.suppress(OSError):
             print(f"[{PROG}] {outcome.summary}", file=sys.stderr, flush=True)
     return outcome
+
+
+def preflight_only(
+    nodes: Sequence[RemoteNode], bound_s: float, timeout_s: float = leash.DEFAULT_TIMEOUT_S
+) -> dict[int, Answer]:
+    """The preflight alone: every host's answer, then every channel closed (nothing starts). A
+    Ctrl+C meanwhile: KeyboardInterrupt, every host's ended first."""
+    launch = SshNodes(nodes, {}, 0.0, timeout_s, stdout=io.BytesIO(), stderr=io.BytesIO())
+    with handlers({sig: launch.on_signal for sig in FORWARDED_SIGNALS}):
+        try:
+            launch.start()
+            answers = launch.preflight(bound_s)
+        finally:
+            launch.abort()
+    if launch.signal_received is not None:
+        raise KeyboardInterrupt
+    return answers

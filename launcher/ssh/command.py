@@ -59,6 +59,9 @@ SSH = "ssh"
 CHANNEL = ("-T", "-o", "PermitLocalCommand=no")
 # a connection that went silent (a link down, a host gone) ends its client after ~15 s: exit 255
 ALIVE = ("ServerAliveInterval=5", "ServerAliveCountMax=3")
+NO_WORKDIR = 96  # the remote shell's exit status when it could not cd into the working directory
+# until the remote launcher ends it, ends the group the remote shell leads when the channel closes
+GUARD = "exec 3<&0; { read -r _ <&3 || kill -TERM -$$; } >/dev/null 2>&1 & exec 3<&-;"
 ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launcher/__main__.py)
 # keys of what was typed that only this machine uses: every node gets its own values or none
 _DROPPED_KEYS = ("submit", "dry_run", "run_dir", "launcher.nnodes", "launcher.node_rank")
@@ -81,11 +84,23 @@ class SshNode:
     def remote_line(self) -> str:
         """The command ssh hands the remote shell (a POSIX one: sh, bash, zsh)::
 
-        cd <workdir> && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && <entry> <arguments>
+        cd <workdir> || exit 96; exec 3<&0; { read -r _ <&3 || kill -TERM -$$; } >/dev/null 2>&1 &
+        exec 3<&-; export TRAIN_MULTIGPU_SSH_CHANNEL=$! && <entry> <arguments>
 
-        (the variable tells the remote launcher that its stdin is the SSH channel: the secrets, then
-        EOF when the connection drops; ``export`` so that it holds for an ``ssh.command`` line too)."""
-        head = f"cd {shlex.quote(self.workdir)} && export {SSH_CHANNEL_VAR}=1 && {self.entry}"
+        One process per host: the launcher there answers the preflight (launcher/ssh/preflight.py),
+        then runs the node. The variable tells it that its stdin is the SSH channel (the secrets,
+        ``go``, the beats; EOF when the connection drops; ``export`` so that it holds for an
+        ``ssh.command`` line too), and names the guard: until the launcher has started and ended
+        it (run/leash.py), the guard waits on the channel -- the local side sends nothing before
+        the launcher says it is there -- and when the channel closes, ends the process group the
+        shell leads (sshd makes the remote command a session of its own; a shell that leads no group,
+        this line run by hand, signals nothing): a Ctrl+C or a dropped connection while
+        ``ssh.command``'s prefix or Python's imports still run leaves nothing behind. stdin goes
+        through fd 3: a shell gives a background list /dev/null as its stdin. 96: no working
+        directory there."""
+        head = (
+            f"cd {shlex.quote(self.workdir)} || exit {NO_WORKDIR}; {GUARD} export {SSH_CHANNEL_VAR}=$! && {self.entry}"
+        )
         return f"{head} {shlex.join(self.remote_argv)}".rstrip()
 
     @property

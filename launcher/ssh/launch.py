@@ -65,35 +65,40 @@ def write_nodes(run_dir: Path, plan: SshPlan, ends: dict[int, dict]) -> None:
 
 
 def submit(plan: SshPlan, interrupts=None):
-    """Run the launch to its end; (the handle, the outcome)."""
+    """Run the launch to its end; (the handle, the outcome). The preflight is its start: the record
+    is written once every host is ready, before any is told to go (none ready: no record either)."""
     from ..backends.local import error
     from ..run import leash, ssh_nodes
     from . import preflight
 
-    preflight.run(plan, error)  # every host ready, or one line each and nothing starts (no record either)
     run_dir = Path(plan.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started = record.write_opened(run_dir)
     handle = Handle("ssh", str(os.getpid()), str(run_dir), {"hosts": ",".join(n.host for n in plan.nodes)})
-    record.write_json(run_dir / SUBMIT_RECORD, handle.as_record())
     ends: dict[int, dict] = {}
     lock = threading.Lock()
-    write_nodes(run_dir, plan, ends)
+    opened: dict[str, float] = {}
+
+    def on_ready() -> None:  # every host ready: the record, then go
+        run_dir.mkdir(parents=True, exist_ok=True)
+        opened["at"] = record.write_opened(run_dir)
+        record.write_json(run_dir / SUBMIT_RECORD, handle.as_record())
+        write_nodes(run_dir, plan, ends)
+        print(f"[{PROG}] run directory: {run_dir} ({len(plan.nodes)} nodes over SSH)", flush=True)
 
     def node_dir(rank: int, path: str) -> None:  # a node named its run directory: the record says so
         with lock:
             ends.setdefault(rank, {})["run_dir"] = path
             write_nodes(run_dir, plan, ends)
 
-    print(f"[{PROG}] run directory: {run_dir} ({len(plan.nodes)} nodes over SSH)", flush=True)
-    nodes = [ssh_nodes.RemoteNode(node.rank, node.host, tuple(node.argv)) for node in plan.nodes]
     outcome = ssh_nodes.run(
-        nodes,
+        preflight.remote_nodes(plan),
         secret_values(plan.vault, plan.secrets),
         plan.grace_period,
         plan.node_timeout or leash.DEFAULT_TIMEOUT_S,  # the channel's silence: a node lost, as between nodes
         interrupts,
         node_dir,
+        preflight_s=preflight.bound(plan),
+        judge=preflight.judge(plan, error),  # every host ready, or one line each and nothing starts
+        on_ready=on_ready,
     )
     with lock:
         for end in outcome.nodes:
@@ -102,6 +107,6 @@ def submit(plan: SshPlan, interrupts=None):
     failure = None
     if outcome.failed_node is not None:
         failure = {"node": outcome.failed_node, "exit_code": outcome.exit_code, "summary": outcome.summary}
-    record.write_end(run_dir, started, outcome.exit_code, outcome.reason, outcome.ended, failure)
+    record.write_end(run_dir, opened["at"], outcome.exit_code, outcome.reason, outcome.ended, failure)
     print(f"[{PROG}] exit code {outcome.exit_code} ({outcome.reason}); run directory: {run_dir}", flush=True)
     return handle, outcome
