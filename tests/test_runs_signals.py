@@ -353,5 +353,74 @@ def test_errors_md_lists_every_refusal_here():
         "nothing to resume: the run finished all its 5 iterations",
         "its record names a trainer directory outside <run root>",
         "a launcher that still runs (pid N) records here: two launchers for one node",
+        "a job another user's record names is never stopped as you",
+        "what another user's record says is never launched as you",
     ):
         assert phrase in text, phrase
+
+
+# -- a record another user wrote, acted on as the user running runs ---------------------------------
+def _nobody_owns(run_dir: Path) -> None:
+    for path in (run_dir, *run_dir.iterdir()):
+        os.chown(path, 65534, 65534)
+
+
+def test_a_submit_json_of_another_user_never_cancels_a_job_as_you(tmp_path, schedulers):
+    """A co-user of a shared run root writes a submit.json naming one of your jobs (SLURM job ids are
+    public: squeue), under a start time that makes it ``last``. Before: ``runs stop last`` ran
+    ``scancel`` of your job (checked with a real SLURM job too). Now only the user's own record stops a
+    submitted job; a local launch's stays proven by its launcher (the tests above)."""
+    if os.geteuid() != 0:
+        unavailable("ROOT", "a file of another user needs root")
+    env, calls = schedulers
+    run_dir = submitted(tmp_path, "theirs", {"backend": "slurm", "id": "42"})
+    run_dir = run_dir.rename(run_dir.with_name("2099-01-01_00-00-00_theirs"))
+    mine = submitted(tmp_path, "mine", {"backend": "k8s", "id": "ppo", "kind": "TrainJob"})
+    _nobody_owns(run_dir)
+    out = runs_with(tmp_path, env, "stop", "last")
+    assert error_line(out) == (
+        f"id=last: its record (submit.json) belongs to uid 65534, not to you (uid {os.geteuid()}): a job another "
+        "user's record names is never stopped as you (stop it as that user, or through its back end)"
+    )
+    assert "scancel" not in (calls.read_text() if calls.exists() else "")
+    os.chown(run_dir / "submit.json", os.geteuid(), os.getegid())  # the user's own record: stopped
+    assert runs_with(tmp_path, env, "stop", "last").returncode == 0
+    assert "scancel 42\n" in calls.read_text()
+    assert runs_with(tmp_path, env, "stop", mine.name).returncode == 0
+    assert "kubectl delete trainjob.trainer.kubeflow.org ppo " in calls.read_text()
+
+
+EVIL = """import os, sys
+open(sys.argv[1], "a").write(f"ran as uid {os.getuid()}\\n")
+"""
+
+
+@pytest.mark.parametrize("command", ["rerun", "resume"])
+def test_a_composition_of_another_user_is_never_launched_as_you(tmp_path, command):
+    """A co-user plants a run whose composition.json names a script of theirs (``script=``), with a
+    start time that makes it ``last``. Before: ``runs rerun last`` ran it as the user typing it (root
+    here). Now a rerun or resume launches only the user's own record, and nothing starts."""
+    if os.geteuid() != 0:
+        unavailable("ROOT", "a file of another user needs root")
+    pwned = tmp_path / "pwned"
+    script = tmp_path / "evil.py"
+    script.write_text(EVIL)
+    run_dir = tmp_path / "runs" / "2099-01-01_00-00-00_theirs"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "iter_000001.ckpt").write_text("x")
+    composition = {
+        "overrides": [f"script={script}", "launcher.nproc_per_node=1", "presets=debug"],
+        "script_args": [str(pwned)],
+        "cwd": str(tmp_path),
+    }
+    (run_dir / "composition.json").write_text(json.dumps(composition))
+    (run_dir / "status.json").write_text(json.dumps({"started": "2099-01-01T00:00:00+00:00", "exit_code": 1}))
+    _nobody_owns(run_dir)
+    out = runs_cli(tmp_path, command, "last")
+    assert error_line(out) == (
+        f"id=last: its record (composition.json) belongs to uid 65534, not to you (uid {os.geteuid()}): "
+        "what another user's record says is never launched as you (runs show ID prints its overrides: "
+        "type the ones you want yourself)"
+    )
+    assert not pwned.exists()
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [run_dir.name]
