@@ -686,6 +686,15 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
+def _leaves(entry: os.DirEntry, root: str | Path) -> bool:
+    """A link out of ``root``: a shared root's ``multirun`` or sweep folder pointing anywhere (/proc,
+    a dead network mount) is not walked (a run directory that is one is shown, its files refused)."""
+    try:
+        return entry.is_symlink() and not files.inside(entry.path, root)
+    except OSError:
+        return True
+
+
 def _looks_like_run(path: Path, name: str) -> bool:
     if STAMP.match(name):
         return True
@@ -703,7 +712,7 @@ def scan(root: Path) -> list[Entry]:
     for entry in top:
         path = Path(entry.path)
         if entry.name == MULTIRUN:
-            found += _scan_multirun(path)
+            found += [] if _leaves(entry, root) else _scan_multirun(path)
             continue
         if not _looks_like_run(path, entry.name):
             continue
@@ -718,7 +727,9 @@ def scan(root: Path) -> list[Entry]:
 def _scan_multirun(multirun: Path) -> list[Entry]:
     found = []
     try:
-        sweeps = sorted((e for e in os.scandir(multirun) if _is_dir(e)), key=lambda e: e.name)
+        sweeps = sorted(
+            (e for e in os.scandir(multirun) if _is_dir(e) and not _leaves(e, multirun)), key=lambda e: e.name
+        )
     except OSError:
         return []
     for sweep in sweeps:
