@@ -35,12 +35,13 @@ import re
 import shlex
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..errors import UserError
 from ..names import PROG
+from ..secrets import without_values
 from .command import SshNode, SshPlan
 
 WORK_TIMEOUT_S = 120  # the remote launcher's --version and dry run, after the connection (a cold start)
@@ -91,7 +92,8 @@ class Clients:
     never written to; :meth:`end_all` (a Ctrl+C here) closes them all: each client passes the EOF on,
     each host's WATCH ends its preflight, and the client ends with it."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = env  # the clients' environment (None: this one)
         self._lock = threading.Lock()
         self._open: set[int] = set()  # the write ends of the clients' stdin still open
         self.ended = False
@@ -104,7 +106,7 @@ class Clients:
                 if self.ended:
                     return Answer(130, "", "")
                 self._open.add(write)
-            done = subprocess.run(argv(node), stdin=read, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run(argv(node), stdin=read, capture_output=True, text=True, timeout=timeout, env=self.env)
         except subprocess.TimeoutExpired as err:
             out = err.stdout.decode(errors="replace") if isinstance(err.stdout, bytes) else (err.stdout or "")
             return Answer(None, out, "")
@@ -235,7 +237,8 @@ def check(plan: SshPlan, ours: str, asker: Callable[[SshNode, float], Answer] | 
     Ended otherwise (a Ctrl+C: KeyboardInterrupt), every client still running is ended first."""
     timeout = plan.connect_timeout + WORK_TIMEOUT_S
     port = (_option(plan.nodes[0].ssh_argv, "-p") if plan.nodes else None) or "22"
-    clients = Clients()
+    # no secret's value in the clients' environment (SendEnv would send it, ssh -v print it)
+    clients = Clients(without_values(os.environ, plan.secret_values().values()))
     pool = ThreadPoolExecutor(max_workers=max(1, len(plan.nodes)))
     try:
         answers = list(pool.map(lambda node: (asker or clients.ask)(node, timeout), plan.nodes))
