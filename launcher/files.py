@@ -192,7 +192,11 @@ def open_regular(path: str | os.PathLike, within: str | os.PathLike | None = Non
 
 def read_bytes(path: str | os.PathLike, limit: int, within: str | os.PathLike | None = None) -> bytes:
     """The whole regular file, refused when it holds more than ``limit`` bytes."""
-    fd, info = open_fd(path, within)
+    return _read_opened(*open_fd(path, within), limit)
+
+
+def _read_opened(fd: int, info: os.stat_result, limit: int) -> bytes:
+    """The file ``open_fd`` opened (``fd``, closed here), at most ``limit`` bytes."""
     try:
         if info.st_size > limit:
             raise Unreadable(f"larger than {size_text(limit)} ({size_text(info.st_size)})")
@@ -277,8 +281,17 @@ def parse_json(text: str | bytes):
 
 def read_json(path: str | os.PathLike, limit: int = JSON_MAX, within: str | os.PathLike | None = None):
     """The JSON value of a regular file (see :func:`parse_json`); ``Unreadable`` when it is not JSON."""
+    return read_json_owned(path, limit, within)[0]
+
+
+def read_json_owned(path: str | os.PathLike, limit: int = JSON_MAX, within: str | os.PathLike | None = None):
+    """:func:`read_json`'s value and the uid that owns the file it was read from (one open: the owner
+    of the bytes read, whatever is swapped in at that path before or after). A record that makes
+    ``runs`` act (run a launch, stop a job) is taken only from its reader's own files: anyone who can
+    write a shared run root can write any record there, but no one can make a file another user owns."""
+    fd, info = open_fd(path, within)
     try:
-        return parse_json(read_bytes(path, limit, within))
+        return parse_json(_read_opened(fd, info, limit)), info.st_uid
     except ValueError as err:
         reason = str(err) if str(err).startswith("nested") else "not valid JSON (half written or edited)"
         raise Unreadable(reason) from None

@@ -186,6 +186,19 @@ def mask_env(env: Mapping[str, str]) -> dict[str, str]:
     return {key: (MASK if is_secret(key) and value else value) for key, value in env.items()}
 
 
+def without_values(env: Mapping[str, str], values: Iterable[str]) -> dict[str, str]:
+    """``env`` without the variables that hold one of the secret ``values``: the environment of a
+    program that must not carry them (submit=ssh's clients: a ``${oc.env:NAME}`` secret is resolved
+    from the environment the command is typed in, and ssh's ``SendEnv`` would send it, its debug
+    log print it; the value travels on the channel alone).
+
+    >>> without_values({"API_TOKEN": "s3", "HOME": "/h", "EMPTY": ""}, ["s3", ""])
+    {'HOME': '/h', 'EMPTY': ''}
+    """
+    hidden = {value for value in values if value}
+    return {key: value for key, value in env.items() if value not in hidden}
+
+
 def mask_plan(plan):
     """The plan as shown and recorded: secret values replaced by ``***``."""
     processes = tuple(replace(p, env=MappingProxyType(mask_env(p.env))) for p in plan.processes)

@@ -11,6 +11,7 @@ learning curves' PNG does (launcher/figures.py), so a reader or a test can check
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -193,12 +194,18 @@ def save(run_dir: Path, data: bytes) -> Path:
     """``data`` into ``<run_dir>/timeline.png``, replaced atomically (the launcher's own file; a path
     the user names goes through files.write_through); OSError: not written, nothing left behind."""
     png = run_dir / PNG
-    tmp = run_dir / f".{PNG}.{os.getpid()}.tmp"
+    # a new file (O_EXCL: never through a link) of a name no one can guess: ``runs timeline`` writes
+    # into run directories others may own, where a link planted under a predictable name was written
+    # through, into any file
+    tmp = run_dir / f".{PNG}.{os.urandom(8).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, png)
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+        os.replace(tmp, png)  # (a link at timeline.png is replaced, not followed)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
     return png
 

@@ -713,6 +713,8 @@ NOT_HERE: dict[str, str] = {
     "id=ID: cannot check that pid N is its launcher (/proc/N/fd: Permission": RECORD,
     "id=ID: nothing to resume: the run finished all its 5 iterations (newes": RECORD,
     "id=ID: its record names a trainer directory outside <run root> (/elsew": RECORD,
+    "id=ID: its record (submit.json) belongs to uid U, not to you (uid W):": RECORD,
+    "id=ID: its record (composition.json) belongs to uid U, not to you (uid": RECORD,
     "run_root=...: cannot create the run directory: <reason>": RACE,
     "tracker.mlflow.tracking_uri=http://127.0.0.1:5000: the MLflow tracking": LOCAL.replace(
         "tests/test_local_nodes.py", "tests/test_trackers.py"

@@ -255,6 +255,27 @@ def test_links_out_of_the_run_root_are_not_followed(tmp_path):
     assert "a symbolic link out of" in one_error(cli("logs", "2026-01-01_10-00-00", "--rank", "1", root=root))
 
 
+def test_a_sweep_linked_out_of_the_run_root_is_not_listed(tmp_path):
+    """Before: ``multirun/<sweep>`` (or ``multirun`` itself) as a link to a folder outside the root
+    listed every directory there as a job (a link to /proc: one "job" per process, each read; a link
+    to a dead network mount would stall the listing)."""
+    root = tmp_path / "runs"
+    outside = tmp_path / "private"
+    for name in ("alice", "bob"):
+        make_run(outside, name)
+    make_run(root, "multirun/2026-01-01_10-00-00/0")
+    (root / "multirun" / "2026-01-01_10-00-01").symlink_to(outside, target_is_directory=True)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "multirun").symlink_to(outside.parent, target_is_directory=True)  # multirun itself leaves
+    make_run(other, "2026-01-01_10-00-02_own")
+    HOSTILE.extend(["a sweep -> outside", "multirun -> outside"])
+    listed = [run["id"] for run in strict_json(cli("--json", root=root).stdout)]
+    assert listed == ["multirun/2026-01-01_10-00-00/0"]
+    assert [run["id"] for run in strict_json(cli("--json", root=other).stdout)] == ["2026-01-01_10-00-02_own"]
+    assert "no run under" in one_error(cli("show", "multirun/2026-01-01_10-00-01/alice", root=root))
+
+
 # -- item 6: malformed records -------------------------------------------------------------------
 MALFORMED = {
     "nested 100,000 deep": '{"failure": ' + "[" * 100_000 + "]" * 100_000 + ', "exit_code": 1}',

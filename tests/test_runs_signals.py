@@ -10,6 +10,7 @@ held by a real launcher) is tests/test_runs_backends.py's ``test_stop_a_real_loc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -353,5 +354,128 @@ def test_errors_md_lists_every_refusal_here():
         "nothing to resume: the run finished all its 5 iterations",
         "its record names a trainer directory outside <run root>",
         "a launcher that still runs (pid N) records here: two launchers for one node",
+        "a job another user's record names is never stopped as you",
+        "what another user's record says is never launched as you",
     ):
         assert phrase in text, phrase
+
+
+# -- a record another user wrote, acted on as the user running runs ---------------------------------
+def _nobody_owns(run_dir: Path) -> None:
+    for path in (run_dir, *run_dir.iterdir()):
+        os.chown(path, 65534, 65534)
+
+
+def test_a_submit_json_of_another_user_never_cancels_a_job_as_you(tmp_path, schedulers):
+    """A co-user of a shared run root writes a submit.json naming one of your jobs (SLURM job ids are
+    public: squeue), under a start time that makes it ``last``. Before: ``runs stop last`` ran
+    ``scancel`` of your job (checked with a real SLURM job too). Now only the user's own record stops a
+    submitted job; a local launch's stays proven by its launcher (the tests above)."""
+    if os.geteuid() != 0:
+        unavailable("ROOT", "a file of another user needs root")
+    env, calls = schedulers
+    run_dir = submitted(tmp_path, "theirs", {"backend": "slurm", "id": "42"})
+    run_dir = run_dir.rename(run_dir.with_name("2099-01-01_00-00-00_theirs"))
+    mine = submitted(tmp_path, "mine", {"backend": "k8s", "id": "ppo", "kind": "TrainJob"})
+    _nobody_owns(run_dir)
+    out = runs_with(tmp_path, env, "stop", "last")
+    assert error_line(out) == (
+        f"id=last: its record (submit.json) belongs to uid 65534, not to you (uid {os.geteuid()}): a job another "
+        "user's record names is never stopped as you (stop it as that user, or through its back end)"
+    )
+    assert "scancel" not in (calls.read_text() if calls.exists() else "")
+    os.chown(run_dir / "submit.json", os.geteuid(), os.getegid())  # the user's own record: stopped
+    assert runs_with(tmp_path, env, "stop", "last").returncode == 0
+    assert "scancel 42\n" in calls.read_text()
+    assert runs_with(tmp_path, env, "stop", mine.name).returncode == 0
+    assert "kubectl delete trainjob.trainer.kubeflow.org ppo " in calls.read_text()
+
+
+EVIL = """import os, sys
+open(sys.argv[1], "a").write(f"ran as uid {os.getuid()}\\n")
+"""
+
+
+@pytest.mark.parametrize("command", ["rerun", "resume"])
+def test_a_composition_of_another_user_is_never_launched_as_you(tmp_path, command):
+    """A co-user plants a run whose composition.json names a script of theirs (``script=``), with a
+    start time that makes it ``last``. Before: ``runs rerun last`` ran it as the user typing it (root
+    here). Now a rerun or resume launches only the user's own record, and nothing starts."""
+    if os.geteuid() != 0:
+        unavailable("ROOT", "a file of another user needs root")
+    pwned = tmp_path / "pwned"
+    script = tmp_path / "evil.py"
+    script.write_text(EVIL)
+    run_dir = tmp_path / "runs" / "2099-01-01_00-00-00_theirs"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "iter_000001.ckpt").write_text("x")
+    composition = {
+        "overrides": [f"script={script}", "launcher.nproc_per_node=1", "presets=debug"],
+        "script_args": [str(pwned)],
+        "cwd": str(tmp_path),
+    }
+    (run_dir / "composition.json").write_text(json.dumps(composition))
+    (run_dir / "status.json").write_text(json.dumps({"started": "2099-01-01T00:00:00+00:00", "exit_code": 1}))
+    _nobody_owns(run_dir)
+    out = runs_cli(tmp_path, command, "last")
+    assert error_line(out) == (
+        f"id=last: its record (composition.json) belongs to uid 65534, not to you (uid {os.geteuid()}): "
+        "what another user's record says is never launched as you (runs show ID prints its overrides: "
+        "type the ones you want yourself)"
+    )
+    assert not pwned.exists()
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [run_dir.name]
+
+
+def test_a_planted_run_directory_never_makes_runs_write_through_its_links(tmp_path, capsys):
+    """``runs timeline ID`` writes the picture into the run directory: a temporary file, then a rename.
+    Before: the temporary file's name was ``.timeline.png.<pid>.tmp``, opened following links, so a
+    co-user who owns a planted run directory (its start time makes it ``last``) put that name, for a
+    range of pids, as links to a file of the victim: ``runs timeline last`` overwrote it with the PNG
+    (root: any file). Now the temporary file is made anew (exclusive, a name no one can guess)."""
+    from launcher.runs import cli as runs_cli
+
+    pytest.importorskip("matplotlib")
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    run_dir = tmp_path / "runs" / "2099-01-01_00-00-00_theirs"
+    run_dir.mkdir(parents=True)
+    ended = {"started": "2099-01-01T00:00:00+00:00", "ended": "2099-01-01T00:01:00+00:00", "exit_code": 0}
+    (run_dir / "status.json").write_text(json.dumps({**ended, "reason": "success", "outcome": "succeeded"}))
+    for pid in (os.getpid(), *range(max(2, os.getpid() - 50), os.getpid() + 50)):  # (this process draws it)
+        with contextlib.suppress(FileExistsError):
+            (run_dir / f".timeline.png.{pid}.tmp").symlink_to(precious)
+    (run_dir / "timeline.png").symlink_to(precious)
+    assert runs_cli.main(["timeline", "last", "--root", str(tmp_path / "runs")]) == 0
+    assert precious.read_text() == "precious\n"
+    png = run_dir / "timeline.png"
+    assert not png.is_symlink() and png.read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()) == []
+
+
+def test_compares_picture_is_a_new_file_never_written_through_a_planted_link(tmp_path, monkeypatch):
+    """Without --out, ``runs compare`` writes compare_<date_time>.png in the working directory. Before:
+    a link planted under that name (a shared folder; the name is the second it runs) was written
+    through, into the file it named. Now the default picture is a new file; a path given with --out
+    is still written through (the user named it)."""
+    from launcher.runs import cli as runs_cli
+    from launcher.runs import curves
+
+    pytest.importorskip("matplotlib")
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    run_dir = tmp_path / "runs" / "2026-01-01_00-00-00_a"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.csv").write_text("iteration,env_steps,mean_return\n1,512,10.0\n2,1024,20.0\n")
+    (run_dir / "status.json").write_text(json.dumps({"exit_code": 0, "reason": "success"}))
+    monkeypatch.chdir(tmp_path)
+
+    class Frozen(curves.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(2026, 1, 2, 3, 4, 5)
+
+    monkeypatch.setattr(curves, "datetime", Frozen)
+    (tmp_path / "compare_2026-01-02_03-04-05.png").symlink_to(precious)
+    assert runs_cli.main(["compare", "last", "--root", str(tmp_path / "runs")]) == 2
+    assert precious.read_text() == "precious\n"

@@ -134,6 +134,24 @@ def test_request_tty_in_the_users_ssh_config_echoes_no_secret(tmp_path):
     nowhere(tmp_path, stdout, stderr, TYPED)
 
 
+def test_send_env_and_a_debug_log_level_in_the_users_ssh_config_print_no_secret(tmp_path):
+    """A secret given by reference (``${oc.env:API_TOKEN}``) is in the environment where the command
+    is typed. Before: every ssh client (the preflight's and the launch's) inherited it, so ``SendEnv
+    API_TOKEN`` in ~/.ssh/config sent it to each host's sshd, and ``LogLevel DEBUG1`` printed it on
+    the console (``Sending env API_TOKEN = ...``). The clients' environment now holds no secret's
+    value: it travels on the channel alone."""
+    with SshHosts(2, tmp_path / "ssh", hostnames=True) as lab:
+        wrap = user_ssh_config("Host *\n    LogLevel DEBUG1\n    SendEnv API_TOKEN\n", tmp_path)
+        options = f"ssh.options=[{','.join(repr(o) for o in lab.options if not o.startswith('LogLevel'))}]"
+        code, stdout, stderr, shas = probe_launch(
+            lab, tmp_path, options, "+worker_env.API_TOKEN=${oc.env:API_TOKEN}", names=("API_TOKEN",), wrap=wrap
+        )
+        assert code == 0, (stdout, stderr)
+        assert sorted(shas.values()) == [sha(EXPORTED)] * 2
+        assert "debug1: Sending command" in stderr  # the user's log level held: ssh said what it sent
+    nowhere(tmp_path, stdout, stderr, EXPORTED)
+
+
 def test_request_tty_in_ssh_options_is_refused_before_anything_connects(tmp_path):
     with SshHosts(2, tmp_path / "ssh", hostnames=True) as lab:
         code, stdout, stderr, shas = probe_launch(

@@ -47,6 +47,7 @@ from typing import IO
 
 from ..names import PROG
 from ..rundir import Reason
+from ..secrets import without_values
 from . import leash
 from .process import procs
 from .process.signals import FORWARDED_SIGNALS, STACK_SIGNALS, Interrupts, handlers
@@ -155,6 +156,7 @@ class SshNodes:
     ) -> None:
         self.nodes = list(nodes)
         self.hello = leash.hello(secrets, timeout_s, preflight=True)
+        self.env = without_values(os.environ, secrets.values())  # SendEnv, ssh -v: no secret from here
         self.grace_period = grace_period
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
@@ -180,6 +182,7 @@ class SshNodes:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 preexec_fn=preexec,
+                env=self.env,
             )
             client = _Client(node, proc, NodeEnd(node.rank, node.host))
             for fd, stream in ((1, proc.stdout), (2, proc.stderr)):

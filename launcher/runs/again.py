@@ -157,7 +157,7 @@ def recorded(run_dir: Path, ident: str) -> dict:
     """composition.json, checked enough to launch from: every field a rerun reads has its type."""
     path = run_dir / COMPOSITION
     try:
-        data = files.read_json(path, files.JSON_MAX)
+        data, owner = files.read_json_owned(path, files.JSON_MAX)
     except FileNotFoundError:
         raise UserError(
             "id",
@@ -168,6 +168,14 @@ def recorded(run_dir: Path, ident: str) -> dict:
     except OSError as err:
         why = err.strerror or err
         raise UserError("id", ident, f"{path} cannot be read ({why})", "its command.sh re-runs the launch") from None
+    if owner != os.geteuid():  # a shared run root: anyone who can write there can plant any record
+        raise UserError(
+            "id",
+            ident,
+            f"its record ({COMPOSITION}) belongs to uid {owner}, not to you (uid {os.geteuid()}): what another "
+            "user's record says is never launched as you",
+            "runs show ID prints its overrides: type the ones you want yourself",
+        )
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in _REQUIRED):
         raise UserError("id", ident, f"{path} has no overrides/script_args lists (edited?)", "fix or remove it")
     for key in _LISTS:

@@ -26,7 +26,9 @@ def configure_compare(parser: argparse.ArgumentParser) -> None:
 
 def compare(args: argparse.Namespace) -> int:
     out = Path(args.out or f"compare_{datetime.now().strftime('%Y-%m-%d_%H-%M-%S')}.png")
-    problem = files.refusal(out, "--out")  # before any work: /dev/null, a FIFO, a directory ... is refused
+    # the default name is a new file (a link planted under it is never written through); --out is written through
+    new = args.out is None
+    problem = files.refusal(out, "--out", new)  # before any work: /dev/null, a FIFO, a directory ... is refused
     if problem is not None:
         raise problem
     dirs = [read.resolve(args.root, ident) for ident in args.ids]
@@ -63,7 +65,7 @@ def compare(args: argparse.Namespace) -> int:
         data = curves.png_bytes(drawn, f"{len(drawn)} run(s)")
     except ImportError:
         raise UserError("runs compare", "matplotlib", "is needed to draw the PNG", "pip install matplotlib") from None
-    png = files.write_through(out, data, "--out")  # into the file the user named, never replacing it
+    png = files.write_through(out, data, "--out", new)  # into the file the user named, never replacing it
     if args.json:
         print(json.dumps({"png": os.path.abspath(png), "runs": rows}, indent=2, allow_nan=False))
         return 0

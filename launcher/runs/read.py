@@ -111,6 +111,7 @@ class RunInfo:
     endpoint: str | None = field(default=None, repr=False)  # where the nodes met, for grouping them
     within: str | None = field(default=None, repr=False)  # what its files may be read from (files.py)
     handle: Handle | None = field(default=None, repr=False)  # a submitted run's, from its record
+    handle_uid: int | None = field(default=None, repr=False)  # who owns the file the handle was read from
 
     def as_dict(self) -> dict:
         """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
@@ -123,18 +124,23 @@ _JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, e
 # -- small readers (every file through launcher/files.py: regular files only, capped, in the root) --
 def _read_json(path: str | Path, problems: list[str], within: str | None = None, limit: int = files.JSON_MAX):
     """A JSON object, or None (missing; or unreadable, named in ``problems``)."""
+    return _read_owned(path, problems, within, limit)[0]
+
+
+def _read_owned(path: str | Path, problems: list[str], within: str | None = None, limit: int = files.JSON_MAX):
+    """:func:`_read_json`'s object and the uid owning the file it came from ((None, None) without one)."""
     name = os.path.basename(path)
     try:
-        data = files.read_json(path, limit, within)
+        data, owner = files.read_json_owned(path, limit, within)
     except FileNotFoundError:
-        return None
+        return None, None
     except OSError as err:
         problems.append(f"{name}: {err.strerror or err}")
-        return None
+        return None, None
     if not isinstance(data, dict):
         problems.append(f"{name}: not a JSON object")
-        return None
-    return data
+        return None, None
+    return data, owner
 
 
 def _scalar(text: str) -> str | None:
@@ -524,7 +530,9 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
         info.problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
         info.start_time = 0.0
         return info
-    handle = handle_of(path, names, within, info.problems) if SUBMIT in names or RAY_JOB in names else None
+    handle = None
+    if SUBMIT in names or RAY_JOB in names:
+        handle, info.handle_uid = handle_of(path, names, within, info.problems)
     if (SUBMIT in names or RAY_JOB in names) and (handle is None or handle.backend != "none"):
         _read_submitted(info, Path(path), names, handle)  # a submitted job: the records of its nodes
     else:
@@ -570,42 +578,52 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
 _PRIORITY = (RUNNING, LOST, HANG, FAILED, INTERRUPTED, UNKNOWN, SUCCESS)
 
 
-def handle_of(run_dir: str, names: set[str], within: str | None, problems: list[str]) -> Handle | None:
-    """The handle recorded in ``run_dir``: submit.json (format 2; format 1, SLURM's ``job_id``; the
-    Kubernetes submitter's older ``{kind, name, namespace}``), else the Ray submitter's older
-    ray_job.json; None when neither names a job."""
-    if SUBMIT in names:
-        data = _read_json(os.path.join(run_dir, SUBMIT), problems, within)
-        if data is None:
-            return None
-        if not known_format(data):  # never dispatched: shown as what it is
-            problems.append(
-                f"{SUBMIT}: format {str(data.get('format'))[:20]!r} is not one this train_multigpu reads "
-                f"({FORMAT}): not asked, not stopped"
-            )
-            return None
-        found = Handle.from_record(data, run_dir)
-        if found is None and "format" not in data and isinstance(data.get("name"), str) and "kind" in data:
-            extra = {k: data[k] for k in ("kind", "namespace", "manifest") if isinstance(data.get(k), str)}
-            found = Handle("k8s", data["name"], run_dir, extra)
-        if found is None:
-            problems.append(f"{SUBMIT}: names no submitted job (no backend and id)")
-        elif id_problem(found) is not None:  # never on a scheduler's command line (a forged ``--me``)
-            problems.append(f"{SUBMIT}: {id_problem(found)}: not asked, not stopped")
-            return None
-        return found
-    if RAY_JOB in names:
-        data = _read_json(os.path.join(run_dir, RAY_JOB), problems, within) or {}
-        if not isinstance(data.get("job_id"), str):
-            problems.append(f"{RAY_JOB}: no job_id")
-            return None
-        extra = {k: data[k] for k in ("address", "state") if isinstance(data.get(k), str)}
-        found = Handle("ray", data["job_id"], run_dir, extra)
-        if id_problem(found) is not None:
-            problems.append(f"{RAY_JOB}: {id_problem(found)}: not asked, not stopped")
-            return None
-        return found
-    return None
+def handle_of(
+    run_dir: str, names: set[str], within: str | None, problems: list[str]
+) -> tuple[Handle | None, int | None]:
+    """The handle recorded in ``run_dir``, and the uid owning the file it was read from: submit.json
+    (format 2; format 1, SLURM's ``job_id``; the Kubernetes submitter's older ``{kind, name,
+    namespace}``), else the Ray submitter's older ray_job.json; (None, None) when neither names a job."""
+    name = SUBMIT if SUBMIT in names else RAY_JOB if RAY_JOB in names else None
+    if name is None:
+        return None, None
+    data, owner = _read_owned(os.path.join(run_dir, name), problems, within)
+    if name == SUBMIT:
+        found = _submitted(data, run_dir, problems) if data is not None else None
+    else:
+        found = _ray_job(data or {}, run_dir, problems)
+    return found, (owner if found is not None else None)
+
+
+def _submitted(data: dict, run_dir: str, problems: list[str]) -> Handle | None:
+    if not known_format(data):  # never dispatched: shown as what it is
+        problems.append(
+            f"{SUBMIT}: format {str(data.get('format'))[:20]!r} is not one this train_multigpu reads "
+            f"({FORMAT}): not asked, not stopped"
+        )
+        return None
+    found = Handle.from_record(data, run_dir)
+    if found is None and "format" not in data and isinstance(data.get("name"), str) and "kind" in data:
+        extra = {k: data[k] for k in ("kind", "namespace", "manifest") if isinstance(data.get(k), str)}
+        found = Handle("k8s", data["name"], run_dir, extra)
+    if found is None:
+        problems.append(f"{SUBMIT}: names no submitted job (no backend and id)")
+    elif id_problem(found) is not None:  # never on a scheduler's command line (a forged ``--me``)
+        problems.append(f"{SUBMIT}: {id_problem(found)}: not asked, not stopped")
+        return None
+    return found
+
+
+def _ray_job(data: dict, run_dir: str, problems: list[str]) -> Handle | None:
+    if not isinstance(data.get("job_id"), str):
+        problems.append(f"{RAY_JOB}: no job_id")
+        return None
+    extra = {k: data[k] for k in ("address", "state") if isinstance(data.get(k), str)}
+    found = Handle("ray", data["job_id"], run_dir, extra)
+    if id_problem(found) is not None:
+        problems.append(f"{RAY_JOB}: {id_problem(found)}: not asked, not stopped")
+        return None
+    return found
 
 
 def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handle | None) -> None:
@@ -668,6 +686,15 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
+def _leaves(entry: os.DirEntry, root: str | Path) -> bool:
+    """A link out of ``root``: a shared root's ``multirun`` or sweep folder pointing anywhere (/proc,
+    a dead network mount) is not walked (a run directory that is one is shown, its files refused)."""
+    try:
+        return entry.is_symlink() and not files.inside(entry.path, root)
+    except OSError:
+        return True
+
+
 def _looks_like_run(path: Path, name: str) -> bool:
     if STAMP.match(name):
         return True
@@ -685,7 +712,7 @@ def scan(root: Path) -> list[Entry]:
     for entry in top:
         path = Path(entry.path)
         if entry.name == MULTIRUN:
-            found += _scan_multirun(path)
+            found += [] if _leaves(entry, root) else _scan_multirun(path)
             continue
         if not _looks_like_run(path, entry.name):
             continue
@@ -700,7 +727,9 @@ def scan(root: Path) -> list[Entry]:
 def _scan_multirun(multirun: Path) -> list[Entry]:
     found = []
     try:
-        sweeps = sorted((e for e in os.scandir(multirun) if _is_dir(e)), key=lambda e: e.name)
+        sweeps = sorted(
+            (e for e in os.scandir(multirun) if _is_dir(e) and not _leaves(e, multirun)), key=lambda e: e.name
+        )
     except OSError:
         return []
     for sweep in sweeps:

@@ -12,6 +12,7 @@ answered in time is shown as not known, with a note.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -25,6 +26,7 @@ from .read import RunInfo
 BUDGET_S = 8.0  # every back-end question of one listing, together
 WORKERS = 8  # questions asked at the same time
 LOCAL = "none"
+SSH = "ssh"  # stopped through its launcher here, as a local launch (ssh/state.py)
 # back-end states -> runs' statuses (docs/runs.md)
 STATUSES = {
     State.PENDING: read.QUEUED,
@@ -146,6 +148,17 @@ def cancel(info: RunInfo, ident: str) -> str:
     found = handle(info)
     if found is None:
         raise UserError("id", ident, f"has no launcher record and no submitted job in {info.run_dir}: nothing to stop")
+    if found.backend not in (LOCAL, SSH) and info.handle_uid != os.geteuid():
+        # a scheduler cancels whatever job id it is given, as whoever asks (a local launch, and
+        # submit=ssh's, are stopped only through the launcher proven to hold the record)
+        name = read.SUBMIT if os.path.exists(os.path.join(found.run_dir, read.SUBMIT)) else read.RAY_JOB
+        raise UserError(
+            "id",
+            ident,
+            f"its record ({name}) belongs to uid {info.handle_uid}, not to you (uid {os.geteuid()}): a job another "
+            "user's record names is never stopped as you",
+            "stop it as that user, or through its back end",
+        )
     try:
         backend(found.backend).cancel(found)
     except UserError as err:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 from ..names import SSH_CHANNEL_VAR, override_key
 from ..rundir import node_name
+from ..secrets import MASK
 from .hosts import Host
 
 if TYPE_CHECKING:
@@ -126,6 +127,22 @@ class SshPlan:
     grace_period: float = 30.0  # launcher.grace_period: SIGTERM to SIGKILL, on every node
     node_timeout: float | None = 30.0  # launcher.node_timeout: a node silent this long is lost
     nproc: str = "auto"  # ranks per node: launcher.nproc_per_node as each node gets it
+
+    def secret_values(self) -> dict[str, str]:
+        """Each secret's value by dotted path, as the channel carries it (the placeholder ``***``'s).
+
+        >>> from launcher.secrets import Vault
+        >>> vault = Vault({"worker_env.HF_TOKEN": {"***": "abc"}})
+        >>> SshPlan((), "/r", "a:1", ("worker_env.HF_TOKEN",), vault).secret_values()
+        {'worker_env.HF_TOKEN': 'abc'}
+        """
+        out = {}
+        for path in self.secrets:
+            by_placeholder = (self.vault.values.get(path) if self.vault is not None else None) or {}
+            value = by_placeholder.get(MASK, next(iter(by_placeholder.values()), None))
+            if value is not None:
+                out[path] = value
+        return out
 
     def ranks(self, rank: int) -> str:
         """Node ``rank``'s ranks, as far as known here.

@@ -22,29 +22,11 @@ from typing import TYPE_CHECKING
 from .. import record
 from ..backends.base import SUBMIT_RECORD, Handle
 from ..names import PROG
-from ..secrets import MASK
 
 if TYPE_CHECKING:
-    from ..secrets import Vault
     from .command import SshPlan
 
 from .state import NODES
-
-
-def secret_values(vault: Vault | None, paths) -> dict[str, str]:
-    """Each secret's value by dotted path, as the channel carries it (the placeholder ``***``'s).
-
-    >>> from launcher.secrets import Vault
-    >>> secret_values(Vault({"worker_env.HF_TOKEN": {"***": "abc"}}), ["worker_env.HF_TOKEN"])
-    {'worker_env.HF_TOKEN': 'abc'}
-    """
-    out = {}
-    for path in paths:
-        by_placeholder = (vault.values.get(path) if vault is not None else None) or {}
-        value = by_placeholder.get(MASK, next(iter(by_placeholder.values()), None))
-        if value is not None:
-            out[path] = value
-    return out
 
 
 def write_nodes(run_dir: Path, plan: SshPlan, ends: dict[int, dict]) -> None:
@@ -91,7 +73,7 @@ def submit(plan: SshPlan, interrupts=None):
 
     outcome = ssh_nodes.run(
         preflight.remote_nodes(plan),
-        secret_values(plan.vault, plan.secrets),
+        plan.secret_values(),
         plan.grace_period,
         plan.node_timeout or leash.DEFAULT_TIMEOUT_S,  # the channel's silence: a node lost, as between nodes
         interrupts,
