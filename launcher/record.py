@@ -53,8 +53,66 @@ def run_dir_name(run_name: str | None, node_rank: int | None = None) -> str:
 
 
 def create_run_dir(root: str, run_name: str | None, node_rank: int, multinode: bool) -> Path:
-    """A new directory ``<root>/<run_dir_name>``, never one that exists."""
-    return fresh_dir(Path(root) / run_dir_name(run_name, node_rank if multinode else None))
+    """A new directory ``<root>/<run_dir_name>``, never one that exists. A run root others may rename
+    entries in is said once on stderr (:func:`open_to_others`)."""
+    path = fresh_dir(Path(root) / run_dir_name(run_name, node_rank if multinode else None))
+    why = open_to_others(path.parent)
+    if why is not None:
+        print(
+            f"[{PROG}] warning: run_root {path.parent} {why}: another user can move this run's directory "
+            f"away and put one of theirs in its place, and the launch then writes its records where theirs "
+            f"points; give the run root the sticky bit (chmod +t {path.parent}) as /tmp has (docs/runs.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return path
+
+
+def open_to_others(directory: Path) -> str | None:
+    """Why users other than this one may rename entries of ``directory`` (write permission there for
+    them, and no sticky bit), or None.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> os.chmod(d, 0o777); open_to_others(d)
+    'is writable by every user without the sticky bit'
+    >>> os.chmod(d, 0o1777); open_to_others(d) is None
+    True
+    >>> os.chmod(d, 0o700); open_to_others(d) is None; d.rmdir()
+    True
+    """
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    if st.st_mode & 0o1000:  # sticky: only an entry's owner (or the directory's) renames it
+        return None
+    if st.st_mode & 0o002:
+        return "is writable by every user without the sticky bit"
+    if st.st_uid != os.geteuid() and st.st_mode & 0o200:
+        return "belongs to another user who can write it"
+    if st.st_mode & 0o020 and _others_in_group(st.st_gid):
+        return "is writable by its group without the sticky bit"
+    return None
+
+
+def _others_in_group(gid: int) -> bool:
+    """Whether group ``gid`` may hold users other than this one: any group but this user's own, or
+    this user's own when another user lists it (as a member, or as their primary group: a shared
+    ``users``); a private group (umask 002's) holds this user alone."""
+    import grp
+    import pwd
+
+    if gid != os.getegid():
+        return True
+    uid = os.geteuid()
+    try:
+        me = pwd.getpwuid(uid).pw_name
+        if set(grp.getgrgid(gid).gr_mem) - {me}:
+            return True
+    except KeyError:
+        return True
+    return any(user.pw_gid == gid and user.pw_uid != uid for user in pwd.getpwall())
 
 
 def fresh_dir(path: Path) -> Path:

@@ -17,6 +17,7 @@ import pytest
 from launcher import record, rundir
 from launcher.rundir import Reason, RunPaths, Source
 from launcher.runs import read
+from require import unavailable
 from supervise_util import env as launch_env
 
 REPO = Path(__file__).resolve().parents[1]
@@ -252,3 +253,34 @@ def test_a_node_launcher_refuses_a_directory_whose_launcher_still_records_there(
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+@pytest.mark.parametrize(
+    ("mode", "group", "warned"),
+    [
+        (0o777, None, "is writable by every user without the sticky bit"),
+        (0o1777, None, None),
+        (0o770, 65534, "is writable by its group without the sticky bit"),  # a team's group (nogroup here)
+        (0o3770, 65534, None),
+        (0o755, None, None),
+    ],
+)
+def test_a_run_root_others_may_rename_entries_in_is_said_once(tmp_path, capsys, mode, group, warned):
+    """A co-user who may rename entries of the run root can swap a new run directory for one of theirs
+    (its links then written through): said as the directory is made, the launch goes on."""
+    import os
+
+    root = tmp_path / "shared"
+    root.mkdir()
+    if group is not None:
+        if os.geteuid() != 0:
+            unavailable("ROOT", "giving a directory another group needs root")
+        os.chown(root, -1, group)
+    os.chmod(root, mode)
+    made = record.create_run_dir(str(root), "x", 0, False)
+    assert made.parent == root.resolve() and made.is_dir()
+    err = capsys.readouterr().err
+    if warned is None:
+        assert err == ""
+    else:
+        assert err.count("warning: run_root") == 1 and warned in err and f"chmod +t {root}" in err, err
