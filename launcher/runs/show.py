@@ -14,7 +14,7 @@ from .. import files, record
 from ..errors import one_line
 from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS
 from ..tables import table
-from . import chosen, live, read, remote
+from . import cache, chosen, live, read, remote
 from .logs import record_dirs
 from .read import RunInfo
 
@@ -186,7 +186,9 @@ def listing_lines(runs: list[RunInfo]) -> list[str]:
 
 # -- commands -------------------------------------------------------------------------------------
 def _all(root: Path) -> list[RunInfo]:
-    runs = read.read_all(root)
+    saved = cache.open_cache(root)  # the ended runs read before, while their files are unchanged
+    runs = read.read_all(root, saved.read)
+    saved.save()
     remote.apply(runs)  # lazily: only the runs whose own record cannot say
     return runs
 
