@@ -8,8 +8,8 @@ and nothing anyone else writes is taken for it. What it holds is what this reade
 each run its :class:`~launcher.runs.read.RunInfo` fields and the stat of every path the reading
 looked at (``files.looking``: each file as it was opened, each directory as it was listed, each
 missing file as missing). A run is read again, not taken from the cache, unless every one of them
-still has the same device, inode, size, modification and change time (the change time cannot be
-set back by anyone but root).
+still has the same inode, size, modification and change time (the change time cannot be set back
+by anyone but root; a path that was missing is still missing).
 
 Only what cannot change without a file changing is kept: a run whose record has ended (an exit
 code), read without a refusal or a symbolic link on the way, whose files last changed more than
@@ -32,6 +32,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 
@@ -44,7 +45,7 @@ VAR = "TRAIN_MULTIGPU_RUNS_CACHE"  # a directory for the cache files, or "off"
 OFF = "off"
 FORMAT = 1
 SETTLED_S = 2.0  # a file changed this recently is not trusted to its stat (its next write may keep it)
-CACHE_MAX = 1 << 30  # a cache file larger than this is not read (10,000 runs: about 13 MiB)
+CACHE_MAX = 1 << 30  # a cache file larger than this is not read (10,000 runs: about 9 MiB)
 ENDED = frozenset((read.SUCCESS, read.FAILED, read.HANG, read.INTERRUPTED, read.LOST))
 
 _FIELDS = tuple(f.name for f in fields(RunInfo))  # a cached run: these values, in this order
@@ -199,11 +200,7 @@ class Cache:
         if info.handle is not None:
             handle = info.handle
             values[_HANDLE] = [handle.backend, handle.id, handle.run_dir, dict(handle.extra)]
-        try:  # a copy (the listing goes on changing info), and only what JSON holds as it is
-            values = json.loads(json.dumps(values, allow_nan=False))
-        except (TypeError, ValueError):
-            return None
-        return [values, names, hash(tuple(stamps))]
+        return [values, names, hash(tuple(stamps))]  # info's own objects: save() writes them before any change
 
     def save(self) -> None:
         """Write the cache when it changed (a run read again, a run gone); never fails a listing.
@@ -213,9 +210,11 @@ class Cache:
             self._fd = None
         if self.path is None or not (self.changed or self.new.keys() != self.old.keys()):
             return
-        data = json.dumps({"key": self.key, "root": self.root, "runs": self.new}, separators=(",", ":"))
         tmp = None
         try:
+            data = json.dumps(
+                {"key": self.key, "root": self.root, "runs": self.new}, separators=(",", ":"), allow_nan=False
+            )
             where = os.path.dirname(self.path)
             os.makedirs(where, mode=0o700, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".runs-", suffix=".tmp", dir=where)  # this user's, 0600
@@ -223,13 +222,19 @@ class Cache:
                 handle.write(data)
             os.replace(tmp, self.path)  # whole: a listing reading it at the same time sees one or the other
             tmp = None
-        except OSError:
-            pass  # a cache that cannot be written: the next listing reads again
+        except (OSError, TypeError, ValueError):
+            pass  # a cache that cannot be written (or a value JSON cannot hold): the next listing reads again
         finally:
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
 
 
-def open_cache(root: Path) -> Cache:
-    return Cache(root, directory())
+def reader(root: Path) -> tuple[Callable[[Entry, Path], RunInfo], Callable[[], None]]:
+    """How the listing reads each run under ``root``, and what it calls once all are read (before
+    anything changes them): the cache's, or, with the cache off, ``read.read_entry`` and nothing."""
+    where = directory()
+    if where is None:
+        return read.read_entry, lambda: None
+    kept = Cache(root, where)
+    return kept.read, kept.save

@@ -186,9 +186,9 @@ def listing_lines(runs: list[RunInfo]) -> list[str]:
 
 # -- commands -------------------------------------------------------------------------------------
 def _all(root: Path) -> list[RunInfo]:
-    saved = cache.open_cache(root)  # the ended runs read before, while their files are unchanged
-    runs = read.read_all(root, saved.read)
-    saved.save()
+    reader, save = cache.reader(root)  # the ended runs read before, while their files are unchanged
+    runs = read.read_all(root, reader)
+    save()
     remote.apply(runs)  # lazily: only the runs whose own record cannot say
     return runs
 
