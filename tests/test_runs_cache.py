@@ -188,3 +188,15 @@ def test_a_cache_file_that_is_not_this_users_cache_is_not_read(tmp_path, monkeyp
     proc = _listing(root, str(where))
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and err == "" and len(json.loads(out)) == len(expected)
+
+
+def test_runs_help_says_where_the_cache_is_and_how_to_turn_it_off(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "launcher", "runs", "--help"],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=60,
+    )
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0 and f"{cache.VAR}=DIR or off" in text and "~/.cache/train_multigpu/runs" in text
