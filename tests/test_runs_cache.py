@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ import pytest
 from conftest import clean_env
 from launcher import record
 from launcher.runs import cache, read
+from require import unavailable
 from test_runs_records import STATUS, make_run
 
 pytestmark = pytest.mark.timeout(240)
@@ -200,3 +203,28 @@ def test_runs_help_says_where_the_cache_is_and_how_to_turn_it_off(tmp_path):
     )
     text = " ".join(result.stdout.split())
     assert result.returncode == 0 and f"{cache.VAR}=DIR or off" in text and "~/.cache/train_multigpu/runs" in text
+
+
+def test_a_run_root_mounted_read_only_is_listed_and_its_cache_kept_elsewhere(tmp_path):
+    """The run root bind-mounted read-only (a private mount namespace: even root cannot write it):
+    the listing, cold then warm, prints what a listing without the cache prints, and its cache is
+    written in the cache directory."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        unavailable("ROOT", "a read-only bind mount needs root, unshare and mount")
+    root = tmp_path / "runs"
+    a_root(root)
+    time.sleep(cache.SETTLED_S + 0.2)
+    plain = _listing(root, "off").communicate(timeout=60)[0]
+    where = tmp_path / "cache"
+    listing = f"{shlex.quote(sys.executable)} -m launcher runs --json --root {shlex.quote(str(root))}"
+    script = (
+        f"mount --bind {shlex.quote(str(root))} {shlex.quote(str(root))} && "
+        f"mount -o remount,ro,bind {shlex.quote(str(root))} && "
+        f"! touch {shlex.quote(str(root / 'written'))} 2>/dev/null && {listing} && echo --- && {listing}"
+    )
+    env = clean_env(TRAIN_MULTIGPU_RUNS_CACHE=str(where))
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0 and result.stderr == "", result
+    cold, warm = result.stdout.split("---\n")
+    assert cold == warm == plain
+    assert len(cache.Cache(root, str(where)).old) == 6 and not (root / "written").exists()
