@@ -144,19 +144,16 @@ def _look(name: str, what: os.stat_result | None | bool) -> None:
         return
     before = _looked.get(name, what)
     if before is not what and not (  # the same path read twice (a node's status.json) must be the same
-        isinstance(before, os.stat_result) and isinstance(what, os.stat_result) and same(before, what)
+        isinstance(before, os.stat_result) and isinstance(what, os.stat_result) and _same(before, what)
     ):
         what = False
     _looked[name] = what
 
 
-def same(one: os.stat_result, other: os.stat_result) -> bool:
+def _same(one: os.stat_result, other: os.stat_result) -> bool:
     """The same file, unchanged: device, inode, size, and the times of its last change (content, ctime)."""
-    return stamp(one) == stamp(other)
-
-
-def stamp(info: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    fields = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+    return all(getattr(one, key) == getattr(other, key) for key in fields)
 
 
 def _direct(name: str, real: str, within) -> bool:
