@@ -2,9 +2,11 @@
 
 The rest of the launcher (``launcher.cli`` and what it imports: about 0.1 s) is imported inside
 the entry, so that a Ctrl+C while Python imports it is the same quiet exit 130 as a Ctrl+C later,
-not a KeyboardInterrupt traceback.
+not a KeyboardInterrupt traceback. ``runs`` (the records read back) imports only its own modules:
+launcher/cli.py's main would hand it on the same way, after importing everything a launch needs.
 """
 
+import os
 import sys
 
 
@@ -15,10 +17,26 @@ def entry() -> None:
         print(version_line(), flush=True)
         sys.exit(0)
     try:
-        from .cli import entry as run
+        from .names import RAY_CONFIG_VAR
+
+        if sys.argv[1:2] == ["runs"] and RAY_CONFIG_VAR not in os.environ:  # (a Ray job's node: cli's)
+            from .errors import exit_with
+            from .runs import cli as runs_cli
+
+            def run() -> None:
+                exit_with(lambda: runs_cli.main(sys.argv[2:], launch=_launch_line))
+        else:
+            from .cli import entry as run
     except KeyboardInterrupt:
         sys.exit(128 + 2)
     run()
+
+
+def _launch_line(*args, **kwargs) -> int:
+    """launcher/cli.py's ``launch_line``, imported when ``runs rerun``/``runs resume`` launches."""
+    from .cli import launch_line
+
+    return launch_line(*args, **kwargs)
 
 
 if __name__ == "__main__":

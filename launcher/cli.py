@@ -13,7 +13,7 @@ from pathlib import Path
 from . import record, secrets
 from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
-from .errors import EXIT_USAGE, UserError
+from .errors import EXIT_USAGE, UserError, exit_with
 from .names import PROG, version_line
 from .ray_submit.spec import CONFIG_VAR, ORDER_VAR
 from .run import leash
@@ -259,10 +259,4 @@ def _shows_config(hydra_flags: list[str]) -> bool:
 
 
 def entry() -> None:
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader went away (train_multigpu --help | head): no traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    exit_with(main)

@@ -7,8 +7,11 @@ a secret's value wherever a message quotes it).
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Any
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from . import secrets
 
@@ -38,6 +41,18 @@ class UserError(Exception):
 
 # characters that end a line for str.splitlines (or a terminal): shown escaped in a message
 _LINE_BREAKING = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def exit_with(main: Callable[[], int]) -> NoReturn:
+    """Run a command's ``main`` and exit with its code; a reader that went away (``train_multigpu
+    --help | head``) is exit code 1, without a traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
 
 
 def one_line(message: str) -> str:

@@ -11,7 +11,10 @@ is read. Where the opened file really is must be inside ``within`` (the run root
 linked directory on the way, that leaves it is refused. :func:`read_bytes` adds a size cap per kind of file,
 :func:`read_json` a JSON object with NaN/Infinity (and numbers too large for a float) read as null
 and nesting bounded. Everything refused is an :class:`Unreadable` (an ``OSError``): callers that
-already handle ``OSError`` name the reason (``strerror``) and go on.
+already handle ``OSError`` name the reason (``strerror``) and go on. :func:`listed` lists a directory
+the same way. Inside :func:`looking`, every file opened (or found missing) and every directory listed
+is noted with its stat, taken as it was read: what a cache of what was read (``launcher/runs/cache.py``)
+checks before it is used again.
 
 **Writing** a path the user named (``runs compare --out``, ``save_profile=``): :func:`write_through`
 writes into an existing regular file (or through a symbolic link to one), never replaces it (a link
@@ -118,10 +121,98 @@ def inside(path: str | os.PathLike, within: str | os.PathLike) -> bool:
         return False
 
 
+# -- what a reading looked at ---------------------------------------------------------------------
+_looked: dict[str, os.stat_result | None | bool] | None = None  # inside looking(): path -> what it was
+
+
+@contextlib.contextmanager
+def looking():
+    """Note, while inside, every path :func:`open_fd` and :func:`listed` are given: its stat as it was
+    opened, None when there was nothing there, False when what was read cannot be known to stay the
+    same by a stat (a symbolic link on the way, a refusal, a path that changed between two looks).
+    Yields the dict of notes (not nested: an inner one takes over until it ends)."""
+    global _looked
+    outer, _looked = _looked, {}
+    try:
+        yield _looked
+    finally:
+        _looked = outer
+
+
+def _look(name: str, what: os.stat_result | None | bool) -> None:
+    if _looked is None:
+        return
+    before = _looked.get(name, what)
+    if before is not what and not (  # the same path read twice (a node's status.json) must be the same
+        isinstance(before, os.stat_result) and isinstance(what, os.stat_result) and _same(before, what)
+    ):
+        what = False
+    _looked[name] = what
+
+
+def _same(one: os.stat_result, other: os.stat_result) -> bool:
+    """The same file, unchanged: device, inode, size, and the times of its last change (content, ctime)."""
+    fields = ("st_dev", "st_ino", "st_size", "st_mtime_ns", "st_ctime_ns")
+    return all(getattr(one, key) == getattr(other, key) for key in fields)
+
+
+def _direct(name: str, real: str, within) -> bool:
+    """``real`` (where the opened file is) is ``name`` under ``within``'s real place: no link on the way."""
+    root = os.fspath(within)
+    if not name.startswith(root.rstrip(os.sep) + os.sep):
+        return False
+    return real == _base(root)[0] + name[len(root.rstrip(os.sep)) :]
+
+
+def listed(path: str | os.PathLike, within: str | os.PathLike | None = None) -> set[str]:
+    """The names in the directory ``path`` (``OSError`` as ``os.listdir`` raises it). Inside
+    :func:`looking`, opened first (without waiting: nothing but a directory is opened) and noted
+    with the stat it had before it was read."""
+    name = os.fspath(path)
+    if _looked is None:
+        return set(os.listdir(name))
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(name, flags)
+    except FileNotFoundError:
+        _look(name, None)
+        raise
+    except OSError:
+        _look(name, False)
+        raise
+    try:
+        info = os.fstat(fd)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # pragma: no cover - no /proc
+            real = ""
+        _look(name, info if within is not None and _direct(name, real, within) else False)
+        return set(os.listdir(fd))
+    finally:
+        os.close(fd)
+
+
 def open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) -> tuple[int, os.stat_result]:
     """A read-only descriptor of the regular file at ``path`` (non-blocking) and its stat. Refused
     (:class:`Unreadable`): anything not a regular file, a path whose real place is outside
-    ``within``; ``FileNotFoundError`` when there is nothing there."""
+    ``within``; ``FileNotFoundError`` when there is nothing there. Noted inside :func:`looking`."""
+    if _looked is None:
+        return _open_fd(path, within)
+    name = os.fspath(path)
+    try:
+        fd, info = _open_fd(name, within)
+    except FileNotFoundError:
+        _look(name, None)
+        raise
+    except (OSError, ValueError):
+        _look(name, False)
+        raise
+    if name not in _looked:  # opened where no stat of it was noted (not Linux): never trusted
+        _look(name, False)
+    return fd, info
+
+
+def _open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) -> tuple[int, os.stat_result]:
     try:
         name = os.fspath(path)
         try:  # the common case, one open: not a link (a FIFO opens without blocking, and is refused)
@@ -150,6 +241,7 @@ def open_fd(path: str | os.PathLike, within: str | os.PathLike | None = None) ->
             if within is not None and not _inside(os.readlink(f"/proc/self/fd/{handle}"), within):
                 raise Unreadable(f"a symbolic link out of {within}")
             fd = os.open(f"/proc/self/fd/{handle}", _READ)  # the inode checked above, nothing swapped in
+            _look(name, False)  # a link: what it names may change without a stat of it telling
         else:  # pragma: no cover
             fd = os.open(name, _READ)
         opened = os.fstat(fd)
@@ -178,6 +270,10 @@ def _checked(fd: int, name: str, within) -> tuple[int, os.stat_result]:
                 real = os.path.realpath(name)
             if not _inside(real, within):
                 raise Unreadable(f"a symbolic link out of {within}")
+            if _looked is not None:
+                _look(name, info if _direct(name, real, within) else False)
+        elif _looked is not None:
+            _look(name, False)
     except BaseException:
         os.close(fd)
         raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 PROG = "train_multigpu"
+RAY_CONFIG_VAR = "TRAIN_MULTIGPU_RAY_CONFIG"  # a Ray job's node: the resolved config it launches from
 
 
 def version_line() -> str:

@@ -17,11 +17,10 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__, files, goodput, secrets
-from . import plan as plan_mod
 from .names import PROG
-from .plan import LaunchPlan
 from .rundir import (
     ATTEMPT_DIR,
     COMMAND,
@@ -38,6 +37,9 @@ from .rundir import (
     RunPaths,
     node_name,
 )
+
+if TYPE_CHECKING:  # the plan is imported where a record is written from one (``runs`` reads records without it)
+    from .plan import LaunchPlan
 
 # what a composition notes besides what was typed (launcher/runs/again.py)
 RERUN_OF, RESUMED_FROM = "rerun_of", "resumed_from"
@@ -177,6 +179,8 @@ def set_aside(path: Path) -> Path | None:
 
 
 def command_script(plan: LaunchPlan) -> str:
+    from . import plan as plan_mod
+
     lines = ["#!/usr/bin/env bash", "# written by train_multigpu: the exact launch, re-runnable", "set -euo pipefail"]
     # secret values (secrets.is_secret) are read from the caller's environment, never written
     lines += [secrets.export_line(key, value) for key, value in plan.env.items()]

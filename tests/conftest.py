@@ -14,6 +14,7 @@ from launcher import checks, paths, plan
 from launcher.config import grammar
 from launcher.config.compose import compose, with_default_profile
 from launcher.facts import HostFacts
+from launcher.runs.cache import VAR as RUNS_CACHE_VAR
 from ray_cluster import ray_cluster  # noqa: F401  (the real two-raylet Ray fixture, used by name)
 from require import unavailable
 from slurm_cluster import slurm_cluster  # noqa: F401  (the real one-host SLURM fixture, used by name)
@@ -32,6 +33,14 @@ def make_facts(gpus: int = 0, cpus: int = 2, env: dict | None = None) -> HostFac
         examples_dir=str(paths.examples_dir()),
         env=env or {},
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _runs_cache(tmp_path_factory):
+    """``runs``' listing cache (launcher/runs/cache.py) in this session's own folder, never the user's
+    ~/.cache; every launch and ``runs`` under test inherits it (clean_env copies the environment)."""
+    os.environ[RUNS_CACHE_VAR] = str(tmp_path_factory.mktemp("runs_cache"))
+    yield
 
 
 @pytest.fixture

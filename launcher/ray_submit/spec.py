@@ -36,8 +36,8 @@ from .. import secrets
 from ..config.schema import Device, Topology, TrainConfig
 from ..errors import UserError
 from ..names import PROG
+from ..names import RAY_CONFIG_VAR as CONFIG_VAR  # the resolved config the job launches from
 
-CONFIG_VAR = "TRAIN_MULTIGPU_RAY_CONFIG"  # the resolved config the job launches from
 # the order the script-bound values were typed in (grammar.CommandLine.order, JSON): the training
 # script's arguments come out in the same order as a launch on the submitting machine
 ORDER_VAR = "TRAIN_MULTIGPU_RAY_ORDER"

@@ -51,7 +51,9 @@ def parser() -> argparse.ArgumentParser:
         prog=f"{PROG} runs",
         description="The launches recorded under the run root: list them, show one, read its logs, "
         "stop one, ask a running one for its stacks, launch one again. A submitted run's state, logs and "
-        "stop go through its back end (SLURM, Ray, Kubernetes). Docs: docs/runs.md.",
+        "stop go through its back end (SLURM, Ray, Kubernetes). The listing keeps what it read from the "
+        "runs that ended in your cache directory (~/.cache/train_multigpu/runs; TRAIN_MULTIGPU_RUNS_CACHE=DIR "
+        "or off) and reads a run again when any of its files changed. Docs: docs/runs.md.",
     )
     _common(top, top=True)
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

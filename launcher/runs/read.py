@@ -20,6 +20,7 @@ import json
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -112,6 +113,7 @@ class RunInfo:
     within: str | None = field(default=None, repr=False)  # what its files may be read from (files.py)
     handle: Handle | None = field(default=None, repr=False)  # a submitted run's, from its record
     handle_uid: int | None = field(default=None, repr=False)  # who owns the file the handle was read from
+    typed: list[str] | None = field(default=None, repr=False)  # a sweep job's overrides (its composition.json)
 
     def as_dict(self) -> dict:
         """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
@@ -479,14 +481,19 @@ def _apply_status(info: RunInfo, status: dict | None) -> None:
     info.host = status.get("host") if isinstance(status.get("host"), str) else None
 
 
-def _apply_config(info: RunInfo, directory: str | Path) -> None:
-    try:
-        text = files.read_text(os.path.join(directory, CONFIG), files.CONFIG_MAX, info.within)
-    except FileNotFoundError:
+def _apply_config(info: RunInfo, *directories: str | Path) -> None:
+    """The config.yaml of the first of ``directories`` that has one."""
+    for directory in directories:
+        try:
+            text = files.read_text(os.path.join(directory, CONFIG), files.CONFIG_MAX, info.within)
+            break
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            info.problems.append(f"{CONFIG}: {err.strerror or err}")
+            return
+    else:
         info.problems.append(f"{CONFIG}: missing")
-        return
-    except OSError as err:
-        info.problems.append(f"{CONFIG}: {err.strerror or err}")
         return
     values = config_values(text)
     info.topology = values.get("launcher.topology")
@@ -510,7 +517,7 @@ def _resumed_in(path: str, within: str) -> str | None:
     value = data.get(TRAINER_DIR) if data else None
     if not isinstance(value, str) or "\0" in value or not files.inside(value, within):
         return None
-    return value if os.path.isdir(value) else None
+    return value
 
 
 def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) -> RunInfo:
@@ -525,7 +532,7 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
         info.start_time = 0.0
         return info
     try:
-        names = set(os.listdir(path))
+        names = files.listed(path, within)
     except (OSError, ValueError) as err:
         info.problems.append(f"{path}: {getattr(err, 'strerror', None) or err}")
         info.start_time = 0.0
@@ -548,13 +555,17 @@ def read(run_dir: Path, id_: str | None = None, root: str | Path | None = None) 
         counted = _ranks_from_command(command, within) if command else None
         info.nproc_per_node = counted or info.nproc_per_node
     info.trainer_dir, trained = path, names
+    resumed = None
     if METRICS not in names and RUN_INFO not in names and COMPOSITION in names:
-        info.trainer_dir = _resumed_in(path, within) or path  # `runs resume`: the trainer went on in the resumed run
-        if info.trainer_dir != path:
-            try:
-                trained = set(os.listdir(info.trainer_dir))
-            except OSError:
-                trained = set()
+        resumed = _resumed_in(path, within)  # `runs resume`: the trainer went on in the resumed run
+    if resumed is not None:
+        try:
+            trained = files.listed(resumed, within)
+            info.trainer_dir = resumed
+        except (FileNotFoundError, NotADirectoryError):  # not a directory (any more): not resumed there
+            pass
+        except OSError:
+            info.trainer_dir, trained = resumed, set()
     if info.task is None and RUN_INFO in trained:  # the bundled trainers' resolved arguments
         trainer = _read_json(os.path.join(info.trainer_dir, RUN_INFO), [], within)
         info.task = trainer.get("task") if trainer and isinstance(trainer.get("task"), str) else None
@@ -644,7 +655,7 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
     if restarts:
         base = run_dir / restarts[-1][1]
     try:
-        base_names = {entry.name for entry in os.scandir(base)} if base != run_dir else names
+        base_names = files.listed(base, info.within) if base != run_dir else names
     except OSError:
         base_names = set()
     nodes = sorted((int(m.group(1)), n) for n in base_names if (m := NODE_DIR.match(n)))
@@ -656,7 +667,7 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
         _apply_status(node, _read_json(path / STATUS, info.problems, info.within))
         statuses.append(node)
     # the node's own config (the allocation's nnodes and ranks) when it has started, else the submission's
-    _apply_config(info, records[0] if records and (records[0] / CONFIG).exists() else run_dir)
+    _apply_config(info, *records[:1], run_dir)  # the node's own, else the submission's
     if not statuses:
         info.status = SUBMITTED if handle is not None else UNKNOWN  # a record that names no job it can read
         return
@@ -673,10 +684,14 @@ class Entry:
     """A run directory found under the root, before it is read."""
 
     id: str
-    path: Path
+    dir: str  # its absolute path (a string: a listing finds ten thousand)
     group: str | None = None
     group_kind: str | None = None
     job: int | None = None
+
+    @property
+    def path(self) -> Path:
+        return Path(self.dir)
 
 
 def _is_dir(entry: os.DirEntry) -> bool:
@@ -695,32 +710,31 @@ def _leaves(entry: os.DirEntry, root: str | Path) -> bool:
         return True
 
 
-def _looks_like_run(path: Path, name: str) -> bool:
+def _looks_like_run(path: str, name: str) -> bool:
     if STAMP.match(name):
         return True
-    return any((path / item).exists() for item in RECORD_FILES)
+    return any(os.path.exists(os.path.join(path, item)) for item in RECORD_FILES)
 
 
 def scan(root: Path) -> list[Entry]:
     """Every run directory under ``root`` (not read yet). A missing root has none."""
-    root = Path(os.path.abspath(root))
+    root = os.path.abspath(root)
     found: list[Entry] = []
     try:
         top = sorted((e for e in os.scandir(root) if _is_dir(e)), key=lambda e: e.name)
     except OSError:
         return []
     for entry in top:
-        path = Path(entry.path)
         if entry.name == MULTIRUN:
-            found += [] if _leaves(entry, root) else _scan_multirun(path)
+            found += [] if _leaves(entry, root) else _scan_multirun(Path(entry.path))
             continue
-        if not _looks_like_run(path, entry.name):
+        if not _looks_like_run(entry.path, entry.name):
             continue
         node = NODE_SUFFIX.match(entry.name)
         if node:
-            found.append(Entry(entry.name, path, node.group(1), "nodes"))
+            found.append(Entry(entry.name, entry.path, node.group(1), "nodes"))
         else:
-            found.append(Entry(entry.name, path))
+            found.append(Entry(entry.name, entry.path))
     return found
 
 
@@ -740,15 +754,20 @@ def _scan_multirun(multirun: Path) -> list[Entry]:
             continue
         for job in sorted(jobs, key=lambda e: (small_int(e.name) is None, small_int(e.name) or 0, e.name)):
             number = small_int(job.name)
-            found.append(Entry(f"{group}/{job.name}", Path(job.path), group, "sweep", number))
+            found.append(Entry(f"{group}/{job.name}", job.path, group, "sweep", number))
     return found
 
 
 def read_entry(entry: Entry, root: str | Path | None = None) -> RunInfo:
-    info = read(entry.path, entry.id, root)
+    """The run ``entry`` names, as the listing shows it (a sweep job's overrides read too)."""
+    info = read(entry.dir, entry.id, root)
     info.group, info.group_kind, info.job = entry.group, entry.group_kind, entry.job
     if entry.group_kind == "nodes" and info.node_rank is None:
-        info.node_rank = int(NODE_SUFFIX.match(entry.path.name).group(2))
+        info.node_rank = int(NODE_SUFFIX.match(os.path.basename(entry.dir)).group(2))
+    if entry.group_kind == "sweep":
+        overrides = (read_composition(info.run_dir, info.within) or {}).get("overrides")
+        ok = isinstance(overrides, list) and all(isinstance(o, str) for o in overrides)
+        info.typed = overrides if ok else None
     return info
 
 
@@ -790,20 +809,16 @@ def _sweep_values(runs: list[RunInfo]) -> None:
         if run.group_kind == "sweep" and run.group is not None:
             jobs.setdefault(run.group, []).append(run)
     for members in jobs.values():
-        typed = []
-        for member in members:
-            overrides = (read_composition(member.run_dir, member.within) or {}).get("overrides")
-            ok = isinstance(overrides, list) and all(isinstance(o, str) for o in overrides)
-            typed.append(overrides if ok else None)
-        known = [(member, overrides) for member, overrides in zip(members, typed) if overrides is not None]
+        known = [(member, member.typed) for member in members if member.typed is not None]
         for (member, _), own in zip(known, swept([overrides for _, overrides in known])):
             member.swept = list(own)
 
 
-def read_all(root: Path) -> list[RunInfo]:
+def read_all(root: Path, reader: Callable[[Entry, Path], RunInfo] = read_entry) -> list[RunInfo]:
     """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
-    together, in their order, where the group's newest member would be)."""
-    runs = [read_entry(entry, root) for entry in scan(root)]
+    together, in their order, where the group's newest member would be). ``reader``: how one run
+    is read (:func:`read_entry`, or the listing's cache of it: launcher/runs/cache.py)."""
+    runs = [reader(entry, root) for entry in scan(root)]
     _node_groups(runs)
     _sweep_values(runs)
     newest: dict[str, float] = {}

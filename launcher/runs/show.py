@@ -14,7 +14,7 @@ from .. import files, record
 from ..errors import one_line
 from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS
 from ..tables import table
-from . import chosen, live, read, remote
+from . import cache, chosen, live, read, remote
 from .logs import record_dirs
 from .read import RunInfo
 
@@ -186,19 +186,22 @@ def listing_lines(runs: list[RunInfo]) -> list[str]:
 
 # -- commands -------------------------------------------------------------------------------------
 def _all(root: Path) -> list[RunInfo]:
-    runs = read.read_all(root)
+    reader, save = cache.reader(root)  # the ended runs read before, while their files are unchanged
+    runs = read.read_all(root, reader)
+    save()
     remote.apply(runs)  # lazily: only the runs whose own record cannot say
     return runs
+
+
+# allow_nan=False: valid JSON always (the records' NaN/Infinity are read as null, files.py)
+_ENCODER = json.JSONEncoder(allow_nan=False)
 
 
 def listing(args: argparse.Namespace) -> int:
     runs = _all(args.root)
     if args.json:
-        # one run per line (the C encoder: json's indent= would take the slow one)
-        # allow_nan=False: valid JSON always (the records' NaN/Infinity are read as null, files.py)
-        print(
-            "[\n" + ",\n".join(json.dumps(info.as_dict(), allow_nan=False) for info in runs) + "\n]" if runs else "[]"
-        )
+        # one run per line (the C encoder: json's indent= would take the slow one), one encoder for all
+        print("[\n" + ",\n".join(_ENCODER.encode(info.as_dict()) for info in runs) + "\n]" if runs else "[]")
         return 0
     if not runs:
         why = (
