@@ -21,8 +21,6 @@ import json
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 
 from . import secrets
@@ -80,6 +78,11 @@ class Notifier:
     """One launcher's webhook: ``send`` posts on a thread; the exit waits for the posts, bounded."""
 
     def __init__(self, url: str, events: Sequence[str]) -> None:
+        # here, not at the top (http.client, email and ssl: no dry run needs them), and not first on a
+        # post's thread, which may run while the interpreter exits
+        import urllib.error  # noqa: F401
+        import urllib.request  # noqa: F401
+
         self._url = url
         self.events = frozenset(events)
         self._threads: list[threading.Thread] = []
@@ -99,6 +102,9 @@ class Notifier:
         thread.start()
 
     def _post(self, event: str, body: bytes) -> None:
+        import urllib.error  # loaded by __init__: a lookup here
+        import urllib.request
+
         problem = ""
         for attempt in range(2):
             if attempt:
