@@ -1,6 +1,6 @@
 """How long a restart takes, and what restarts cost while nothing fails (docs/recovery.md), one node:
 
-    python benchmarks/recovery.py [--repeat 2] [--pairs 5] [--crash 3] [--nodes]
+    python benchmarks/recovery.py [--repeat 2] [--pairs 5] [--crash 3] [--nodes] [KEY=VALUE ...]
 
 1. Recovery: the bundled trainer (CartPole, 2 CPU workers; torch under torchrun, and JAX), rank 1
    exits 3 after iteration --crash (TRAIN_MULTIGPU_EXAMPLE_CRASH, first attempt only), with
@@ -22,6 +22,10 @@
    0 up again), resume.
 2. Cost while nothing fails: a trivial two-rank all-reduce (examples/allreduce.py) launched with
    ``restart.max=0`` and ``restart.max=3``, alternating pairs; the medians and their ratio.
+
+Torch and JAX recoveries alternate (the same load for both); each line gives the median and the
+range. KEY=VALUE arguments go on each recovery's launch: ``script=/elsewhere/examples/train.py`` times
+another copy of the bundled trainer (an earlier commit's) in the same conditions.
 
 The first line printed is the load: figures on a busy machine mean little.
 """
@@ -88,12 +92,12 @@ class Poller(threading.Thread):
                 self.first = info.st_mtime
 
 
-def recovery(jax: bool, crash: int) -> dict[str, float]:
+def recovery(jax: bool, crash: int, extra: tuple[str, ...] = ()) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "runs"
         argv = [PY, "-m", "launcher", "device=cpu", f"run_root={root}", "launcher.nproc_per_node=2", "num_envs=4"]
         argv += ["launcher=skrl_jax"] if jax else []
-        argv += [f"max_iterations={crash + 2}", "restart.max=1", "restart.classes=[default,exit-code]"]
+        argv += [f"max_iterations={crash + 2}", "restart.max=1", "restart.classes=[default,exit-code]", *extra]
         poller = Poller(root, crash)
         poller.start()
         proc = subprocess.run(
@@ -173,7 +177,11 @@ def show(name: str, runs: list[dict[str, float]]) -> None:
     parts = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     split = "  ".join(f"{key} {value:.2f} s" for key, value in parts.items() if key not in ("total", "cold start"))
     verdict = "under" if parts["total"] < 15 else "OVER"
-    print(f"{name}: failure -> next attempt's first iteration {parts['total']:.2f} s ({verdict} 15 s): {split}")
+    totals = sorted(r["total"] for r in runs)
+    print(
+        f"{name}: failure -> next attempt's first iteration {parts['total']:.2f} s "
+        f"(median of {len(runs)}, {totals[0]:.2f}-{totals[-1]:.2f}; {verdict} 15 s): {split}"
+    )
     if "cold start" in parts:  # the first attempt's own start-up: what a restart costs beyond starting the ranks
         print(
             f"{name}: the first attempt's own start-up (launch -> ranks up) {parts['cold start']:.2f} s; "
@@ -187,15 +195,21 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="restart.max=0/3 launch pairs (0: skip)")
     parser.add_argument("--crash", type=int, default=3, help="the iteration after which rank 1 exits 3")
     parser.add_argument("--nodes", action="store_true", help="also across two network-namespace hosts (root)")
+    parser.add_argument("overrides", nargs="*", help="added to each recovery's launch (e.g. script=OTHER/train.py)")
     args = parser.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     nodes = " --nodes" if args.nodes else ""
     print(
         f"command: python benchmarks/recovery.py --repeat {args.repeat} --pairs {args.pairs} "
-        f"--crash {args.crash}{nodes}"
+        f"--crash {args.crash}{nodes}{''.join(' ' + o for o in args.overrides)}"
     )
+    runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+    for _ in range(args.repeat):  # torch and JAX alternating: the same load for both
+        for jax in (False, True):
+            runs[jax].append(recovery(jax, args.crash, tuple(args.overrides)))
     for jax in (False, True):
-        show("jax" if jax else "torch", [recovery(jax, args.crash) for _ in range(args.repeat)])
+        show("jax" if jax else "torch", runs[jax])
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.nodes:
         show("torch, two nodes", [two_nodes(args.crash) for _ in range(args.repeat)])
     if args.pairs:

@@ -26,8 +26,6 @@ import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 
 from . import secrets
@@ -86,6 +84,11 @@ class Notifier:
     """One launcher's webhook: ``send`` queues a post for the one worker; the exit waits, bounded."""
 
     def __init__(self, url: str, events: Sequence[str]) -> None:
+        # here, not at the top (http.client, email and ssl: no dry run needs them), and not first on a
+        # post's thread, which may run while the interpreter exits
+        import urllib.error  # noqa: F401
+        import urllib.request  # noqa: F401
+
         self._url = url
         self.events = frozenset(events)
         self._queue: queue.Queue[tuple[str, bytes]] = queue.Queue(QUEUE_MAX)
@@ -119,6 +122,9 @@ class Notifier:
                 self._queue.task_done()
 
     def _post(self, event: str, body: bytes) -> None:
+        import urllib.error  # loaded by __init__: a lookup here
+        import urllib.request
+
         problem = ""
         for attempt in range(2):
             if attempt:

@@ -153,6 +153,28 @@ def test_launcher_never_imports_torch_jax_or_ray(tmp_path):
     assert "HEAVY []" in result.stdout
 
 
+def test_the_dry_run_imports_no_http_client(tmp_path):
+    """The webhook (notify.url) and the MLflow server's probe need urllib.request, and with it
+    http.client, email and ssl: 2.4 % of a dry run's instructions (benchmarks/startup.py), and a dry
+    run posts nothing and probes no store that is not a server. (MLflow's own default store is
+    MLflow's to say: with no tracking_uri the dry run imports mlflow to print it.)"""
+    code = (
+        "import sys; sys.argv[0] = 'train_multigpu'; from launcher.__main__ import entry\n"
+        "try:\n    entry()\nexcept SystemExit as e:\n    rc = e.code\n"
+        "print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('http', 'email', 'ssl', 'mlflow', 'wandb', 'torch', 'jax', 'ray') or m == 'urllib.request'))\n"
+        "sys.exit(rc)"
+    )
+    for extra in (
+        [],
+        ["notify.url=https://hooks.example/x", "tracker=mlflow", "tracker.mlflow.tracking_uri=sqlite:///m.db"],
+    ):
+        argv = [sys.executable, "-c", code, "dry_run=true", *extra]
+        result = subprocess.run(argv, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert "HEAVY []" in result.stdout, result.stdout[-2000:]
+
+
 def test_num_gpus_with_no_visible_gpu_is_refused(run_cli):
     """Issue 13 item 6: Isaac Lab's --num_gpus 4 on a machine without GPUs silently became 4 CPU
     workers. This machine has no GPU; the count comes from CUDA_VISIBLE_DEVICES='' (clean_env)."""

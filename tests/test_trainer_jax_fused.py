@@ -135,3 +135,58 @@ def test_fused_ppo_names_the_settings_it_does_not_implement():
     refused, accepted = r.stdout.strip().splitlines()[-2:]
     assert "kl_threshold" in refused and "time_limit_bootstrap" in refused and "mini_batches=3" in refused, refused
     assert accepted == "[]", accepted
+
+
+ONE_PROGRAM = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import jax, jax.monitoring, numpy as np, yaml
+from skrl import config
+from skrl.agents.jax.ppo import PPO_CFG
+from skrl.memories.jax import RandomMemory
+import trainer_jax
+from trainer_env import make_vec_env, env_seeds
+from trainer_fused import FusedPPO
+from trainer_ppo import build_agent, for_framework
+
+compiled = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: compiled.append(event) if event == "/jax/core/compile/backend_compile_duration" else None
+)
+hp = for_framework(yaml.safe_load(open(f"{sys.argv[1]}/../agents/CartPole-v1.yaml")), "jax")
+env = make_vec_env("CartPole-v1", 4)
+device = jax.devices("cpu")[0]
+config.jax.key = 7
+spaces = dict(observation_space=env.single_observation_space, action_space=env.single_action_space, device=device)
+policy = trainer_jax._configured(trainer_jax.CategoricalPolicy, hp["models"])(**spaces)
+value = trainer_jax._configured(trainer_jax.Value, hp["models"])(**spaces)
+policy.init_state_dict(role="policy")
+value.init_state_dict(role="value")
+agent = build_agent(FusedPPO, PPO_CFG, RandomMemory, {"policy": policy, "value": value},
+                    dict(hp["agent"], rollouts=16), 4, device, env.single_observation_space,
+                    env.single_action_space, learning_rate_scheduler=trainer_jax._UnitSchedule)
+obs, _ = env.reset(seed=env_seeds(3, 4))
+for t in range(16):
+    o = np.asarray(obs, np.float32)
+    a = np.asarray(agent.act(o, None, timestep=t, timesteps=10**6)[0])
+    obs, rew, term, trunc, _ = env.step(a.reshape(-1).astype(np.int64))
+    col = lambda x, dtype: np.asarray(x, dtype).reshape(-1, 1)
+    agent.record_transition(observations=o, actions=a, rewards=col(rew, np.float32),
+                            next_observations=np.asarray(obs, np.float32), terminated=col(term, np.int8),
+                            truncated=col(trunc, np.int8), states=None, next_states=None, infos={},
+                            timestep=t, timesteps=10**6)
+    before = len(compiled)
+    agent.post_interaction(timestep=t, timesteps=10**6)  # the update after the last step
+print("UPDATE_COMPILES", len(compiled) - before)
+"""
+
+
+@pytest.mark.timeout(900)
+def test_the_fused_update_compiles_one_program():
+    """The update is one XLA program; its batch is gathered and its results taken apart on the host.
+    Each eager jnp operation around it (a stack, x[None], x[0] per leaf) was a program of its own (31
+    in the first update), which every process traced and compiled, or loaded from JAX's cache, again:
+    a restarted JAX rank's first iteration too (docs/recovery.md)."""
+    r = _probe(ONE_PROGRAM)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "UPDATE_COMPILES 1" in r.stdout, r.stdout[-3000:]

@@ -212,15 +212,19 @@ class FusedPPO(PPO):
         return carry, losses.reshape(-1, 3).mean(axis=0), stddev[-1, -1]
 
     def update(self, *, timestep: int, timesteps: int) -> None:
+        # The arrays are gathered, given their leading axis of one and taken back from it on the host
+        # (numpy: the same values, no arithmetic): each eager jnp operation would be a program of its
+        # own per shape (39 of the 88 a rank had), traced, compiled or loaded from JAX's cache again by
+        # every process, a restarted one's first iteration included.
         steps, self._steps = self._steps, []
         names = ("observations", "actions", "rewards", "terminated", "truncated", "log_prob", "values")
-        batch = {name: jnp.stack(column) for name, column in zip(names, zip(*steps))}
-        batch["actions"] = batch["actions"].astype(jnp.float32)  # what skrl's memory stores
+        batch = {name: np.stack(column) for name, column in zip(names, zip(*steps))}
+        batch["actions"] = batch["actions"].astype(np.float32)  # what skrl's memory stores
         size = batch["rewards"].shape[0] * batch["rewards"].shape[1]
         # skrl's RandomMemory.sample: one permutation of the whole rollout per epoch, numpy's generator
         perms = np.stack([np.random.permutation(size) for _ in range(self.cfg.learning_epochs)]).astype(np.int32)
         lr = np.asarray([self.policy_learning_rate, self.value_learning_rate], np.float32)
-        one = functools.partial(jax.tree.map, lambda x: x[None])
+        one = functools.partial(jax.tree.map, lambda x: np.asarray(x)[None])
         (policy_sd, value_sd, policy_opt, value_opt), losses, stddev = self._update(
             one(self.policy.state_dict),
             one(self.value.state_dict),
@@ -231,15 +235,15 @@ class FusedPPO(PPO):
             perms[None],
             lr[None],
         )
-        mine = functools.partial(jax.tree.map, lambda x: jax.device_put(x[0], self.device))
+        mine = functools.partial(jax.tree.map, lambda x: jax.device_put(np.asarray(x)[0], self.device))
         self.policy.state_dict, self.value.state_dict = mine(policy_sd), mine(value_sd)
         self.policy_optimizer, self.value_optimizer = mine(policy_opt), mine(value_opt)
-        policy_loss, value_loss, entropy_loss = (float(x) for x in np.asarray(losses[0]))
+        policy_loss, value_loss, entropy_loss = (float(x) for x in np.asarray(losses)[0])
         self.track_data("Loss / Policy loss", policy_loss)
         self.track_data("Loss / Value loss", value_loss)
         if self.cfg.entropy_loss_scale:
             self.track_data("Loss / Entropy loss", entropy_loss)
-        self.track_data("Policy / Standard deviation", float(stddev[0]))
+        self.track_data("Policy / Standard deviation", float(np.asarray(stddev)[0]))
         if self.policy_scheduler:
             self.track_data("Learning / Policy learning rate", self.policy_learning_rate)
         if self.value_scheduler:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -46,6 +44,9 @@ def probe(uri: str, timeout: float) -> str | None:
     """
     if not remote(uri):
         return None
+    import urllib.error  # here, not at the top: http.client, email and ssl are no dry run's
+    import urllib.request
+
     url = uri.rstrip("/") + "/health"
     try:
         with urllib.request.urlopen(url, timeout=timeout) as answer:
