@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import queue
 import socket
@@ -166,20 +167,27 @@ class _Kept:
         return super().do_open(make, req, **kwargs)
 
 
-class _Http(_Kept, urllib.request.HTTPHandler):
-    pass
+@functools.cache
+def _handler_classes() -> tuple[type, type]:
+    """urllib's HTTP and HTTPS handlers that keep their connections (urllib is imported where a post
+    happens: the dry run needs none of http.client, email and ssl)."""
+    import urllib.request
 
-
-class _Https(_Kept, urllib.request.HTTPSHandler):
-    pass
+    return (
+        type("_Http", (_Kept, urllib.request.HTTPHandler), {}),
+        type("_Https", (_Kept, urllib.request.HTTPSHandler), {}),
+    )
 
 
 def _post_once(url: str, body: bytes, timeout_s: float) -> int:
     """One POST (urllib: the environment's proxies apply), ``timeout_s`` in all: at the deadline the
     connection's socket is shut, so a receiver that answers a byte at a time cannot hold it longer.
     The answer's HTTP status; an error raises (``timed out`` at the deadline)."""
+    import urllib.error
+    import urllib.request
+
     conns: list = []
-    handlers = [_Http(), _Https()]
+    handlers = [cls() for cls in _handler_classes()]
     for handler in handlers:
         handler.conns = conns
     expired = threading.Event()
