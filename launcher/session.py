@@ -99,13 +99,13 @@ class Session:
     def prepare(self, points, hydra=None) -> tuple[list[Point], list[str]]:
         """Each point's launch and request (a :class:`Point` not yet run); a mistake in any: each
         distinct message printed once."""
-        from hydra.core.hydra_config import HydraConfig
+        from .sweep import points as sweep_points
 
         prepared: list[Point] = []
         messages: list[str] = []
         for index, (job, dict_cfg) in enumerate(points):
             if hydra is not None:
-                HydraConfig.instance().set_config(hydra[index])
+                sweep_points.use(hydra[index])
             try:
                 with self._user_hydra_full_error():
                     launch = self._launch(dict_cfg, job)
