@@ -77,8 +77,11 @@ class Session:
         if self.save_as is not None:
             HydraConfig.instance().set_config(points[0].hydra_config)
             return self._saved(points[0].config)
+        from .sweep import points as sweep_points
+
         prepared = [(lanes.JobInfo(point.num, tuple(point.overrides)), point.config) for point in points]
-        ready, messages = self.prepare(prepared, hydra=[p.hydra_config for p in points])
+        with sweep_points.collector_held():  # every point's configs stay alive: no full collection walks them
+            ready, messages = self.prepare(prepared, hydra=[p.hydra_config for p in points])
         if messages:
             return EXIT_USAGE
         self.execute(ready)
