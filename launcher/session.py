@@ -77,8 +77,11 @@ class Session:
         if self.save_as is not None:
             HydraConfig.instance().set_config(points[0].hydra_config)
             return self._saved(points[0].config)
+        from .sweep import points as sweep_points
+
         prepared = [(lanes.JobInfo(point.num, tuple(point.overrides)), point.config) for point in points]
-        ready, messages = self.prepare(prepared, hydra=[p.hydra_config for p in points])
+        with sweep_points.collector_held():  # every point's configs stay alive: no full collection walks them
+            ready, messages = self.prepare(prepared, hydra=[p.hydra_config for p in points])
         if messages:
             return EXIT_USAGE
         self.execute(ready)
@@ -99,13 +102,13 @@ class Session:
     def prepare(self, points, hydra=None) -> tuple[list[Point], list[str]]:
         """Each point's launch and request (a :class:`Point` not yet run); a mistake in any: each
         distinct message printed once."""
-        from hydra.core.hydra_config import HydraConfig
+        from .sweep import points as sweep_points
 
         prepared: list[Point] = []
         messages: list[str] = []
         for index, (job, dict_cfg) in enumerate(points):
             if hydra is not None:
-                HydraConfig.instance().set_config(hydra[index])
+                sweep_points.use(hydra[index])
             try:
                 with self._user_hydra_full_error():
                     launch = self._launch(dict_cfg, job)

@@ -325,3 +325,48 @@ def test_requeue_resumes_the_bundled_trainer_where_it_stopped(slurm_cluster, run
     assert json.loads((run_dir / "restart1" / "status.json").read_text())["exit_code"] == 0
     assert "--resume" in (run_dir / "restart1" / "command.sh").read_text()
     assert not (run_dir / "restart1" / "checkpoints").exists() and not (run_dir / "restart1" / "metrics.csv").exists()
+
+
+def test_a_big_sweep_is_one_job_and_each_point_has_its_record(slurm_cluster, run_cli):
+    """Issue 28: 120 points are ONE job array on the real cluster (held, cancelled at once: it never
+    runs), and each point's directory has what its task needs and `runs` reads: its config (its own
+    seed), the array's one script (the same file, linked) and submit.json naming its task."""
+    import os
+
+    points = 120
+    result = run_cli(
+        "-m",
+        f"seed=range(0,{points})",
+        "presets=[debug]",
+        "submit=slurm",
+        "+slurm.extra.hold=true",
+        "slurm.time=0:05:00",
+        env=env(),
+        timeout=600,
+    )
+    arrays = re.findall(r"submitted SLURM job array (\d+): (\d+) task\(s\)", result.stdout)
+    try:
+        assert result.returncode == 0, result.stderr
+        [(array, tasks)] = arrays
+        assert int(tasks) == points
+        queued = subprocess.run(
+            ["squeue", "-h", "-r", "-j", array, "-o", "%i %T %r"], capture_output=True, text=True, timeout=30
+        ).stdout.split("\n")
+        assert sorted(line for line in queued if line) == sorted(
+            f"{array}_{task} PENDING JobHeldUser" for task in range(points)
+        ), queued
+        jobs = [
+            (job, Path(run_dir))
+            for job, run_dir in re.findall(r"submitted SLURM job (\d+_\d+)\n.*script: (\S+)/job.sbatch", result.stdout)
+        ]
+        assert [job for job, _ in jobs] == [f"{array}_{task}" for task in range(points)]
+        scripts = {os.stat(run_dir / "job.sbatch").st_ino for _, run_dir in jobs}
+        assert len(scripts) == 1
+        for task, (job, run_dir) in enumerate(jobs):
+            assert f"\nseed: {task}\n" in (run_dir / "config.yaml").read_text()
+            record = json.loads((run_dir / "submit.json").read_text())
+            assert (record["backend"], record["id"]) == ("slurm", job)
+        assert f"sweep: {points} of {points} job(s) submitted" in result.stdout
+    finally:
+        for array, _ in arrays:
+            subprocess.run(["scancel", array], capture_output=True, timeout=30)

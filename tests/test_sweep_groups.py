@@ -132,3 +132,31 @@ def test_points_compose_hydra_once_per_group_choice_and_parse_each_line_once(tmp
     assert len(set(calls)) == 1
     point_lines = [line for line in parses if line.startswith("seed=") and "range" not in line]
     assert len(point_lines) == len(set(point_lines)) == 200
+
+
+def test_a_points_hydra_config_is_what_set_config_makes_of_it(tmp_path, monkeypatch):
+    """points.use (the point's hydra node placed, not copied) leaves HydraConfig as Hydra's
+    ``set_config`` does: the same nodes, types and flags, interpolations into the point's config
+    (``${run_root}`` in hydra.sweep.dir) and from it (``${hydra:job.num}``) resolving the same."""
+    import copy
+
+    from hydra.core.hydra_config import HydraConfig
+
+    monkeypatch.chdir(tmp_path)
+    compose.register()
+    searchpath = profiles.searchpath_override(os.environ, str(tmp_path))
+    sweep = [searchpath, "launcher=single_node,skrl_jax", "run_root=a,b", "run_name=${hydra:job.num}_x", "seed=1,2"]
+    with points.expand(compose.CONFIG_NAME, sweep, "t") as found:
+        assert len(found) == 8
+        for point in found:
+            HydraConfig.instance().set_config(copy.deepcopy(point.hydra_config))
+            hydras = HydraConfig.instance().cfg
+            theirs = (HydraConfig.get().sweep.dir, HydraConfig.get().runtime.output_dir, compose.to_typed(point.config))
+            points.use(point.hydra_config)
+            ours = HydraConfig.instance().cfg
+            assert ours is not hydras
+            same(ours, hydras)
+            assert ours.hydra._get_parent() is point.hydra_config
+            mine = (HydraConfig.get().sweep.dir, HydraConfig.get().runtime.output_dir, compose.to_typed(point.config))
+            assert mine == theirs
+            assert mine[2].run_name == f"{point.num}_x" and mine[0].startswith(mine[2].run_root + "/multirun/")

@@ -540,11 +540,9 @@ def error(message: str) -> None:
 
 
 def _config_yaml(cfg: TrainConfig) -> str:
-    from omegaconf import OmegaConf
+    from ..config import dump
 
-    from .. import secrets
-
-    return OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+    return dump.config_yaml(cfg)
 
 
 def _unwritable(cfg: TrainConfig, err: OSError):

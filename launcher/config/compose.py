@@ -147,19 +147,28 @@ def compose_dict(overrides: Sequence[str] = (), env: Mapping[str, str] | None = 
 
 
 def _unknown_keys(node, prefix: str = "") -> Iterable[str]:
-    """Keys under a schema dataclass that the dataclass does not have (``+key=`` adds them)."""
-    from omegaconf import DictConfig, OmegaConf
+    """Keys under a schema dataclass that the dataclass does not have (``+key=`` adds them). Reads the
+    nodes as they are (``_get_node``: no resolution, no wrapping; every point of a sweep passes here)."""
+    from omegaconf import DictConfig
 
-    kind = OmegaConf.get_type(node)
-    known = {f.name for f in dataclasses.fields(kind)} if dataclasses.is_dataclass(kind) else None
+    kind = node._metadata.object_type
+    known = _field_names(kind) if dataclasses.is_dataclass(kind) else None
     for key in node.keys():
         if known is not None and key not in known:
             yield f"{prefix}{key}"
-        if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
-            continue  # nothing typed below it (an interpolation is checked where it points)
-        child = node[key]
-        if isinstance(child, DictConfig):
+        child = node._get_node(key)
+        # nothing typed below a missing, null or interpolated node (an interpolation is checked where it points)
+        if isinstance(child, DictConfig) and not (child._is_missing() or child._is_none() or child._is_interpolation()):
             yield from _unknown_keys(child, f"{prefix}{key}.")
+
+
+_FIELDS: dict[type, frozenset[str]] = {}
+
+
+def _field_names(kind: type) -> frozenset[str]:
+    if kind not in _FIELDS:
+        _FIELDS[kind] = frozenset(f.name for f in dataclasses.fields(kind))
+    return _FIELDS[kind]
 
 
 def to_typed(dict_cfg, forwarded: Mapping[str, Sequence[str]] | None = None) -> schema.TrainConfig:

@@ -47,9 +47,8 @@ class K8sBackend:
 
     # -- the launch ----------------------------------------------------------------------------
     def dryrun(self, launch: Launch) -> Request:
-        from omegaconf import OmegaConf
-
-        from .. import probe, secrets
+        from .. import probe
+        from ..config import dump
         from . import manifest, submit
 
         cfg = launch.cfg
@@ -60,7 +59,7 @@ class K8sBackend:
         file = submit.manifest_file(cfg)
         run_dir = Path(launch.run_dir)
         submit.refuse_unwritable(run_dir, file)
-        config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+        config_yaml = dump.config_yaml(cfg)
         return Request(
             NAME,
             str(run_dir),

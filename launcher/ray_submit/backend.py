@@ -167,9 +167,8 @@ class RayBackend:
 
     # -- building ----------------------------------------------------------------------------------
     def dryrun(self, launch: Launch) -> Request:
-        from omegaconf import OmegaConf
-
-        from .. import checks, probe, record, secrets
+        from .. import checks, probe, record
+        from ..config import dump
         from ..errors import UserError
         from . import spec as spec_mod
         from .submit import address, given_address, shown_address
@@ -194,7 +193,7 @@ class RayBackend:
         order = tuple(launch.typed.script_order)
         job = spec_mod.build(cfg, run_dir, order)
         key, where = (None, None) if cfg.dry_run else address(cfg, os.environ)
-        config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+        config_yaml = dump.config_yaml(cfg)
         if where:
             config_yaml = config_yaml.replace(where, shown_address(where))
         files = {"config.yaml": config_yaml}

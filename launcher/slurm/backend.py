@@ -179,9 +179,8 @@ class SlurmBackend:
 
     # -- dryrun: pure ------------------------------------------------------------------------------
     def dryrun(self, launch: Launch) -> Request:
-        from omegaconf import OmegaConf
-
         from .. import probe, secrets
+        from ..config import dump
         from ..config.schema import Topology
         from . import batch, submit
 
@@ -214,7 +213,7 @@ class SlurmBackend:
         script = batch.render(
             payload.slurm, payload.command, {}, payload.workdir, payload.job_name, log_path(run_dir, "%j")
         )
-        config_yaml = OmegaConf.to_yaml(OmegaConf.structured(secrets.mask_config(cfg)))
+        config_yaml = dump.config_yaml(cfg)
         shown = f"# {run_dir}/{SCRIPT_NAME} (dry run: nothing written, nothing submitted)\n{script}"
         if planned[2].container is not None:
             shown += "\n" + node0_in_container(planned, run_dir, typed.script_order)
