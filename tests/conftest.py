@@ -240,6 +240,18 @@ def pytest_xdist_make_scheduler(config, log):
     return ByGroup(config, log)
 
 
+def pytest_configure(config):
+    """The launcher's and the bundled trainers' byte code, written once for the session's processes:
+    where PYTHONDONTWRITEBYTECODE=1 is set (this machine kind sets it) every launcher, watchdog and
+    rank the tests start compiled each module it imports from source again (Python still reads byte
+    code that is there, and recompiles a module whose source is newer)."""
+    if not hasattr(config, "workerinput"):
+        import compileall
+
+        for folder in (ROOT / "launcher", ROOT / "examples"):
+            compileall.compile_dir(folder, quiet=1)
+
+
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput"):
         _groups_table(os.getpid()).unlink(missing_ok=True)

@@ -153,11 +153,9 @@ def test_a_sweep_tells_each_job_and_hydra_never_sees_the_url(tmp_path, receiver)
     nowhere_holds(SECRET, tmp_path, sweep.stdout, sweep.stderr)
 
 
-def test_a_webhook_that_never_answers_delays_the_exit_by_the_bound_at_most(tmp_path):
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(8)  # connections are taken by the kernel, nothing ever answers them
-    url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook/{SECRET}"
+def _failing_launch_posting_to(tmp_path, url: str) -> tuple[int, float, str]:
+    """A launch whose script exits 3, posting to ``url``: its exit code, how long its exit waited after
+    the launcher said the code (the webhook's bound), its stderr."""
     script = tmp_path / "own.py"
     script.write_text(ALWAYS_FAILS)
     argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", f"script={script}"]
@@ -168,10 +166,18 @@ def test_a_webhook_that_never_answers_delays_the_exit_by_the_bound_at_most(tmp_p
         if raw.startswith(b"[train_multigpu] exit code 3"):
             said_at = time.monotonic()
     proc.wait(timeout=60)
-    waited = time.monotonic() - said_at
+    assert said_at is not None, proc.stderr.read().decode()[-2000:]
+    return proc.returncode, time.monotonic() - said_at, proc.stderr.read().decode()
+
+
+def test_a_webhook_that_never_answers_delays_the_exit_by_the_bound_at_most(tmp_path):
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections are taken by the kernel, nothing ever answers them
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/hook/{SECRET}"
+    code, waited, stderr = _failing_launch_posting_to(tmp_path, url)
     silent.close()
-    stderr = proc.stderr.read().decode()
-    assert proc.returncode == 3, stderr[-2000:]  # the launch's own code, whatever the webhook did
+    assert code == 3, stderr[-2000:]  # the launch's own code, whatever the webhook did
     assert notify.BOUND_S - 1.5 < waited < notify.BOUND_S + 2.0, f"the exit waited {waited:.1f} s"
     assert "[train_multigpu] notify: failed not posted: timed out" in stderr
     nowhere_holds(SECRET, tmp_path, stderr)
@@ -276,19 +282,8 @@ def test_one_worker_posts_in_turn_and_a_trickling_webhook_is_cut_off_at_the_dead
 
 
 def test_a_trickling_webhook_delays_a_launchs_exit_by_the_bound_at_most(tmp_path, trickler):
-    script = tmp_path / "own.py"
-    script.write_text(ALWAYS_FAILS)
-    argv = [sys.executable, "-m", "launcher", f"run_root={tmp_path / 'runs'}", f"script={script}"]
-    argv += ["launcher=skrl_jax", "launcher.nproc_per_node=1", f"notify.url={trickler.url}"]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    said_at = None
-    for raw in proc.stdout:
-        if raw.startswith(b"[train_multigpu] exit code 3"):
-            said_at = time.monotonic()
-    proc.wait(timeout=60)
-    waited = time.monotonic() - said_at
-    stderr = proc.stderr.read().decode()
-    assert proc.returncode == 3, stderr[-2000:]
+    code, waited, stderr = _failing_launch_posting_to(tmp_path, trickler.url)
+    assert code == 3, stderr[-2000:]
     assert waited < notify.BOUND_S + 2.0, f"the exit waited {waited:.1f} s"
     assert "[train_multigpu] notify: failed not posted: timed out" in stderr, stderr[-2000:]
     nowhere_holds(SECRET, tmp_path, stderr)
