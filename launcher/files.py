@@ -412,6 +412,27 @@ def refusal(path: str | os.PathLike, key: str, exclusive: bool = False) -> UserE
     return None
 
 
+def replace_whole(path: str | os.PathLike, data: bytes, mode: int = 0o666) -> None:
+    """``data`` as the file at ``path``, replaced atomically: a reader sees the old file or the new one,
+    never half, whoever else writes it at the same time. For the launcher's own files (records, its
+    pictures, the listing's cache; a path the user names goes through :func:`write_through`). The
+    temporary file is made afresh under a name of this write's own (O_EXCL, never through a symbolic
+    link: a directory others may write holds no name to plant a link under); a link at ``path`` is
+    replaced, not followed. OSError: not written, nothing left behind."""
+    target = os.fspath(path)
+    folder, name = os.path.split(target)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_through(path: str | os.PathLike, data: bytes, key: str, exclusive: bool = False) -> Path:
     """Write ``data`` at the path the user named under ``key``: a new file, or into the existing
     regular file (through a symbolic link to one) -- opened and rewritten in place, never replaced.

@@ -520,18 +520,8 @@ def _iso(stamp: float) -> str:
 
 
 def write_json(path: Path, data: dict) -> None:
-    """Write ``data`` as indented JSON atomically: readers see the old file or the new one, never half,
-    whoever else writes it at the same time (run/worker.py, a separate stdlib-only program, keeps its
-    own copy for the exit records). A write that fails (a full disk) leaves no temporary file behind."""
-    # a temporary name of this write's own, made afresh (O_EXCL, never through a symlink): two writers
-    # of one file (two nodes' launchers, a launcher and its watchdog) never write into each other's
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(json.dumps(data, indent=2) + "\n")
-        tmp.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """Write ``data`` as indented JSON atomically (:func:`files.replace_whole`): readers see the old file
+    or the new one, never half, whoever else writes it at the same time (two nodes' launchers, a
+    launcher and its watchdog; run/worker.py, a separate stdlib-only program, keeps its own copy for
+    the exit records). A write that fails (a full disk) leaves no temporary file behind."""
+    files.replace_whole(path, (json.dumps(data, indent=2) + "\n").encode())

@@ -11,7 +11,6 @@ learning curves' PNG does (launcher/figures.py), so a reader or a test can check
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -194,19 +193,9 @@ def save(run_dir: Path, data: bytes) -> Path:
     """``data`` into ``<run_dir>/timeline.png``, replaced atomically (the launcher's own file; a path
     the user names goes through files.write_through); OSError: not written, nothing left behind."""
     png = run_dir / PNG
-    # a new file (O_EXCL: never through a link) of a name no one can guess: ``runs timeline`` writes
-    # into run directories others may own, where a link planted under a predictable name was written
-    # through, into any file
-    tmp = run_dir / f".{PNG}.{os.urandom(8).hex()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.replace(tmp, png)  # (a link at timeline.png is replaced, not followed)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # ``runs timeline`` writes into run directories others may own: a fresh temporary file, a link at
+    # timeline.png replaced, never followed
+    files.replace_whole(png, data)
     return png
 
 

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import fields
@@ -210,24 +209,15 @@ class Cache:
             self._fd = None
         if self.path is None or not (self.changed or self.new.keys() != self.old.keys()):
             return
-        tmp = None
         try:
             data = json.dumps(
                 {"key": self.key, "root": self.root, "runs": self.new}, separators=(",", ":"), allow_nan=False
             )
-            where = os.path.dirname(self.path)
-            os.makedirs(where, mode=0o700, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".runs-", suffix=".tmp", dir=where)  # this user's, 0600
-            with os.fdopen(fd, "w") as handle:
-                handle.write(data)
-            os.replace(tmp, self.path)  # whole: a listing reading it at the same time sees one or the other
-            tmp = None
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            # whole (a listing reading it at the same time sees one or the other), this user's alone
+            files.replace_whole(self.path, data.encode(), mode=0o600)
         except (OSError, TypeError, ValueError):
             pass  # a cache that cannot be written (or a value JSON cannot hold): the next listing reads again
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
 
 
 def reader(root: Path) -> tuple[Callable[[Entry, Path], RunInfo], Callable[[], None]]:

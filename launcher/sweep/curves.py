@@ -64,9 +64,7 @@ def read_curve(path: Path, label: str, within: str | None = None) -> Curve | Non
 def write_png(path: Path, curves: Sequence[Curve], title: str) -> Path:
     """One figure, one line per curve (labelled), written atomically (the launcher's own file: a
     sweep's directory; a path the user names goes through files.write_through with :func:`png_bytes`)."""
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    tmp.write_bytes(png_bytes(curves, title))
-    os.replace(tmp, path)
+    files.replace_whole(path, png_bytes(curves, title))
     return path
 
 
