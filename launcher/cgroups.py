@@ -10,6 +10,7 @@ and which part of it (its root: a cgroup namespace shows the process's own cgrou
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 PROC_CGROUP = "/proc/self/cgroup"
 MOUNTINFO = "/proc/self/mountinfo"
@@ -22,10 +23,9 @@ def dirs(controller: str, proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNT
     try:
         with open(proc_cgroup, encoding="utf-8", errors="replace") as handle:
             lines = handle.read().splitlines()
-        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
-            mounts = handle.read().splitlines()
     except OSError:
         return []
+    mounts = mount_table(mountinfo)
     v1_path = v2_path = None
     for line in lines:
         parts = line.split(":", 2)
@@ -36,15 +36,11 @@ def dirs(controller: str, proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNT
         elif controller in parts[1].split(","):
             v1_path = parts[2]
     found = []
-    for line in mounts:
-        fields = line.split()
-        if " - " not in line or len(fields) < 5:
-            continue
-        root, mountpoint = fields[3], fields[4]
-        fstype, _source, options = (line.split(" - ", 1)[1].split() + ["", "", ""])[:3]
-        if fstype == "cgroup" and v1_path is not None and controller in options.split(","):
+    for mount in mounts:
+        root, mountpoint = mount.root, mount.point
+        if mount.fstype == "cgroup" and v1_path is not None and controller in mount.super_options:
             path = v1_path
-        elif fstype == "cgroup2" and v2_path is not None:
+        elif mount.fstype == "cgroup2" and v2_path is not None:
             path = v2_path
         else:
             continue
@@ -55,3 +51,36 @@ def dirs(controller: str, proc_cgroup: str = PROC_CGROUP, mountinfo: str = MOUNT
         if candidate not in found:
             found.append(candidate)
     return found
+
+
+class Mount(NamedTuple):
+    """One line of ``/proc/self/mountinfo``."""
+
+    root: str  # the part of the file system mounted there
+    point: str  # where (octal escapes of space, tab, backslash undone)
+    options: list[str]  # the mount's own options (ro, nosuid, ...)
+    fstype: str
+    super_options: list[str]  # the file system's (a v1 cgroup's controllers)
+
+
+def mount_table(mountinfo: str = MOUNTINFO) -> list[Mount]:
+    """The mounts this process sees, in the file's order; [] when it cannot be read (not Linux).
+
+    >>> any(m.point == "/" for m in mount_table())
+    True
+    """
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    table = []
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 6 or not tail:
+            continue
+        point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+        super_options = tail[2].split(",") if len(tail) > 2 else []
+        table.append(Mount(fields[3], point, fields[5].split(","), tail[0], super_options))
+    return table

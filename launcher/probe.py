@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from . import checks, cpu_topology, paths
+from . import cgroups, checks, cpu_topology, paths
 from .addresses import Endpoint, is_loopback
 from .config.schema import Topology, TrainConfig
 from .errors import UserError
@@ -92,19 +92,10 @@ VIRTUAL_FILE_SYSTEMS = frozenset(
 def _mount(path: str) -> tuple[str, str, list[str]]:
     """(mount point, file system type, mount options) of the mount that holds ``path``."""
     best = ("/", "", [])
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as mounts:
-            for line in mounts:
-                left, _, right = line.partition(" - ")
-                fields, tail = left.split(), right.split()
-                if len(fields) < 6 or not tail:
-                    continue
-                point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
-                inside = path == point or path.startswith(point.rstrip("/") + "/")
-                if inside and len(point) >= len(best[0]):
-                    best = (point, tail[0], fields[5].split(","))
-    except OSError:  # not Linux: nothing more to tell
-        pass
+    for mount in cgroups.mount_table():  # [] where there is none (not Linux): nothing more to tell
+        inside = path == mount.point or path.startswith(mount.point.rstrip("/") + "/")
+        if inside and len(mount.point) >= len(best[0]):
+            best = (mount.point, mount.fstype, mount.options)
     return best
 
 
