@@ -42,11 +42,11 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 from ..errors import UserError
 from ..names import PROG, SSH_CHANNEL_VAR
 from ..secrets import MASK, Vault, remember_values
+from .process import procs
 
 BEAT = "beat"
 STOP = "stop"
@@ -272,13 +272,12 @@ def end_guard(value: str) -> None:
     if not value.isdigit() or int(value) <= 1 or int(value) == os.getpid():
         return
     pid = int(value)
+    ppid = procs.parent(pid)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if os.getpgid(pid) != os.getpgrp() or ppid not in (os.getpid(), os.getppid()):
+        if ppid not in (os.getpid(), os.getppid()) or os.getpgid(pid) != os.getpgrp():
             return
         os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError, IndexError):
+    except OSError:
         return
     deadline = time.monotonic() + GUARD_WAIT_S
     while time.monotonic() < deadline:
@@ -286,9 +285,9 @@ def end_guard(value: str) -> None:
             if ppid == os.getpid():  # ours (the shell exec'd this launcher): reaped
                 if os.waitpid(pid, os.WNOHANG)[0] == pid:
                     return
-            elif Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            elif not procs.alive(pid):
                 return
-        except (OSError, ChildProcessError, IndexError):
+        except ChildProcessError:
             return  # gone
         time.sleep(0.002)
 
