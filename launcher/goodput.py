@@ -118,6 +118,8 @@ def _beats(
         first, first_iteration = up, up_iteration
         after = _number(phase.get("up_after"))
         up = after if after is not None and after >= started else None
+        if rate is None and up is not None:  # the one beat seen: its iterations were done since the read before
+            rate = _rate((up, start_iteration), (last, reached))  # (an upper bound, start-up included)
     if first is not None and first_iteration is not None and rate is not None:
         extra = first_iteration - start_iteration - 1  # iterations done before the first beat seen past it
         if extra > 0:
