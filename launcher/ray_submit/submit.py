@@ -280,17 +280,32 @@ def _has_runs_command() -> bool:
 # -- following ------------------------------------------------------------------------------------
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+LAST_CHARS = 4096  # of a job's log kept while following: its launcher's last line is in them
 
 
-def exit_code(info) -> int:
-    """The launch's exit code from Ray's job info: SUCCEEDED 0, FAILED the entrypoint's code."""
+# the launcher's own last line in a job's log (launcher/backends/local.py)
+_LAUNCH_END = re.compile(rf"^\[{re.escape(PROG)}\] exit code (\d+) \(", re.MULTILINE)
+
+
+def exit_code(info, log=None) -> int:
+    """The launch's exit code from Ray's job info: SUCCEEDED 0, FAILED the entrypoint's code.
+
+    Ray's job manager can record a FAILED job with no code: its monitor, finding the job's supervisor
+    already gone, writes FAILED again without the code the supervisor had written. The launcher's own
+    last line in the job's log (``log()``, its text) then says the code."""
     state = str(getattr(info.status, "value", info.status))
     if state == "SUCCEEDED":
         return 0
     if state == "STOPPED":
         return 128 + signal.SIGTERM
     code = getattr(info, "driver_exit_code", None)
-    return code if isinstance(code, int) and code > 0 else 1
+    if isinstance(code, int) and code > 0:
+        return code
+    try:
+        ends = _LAUNCH_END.findall(log() if log else "")
+    except Exception:  # the log is unreadable: Ray's word only
+        ends = []
+    return int(ends[-1]) if ends and int(ends[-1]) > 0 else 1
 
 
 def _state(client, job_id: str, patience: float = FOLLOW_PATIENCE_S):
@@ -344,9 +359,14 @@ def _stop(client, jobs: Sequence[RayJob], timeout: float = 120.0) -> None:
             except UserError:  # the cluster does not answer: the job's state stays unknown
                 return
             if job.state in TERMINAL:
-                job.exit_code = exit_code(info)
+                job.exit_code = exit_code(info, _log_end(client, job.job_id))
                 record_end(job)
                 pending.remove(job)
+
+
+def _log_end(client, job_id: str):
+    """The last characters of the job's log, read when asked (exit_code)."""
+    return lambda: client.get_job_logs(job_id)[-LAST_CHARS:]
 
 
 async def _tail(client, job_id: str):
@@ -375,12 +395,14 @@ def follow(client, job: RayJob) -> int:
     import asyncio
 
     shown = [0]  # characters of the job's log printed so far
+    last = [""]  # its last lines (the launcher's own last line among them)
 
     async def tail() -> None:
         async for lines in _tail(client, job.job_id):
             sys.stdout.write(lines)
             sys.stdout.flush()
             shown[0] += len(lines)
+            last[0] = (last[0] + lines)[-LAST_CHARS:]
 
     with TermAsInterrupt() as handler:
         try:
@@ -399,7 +421,9 @@ def follow(client, job: RayJob) -> int:
                 time.sleep(0.5)
             if broke:  # the rest of the output, from the job's log (the stream sent it from its start)
                 try:
-                    sys.stdout.write(client.get_job_logs(job.job_id)[shown[0] :])
+                    rest = client.get_job_logs(job.job_id)[shown[0] :]
+                    sys.stdout.write(rest)
+                    last[0] = (last[0] + rest)[-LAST_CHARS:]
                 except Exception:  # the output stays in `ray job logs`
                     pass
         except KeyboardInterrupt:
@@ -409,7 +433,7 @@ def follow(client, job: RayJob) -> int:
             print(f"[{PROG}] Ray job {job.job_id}: {job.state or 'not stopped yet'}", flush=True)
             job.exit_code = 128 + signum
             return job.exit_code
-    job.exit_code = exit_code(info)
+    job.exit_code = exit_code(info, lambda: last[0])
     record_end(job)
     print(f"[{PROG}] Ray job {job.job_id} {job.state} (exit code {job.exit_code}); run directory: {job.run_dir}")
     return job.exit_code
@@ -430,7 +454,7 @@ def follow_many(jobs: Sequence[RayJob], clients: Clients, interrupts=None, fail_
                     job.state, info = _state(client, job.job_id)
                     if job.state in TERMINAL:
                         running.remove(job)
-                        job.exit_code = exit_code(info)
+                        job.exit_code = exit_code(info, _log_end(client, job.job_id))
                         record_end(job)
                         print(f"[{PROG}] Ray job {job.job_id} {job.state} (exit code {job.exit_code})", flush=True)
                         if job.exit_code != 0 and fail_fast and running:
