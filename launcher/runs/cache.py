@@ -228,3 +228,15 @@ def reader(root: Path) -> tuple[Callable[[Entry, Path], RunInfo], Callable[[], N
         return read.read_entry, lambda: None
     kept = Cache(root, where)
     return kept.read, kept.save
+
+
+def resolve(root: Path, ident: str) -> Path:
+    """The run directory ``ident`` names (read.resolve): an id, a prefix or a path reads no run;
+    ``last`` compares every run's start through the cache, as the listing reads them."""
+    if ident != read.LAST:
+        return read.resolve(root, ident)
+    read_one, save = reader(root)
+    try:
+        return read.resolve(root, ident, read_one)
+    finally:
+        save()

@@ -214,7 +214,7 @@ def listing(args: argparse.Namespace) -> int:
 
 
 def _one(args: argparse.Namespace) -> RunInfo:
-    info = read.find(args.root, read.resolve(args.root, args.id))
+    info = read.find(args.root, cache.resolve(args.root, args.id))
     remote.apply([info], every=True)
     return info
 
@@ -360,11 +360,12 @@ def typed_text(composition: dict | None) -> str | None:
 
 
 def _group(args: argparse.Namespace) -> list[RunInfo]:
-    """The members of the sweep (or multi-node launch) whose id ``args.id`` is exactly, if any."""
+    """The jobs of the sweep whose id ``args.id`` is exactly, if any (that sweep's runs read only)."""
     if args.id == read.LAST:
         return []
-    wanted = {args.id, f"{read.MULTIRUN}/{args.id}"}
-    return [run for run in _all(args.root) if run.group in wanted]
+    runs = read.sweep(args.root, args.id)
+    remote.apply(runs)  # lazily, as the listing: only the runs whose own record cannot say
+    return runs
 
 
 def show(args: argparse.Namespace) -> int:
