@@ -117,7 +117,8 @@ class RunInfo:
 
     def as_dict(self) -> dict:
         """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
-        return {name: getattr(self, name) for name in _JSON_FIELDS}
+        values = self.__dict__
+        return {name: values[name] for name in _JSON_FIELDS}
 
 
 _JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, endpoint: internal
