@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import files
 from ..backends.base import FORMAT, Handle, id_problem, known_format
@@ -680,9 +681,9 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
 
 
 # -- the run root ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Entry:
-    """A run directory found under the root, before it is read."""
+class Entry(NamedTuple):
+    """A run directory found under the root, before it is read (a tuple: a listing makes ten
+    thousand, a third of the time a frozen dataclass takes)."""
 
     id: str
     dir: str  # its absolute path (a string: a listing finds ten thousand)
