@@ -3,13 +3,17 @@
 submitted to SLURM, Ray, Kubernetes and SSH with their node records, multi-node, every 50th half
 written), then ``train_multigpu runs --json`` and the table timed as separate processes: with the
 listing's cache off (every file read: the baseline), the first listing (the cache written), the
-warm ones, and one after a run's record changed. Prints CPU seconds (the command's user + system
-time: the machine is shared) and wall seconds, medians and spreads, and ratios to the cache off.
+warm ones, and one after a run's record changed; then ``runs show``, ``logs`` and ``stacks`` of one
+run (by its id, a prefix, ``last``), which read that run only. Prints CPU seconds (the command's user +
+system time: the machine is shared) and wall seconds, medians and spreads, and ratios: the listings
+to the cache off, one run's commands to the warm listing, against ``python -c pass`` and an empty
+root measured in the same run. The launcher's byte code is compiled first (as an installed wheel's).
 
     python benchmarks/runs_listing.py [--dirs 10000] [--repeat 5] [--workdir DIR] [--before DIR]
 
 ``--before DIR``: another version's ``launcher/`` (``git archive COMMIT launcher | tar -x -C DIR``)
-timed the same way, first on PYTHONPATH, with the cache off (a version without one has none).
+timed the same way, first on PYTHONPATH, with a cache directory of its own, warmed first (a version
+without a cache has none to use).
 
 Target: under 1 s for 10,000 directories (the whole command, interpreter start included).
 """
@@ -105,26 +109,35 @@ def synthetic(source: Path, root: Path, count: int) -> dict[str, int]:
     return made
 
 
-def timed(argv: list[str], cwd: Path, repeat: int, env: dict) -> tuple[list[float], list[float]]:
-    """Wall and CPU seconds (the child's user + system time) of each of ``repeat`` runs of ``argv``."""
+def timed(argv: list[str], cwd: Path, repeat: int, env: dict, codes=(0,)) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds (the child's user + system time) of each of ``repeat`` runs of ``argv``
+    (its exit code one of ``codes``)."""
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, env=env)
+        done = subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if done.returncode not in codes:
+            raise SystemExit(f"{' '.join(argv)}: exit code {done.returncode}")
     return walls, cpus
 
 
-def line(what: str, figures: tuple[list[float], list[float]], base: float | None = None) -> str:
+def line(what: str, figures: tuple[list[float], list[float]], base: tuple[str, float] | None = None) -> str:
     walls, cpus = figures
-    text = f"{what:<44} CPU median {statistics.median(cpus):6.2f} s ({min(cpus):.2f}-{max(cpus):.2f})"
+    text = f"{what:<46} CPU median {statistics.median(cpus):6.2f} s ({min(cpus):.2f}-{max(cpus):.2f})"
     text += f"   wall median {statistics.median(walls):6.2f} s ({min(walls):.2f}-{max(walls):.2f})"
     if base:
-        text += f"   CPU {statistics.median(cpus) / base:5.2f}x the cache off's"
+        text += f"   CPU {statistics.median(cpus) / base[1]:5.2f}x {base[0]}"
     return text
+
+
+def one_run(root: Path) -> str:
+    """The id of the newest launch with a record of its own (not a node's, not a sweep job's)."""
+    own = (p for p in root.iterdir() if (p / "status.json").is_file() and "_node" not in p.name)
+    return max(own, key=lambda p: p.name).name
 
 
 def main() -> None:
@@ -141,6 +154,9 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from launcher.runs import cache
 
+    # the byte code an installed wheel has (this machine may set PYTHONDONTWRITEBYTECODE): no run compiles
+    for where in [ROOT / "launcher", *([args.before / "launcher"] if args.before else [])]:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(where)], check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -155,34 +171,73 @@ def main() -> None:
         command = [sys.executable, "-m", "launcher", "runs"]
         cached = {**os.environ, cache.VAR: str(Path(tmp) / "cache")}
         off = {**os.environ, cache.VAR: cache.OFF}
+        one = one_run(workdir / "runs")
+        repeat = args.repeat
         subprocess.run([*command, "--json"], cwd=workdir, env=off, check=True, stdout=subprocess.DEVNULL)  # page cache
         first = timed([*command, "--json"], workdir, 1, cached)  # the cache empty: reads all, writes it
-        rows = [
-            ("runs --json, the cache off (every file read)", timed([*command, "--json"], workdir, args.repeat, off)),
-            ("runs (table), the cache off", timed(command, workdir, args.repeat, off)),
-            ("runs --json, first listing (cache written)", first),
-            ("runs --json", timed([*command, "--json"], workdir, args.repeat, cached)),
-            ("runs (table)", timed(command, workdir, args.repeat, cached)),
+        rows: list[tuple[str, tuple, str | None]] = [  # what, figures, the row it is compared with
+            (
+                "python -c pass (the interpreter's start)",
+                timed([sys.executable, "-c", "pass"], workdir, repeat, off),
+                None,
+            ),
+            ("runs, an empty root", timed([*command, "--root", str(empty)], workdir, repeat, off), None),
+            ("runs --json, the cache off (every file read)", timed([*command, "--json"], workdir, repeat, off), None),
+            ("runs (table), the cache off", timed(command, workdir, repeat, off), None),
+            ("runs --json, first listing (cache written)", first, "off"),
+            ("runs --json", timed([*command, "--json"], workdir, repeat, cached), "off"),
+            ("runs (table)", timed(command, workdir, repeat, cached), "off table"),
+            (f"runs show ID ({one})", timed([*command, "show", one], workdir, repeat, cached), "listing"),
+            ("runs show --json ID", timed([*command, "show", "--json", one], workdir, repeat, cached), "listing"),
+            (
+                "runs show PREFIX (a unique prefix)",
+                timed([*command, "show", one[:-1]], workdir, repeat, cached),
+                "listing",
+            ),
+            ("runs logs ID", timed([*command, "logs", one], workdir, repeat, cached), "listing"),
+            (
+                "runs stacks ID (ended: refused, exit 2)",
+                timed([*command, "stacks", one], workdir, repeat, cached, (2,)),
+                "listing",
+            ),
+            (
+                "runs show last (every start, from the cache)",
+                timed([*command, "show", "last"], workdir, repeat, cached),
+                "listing",
+            ),
         ]
         latest = max((p for p in (workdir / "runs").iterdir() if (p / "status.json").is_file()), key=lambda p: p.name)
         (latest / "status.json").write_text((latest / "status.json").read_text())  # a run that just ended
-        rows.append(("runs --json, one run's record just rewritten", timed([*command, "--json"], workdir, 1, cached)))
-        rows.append(("runs, an empty root", timed([*command, "--root", str(empty)], workdir, args.repeat, off)))
-        if args.before:  # another version's launcher/, first on the path
-            before = {**off, "PYTHONPATH": str(args.before.resolve())}
+        rows.append(
+            ("runs --json, one run's record just rewritten", timed([*command, "--json"], workdir, 1, cached), "off")
+        )
+        if args.before:  # another version's launcher/, first on the path, with a cache of its own (if it has one)
+            before = {**cached, "PYTHONPATH": str(args.before.resolve()), cache.VAR: str(Path(tmp) / "cache-before")}
             name = args.before.name
-            rows.append((f"runs --json, {name}'s launcher", timed([*command, "--json"], workdir, args.repeat, before)))
-            rows.append((f"runs (table), {name}'s launcher", timed(command, workdir, args.repeat, before)))
-            rows.append((f"runs, an empty root, {name}'s", timed([*command, "--root", str(empty)], workdir, 3, before)))
+            subprocess.run([*command, "--json"], cwd=workdir, env=before, check=True, stdout=subprocess.DEVNULL)
+            time.sleep(cache.SETTLED_S)
+            for what, argv, base in (
+                ("runs --json", [*command, "--json"], "off"),
+                ("runs (table)", command, "off table"),
+                ("runs show ID", [*command, "show", one], "listing"),
+                ("runs logs ID", [*command, "logs", one], "listing"),
+            ):
+                rows.append((f"{what}, {name}'s launcher", timed(argv, workdir, repeat, before), base))
         size = os.path.getsize(cache.Cache(workdir / "runs", cached[cache.VAR]).path)
         found = len(read_all_ids(workdir / "runs"))
     print(f"{found} run directories: {made}; the cache file {size / (1 << 20):.1f} MiB")
-    off_json, off_table = (statistics.median(rows[index][1][1]) for index in (0, 1))
-    bases = [None, None, off_json, off_json, off_table, off_json, None, None, None, None]
-    for (what, figures), base in zip(rows, bases):
-        print(line(what, figures, base))
-    warm = [statistics.median(figures[1]) for what, figures in rows[3:5]]
-    walls = [statistics.median(figures[0]) for what, figures in rows[3:5]]
+    median = {what: statistics.median(figures[1]) for what, figures, _ in rows}
+    bases = {
+        "off": ("the cache off's", median["runs --json, the cache off (every file read)"]),
+        "off table": ("the cache off's", median["runs (table), the cache off"]),
+        "listing": ("the warm runs --json", median["runs --json"]),
+    }
+    for what, figures, base in rows:
+        print(line(what, figures, bases.get(base)))
+    start = median["python -c pass (the interpreter's start)"]
+    print(f"runs show ID: {median[f'runs show ID ({one})'] - start:.2f} s of CPU beyond the interpreter's start")
+    warm = [median["runs --json"], median["runs (table)"]]
+    walls = [statistics.median(figures[0]) for what, figures, _ in rows if what in ("runs --json", "runs (table)")]
     verdict = "met" if max(warm) < 1.0 else "MISSED"
     print(f"target: < 1 s for {args.dirs} directories, --json and the table: CPU {verdict} ({max(warm):.2f} s);")
     print(f"  wall {max(walls):.2f} s on this machine at load {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")

@@ -55,6 +55,18 @@ def exit_with(main: Callable[[], int]) -> NoReturn:
     sys.exit(code)
 
 
+def one_lines(cells: tuple[str, ...]) -> tuple[str, ...]:
+    r"""Each cell of a table's row as :func:`one_line` gives it: one look at the whole row where there
+    is nothing to mask and nothing to escape (a listing has ten thousand rows).
+
+    >>> one_lines(("a", "b")), one_lines(("a", "b\nc"))
+    (('a', 'b'), ('a', 'b\\nc'))
+    """
+    if not secrets.masking() and not _LINE_BREAKING.search("".join(cells)):
+        return cells
+    return tuple(one_line(cell) for cell in cells)
+
+
 def one_line(message: str) -> str:
     r"""The message as one printable line: control characters (a value may hold any) escaped, and
     every secret value this process was given masked (:func:`launcher.secrets.redact`: the one error

@@ -161,6 +161,11 @@ def remember_values(values: Iterable[Any]) -> None:
                 _given.add(form)
 
 
+def masking() -> bool:
+    """Is any secret value remembered (:func:`redact` has something to mask)?"""
+    return bool(_given)
+
+
 def redact(text: str, values: Iterable[str] = ()) -> str:
     """``text`` with every remembered secret value (and ``values``) as ``***``, longest first. A
     value shorter than 8 characters is masked where it stands as a value (after ``=``, a quote,

@@ -67,7 +67,7 @@ def test_a_cached_listing_is_a_fresh_one_and_what_changed_is_read_again(tmp_path
     assert first == fresh(root) and kept.hits == 0
     second, kept = cached(root, where)
     assert second == first
-    assert (kept.hits, kept.misses) == (len(first) - 1, 1)  # all but the half-written one (no status.json)
+    assert (kept.hits, kept.misses) == (len(first), 0)  # the half-written one too (no status.json: its files say)
 
     a = root / "2026-01-01_10-00-00_a"
     with open(a / "metrics.csv", "a") as handle:  # the trainer of a `runs resume` goes on in it
@@ -84,6 +84,8 @@ def test_a_cached_listing_is_a_fresh_one_and_what_changed_is_read_again(tmp_path
     for path in sorted((root / "2026-01-01_10-02-00_c").rglob("*"), reverse=True):
         path.rmdir() if path.is_dir() else path.unlink()
     (root / "2026-01-01_10-02-00_c").rmdir()
+    half = root / "2026-01-01_13-00-00_half"
+    (half / "status.json").write_text(json.dumps(STATUS))  # its launcher wrote its record after all
 
     third, kept = cached(root, where)
     assert third == fresh(root)
@@ -91,10 +93,9 @@ def test_a_cached_listing_is_a_fresh_one_and_what_changed_is_read_again(tmp_path
     assert shown["2026-01-01_10-00-00_a"]["last_return"] == 99.5
     assert shown["2026-01-01_10-01-00_b"]["status"] == "success"
     assert "2026-01-01_10-02-00_c" not in shown
+    assert shown["2026-01-01_13-00-00_half"]["status"] == "success"
     assert kept.misses == 3 and kept.hits == len(third) - 3  # a, b and the half-written one
-    assert set(json.loads(Path(kept.path).read_text())["runs"]) == {r["id"] for r in third} - {
-        "2026-01-01_13-00-00_half"
-    }
+    assert set(json.loads(Path(kept.path).read_text())["runs"]) == {r["id"] for r in third}
 
 
 def test_a_running_launch_is_read_every_time(tmp_path, monkeypatch):
@@ -158,7 +159,7 @@ def test_two_listings_at_once_and_a_cache_that_cannot_be_written(tmp_path):
             out, err = proc.communicate(timeout=60)
             assert (proc.returncode, out, err) == (0, plain[0], "")
         assert [p.name for p in where.iterdir()] == [os.path.basename(cache.Cache(root, str(where)).path)]
-    assert len(cache.Cache(root, str(where)).old) == 6  # the runs with an end (not the half-written one)
+    assert len(cache.Cache(root, str(where)).old) == 7  # every run (the half-written one too: its files say)
     blocked = tmp_path / "a_file"
     blocked.write_text("")
     proc = _listing(root, str(blocked / "cache"))  # under a regular file: no directory can be made
@@ -227,4 +228,4 @@ def test_a_run_root_mounted_read_only_is_listed_and_its_cache_kept_elsewhere(tmp
     assert result.returncode == 0 and result.stderr == "", result
     cold, warm = result.stdout.split("---\n")
     assert cold == warm == plain
-    assert len(cache.Cache(root, str(where)).old) == 6 and not (root / "written").exists()
+    assert len(cache.Cache(root, str(where)).old) == 7 and not (root / "written").exists()

@@ -33,7 +33,7 @@ from ..errors import UserError
 from ..names import RUN_DIR_VAR, override_key
 from ..record import RERUN_OF, RESUMED_FROM, TRAINER_DIR
 from ..rundir import COMPOSITION, RunPaths
-from . import read
+from . import cache, read
 
 RESUME_ARGS = "resume_args"  # what launch_line's ``again`` carries for the session (not recorded)
 
@@ -80,7 +80,7 @@ def _own_flags(args: argparse.Namespace) -> None:
 
 def rerun(args: argparse.Namespace) -> int:
     _own_flags(args)
-    run_dir = read.resolve(args.root, args.id)
+    run_dir = cache.resolve(args.root, args.id)
     composition = recorded(run_dir, args.id)
     line = merged(composition, list(args.overrides))
     return _launch(args, line, composition, {RERUN_OF: run_id(args.root, run_dir)})
@@ -88,7 +88,7 @@ def rerun(args: argparse.Namespace) -> int:
 
 def resume(args: argparse.Namespace) -> int:
     _own_flags(args)
-    run_dir = read.resolve(args.root, args.id)
+    run_dir = cache.resolve(args.root, args.id)
     info = read.read(run_dir, root=read.root_of(args.root, run_dir))
     if info.status == read.RUNNING:
         raise UserError("id", args.id, "is still running; resume continues a run that ended", "wait, or stop it first")

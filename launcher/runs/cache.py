@@ -12,10 +12,12 @@ still has the same inode, size, modification and change time (the change time ca
 by anyone but root; a path that was missing is still missing).
 
 Only what cannot change without a file changing is kept: a run whose record has ended (an exit
-code), read without a refusal or a symbolic link on the way, whose files last changed more than
-:data:`SETTLED_S` before they were read (a write within the file system's clock tick after the
-read would leave the stat as it was). A running launch, an open record, a submitted run waiting for
-its record, anything its back end is asked about: read every time, as before.
+code), or whose status is not known from files naming no launcher and no job (no status.json: a
+launch that died before writing it, a folder that is no run's; an unreadable one), read without a
+refusal or a symbolic link on the way, whose files last changed more than :data:`SETTLED_S` before
+they were read (a write within the file system's clock tick after the read would leave the stat as
+it was). A running launch, an open record, a submitted run waiting for its record, anything its back
+end is asked about: read every time, as before.
 
 Two listings at once each write a whole new file and rename it into place: a reader sees one or the
 other, never half. A cache file that is missing, unreadable, not this user's, of another version
@@ -170,9 +172,10 @@ class Cache:
     def _kept(self, entry: Entry, info: RunInfo, looked: dict, began: int) -> list | None:
         """What the cache keeps of ``info`` (None: nothing, it is read again next time)."""
         run_dir = self._prefix + entry.id
+        ended = info.status in ENDED and info.exit_code is not None  # its record has its end
+        unknown = info.status == read.UNKNOWN and info.pid is None and info.handle is None  # its files alone say
         if (
-            info.status not in ENDED
-            or info.exit_code is None
+            not (ended or unknown)
             or info.run_dir != run_dir
             or info.within != self.root
             or not isinstance(looked.get(run_dir), os.stat_result)
@@ -228,3 +231,15 @@ def reader(root: Path) -> tuple[Callable[[Entry, Path], RunInfo], Callable[[], N
         return read.read_entry, lambda: None
     kept = Cache(root, where)
     return kept.read, kept.save
+
+
+def resolve(root: Path, ident: str) -> Path:
+    """The run directory ``ident`` names (read.resolve): an id, a prefix or a path reads no run;
+    ``last`` compares every run's start through the cache, as the listing reads them."""
+    if ident != read.LAST:
+        return read.resolve(root, ident)
+    read_one, save = reader(root)
+    try:
+        return read.resolve(root, ident, read_one)
+    finally:
+        save()

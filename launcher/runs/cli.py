@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import EXIT_USAGE, UserError, one_line
 from ..names import PROG
-from . import again, curves, read, timeline
+from . import again, curves, timeline
 
 DEFAULT_ROOT = "runs"
 COMMANDS = ("list", "show", "logs", "stop", "stacks", "rerun", "resume", "compare", "timeline")
@@ -188,8 +188,3 @@ def _command(argv: list[str]) -> str | None:
 
 def emit_json(data) -> None:
     print(json.dumps(data, indent=2, default=str))
-
-
-def resolve(args: argparse.Namespace) -> Path:
-    """The run directory ``args.id`` names under ``args.root`` (read.resolve)."""
-    return read.resolve(args.root, args.id)

@@ -15,7 +15,7 @@ from ..errors import UserError
 from ..names import PROG, swept
 from ..sweep import curves
 from ..tables import table
-from . import again, read
+from . import again, cache, read
 
 
 def configure_compare(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def compare(args: argparse.Namespace) -> int:
     problem = files.refusal(out, "--out", new)  # before any work: /dev/null, a FIFO, a directory ... is refused
     if problem is not None:
         raise problem
-    dirs = [read.resolve(args.root, ident) for ident in args.ids]
+    dirs = [cache.resolve(args.root, ident) for ident in args.ids]
     ids = [again.run_id(args.root, d) for d in dirs]
     if len(set(ids)) < len(ids):
         raise UserError("ID", " ".join(args.ids), "names the same run twice", "give each run once")

@@ -21,7 +21,7 @@ from ..backends import local_state
 from ..errors import UserError
 from ..rundir import BEAT_FILE as BEAT
 from ..rundir import PROGRESS, STACKS_SUMMARY, RunPaths
-from . import read
+from . import cache, read
 
 STALL_S = 60.0  # beat files only: a rank whose last beat is older than this is shown as stalled
 STACK_SIGNAL = signal.SIGUSR2
@@ -155,7 +155,7 @@ def _stack_dirs(stacks_dir: Path) -> set[str]:
 
 
 def stacks(args: argparse.Namespace) -> int:
-    path = read.resolve(args.root, args.id)
+    path = cache.resolve(args.root, args.id)
     info = read.read(path, root=read.root_of(args.root, path))
     record = Path(info.record_dirs[0]) if info.record_dirs else path
     status = read._read_json(record / read.STATUS, [], info.within)

@@ -20,7 +20,7 @@ from .. import files
 from ..errors import UserError, one_line
 from ..names import PROG
 from ..rundir import CONFIG, RANK_LOG, RunPaths
-from . import read, remote
+from . import cache, read, remote
 
 POLL_S = 0.1
 CHUNK = 1 << 20  # bytes read from one log at a time (a log of any size is copied, never held whole)
@@ -50,7 +50,7 @@ def log_files(info: read.RunInfo, root: Path) -> dict[int, tuple[int, Path]]:
 def record_dirs(info: read.RunInfo, root: Path) -> list[Path]:
     """The launch's records: every node's of a multi-node launch on this host, a SLURM job's."""
     if info.group_kind == "nodes":
-        dirs = [Path(r.run_dir) for r in read.read_all(root) if r.group == info.group]
+        dirs = [Path(r.run_dir) for r in read.group_of(root, info.run_dir) if r.group == info.group]
         return sorted(dirs, key=lambda d: _node_of(d, 0, info.within))
     return [Path(d) for d in info.record_dirs] or [Path(info.run_dir)]
 
@@ -186,7 +186,7 @@ def logs(args: argparse.Namespace) -> int:
     every = str(args.rank).lower() == "all"
     if not every and read.small_int(str(args.rank)) is None:
         raise UserError("--rank", args.rank, "a global rank (0, 1, ...) or all")
-    path = read.resolve(args.root, args.id)
+    path = cache.resolve(args.root, args.id)
     info = read.find(args.root, path)
     remote.apply([info], every=True)
     lines = remote.logs(info, args.id, None if every else int(args.rank), args.follow)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import files
 from ..backends.base import FORMAT, Handle, id_problem, known_format
@@ -117,7 +118,8 @@ class RunInfo:
 
     def as_dict(self) -> dict:
         """The ``--json`` object (shallow: the nested values are plain JSON values already)."""
-        return {name: getattr(self, name) for name in _JSON_FIELDS}
+        values = self.__dict__
+        return {name: values[name] for name in _JSON_FIELDS}
 
 
 _JSON_FIELDS = tuple(f.name for f in fields(RunInfo) if f.repr)  # start_time, endpoint: internal
@@ -679,9 +681,9 @@ def _read_submitted(info: RunInfo, run_dir: Path, names: set[str], handle: Handl
 
 
 # -- the run root ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Entry:
-    """A run directory found under the root, before it is read."""
+class Entry(NamedTuple):
+    """A run directory found under the root, before it is read (a tuple: a listing makes ten
+    thousand, a third of the time a frozen dataclass takes)."""
 
     id: str
     dir: str  # its absolute path (a string: a listing finds ten thousand)
@@ -701,11 +703,13 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _leaves(entry: os.DirEntry, root: str | Path) -> bool:
+def _leaves(entry: os.DirEntry | str, root: str | Path) -> bool:
     """A link out of ``root``: a shared root's ``multirun`` or sweep folder pointing anywhere (/proc,
-    a dead network mount) is not walked (a run directory that is one is shown, its files refused)."""
+    a dead network mount) is not walked (a run directory that is one is shown, its files refused).
+    ``entry``: a directory entry, or a path."""
     try:
-        return entry.is_symlink() and not files.inside(entry.path, root)
+        link = entry.is_symlink() if isinstance(entry, os.DirEntry) else os.path.islink(entry)
+        return link and not files.inside(entry if isinstance(entry, str) else entry.path, root)
     except OSError:
         return True
 
@@ -716,8 +720,9 @@ def _looks_like_run(path: str, name: str) -> bool:
     return any(os.path.exists(os.path.join(path, item)) for item in RECORD_FILES)
 
 
-def scan(root: Path) -> list[Entry]:
-    """Every run directory under ``root`` (not read yet). A missing root has none."""
+def scan(root: Path, sweeps: bool = True) -> list[Entry]:
+    """Every run directory under ``root`` (not read yet). A missing root has none. ``sweeps=False``:
+    the sweeps' jobs left out (``multirun/`` not walked)."""
     root = os.path.abspath(root)
     found: list[Entry] = []
     try:
@@ -726,16 +731,17 @@ def scan(root: Path) -> list[Entry]:
         return []
     for entry in top:
         if entry.name == MULTIRUN:
-            found += [] if _leaves(entry, root) else _scan_multirun(Path(entry.path))
+            found += [] if not sweeps or _leaves(entry, root) else _scan_multirun(Path(entry.path))
             continue
-        if not _looks_like_run(entry.path, entry.name):
-            continue
-        node = NODE_SUFFIX.match(entry.name)
-        if node:
-            found.append(Entry(entry.name, entry.path, node.group(1), "nodes"))
-        else:
-            found.append(Entry(entry.name, entry.path))
+        if _looks_like_run(entry.path, entry.name):
+            found.append(_top_entry(entry.name, entry.path))
     return found
+
+
+def _top_entry(name: str, path: str) -> Entry:
+    """A run directory right under the root: a launch, or one node of a multi-node launch."""
+    node = NODE_SUFFIX.match(name)
+    return Entry(name, path, node.group(1), "nodes") if node else Entry(name, path)
 
 
 def _scan_multirun(multirun: Path) -> list[Entry]:
@@ -747,15 +753,73 @@ def _scan_multirun(multirun: Path) -> list[Entry]:
     except OSError:
         return []
     for sweep in sweeps:
-        group = f"{MULTIRUN}/{sweep.name}"
-        try:
-            jobs = [e for e in os.scandir(sweep.path) if _is_dir(e)]
-        except OSError:
-            continue
-        for job in sorted(jobs, key=lambda e: (small_int(e.name) is None, small_int(e.name) or 0, e.name)):
-            number = small_int(job.name)
-            found.append(Entry(f"{group}/{job.name}", job.path, group, "sweep", number))
+        found += _sweep_jobs(sweep.path, f"{MULTIRUN}/{sweep.name}")
     return found
+
+
+def _sweep_jobs(sweep: str, group: str) -> list[Entry]:
+    """The jobs of the sweep in the directory ``sweep`` (whose id is ``group``), in their order."""
+    try:
+        jobs = [e for e in os.scandir(sweep) if _is_dir(e)]
+    except OSError:
+        return []
+    found = []
+    for job in sorted(jobs, key=lambda e: (small_int(e.name) is None, small_int(e.name) or 0, e.name)):
+        found.append(Entry(f"{group}/{job.name}", job.path, group, "sweep", small_int(job.name)))
+    return found
+
+
+def _sweep_dir(root: str, name: str) -> str | None:
+    """``root``'s sweep directory ``multirun/<name>`` as :func:`scan` walks it (None: not one)."""
+    if not name or name in (".", "..") or os.sep in name or "\0" in name:
+        return None
+    multirun, sweep = os.path.join(root, MULTIRUN), os.path.join(root, MULTIRUN, name)
+    if not os.path.isdir(sweep) or _leaves(multirun, root) or _leaves(sweep, multirun):
+        return None
+    return sweep
+
+
+def entry_of(root: str | Path, path: str | Path) -> Entry | None:
+    """The entry :func:`scan` gives for the directory ``path`` under ``root``, found without listing
+    the root (None: ``path`` is none of its runs): a name or a path costs its own directory only."""
+    root, path = os.path.abspath(root), os.path.abspath(path)
+    prefix = root.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix) or "\0" in path:
+        return None
+    parts = path[len(prefix) :].split(os.sep)
+    if len(parts) == 1 and parts[0] != MULTIRUN:
+        is_run = os.path.isdir(path) and _looks_like_run(path, parts[0])
+        return _top_entry(parts[0], os.path.join(root, parts[0])) if is_run else None
+    if len(parts) == 3 and parts[0] == MULTIRUN and parts[2] not in (".", ".."):
+        sweep = _sweep_dir(root, parts[1])
+        if sweep is None or not os.path.isdir(path):
+            return None
+        group = f"{MULTIRUN}/{parts[1]}"
+        return Entry(f"{group}/{parts[2]}", os.path.join(sweep, parts[2]), group, "sweep", small_int(parts[2]))
+    return None
+
+
+def related(root: str | Path, entry: Entry) -> list[Entry]:
+    """``entry`` and the runs its listing's row depends on: a sweep job's sweep (its swept values are
+    the overrides not every job shares), a node's launch (every node directory under the root with
+    its run name: :func:`_node_groups` tells them apart), else itself alone."""
+    if entry.group_kind == "sweep":
+        return _sweep_jobs(os.path.dirname(entry.dir), entry.group) or [entry]
+    if entry.group_kind == "nodes":
+        key = STAMP.sub("", entry.group)
+        return [e for e in scan(root, sweeps=False) if e.group_kind == "nodes" and STAMP.sub("", e.group) == key]
+    return [entry]
+
+
+def sweep(root: str | Path, ident: str) -> list[RunInfo]:
+    """The jobs of the sweep ``ident`` (``multirun/<time>`` or ``<time>``) names exactly, read and
+    arranged as the listing has them ([]: no such sweep, or none of its jobs)."""
+    root = os.path.abspath(root)
+    name = ident[len(MULTIRUN) + 1 :] if ident.startswith(MULTIRUN + "/") else ident
+    where = _sweep_dir(root, name)
+    if where is None:
+        return []
+    return arranged([read_entry(entry, root) for entry in _sweep_jobs(where, f"{MULTIRUN}/{name}")])
 
 
 def read_entry(entry: Entry, root: str | Path | None = None) -> RunInfo:
@@ -818,7 +882,11 @@ def read_all(root: Path, reader: Callable[[Entry, Path], RunInfo] = read_entry) 
     """Every run under ``root``, newest first (the jobs of a sweep and the nodes of a launch kept
     together, in their order, where the group's newest member would be). ``reader``: how one run
     is read (:func:`read_entry`, or the listing's cache of it: launcher/runs/cache.py)."""
-    runs = [reader(entry, root) for entry in scan(root)]
+    return arranged([reader(entry, root) for entry in scan(root)])
+
+
+def arranged(runs: list[RunInfo]) -> list[RunInfo]:
+    """``runs`` grouped (the nodes of a launch, a sweep's swept values) and in the listing's order."""
     _node_groups(runs)
     _sweep_values(runs)
     newest: dict[str, float] = {}
@@ -830,11 +898,18 @@ def read_all(root: Path, reader: Callable[[Entry, Path], RunInfo] = read_entry) 
     return runs
 
 
+def group_of(root: Path, path: str | Path) -> list[RunInfo]:
+    """The run in ``path`` and the runs of its group (its sweep, its launch's nodes), read as the
+    listing reads them; only these are read, not the whole root ([]: ``path`` is no run of ``root``)."""
+    entry = entry_of(root, path)
+    return arranged([read_entry(e, root) for e in related(root, entry)]) if entry is not None else []
+
+
 def find(root: Path, path: Path) -> RunInfo:
     """The run in ``path`` as the listing reads it (its sweep or multi-node group known)."""
-    path = Path(os.path.abspath(path))
-    found = next((run for run in read_all(root) if Path(run.run_dir) == path), None)
-    return found if found is not None else read(path, root=root_of(root, path))
+    path = os.path.abspath(path)
+    found = next((run for run in group_of(root, path) if run.run_dir == path), None)
+    return found if found is not None else read(Path(path), root=root_of(root, Path(path)))
 
 
 def root_of(root: Path, path: Path) -> str | None:
@@ -849,16 +924,22 @@ def _short(id_: str) -> str:
     return id_[len(MULTIRUN) + 1 :] if id_.startswith(MULTIRUN + "/") else id_
 
 
-def resolve(root: Path, ident: str) -> Path:
+def resolve(root: Path, ident: str, reader: Callable[[Entry, Path], RunInfo] = read_entry) -> Path:
     """The run directory ``ident`` names under ``root``: its id, a unique prefix of it (``multirun/``
     may be left out of a sweep job's; a prefix of a multi-node launch's nodes names its first node),
-    ``last`` (the newest run; of two in the same second, the later id), or a run directory's path."""
+    ``last`` (the newest run; of two in the same second, the later id: every run read, by
+    ``reader``), or a run directory's path. An id is looked up where it would be, not searched."""
     root = Path(root)
+    if ident != LAST:
+        for candidate in (ident, f"{MULTIRUN}/{ident}"):
+            exact = entry_of(root, os.path.join(os.path.abspath(root), candidate)) if candidate else None
+            if exact is not None and ident in (exact.id, _short(exact.id)):
+                return exact.path
     entries = scan(root)
     if ident == LAST:
         if not entries:
             raise UserError("id", ident, f"there are no runs under {root}", "launch one, or point --root elsewhere")
-        runs = [read_entry(entry, root) for entry in entries]
+        runs = [reader(entry, root) for entry in entries]
         return Path(max(runs, key=lambda r: (r.start_time or 0.0, r.id)).run_dir)
     for entry in entries:
         if ident in (entry.id, _short(entry.id)):

@@ -101,13 +101,15 @@ def apply(runs: list[RunInfo], every: bool = False) -> None:
         if run.handle is not None and run.handle.backend != LOCAL:
             groups.setdefault(run.handle.backend, []).append(run)
     for name, members in groups.items():
+        wanted = [run for run in members if every or unresolved(run)]
+        if not wanted and name in REGISTRY:  # nothing to ask (runs that ended): its module is not even imported
+            continue
         try:
             asker = backend(name)
         except Unreachable as err:
             for run in members:
                 run.problems.append(f"{SUBMIT_RECORD}: {err}")
             continue
-        wanted = [run for run in members if every or unresolved(run)]
         answers = _ask_all(asker, [run.handle for run in wanted], deadline)
         for run, answer in zip(wanted, answers):
             _take(run, name, answer)

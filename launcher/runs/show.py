@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .. import files, record
-from ..errors import one_line
+from ..errors import one_line, one_lines
 from ..rundir import COMMAND, CPUS_FILE, EVALUATION, LOGS, METRICS, STACKS
 from ..tables import table
 from . import cache, chosen, live, read, remote
@@ -45,9 +45,10 @@ def started_text(info: RunInfo) -> str:
     if info.start_time is None or info.started is None or read._iso_time(info.started) is None:
         return UNKNOWN
     try:
-        return datetime.fromtimestamp(info.start_time).strftime("%Y-%m-%d %H:%M:%S")
+        when = datetime.fromtimestamp(info.start_time).replace(microsecond=0)
     except (ValueError, OverflowError, OSError):
         return UNKNOWN
+    return when.isoformat(" ") if when.year >= 1000 else when.strftime("%Y-%m-%d %H:%M:%S")  # (isoformat: faster)
 
 
 def shape_text(info: RunInfo) -> str:
@@ -134,7 +135,7 @@ def row(info: RunInfo, indent: str = "") -> tuple[str, ...]:
         return_text(info),
         " ".join(info.swept or ()),
     )
-    return tuple(one_line(cell) for cell in cells)  # a name or value holding a line break stays in its row
+    return one_lines(cells)  # a name or value holding a line break stays in its row
 
 
 def group_row(members: list[RunInfo]) -> tuple[str, ...]:
@@ -214,7 +215,7 @@ def listing(args: argparse.Namespace) -> int:
 
 
 def _one(args: argparse.Namespace) -> RunInfo:
-    info = read.find(args.root, read.resolve(args.root, args.id))
+    info = read.find(args.root, cache.resolve(args.root, args.id))
     remote.apply([info], every=True)
     return info
 
@@ -360,11 +361,12 @@ def typed_text(composition: dict | None) -> str | None:
 
 
 def _group(args: argparse.Namespace) -> list[RunInfo]:
-    """The members of the sweep (or multi-node launch) whose id ``args.id`` is exactly, if any."""
+    """The jobs of the sweep whose id ``args.id`` is exactly, if any (that sweep's runs read only)."""
     if args.id == read.LAST:
         return []
-    wanted = {args.id, f"{read.MULTIRUN}/{args.id}"}
-    return [run for run in _all(args.root) if run.group in wanted]
+    runs = read.sweep(args.root, args.id)
+    remote.apply(runs)  # lazily, as the listing: only the runs whose own record cannot say
+    return runs
 
 
 def show(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import files, timeline
 from ..errors import UserError
 from ..names import PROG
-from . import read
+from . import cache, read
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def draw(args: argparse.Namespace) -> int:
         problem = files.refusal(out, "--out")  # before any work
         if problem is not None:
             raise problem
-    run_dir = read.resolve(args.root, args.id)
+    run_dir = cache.resolve(args.root, args.id)
     rows = timeline.rows_of(run_dir, read.root_of(args.root, run_dir) or str(run_dir))
     if not rows:
         raise UserError("ID", args.id, "has no status.json to draw a timeline from", "a run that has started")
