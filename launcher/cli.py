@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 # node launcher's start-up); a node over ssh imports them while this machine composes
 _LAUNCH_MODULES = (
     "hydra",
+    "hydra.compose",
+    "hydra.initialize",
     "hydra.core.config_store",
     "hydra.core.hydra_config",
     "launcher.checks",
