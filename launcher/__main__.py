@@ -26,10 +26,24 @@ def entry() -> None:
             def run() -> None:
                 exit_with(lambda: runs_cli.main(sys.argv[2:], launch=_launch_line))
         else:
+            from .ssh import early
+
+            early.start(sys.argv[1:])  # submit=ssh: every host's ssh client, before Hydra is imported
             from .cli import entry as run
     except KeyboardInterrupt:
+        _close_early()
         sys.exit(128 + 2)
-    run()
+    try:
+        run()
+    finally:
+        _close_early()
+
+
+def _close_early() -> None:
+    """submit=ssh's clients started early and not taken by the launch (launcher/ssh/early.py): closed."""
+    early = sys.modules.get("launcher.ssh.early")
+    if early is not None:
+        early.close()
 
 
 def _launch_line(*args, **kwargs) -> int:

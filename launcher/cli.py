@@ -14,7 +14,7 @@ from . import record, secrets
 from .backends.base import Typed
 from .config import compose, grammar, profiles, translate
 from .errors import EXIT_USAGE, UserError, exit_with
-from .names import PROG, version_line
+from .names import PROG, SSH_CHANNEL_VAR, version_line
 from .ray_submit.spec import CONFIG_VAR, ORDER_VAR
 from .run import leash
 from .run.process.signals import Interrupts
@@ -57,6 +57,13 @@ def _run_once(session: Session, overrides: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     secrets.forget()  # the secret values errors mask are this command line's (secrets.remember)
+    try:
+        argv += _channel_args()
+    except UserError as err:
+        error(str(err))
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # the channel closed while this launcher started (run/leash.py)
+        return 128 + 2
     carried = os.environ.pop(CONFIG_VAR, None)
     if carried is not None:  # a node of a Ray job (ray_submit/job.py): the config the job carries
         return launch_carried(carried, os.environ.pop(ORDER_VAR, "[]"), argv)
@@ -68,6 +75,35 @@ def main(argv: list[str] | None = None) -> int:
         return _start(argv)
     except KeyboardInterrupt:  # Ctrl+C before anything started (a launch handles its own): quiet 130
         return 128 + 2
+
+
+# what a launch imports once composed (Hydra's compose API, the checks, the supervisor: most of a
+# node launcher's start-up); a node over ssh imports them while this machine composes
+_LAUNCH_MODULES = (
+    "hydra",
+    "hydra.compose",
+    "hydra.initialize",
+    "hydra.core.config_store",
+    "hydra.core.hydra_config",
+    "launcher.checks",
+    "launcher.plan",
+    "launcher.backends.local",
+    "launcher.run.attempts",
+)
+
+
+def _channel_args() -> list[str]:
+    """Under submit=ssh (run/leash.py): the arguments the channel's first line carries, read once
+    what a launch composes with is imported -- this machine sends them once it has composed, so
+    this host's imports and its own composition overlap; [] otherwise."""
+    if SSH_CHANNEL_VAR not in os.environ:
+        return []
+    import importlib
+
+    for module in _LAUNCH_MODULES:
+        importlib.import_module(module)
+    found = leash.take_channel()
+    return list(found.argv) if found is not None else []
 
 
 # the carried config becomes a primary config: the schema first, then its values
@@ -131,7 +167,7 @@ def launch_line(line: grammar.CommandLine, command: list[str], again: dict | Non
         # secret values typed here never reach Hydra (nor anything it writes or prints)
         overrides, vault = grammar.hide(overrides, multirun=bool({"-m", "--multirun"} & set(line.hydra_flags)))
         # submit=ssh's remote launcher: the secret values come on stdin, which it watches (run/leash.py)
-        submitted_by = "ssh" if leash.take_channel(vault) is not None else None
+        submitted_by = "ssh" if leash.fill_vault(vault) else None
         config_dir = _flag_value(line.hydra_flags, "--config-dir", "-cd")
         if save_as is not None:
             save_as = str(profiles.save_target(save_as, os.getcwd(), config_dir))

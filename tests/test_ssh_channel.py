@@ -165,3 +165,29 @@ def test_a_dead_channel_stops_every_rank_though_nothing_can_be_written_to_it(tmp
     (status,) = (tmp_path / "runs").glob("*/status.json")
     record = json.loads(status.read_text())
     assert (record["exit_code"], record["reason"]) == (130, "stopped by SIGINT")
+
+
+def test_the_arguments_come_on_the_channel_exactly(tmp_path):
+    """submit=ssh starts each host's launcher with no arguments (it imports while this machine
+    composes) and sends them in the channel's first line: they arrive as they were, whatever a
+    shell would have made of them -- here the script's --pid_dir, a directory no shell word keeps."""
+    pid_dir = tmp_path / "it's a $HOME `x` d;e"
+    pid_dir.mkdir()
+    argv = ["device=cpu", f"run_root={tmp_path / 'runs'}", "launcher=skrl_jax", "launcher.nproc_per_node=1"]
+    argv += [f"script={SPAWNER}", "--", "--pid_dir", str(pid_dir), "--mode", "sleep"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher"],
+        cwd=tmp_path,
+        env={**env(), SSH_CHANNEL_VAR: "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout.readline().decode().strip() == leash.MARKER  # imported; now it waits for them
+    proc.stdin.write(leash.hello({}, 30, argv=argv))
+    proc.stdin.flush()
+    wait_for_files(pid_dir, 3, "*.pid")  # the rank and its two helpers
+    drop(proc)
+    code, stdout, stderr = finish(proc)
+    assert code == 130, (stdout, stderr)
+    assert survivors(pid_dir) == []

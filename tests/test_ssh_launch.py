@@ -352,7 +352,9 @@ def test_ctrl_c_during_a_slow_preflight_stops_it_on_every_host(lab, tmp_path):
 def test_one_connection_and_one_launcher_start_per_host(tmp_path):
     """The preflight is the launch's own start: each host takes one ssh login and starts the
     launcher once (every execve under its sshd traced), which checks node i's launch there, says
-    ready, and runs the node once every host is ready."""
+    ready, and runs the node once every host is ready. The command line names the hosts: that one
+    connection is the one opened before this machine composed (launcher/ssh/early.py), and the
+    launcher there is started with no arguments -- its arguments came on the channel."""
     from sshd import execve_argvs
     from supervise_util import wait_for_files
 
@@ -364,6 +366,83 @@ def test_one_connection_and_one_launcher_start_per_host(tmp_path):
         assert code == 130, (out, err)
         for index, trace in enumerate(lab.traced()):
             assert lab.log(index).count("Accepted publickey for root") == 1, lab.log(index)
-            started = [line for line in execve_argvs(trace) if '"-m", "launcher", ' in line and line.endswith("= 0")]
+            started = [line for line in execve_argvs(trace) if '"-m", "launcher"' in line and line.endswith("= 0")]
             assert len(started) == 1, started
-            assert "launcher.node_rank=" in started[0] and "dry_run=true" not in started[0], started
+            assert '"-m", "launcher"]' in started[0], started  # nothing after it: the arguments are the channel's
+
+
+# -- the clients started before this machine composes (launcher/ssh/early.py) ----------------------------
+def ssh_clients(lab) -> list[int]:
+    """This machine's ssh clients (host 0's namespace is this machine's)."""
+    return [p for p in ns_pids(lab.hosts[0]) if _cmdline(p).startswith(b"ssh\0")]
+
+
+def test_a_bad_override_stops_the_hosts_started_before_composing(lab, tmp_path):
+    """The command line names the hosts: their ssh clients start before Hydra composes. The
+    composition then fails (a value of the wrong type): one clear line, exit 2, and every host's
+    launcher -- still waiting for its arguments, or still importing -- ends with nothing started
+    there or written anywhere."""
+    from sshd import execve_argvs, strace
+
+    trace = tmp_path / "trace" / "here"
+    trace.parent.mkdir()
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        "submit=ssh",
+        *lab.overrides,
+        "device=cpu",
+        f"run_root={tmp_path / 'runs'}",
+    ]
+    argv += ["launcher=skrl_jax", f"script={SPAWNER}", "launcher.grace_period=soon"]
+    proc = lab.hosts[0].run(
+        strace(trace, argv), env=env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    code, out, err = finish(proc, timeout=120)
+    assert (code, err) == (2, "train_multigpu: error: launcher.grace_period=soon: a number\n"), (out, err)
+    clients = [line for line in execve_argvs(trace) if 'execve("/usr/bin/ssh", ["ssh", ' in line]
+    assert len(clients) == 2, clients  # both hosts were asked before the composition failed
+    for index in (0, 1):  # and each took the login: its launcher started there and was ended
+        wait_for(lambda i=index: "Accepted publickey for root" in lab.log(i) or None, 30, f"host {index}'s login")
+    assert wait_for(lambda: left_in(lab) == {} or None, 15, f"nothing left: {left_in(lab)}") is not None
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_while_this_machine_composes_stops_the_hosts_started_early(lab, tmp_path):
+    """A Ctrl+C once the early ssh clients run (this machine still composing, or the preflight):
+    exit 130, no traceback, nothing left on any host, nothing written."""
+    proc, pid_dir = sleeping(lab, tmp_path, script_args=("--mode", "sleep"))
+    wait_for(lambda: len(ssh_clients(lab)) == 2 or None, 60, "the early ssh clients")
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc, timeout=60)
+    # 130, or killed by SIGINT (a shell shows 130 for both): CPython 3.11 run with -m exits by
+    # SIGINT after a KeyboardInterrupt that was caught, when it was raised inside an exec() of a
+    # string -- here dataclasses' generated methods, while the launcher still imports
+    assert code in (130, -signal.SIGINT), (code, out, err)
+    assert "Traceback" not in err, err
+    assert wait_for(lambda: left_in(lab) == {} or None, 15, f"nothing left: {left_in(lab)}") is not None
+    assert list(pid_dir.iterdir()) == []  # no rank started
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_composition_that_changes_the_ssh_command_connects_again(lab, tmp_path):
+    """The command line names the hosts, but a config group it picks sets ssh.connect_timeout: the
+    clients started early do not run the composed command, so they are closed (nothing sent on their
+    channels, nothing started) and the launch connects again with its own; it runs as usual."""
+    from supervise_util import survivors, wait_for_files
+
+    group = tmp_path / ".train_multigpu" / "lab"
+    group.mkdir(parents=True)
+    (group / "wide.yaml").write_text("# @package _global_\nssh:\n  connect_timeout: 7\n")
+    proc, pid_dir = sleeping(lab, tmp_path, "+lab=wide", script_args=("--mode", "sleep"))
+    wait_for_files(pid_dir, 12, timeout=120)  # four ranks, two helpers each
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code == 130, (out, err)
+    assert survivors(pid_dir) == []
+    nodes = json.loads((record(tmp_path) / "nodes.json").read_text())["nodes"]
+    assert all("ConnectTimeout=7" in node["ssh"] for node in nodes), nodes
+    for index in (0, 1):  # the early login, closed, and the launch's own
+        assert lab.log(index).count("Accepted publickey for root") == 2, lab.log(index)
+    assert wait_for(lambda: left_in(lab) == {} or None, 15, f"nothing left: {left_in(lab)}") is not None

@@ -15,6 +15,7 @@ import pytest
 from launcher.backends.base import Launch, Typed
 from launcher.config import compose, grammar
 from launcher.errors import UserError
+from launcher.ssh import preflight
 from launcher.ssh.backend import SshBackend
 from launcher.ssh.command import GUARD, SshNode
 
@@ -70,17 +71,18 @@ def test_each_node_runs_the_composition_as_typed_with_its_rank_and_node0_as_the_
             "launcher.rdzv_endpoint=gpu-a:29400", "launcher.rdzv_id=2026-12-01_10-00-00_x",
             "submit=none", "run_dir=/runs/2026-12-01_10-00-00_x", "--", "--headless",
         )  # fmt: skip
-        assert node.argv[-1] == (
-            f"cd {CWD} || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && {PY} -m launcher "
-            f"{shlex.join(node.remote_argv)}"
-        )
+        # the arguments go on the channel, not on the command line (its first line: run/leash.py)
+        assert node.argv[-1] == f"cd {CWD} || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && {PY} -m launcher"
+        assert preflight.remote_nodes(plan)[rank].args == node.remote_argv
     assert plan.endpoint == "gpu-a:29400" and plan.secrets == ()
 
 
 def test_the_dry_run_prints_every_ssh_command_line_as_it_is_run():
     request = dryrun(*TWO, "ssh.user=me", "ssh.port=2222", "ssh.identity=/k/id", "launcher.nproc_per_node=2")
+    shown = request.shown.splitlines()
     for node in request.payload.nodes:
-        assert shlex.join(node.argv) in request.shown.splitlines()
+        at = shown.index(shlex.join(node.argv))  # the command line, then what goes on its channel
+        assert shown[at + 1] == f"#   its arguments, on the channel: {shlex.join(node.remote_argv)}"
         assert (
             f"# node {node.rank}: {node.host}, ranks {2 * node.rank}-{2 * node.rank + 1} of 4, in {CWD}, "
             f"recording in /runs/2026-12-01_10-00-00_x/node{node.rank}"
@@ -91,13 +93,15 @@ def test_the_dry_run_prints_every_ssh_command_line_as_it_is_run():
     assert request.files == {}  # nothing to write: each node records on its own disk
 
 
-def test_the_remote_shell_gets_every_argument_back_exactly(tmp_path):
-    # the remote line as a real sh parses it: an entry that prints the arguments it got
-    args = ("task=it's a $HOME `x`", '+worker_env.A="b c"', "run_dir=/r d", "--", "--name", "a;b|c&&d")
-    printer = shlex.join([sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"])
-    node = SshNode(0, "h", ("ssh", "h"), printer, args, str(tmp_path))
+def test_the_remote_shell_gets_the_directory_and_the_entry_back_exactly(tmp_path):
+    # the remote line as a real sh parses it: an entry that prints where it runs and its arguments
+    # (none: they go on the channel, tests/test_ssh_channel.py)
+    odd = tmp_path / "it's a $HOME `x` d"
+    odd.mkdir()
+    printer = shlex.join([sys.executable, "-c", "import json, os, sys; print(json.dumps([os.getcwd(), sys.argv[1:]]))"])
+    node = SshNode(0, "h", ("ssh", "h"), printer, str(odd), ("task=x",))
     out = subprocess.run(["sh", "-c", node.remote_line], capture_output=True, text=True, timeout=60, check=True).stdout
-    assert json.loads(out) == list(args)
+    assert json.loads(out) == [str(odd), []]
 
 
 @pytest.mark.parametrize(
@@ -184,10 +188,10 @@ def test_ssh_keys_reach_the_ssh_command_only():
         "-l", "lab", "-i", "/keys/lab", "-o", "ProxyJump=gw", "-o", "StrictHostKeyChecking=accept-new",
         "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
     )  # fmt: skip
-    assert node.argv[-1].startswith(
-        f"cd /srv/rl || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && conda run -n rl train_multigpu "
-        "launcher.topology=multinode"
+    assert node.argv[-1] == (
+        f"cd /srv/rl || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && conda run -n rl train_multigpu"
     )
+    assert node.remote_argv[0] == "launcher.topology=multinode"
 
 
 def test_no_secret_value_in_any_command_the_dry_run_or_the_payload():
@@ -455,12 +459,16 @@ def test_the_command_lines_dry_run_shows_every_node_and_writes_nothing(run_cli, 
     assert (result.returncode, result.stderr) == (0, ""), result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "# ssh (dry run: nothing connected, nothing written)"
-    commands = [shlex.split(line) for line in lines if line.startswith("ssh ")]
+    at = [i for i, line in enumerate(lines) if line.startswith("ssh ")]
+    commands = [shlex.split(lines[i]) for i in at]
     assert [c[-2] for c in commands] == ["gpu-a", "gpu-b"]
     for rank, argv in enumerate(commands):
-        assert argv[-1].startswith(f"cd {tmp_path} || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && ")
-        remote = shlex.split(argv[-1].split(" && ", 1)[1])
-        assert remote[:2] == [sys.executable, "-m"]
+        assert argv[-1] == (
+            f"cd {tmp_path} || exit 96; {GUARD} export TRAIN_MULTIGPU_SSH_CHANNEL=$! && "
+            f"{shlex.join([sys.executable, '-m', 'launcher'])}"
+        )
+        said = lines[at[rank] + 1].removeprefix("#   its arguments, on the channel: ")
+        remote = shlex.split(said)
         assert f"launcher.node_rank={rank}" in remote and remote[-2:] == ["--", "--headless"]
     assert SECRET not in result.stdout
     assert sorted(tmp_path.rglob("*")) == before  # no run directory, no file
@@ -505,8 +513,10 @@ def test_a_secret_given_by_reference_is_resolved_here_and_travels_on_the_channel
         "# secrets on each ssh client's stdin (never on a command line): worker_env.API_TOKEN, "
         "profile.env.WANDB_API_KEY" in result.stdout
     )
-    for line in (line for line in result.stdout.splitlines() if line.startswith("ssh ")):
-        remote = shlex.split(shlex.split(line)[-1])
+    said = [line for line in result.stdout.splitlines() if line.startswith("#   its arguments, on the channel: ")]
+    assert len(said) == 2, result.stdout
+    for line in said:
+        remote = shlex.split(line.split(": ", 1)[1])
         assert "+worker_env.API_TOKEN=***" in remote and "+profile.env.WANDB_API_KEY=***" in remote, remote
         assert not any("oc.env" in word for word in remote), remote
 
@@ -533,3 +543,43 @@ def test_a_profiles_secret_reference_is_resolved_here_too(tmp_path, monkeypatch,
     assert "profile.env.WANDB_API_KEY=***" in plan.nodes[1].remote_argv
     assert plan.secrets == ("profile.env.WANDB_API_KEY",)
     assert plan.vault.values == {"profile.env.WANDB_API_KEY": {"***": SECRET}}
+
+
+# -- the clients started before composing (launcher/ssh/early.py) ----------------------------------------
+EARLY_HOSTS = ("submit=ssh", "ssh.hosts=[gpu-a,'fd00::2']", "ssh.identity=/k/id", "ssh.options=['ProxyJump=gw']")
+
+
+def test_the_command_line_alone_predicts_every_nodes_ssh_command_as_composed():
+    from launcher.ssh import early
+
+    argv = [*EARLY_HOSTS, "ssh.user=me", "ssh.port=2222", "ssh.connect_timeout=4", "task=CartPole-v1", "--", "-x"]
+    nodes, hidden = early.predict(argv, {}, CWD, PY)
+    plan = dryrun(*[a for a in argv if a not in ("--", "-x")])
+    assert [n.argv for n in nodes] == [n.argv for n in plan.payload.nodes]
+    assert hidden == []
+    _, hidden = early.predict([*EARLY_HOSTS, "+worker_env.HF_TOKEN=abc"], {}, CWD, PY)
+    assert hidden == ["abc"]  # no early client's environment holds it
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "profile=lab_ssh",  # a profile may set any ssh.* key
+        "presets=debug",
+        "dry_run=true",  # connects to nothing
+        "ssh.hostfile=hosts.txt",
+        "+worker_env.A_TOKEN=${oc.env:A}",  # resolved from the environment the clients run in
+        "ssh.user=${oc.env:USER}",
+        "ssh.port=twenty",  # the composition says what is wrong
+        "ssh.connect_timeout=0",
+        "~ssh.user",
+        "save_profile=mine",
+    ],
+)
+def test_no_early_start_where_more_than_the_command_line_decides(extra):
+    from launcher.ssh import early
+
+    assert early.predict([*EARLY_HOSTS, extra], {}, CWD, PY) is None
+    assert early.predict(["-m", *EARLY_HOSTS], {}, CWD, PY) is None  # a sweep
+    assert early.predict(["ssh.hosts=[a]"], {}, CWD, PY) is None  # not submit=ssh
+    assert early.predict([*EARLY_HOSTS], {"ISAACLAB_PATH": "/opt/IsaacLab"}, CWD, PY) is None  # its default profile

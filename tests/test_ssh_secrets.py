@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sshd import SshHosts, execve_argvs, strace
 from supervise_util import env, finish
 
@@ -57,23 +59,27 @@ def nowhere(tmp: Path, stdout: str, stderr: str, *secrets: str) -> None:
         assert written == [], written
 
 
-def test_no_secret_in_any_execve_of_the_whole_launch_on_any_host(tmp_path):
+@pytest.mark.parametrize("exported", [True, False], ids=["typed_and_exported", "typed_only_early_start"])
+def test_no_secret_in_any_execve_of_the_whole_launch_on_any_host(tmp_path, exported):
     """Every process of the launch -- here: the launcher, its ssh clients; on each host: sshd's
     sessions, the remote shells, the node launchers (which answer the preflight too), their ranks
     -- is traced from its execve on (strace -f under the launcher here and under every sshd): no
-    argv holds a secret, typed or exported."""
+    argv holds a secret, typed or exported. A typed one only: the ssh clients start before the
+    composition (launcher/ssh/early.py), the same holds."""
     trace = tmp_path / "launcher.execve"
+    exported_args = ["+worker_env.API_TOKEN=${oc.env:API_TOKEN}"] if exported else []
     with SshHosts(2, tmp_path / "ssh", hostnames=True, trace=True) as lab:
         code, stdout, stderr, shas = probe_launch(
             lab,
             tmp_path,
             f"+worker_env.HF_TOKEN={TYPED}",
-            "+worker_env.API_TOKEN=${oc.env:API_TOKEN}",
-            names=("HF_TOKEN", "API_TOKEN"),
+            *exported_args,
+            names=("HF_TOKEN", "API_TOKEN") if exported else ("HF_TOKEN",),
             wrap=lambda argv: strace(trace, argv),
         )
         assert code == 0, (stdout, stderr)
-        assert shas == {f"node{i}-rank{i}.sha": f"{sha(TYPED)} {sha(EXPORTED)}" for i in (0, 1)}
+        digests = f"{sha(TYPED)} {sha(EXPORTED)}" if exported else sha(TYPED)
+        assert shas == {f"node{i}-rank{i}.sha": digests for i in (0, 1)}
         traces = [trace, *lab.traced()]
         execs = {path.name: execve_argvs(path) for path in traces}
         # the trace saw the whole launch: both ssh clients, both node launchers, both ranks
@@ -81,7 +87,7 @@ def test_no_secret_in_any_execve_of_the_whole_launch_on_any_host(tmp_path):
         assert sum(line.startswith('execve("/usr/bin/ssh"') for line in ran) == 2, ran
         for index in (0, 1):
             remote = execs[f"sshd{index}.execve"]
-            assert any('"-m", "launcher", ' in line for line in remote), remote
+            assert any('"-m", "launcher"]' in line for line in remote), remote  # its arguments: the channel's
             assert any(str(PROBE) in line for line in remote), remote
         # the user's own command line holds it as typed: that one execve alone
         (typed,) = [line for line in execs["launcher.execve"] if TYPED in line and '"submit=ssh"' in line]

@@ -11,10 +11,12 @@ import), or ``1`` (no guard). The launcher ends the guard (:func:`end_guard`), t
 What travels on stdin then, one line each (the local side: run/ssh_nodes.py):
 
 - first, one JSON object: ``{"secrets": {"worker_env.HF_TOKEN": "value", ...}, "timeout_s": 30}``
-  (a launch at once), or ``{"preflight": {"secrets": ..., "timeout_s": 30}}`` (submit=ssh's: the
+  (a launch at once), or ``{"preflight": {"secrets": ..., "timeout_s": 30, "argv": [...]}}``
+  (submit=ssh's: the launcher is started with no arguments -- so that it starts, and imports, while
+  this machine still composes -- and its arguments come here, ``argv``, after its command line's; the
   checks first, then :data:`READY` and its version on stdout, ``@@train_multigpu-ready@@
-  train_multigpu 0.1.0 (Hydra 1.3.8)``, and nothing starts before ``go``; an older launcher
-  refuses this line, exit 2, and starts nothing). The secret values go into this launcher's
+  train_multigpu 0.1.0 (Hydra 1.3.8)``, and nothing starts before ``go``; a launcher from before
+  the preflight refuses this line, exit 2, and starts nothing). The secret values go into this launcher's
   :class:`~launcher.secrets.Vault` under the placeholder the command line carries
   (``+worker_env.HF_TOKEN=***``), so they reach the workers' environment and nothing else: never a
   remote command line (``ps`` on that host), never a file;
@@ -42,6 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ..errors import UserError
 from ..names import PROG, SSH_CHANNEL_VAR
@@ -60,27 +63,42 @@ BROKEN_WAIT_S = 0.5  # after stdin ended: how long stdout and stderr get to show
 GUARD_WAIT_S = 5.0  # how long the guard may take to end once killed
 
 
-def hello(secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S, preflight: bool = False) -> bytes:
+def hello(
+    secrets: Mapping[str, str], timeout_s: float = DEFAULT_TIMEOUT_S, preflight: bool = False, argv: Sequence[str] = ()
+) -> bytes:
     """The channel's first line, as the local side sends it (``preflight``: the launcher checks,
-    says :data:`READY` and waits for ``go``).
+    says :data:`READY` and waits for ``go``; ``argv``: the launcher's arguments, after its own
+    command line's -- submit=ssh sends them all here).
 
     >>> hello({"worker_env.HF_TOKEN": "abc"}, 30)
     b'{"secrets": {"worker_env.HF_TOKEN": "abc"}, "timeout_s": 30}\\n'
-    >>> hello({}, 30, preflight=True)
-    b'{"preflight": {"secrets": {}, "timeout_s": 30}}\\n'
+    >>> hello({}, 30, preflight=True, argv=["seed=1"])
+    b'{"preflight": {"secrets": {}, "timeout_s": 30, "argv": ["seed=1"]}}\\n'
     """
-    body = {"secrets": dict(secrets), "timeout_s": timeout_s}
+    body: dict = {"secrets": dict(secrets), "timeout_s": timeout_s}
+    if argv:
+        body["argv"] = list(argv)
     return json.dumps({"preflight": body} if preflight else body).encode() + b"\n"
 
 
-def parse_hello(line: bytes) -> tuple[dict[str, str], float, bool]:
-    """The secrets, the silence timeout of a first line and whether it asks for a preflight (wait
-    for ``go``); a ValueError when it is not one.
+@dataclass(frozen=True)
+class Hello:
+    """What a first line says: the secrets by dotted path, the silence timeout, whether it asks
+    for a preflight (wait for ``go``), and the arguments that follow the command line's."""
+
+    secrets: dict[str, str]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    preflight: bool = False
+    argv: tuple[str, ...] = ()
+
+
+def parse_hello(line: bytes) -> Hello:
+    """A first line; a ValueError when it is not one.
 
     >>> parse_hello(b'{"secrets": {"worker_env.A_TOKEN": "x"}, "timeout_s": 5}')
-    ({'worker_env.A_TOKEN': 'x'}, 5.0, False)
-    >>> parse_hello(b'{"preflight": {"secrets": {}, "timeout_s": 5}}')
-    ({}, 5.0, True)
+    Hello(secrets={'worker_env.A_TOKEN': 'x'}, timeout_s=5.0, preflight=False, argv=())
+    >>> parse_hello(b'{"preflight": {"secrets": {}, "timeout_s": 5, "argv": ["seed=1"]}}')
+    Hello(secrets={}, timeout_s=5.0, preflight=True, argv=('seed=1',))
     >>> parse_hello(b"beat")
     Traceback (most recent call last):
     ValueError: not the SSH channel's first line
@@ -97,9 +115,12 @@ def parse_hello(line: bytes) -> tuple[dict[str, str], float, bool]:
     given = data["secrets"]
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
         raise ValueError("the SSH channel's secrets are not names and values")
+    argv = data.get("argv", [])
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        raise ValueError("the SSH channel's arguments are not strings")
     timeout = data.get("timeout_s", DEFAULT_TIMEOUT_S)
     timeout = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else DEFAULT_TIMEOUT_S
-    return dict(given), timeout, preflight
+    return Hello(dict(given), timeout, preflight, tuple(argv))
 
 
 def fill(vault: Vault, given: Mapping[str, str]) -> Vault:
@@ -151,8 +172,17 @@ class Leash:
     errors -- is dropped); then the launch gets its SIGINT, and only then is the reason said (best
     effort). Whatever goes wrong in the thread, the launch is stopped."""
 
-    def __init__(self, lines: _Lines, timeout_s: float, preflight: bool = False) -> None:
+    def __init__(
+        self,
+        lines: _Lines,
+        timeout_s: float,
+        preflight: bool = False,
+        secrets: Mapping[str, str] | None = None,
+        argv: Sequence[str] = (),
+    ) -> None:
         self.lines, self.timeout_s = lines, timeout_s
+        self.secrets = dict(secrets or {})  # the first line's, for the launch's vault
+        self.argv = tuple(argv)  # the first line's arguments: after the command line's
         self.why: str | None = None  # why the launch was stopped from here
         self.preflight = preflight  # submit=ssh's: nothing starts before go (:meth:`ready`)
         self._go = threading.Event()
@@ -292,10 +322,12 @@ def end_guard(value: str) -> None:
         time.sleep(0.002)
 
 
-def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
+def take_channel(environ=os.environ, fd: int = 0) -> Leash | None:
     """Under ``submit=ssh`` (``SSH_CHANNEL_VAR`` set): end the shell's guard, say :data:`MARKER`,
-    read the channel's first line into ``vault`` and start the leash; otherwise nothing. The
-    variable is taken out of the environment (no rank inherits it)."""
+    read the channel's first line (its secret values masked in every error line from now on) and
+    start the leash; otherwise nothing. The variable is taken out of the environment (no rank
+    inherits it). The launcher's arguments follow its command line's with the first line's
+    (:attr:`Leash.argv`); the secrets go into the launch's vault (:func:`fill_vault`)."""
     global _current
     value = environ.pop(SSH_CHANNEL_VAR, None)
     if value is None:
@@ -310,7 +342,7 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
             if broken():  # the connection is gone: so is the console the error would go to
                 silence()
             raise ValueError("the SSH channel closed before its first line")
-        given, timeout, preflight = parse_hello(first)
+        said = parse_hello(first)
     except (TimeoutError, ValueError) as err:
         why = "no first line" if isinstance(err, TimeoutError) else str(err)
         raise UserError(
@@ -319,6 +351,15 @@ def take_channel(vault: Vault, environ=os.environ, fd: int = 0) -> Leash | None:
             f"set by submit=ssh only: the launcher reads its secrets from stdin ({why})",
             f"unset {SSH_CHANNEL_VAR}",
         ) from None
-    fill(vault, given)
-    _current = Leash(lines, timeout, preflight).start()
+    remember_values(said.secrets.values())  # masked in every error line, as values typed here are
+    _current = Leash(lines, said.timeout_s, said.preflight, said.secrets, said.argv).start()
     return _current
+
+
+def fill_vault(vault: Vault) -> bool:
+    """The channel's secrets into the launch's ``vault`` (:func:`fill`); whether this launcher was
+    started by submit=ssh (:func:`take_channel` found the channel)."""
+    if _current is None:
+        return False
+    fill(vault, _current.secrets)
+    return True

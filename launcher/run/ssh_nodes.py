@@ -3,9 +3,10 @@
 Each node's launcher runs on its host under ``ssh`` (its command: launcher/ssh/command.py). Here,
 this machine's launcher starts every client (each in a session of its own, so a Ctrl+C on the
 terminal reaches this launcher alone; each dies with it), and speaks the channel on the client's
-stdin (run/leash.py): nothing until that host's launcher says it is there (its version and
-``leash.MARKER``), then the first line (the secrets, asking for the preflight), a beat every
-second, ``go`` and ``stop`` on a Ctrl+C.
+stdin (run/leash.py): nothing until that host's launcher says it is there (``leash.MARKER``) and
+this machine knows what it runs (:meth:`SshNodes.brief`: the clients may start before, while this
+machine composes: launcher/ssh/early.py), then the first line (that node's arguments and the
+secrets, asking for the preflight), a beat every second, ``go`` and ``stop`` on a Ctrl+C.
 
 - The preflight is the launch's own start: the one launcher per host checks node i's launch
   there and says ``leash.READY`` (or why not, and ends). :meth:`SshNodes.preflight` waits for every
@@ -41,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
@@ -71,6 +72,7 @@ class RemoteNode:
     rank: int
     host: str
     argv: tuple[str, ...]  # the ssh client's
+    args: tuple[str, ...] = ()  # its launcher's arguments, sent on the channel (the first line's argv)
 
 
 @dataclass
@@ -129,7 +131,8 @@ class _Client:
     end: NodeEnd
     pumps: list[threading.Thread] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    greeted: bool = False  # its launcher said it is there: the first line went out, beats follow
+    greeted: bool = False  # its launcher said it is there (leash.MARKER)
+    briefed: bool = False  # the first line went out (greeted, and what it runs known): beats follow
     ready: bool = False  # its launcher passed the preflight
     kept: list[tuple[int, bytes]] = field(default_factory=list)  # (1 stdout / 2 stderr, line) until go
 
@@ -142,25 +145,23 @@ class _Client:
 
 
 class SshNodes:
-    """The ssh clients of one launch. ``on_node_dir(rank, path)``: a node named its run directory."""
+    """The ssh clients of one launch (``nodes``: their commands; ``hidden``: the secret values, which
+    no client's environment holds). What each host's launcher runs may come later (:meth:`brief`)."""
 
     def __init__(
         self,
         nodes: Sequence[RemoteNode],
-        secrets: dict[str, str],
-        grace_period: float,
-        timeout_s: float = leash.DEFAULT_TIMEOUT_S,
+        hidden: Iterable[str] = (),
         stdout: IO[bytes] | None = None,
         stderr: IO[bytes] | None = None,
-        on_node_dir: Callable[[int, str], None] | None = None,
     ) -> None:
         self.nodes = list(nodes)
-        self.hello = leash.hello(secrets, timeout_s, preflight=True)
-        self.env = without_values(os.environ, secrets.values())  # SendEnv, ssh -v: no secret from here
-        self.grace_period = grace_period
+        self.env = without_values(os.environ, hidden)  # SendEnv, ssh -v: no secret from here
+        self.hellos: dict[int, bytes] | None = None  # each node's first line, once briefed
+        self.grace_period = 0.0
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.stderr = stderr if stderr is not None else sys.stderr.buffer
-        self.on_node_dir = on_node_dir
+        self.on_node_dir: Callable[[int, str], None] | None = None
         self.clients: list[_Client] = []
         self.signal_received: int | None = None
         self.kill_at: float | None = None
@@ -194,10 +195,34 @@ class SshNodes:
                 break
         threading.Thread(target=self._beat, name="ssh-beat", daemon=True).start()
 
+    def brief(
+        self,
+        nodes: Sequence[RemoteNode],
+        secrets: Mapping[str, str],
+        grace_period: float,
+        timeout_s: float = leash.DEFAULT_TIMEOUT_S,
+        on_node_dir: Callable[[int, str], None] | None = None,
+    ) -> None:
+        """What each host's launcher runs (``nodes``: the same commands, their arguments known now)
+        and the secrets: each node's first line goes out as soon as its launcher is there (at once
+        to one that already is). ``on_node_dir(rank, path)``: a node named its run directory."""
+        self.grace_period, self.on_node_dir = grace_period, on_node_dir
+        with self._phase:
+            self.hellos = {n.rank: leash.hello(secrets, timeout_s, preflight=True, argv=n.args) for n in nodes}
+            for client in self.clients:
+                if client.greeted:
+                    self._hello(client)
+
+    def _hello(self, client: _Client) -> None:
+        """Its first line (under ``_phase``, once greeted and briefed); then the beats."""
+        if self.hellos is not None and not client.briefed:
+            client.briefed = True
+            client.say(self.hellos[client.node.rank])
+
     def _beat(self) -> None:
         while not self._done.wait(leash.BEAT_EVERY_S):
             for client in self.clients:
-                if client.greeted and client.proc.poll() is None:
+                if client.briefed and client.proc.poll() is None:
                     client.say(leash.BEAT.encode() + b"\n")
 
     # -- the preflight -------------------------------------------------------------------------
@@ -281,7 +306,7 @@ class SshNodes:
         client.kept.append((fd, line))
         if fd == 1 and _is(line, leash.MARKER) and not client.greeted:
             client.greeted = True  # its launcher is there (its shell's guard ended): the first line
-            client.say(self.hello)
+            self._hello(client)
         elif fd == 1 and _is(line, leash.READY):
             client.ready = True
             self._answered.set()
@@ -420,12 +445,14 @@ def run(
     preflight_s: float,
     judge: Callable[[dict[int, Answer]], None],
     on_ready: Callable[[], None] = lambda: None,
+    started: SshNodes | None = None,
 ) -> Outcome:
-    """Start every node's client; the preflight: ``judge`` gets every host's answer and raises
-    unless every host is ready (then every channel is closed: nothing starts anywhere; a Ctrl+C
-    meanwhile: KeyboardInterrupt, the same); then ``on_ready`` (the record) and go; supervise them
-    to the end, print the failing node's summary."""
-    launch = SshNodes(nodes, secrets, grace_period, timeout_s, on_node_dir=on_node_dir)
+    """Start every node's client (``started``: the clients of these very commands, started before
+    this machine composed: launcher/ssh/early.py) and brief them; the preflight: ``judge`` gets
+    every host's answer and raises unless every host is ready (then every channel is closed: nothing
+    starts anywhere; a Ctrl+C meanwhile: KeyboardInterrupt, the same); then ``on_ready`` (the
+    record) and go; supervise them to the end, print the failing node's summary."""
+    launch = started if started is not None else SshNodes(nodes, secrets.values())
     installed = {} if interrupts is not None else {sig: launch.on_signal for sig in FORWARDED_SIGNALS}
     if interrupts is None:
         installed.update({sig: launch.on_stacks for sig in STACK_SIGNALS})
@@ -433,7 +460,9 @@ def run(
         if interrupts is not None:
             interrupts.attach(launch)
         try:
-            launch.start()
+            if started is None:
+                launch.start()
+            launch.brief(nodes, secrets, grace_period, timeout_s, on_node_dir)
             answers = launch.preflight(preflight_s)
             try:
                 if launch.signal_received is not None:
@@ -460,10 +489,11 @@ def preflight_only(
 ) -> dict[int, Answer]:
     """The preflight alone: every host's answer, then every channel closed (nothing starts). A
     Ctrl+C meanwhile: KeyboardInterrupt, every host's ended first."""
-    launch = SshNodes(nodes, {}, 0.0, timeout_s, stdout=io.BytesIO(), stderr=io.BytesIO())
+    launch = SshNodes(nodes, stdout=io.BytesIO(), stderr=io.BytesIO())
     with handlers({sig: launch.on_signal for sig in FORWARDED_SIGNALS}):
         try:
             launch.start()
+            launch.brief(nodes, {}, 0.0, timeout_s)
             answers = launch.preflight(bound_s)
         finally:
             launch.abort()

@@ -4,9 +4,17 @@ Node ``i`` (host ``i`` of ``ssh.hosts`` / the hostfile) runs, through
 ``ssh -o BatchMode=yes -o ConnectTimeout=N -T -o PermitLocalCommand=no [-l USER] [-p PORT] [-i FILE] [-o OPTION...]
 -o ServerAliveInterval=5 -o ServerAliveCountMax=3 HOST``::
 
-    cd <workdir> && export TRAIN_MULTIGPU_SSH_CHANNEL=1 && <ssh.python> -m launcher [--config-dir DIR]
-        <the overrides as typed> launcher.nnodes=<hosts> launcher.node_rank=<i>
+    cd <workdir> || exit 96; <the guard> export TRAIN_MULTIGPU_SSH_CHANNEL=$! && <ssh.python> -m launcher
+
+and that launcher's arguments go on the SSH channel (its first line, run/leash.py), not on its
+command line::
+
+    [--config-dir DIR] <the overrides as typed> launcher.nnodes=<hosts> launcher.node_rank=<i>
         [<the rendezvous on node 0>] submit=none run_dir=<run dir> [-- <script args>]
+
+So the command line depends on the ``ssh.*`` keys, this interpreter and this directory alone: a
+launch that names its hosts on the command line starts it before Hydra composes
+(launcher/ssh/early.py), and every host's launcher imports while this machine composes.
 
 (node i's launcher records in ``<run dir>/node<i>`` on its own disk: a multi-node launch given
 ``run_dir`` adds ``node<R>`` itself, as a SLURM job's nodes do). A client whose connection went
@@ -26,12 +34,12 @@ are the rendezvous endpoint or the JAX coordinator, and the run directory's name
 No secret value is in any of it: a secret typed on the command line (``+worker_env.HF_TOKEN=abc``)
 stays the placeholder the grammar left for Hydra (``+worker_env.HF_TOKEN=***``,
 launcher/config/grammar.py ``hide``) and its dotted path is listed in :attr:`SshPlan.secrets`; the
-remote launcher, started with ``TRAIN_MULTIGPU_SSH_CHANNEL=1`` in its environment, reads the values
+remote launcher, started with ``TRAIN_MULTIGPU_SSH_CHANNEL`` in its environment, reads the values
 from its stdin (the SSH channel) into its vault. So no value is ever in a command line that ``ps``
 shows on a host, nor in a file there.
 
-Quoting happens once, at the edge (:func:`shlex.quote`): the remote shell gets each argument back
-exactly.
+Quoting happens once, at the edge (:func:`shlex.quote`): the remote shell gets the working
+directory and ``ssh.python`` back exactly; the arguments travel as JSON strings.
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ ENTRY_MODULE = "launcher"  # python -m launcher: the package's own entry (launch
 _DROPPED_KEYS = ("submit", "dry_run", "run_dir", "launcher.nnodes", "launcher.node_rank")
 _DROPPED_ROOTS = ("ssh",)
 CONFIG_FLAGS = ("--config-dir", "-cd")
+# the dry run's line under each node's ssh command: that launcher's arguments, as the channel sends them
+CHANNEL_ARGS = "#   its arguments, on the channel:"
 
 
 @dataclass(frozen=True)
@@ -78,15 +88,15 @@ class SshNode:
     host: str  # as given in ssh.hosts / the hostfile
     ssh_argv: tuple[str, ...]  # ssh, its options, the destination
     entry: str  # the shell text that runs the launcher there: "<ssh.python> -m launcher" or ssh.command
-    remote_argv: tuple[str, ...]  # the launcher's arguments there (no secret value)
     workdir: str
+    remote_argv: tuple[str, ...] = ()  # the launcher's arguments there, sent on the channel (no secret value)
 
     @property
     def remote_line(self) -> str:
         """The command ssh hands the remote shell (a POSIX one: sh, bash, zsh)::
 
         cd <workdir> || exit 96; exec 3<&0; { read -r _ <&3 || kill -TERM -$$; } >/dev/null 2>&1 &
-        exec 3<&-; export TRAIN_MULTIGPU_SSH_CHANNEL=$! && <entry> <arguments>
+        exec 3<&-; export TRAIN_MULTIGPU_SSH_CHANNEL=$! && <entry>
 
         One process per host: the launcher there answers the preflight (launcher/ssh/preflight.py),
         then runs the node. The variable tells it that its stdin is the SSH channel (the secrets,
@@ -98,11 +108,11 @@ class SshNode:
         this line run by hand, signals nothing): a Ctrl+C or a dropped connection while
         ``ssh.command``'s prefix or Python's imports still run leaves nothing behind. stdin goes
         through fd 3: a shell gives a background list /dev/null as its stdin. 96: no working
-        directory there."""
-        head = (
+        directory there. The launcher's arguments (:attr:`remote_argv`) are not on it: they go
+        on the channel."""
+        return (
             f"cd {shlex.quote(self.workdir)} || exit {NO_WORKDIR}; {GUARD} export {SSH_CHANNEL_VAR}=$! && {self.entry}"
         )
-        return f"{head} {shlex.join(self.remote_argv)}".rstrip()
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -168,6 +178,7 @@ class SshPlan:
                 f"recording in {self.run_dir}/{node_name(node.rank)}"
             )
             lines.append(shlex.join(node.argv))
+            lines.append(f"{CHANNEL_ARGS} {shlex.join(node.remote_argv)}")
         return "\n".join(lines)
 
 
@@ -194,6 +205,16 @@ def ssh_argv(
     for option in ALIVE:  # after the user's: ssh keeps the first value of each
         argv += ["-o", option]
     return [*argv, host.destination]
+
+
+def node(rank: int, host: Host, ssh, python: str, cwd: str, args: Sequence[str] = ()) -> SshNode:
+    """Node ``rank`` on ``host``: its ssh command (``ssh``: the composed ``ssh.*`` keys; ``python``,
+    ``cwd``: this machine's interpreter and working directory, the defaults of ``ssh.python`` and
+    ``ssh.workdir``) and ``args``, its launcher's arguments. The command depends on nothing else."""
+    argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
+    entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
+    workdir = str(ssh.workdir) if ssh.workdir else cwd
+    return SshNode(rank, host.name, tuple(argv), entry, workdir, tuple(args))
 
 
 def config_flags(hydra_flags: Sequence[str], cwd: str) -> list[str]:
@@ -432,8 +453,6 @@ def build(
     meet = meeting(launcher, jax, hosts[0], ssh.rendezvous_port, rdzv_id)
     if count == 1 and launcher.topology is not Topology.multinode:
         meet = Meeting("")  # one host: a launch of one node, as here
-    workdir = str(ssh.workdir) if ssh.workdir else cwd
-    entry = str(ssh.command).strip() if ssh.command else shlex.join([str(ssh.python or python), "-m", ENTRY_MODULE])
     jax_framework = "jax" if jax else "torch"
     referenced = dict(vault.referenced) if vault is not None else {}
     kept = by_channel(kept_overrides(typed.overrides), referenced)
@@ -445,8 +464,7 @@ def build(
         args = [*typed_args, *(f"{key}={quote_value(value) if key == 'run_dir' else value}" for key, value in added)]
         if after:
             args += ["--", *after]
-        argv = ssh_argv(host, ssh.user, ssh.port, ssh.identity, ssh.options, ssh.connect_timeout)
-        nodes.append(SshNode(rank, host.name, tuple(argv), entry, tuple(args), workdir))
+        nodes.append(node(rank, host, ssh, python, cwd, args))
     from .checks import check_node
 
     for rank in sorted({0, count - 1}):  # as node 0 and the last node will check it

@@ -51,7 +51,7 @@ def submit(plan: SshPlan, interrupts=None):
     is written once every host is ready, before any is told to go (none ready: no record either)."""
     from ..backends.local import error
     from ..run import leash, ssh_nodes
-    from . import preflight
+    from . import early, preflight
 
     run_dir = Path(plan.run_dir)
     handle = Handle("ssh", str(os.getpid()), str(run_dir), {"hosts": ",".join(n.host for n in plan.nodes)})
@@ -71,9 +71,10 @@ def submit(plan: SshPlan, interrupts=None):
             ends.setdefault(rank, {})["run_dir"] = path
             write_nodes(run_dir, plan, ends)
 
+    remote, secrets = preflight.remote_nodes(plan), plan.secret_values()
     outcome = ssh_nodes.run(
-        preflight.remote_nodes(plan),
-        plan.secret_values(),
+        remote,
+        secrets,
         plan.grace_period,
         plan.node_timeout or leash.DEFAULT_TIMEOUT_S,  # the channel's silence: a node lost, as between nodes
         interrupts,
@@ -81,6 +82,7 @@ def submit(plan: SshPlan, interrupts=None):
         preflight_s=preflight.bound(plan),
         judge=preflight.judge(plan, error),  # every host ready, or one line each and nothing starts
         on_ready=on_ready,
+        started=early.take(remote, secrets.values()),  # the clients started before composing, if the same
     )
     with lock:
         for end in outcome.nodes:

@@ -168,7 +168,7 @@ def judge(plan: SshPlan, say: Callable[[str], None]) -> Callable[[Mapping[int, A
 
 def remote_nodes(plan: SshPlan) -> list[RemoteNode]:
     """Every node's ssh client, as launcher/run/ starts it."""
-    return [RemoteNode(node.rank, node.host, tuple(node.argv)) for node in plan.nodes]
+    return [RemoteNode(node.rank, node.host, tuple(node.argv), tuple(node.remote_argv)) for node in plan.nodes]
 
 
 def run(plan: SshPlan, say: Callable[[str], None]) -> None:
