@@ -212,15 +212,15 @@ for action_space, policy_cls in (discrete, continuous):
         spaces = dict(observation_space=gymnasium.spaces.Box(-1.0, 1.0, (4,)), action_space=action_space, device=device)
         model = trainer_jax._configured(cls, {"hidden": [32, 16]})
         config.jax.key = 7
+        compiled = model(**spaces)
+        before = len(lowered)
+        trainer_jax.init_state_dict(compiled, role)  # first: no program of it lowered before
+        programs = len(lowered) - before
+        config.jax.key = 7
         eager = model(**spaces)
         before = len(lowered)
         eager.init_state_dict(role=role)  # skrl's own
         eagerly = len(lowered) - before
-        config.jax.key = 7
-        compiled = model(**spaces)
-        before = len(lowered)
-        trainer_jax.init_state_dict(compiled, role)
-        programs = len(lowered) - before
         pairs = zip(jax.tree.leaves(eager.state_dict.params), jax.tree.leaves(compiled.state_dict.params))
         same = all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in pairs)
         print("INIT", cls.__name__, same, programs, eagerly)

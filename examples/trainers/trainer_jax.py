@@ -167,10 +167,12 @@ def init_state_dict(model, role: str) -> None:
     Run eagerly, every operation of it (each layer's random draws, scaled and truncated) is a
     program of its own, traced, lowered and loaded from the compilation cache one by one at every
     start-up, a restart's too; jitted, the same arithmetic is one program (the same parameters,
-    bit for bit: tests/test_trainer_jax_fused.py).
+    bit for bit: tests/test_trainer_jax_fused.py). The sample inputs are drawn as skrl draws them
+    (the same draws of the spaces' generators) but kept in numpy: made JAX arrays, each was a
+    program too (the parameters depend on their shapes only).
     """
     inputs = {
-        name: flatten_tensorized_space(sample_space(space, backend="native", device=model.device))
+        name: flatten_tensorized_space(sample_space(space, backend="numpy"))
         for name, space in (
             ("observations", model.observation_space),
             ("states", model.state_space),
