@@ -39,13 +39,23 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(2, 1)
     if args.ml_framework == "torch":
         topo = trainer_dist.setup_torch(topo)  # process group before skrl is imported; agrees the attempt
-        from trainer_torch import TorchBackend as Backend
-    else:
-        trainer_dist.setup_jax(topo)
-        from trainer_jax import JaxBackend as Backend
+        from trainer_torch import TorchBackend
+
+        return train(args, topo, TorchBackend)
+    trainer_dist.setup_jax(topo)
+    try:
+        from trainer_jax import JaxBackend
+
+        return train(args, topo, JaxBackend)
+    except Exception:
+        trainer_dist.failed()  # it leaves without JAX's exit handler, which would wait for a dead peer
+        raise
+
+
+def train(args, topo, backend) -> int:
     import trainer_loop
 
-    return trainer_loop.run(args=args, topo=topo, hp=load_hyperparameters(args.task), backend_factory=Backend)
+    return trainer_loop.run(args=args, topo=topo, hp=load_hyperparameters(args.task), backend_factory=backend)
 
 
 if __name__ == "__main__":

@@ -190,3 +190,57 @@ def test_the_fused_update_compiles_one_program():
     r = _probe(ONE_PROGRAM)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "UPDATE_COMPILES 1" in r.stdout, r.stdout[-3000:]
+
+
+COMPILED_INIT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import gymnasium, jax, jax.monitoring, numpy as np
+from skrl import config
+import trainer_jax
+
+lowered = []
+LOWERED = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, secs, **kw: lowered.append(event) if event == LOWERED else None
+)
+device = jax.devices("cpu")[0]
+discrete = gymnasium.spaces.Discrete(2), trainer_jax.CategoricalPolicy
+continuous = gymnasium.spaces.Box(-2.0, 2.0, (1,)), trainer_jax.GaussianPolicy
+for action_space, policy_cls in (discrete, continuous):
+    for cls, role in ((policy_cls, "policy"), (trainer_jax.Value, "value")):
+        spaces = dict(observation_space=gymnasium.spaces.Box(-1.0, 1.0, (4,)), action_space=action_space, device=device)
+        model = trainer_jax._configured(cls, {"hidden": [32, 16]})
+        config.jax.key = 7
+        compiled = model(**spaces)
+        before = len(lowered)
+        trainer_jax.init_state_dict(compiled, role)  # first: no program of it lowered before
+        programs = len(lowered) - before
+        config.jax.key = 7
+        eager = model(**spaces)
+        before = len(lowered)
+        eager.init_state_dict(role=role)  # skrl's own
+        eagerly = len(lowered) - before
+        pairs = zip(jax.tree.leaves(eager.state_dict.params), jax.tree.leaves(compiled.state_dict.params))
+        same = all(np.array_equal(np.asarray(u), np.asarray(v)) for u, v in pairs)
+        print("INIT", cls.__name__, same, programs, eagerly)
+"""
+
+
+@pytest.mark.timeout(900)
+def test_the_models_are_initialised_by_one_program_each_with_skrls_values():
+    """skrl initialises a model eagerly: every operation (each layer's draws, scaled, truncated) a
+    program of its own, traced, lowered and loaded from the compilation cache one by one at every
+    start-up, a restarted rank's too (docs/recovery.md). The trainer compiles the same arithmetic as
+    one program per model: the same parameters, bit for bit."""
+    r = _probe(COMPILED_INIT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = [line.split() for line in r.stdout.splitlines() if line.startswith("INIT ")]
+    assert [(name, same) for _, name, same, _, _ in lines] == [
+        ("CategoricalPolicy", "True"),
+        ("Value", "True"),
+        ("GaussianPolicy", "True"),
+        ("Value", "True"),
+    ], r.stdout
+    assert all(programs == "1" for *_, programs, _ in lines), r.stdout
+    print("programs of skrl's eager initialisations:", [eagerly for *_, eagerly in lines])

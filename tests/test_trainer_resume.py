@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from launcher.paths import WORKER_WRAPPER
+from ports import free_port
 from trainer_procs import PY, TRAIN, clean_env, iteration_lines, torchrun
 
 pytestmark = pytest.mark.timeout(240)
@@ -171,3 +173,40 @@ def test_resume_with_only_an_empty_checkpoint_says_so(tmp_path):
     assert r.returncode == 2
     assert f"checkpoint {run / 'checkpoints' / 'iter_000002.ckpt'} is empty (0 bytes)" in r.stderr
     assert f"train.py: --resume: no usable checkpoint in {run / 'checkpoints'}" in r.stderr
+
+
+def test_a_jax_rank_whose_peer_died_leaves_at_once_with_its_exit_record(tmp_path):
+    """A JAX rank whose collective failed because its peer died (rank 1 exits 3) used to wait in JAX's
+    own exit handler (the distributed client's shutdown waits for every process: the dead one too,
+    for minutes) until the launcher's SIGKILL a second later: the trainer leaves without it after a
+    failure, with exit code 1, and the record the worker wrote (the exception) is kept."""
+    logs, port = tmp_path / "logs", free_port()
+    env = clean_env(
+        TRAIN_MULTIGPU_EXAMPLE_CRASH="1:1",
+        TRAIN_MULTIGPU_RUN_DIR=tmp_path / "run",
+        TRAIN_MULTIGPU_LOG_DIR=logs,
+        JAX_PLATFORMS="cpu",
+        JAX_WORLD_SIZE=2,
+        JAX_COORDINATOR_ADDR="127.0.0.1",
+        JAX_COORDINATOR_PORT=port,
+    )
+    argv = [PY, str(WORKER_WRAPPER), str(TRAIN), *SMALL, "--max_iterations", "3", "--ml_framework", "jax"]
+    ranks = [
+        subprocess.Popen(
+            [*argv, "--distributed"],
+            env=dict(env, JAX_RANK=str(rank), JAX_LOCAL_RANK=str(rank)),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for rank in (0, 1)
+    ]
+    try:
+        assert ranks[1].wait(timeout=180) == 3
+        assert ranks[0].wait(timeout=30) == 1  # before: still waiting for rank 1 after 30 s
+    finally:
+        for proc in ranks:
+            proc.kill()
+            proc.wait()
+    record = json.loads((logs / "rank0.exit.json").read_text())
+    assert record["exit_code"] == 1 and record["exception"].startswith("JaxRuntimeError"), record

@@ -19,6 +19,7 @@ we created.  No torch or skrl function is patched (JAX's cache writer is wrapped
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
@@ -349,6 +350,33 @@ def _cache_writes_on_this_rank() -> None:
     compiler._cache_write = cache_write
 
 
+_FAILED_CODE: int | None = None  # this rank's training failed: the exit code it leaves with
+
+
+def failed(code: int = 1) -> None:
+    """Note that this rank's training failed (train.py's ``main``, as the error leaves it)."""
+    global _FAILED_CODE
+    _FAILED_CODE = code
+
+
+def _leave_failed_jax() -> None:
+    """At interpreter exit, after a failure: leave without JAX's own exit handler.
+
+    JAX's handler (``jax._src.api.clean_up``, registered when jax is imported) clears the backend and
+    shuts the distributed client down, which waits for every other process: after a peer died (the
+    usual reason for a collective to fail) it waits for that peer (for minutes), until the launcher's
+    SIGKILL one second later (docs/recovery.md). Registered after ``jax.distributed.initialize``, so
+    it runs before JAX's handler and after every handler registered later (the trackers'); the rank's
+    output is flushed first. A rank that did not fail exits as before.
+    """
+    if _FAILED_CODE is None:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(_FAILED_CODE)
+
+
 def setup_jax(topo: Topology):
     """JAX distributed client first (gloo CPU collectives), then skrl adopting it. Returns skrl.config.jax."""
     if topo.device == "cpu":
@@ -372,6 +400,7 @@ def setup_jax(topo: Topology):
             process_id=topo.rank,
             local_device_ids=[topo.local_rank] if topo.device.startswith("cuda") else None,
         )
+        atexit.register(_leave_failed_jax)
     skrl = _import_skrl_passively("JAX_WORLD_SIZE")
     cfg = skrl.config.jax
     cfg._rank, cfg._local_rank, cfg._world_size = topo.rank, topo.local_rank, topo.world_size

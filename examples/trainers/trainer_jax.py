@@ -21,6 +21,8 @@ from skrl.agents.jax.ppo import PPO_CFG
 from skrl.agents.jax.ppo import ppo as skrl_ppo
 from skrl.memories.jax import RandomMemory
 from skrl.models.jax import CategoricalMixin, DeterministicMixin, GaussianMixin, Model
+from skrl.models.jax.base import StateDict
+from skrl.utils.spaces.jax import flatten_tensorized_space, sample_space
 
 from trainer_fused import FusedPPO
 from trainer_ppo import build_agent
@@ -158,6 +160,31 @@ def _configured(cls, model_cfg: dict):
     return type(cls.__name__, (cls,), attrs)
 
 
+def init_state_dict(model, role: str) -> None:
+    """skrl's ``Model.init_state_dict(role=role)`` (the same sample inputs, key and values), with
+    flax's initialisation compiled as one program.
+
+    Run eagerly, every operation of it (each layer's random draws, scaled and truncated) is a
+    program of its own, traced, lowered and loaded from the compilation cache one by one at every
+    start-up, a restart's too; jitted, the same arithmetic is one program (the same parameters,
+    bit for bit: tests/test_trainer_jax_fused.py). The sample inputs are drawn as skrl draws them
+    (the same draws of the spaces' generators) but kept in numpy: made JAX arrays, each was a
+    program too (the parameters depend on their shapes only).
+    """
+    inputs = {
+        name: flatten_tensorized_space(sample_space(space, backend="numpy"))
+        for name, space in (
+            ("observations", model.observation_space),
+            ("states", model.state_space),
+            ("taken_actions", model.action_space),
+        )
+    }
+    key = config.jax.key
+    with jax.default_device(model.device):
+        params = jax.jit(model.init, static_argnums=2)(key, inputs, role)
+        model.state_dict = StateDict.create(apply_fn=model.apply, params=params)
+
+
 class _UnitSchedule:
     """A 'scheduler' that always answers 1.0.
 
@@ -196,8 +223,8 @@ class JaxBackend:
         spaces = {"observation_space": observation_space, "action_space": action_space, "device": self.device}
         policy = _configured(policy_cls, model_cfg)(**spaces)
         value = _configured(Value, model_cfg)(**spaces)
-        policy.init_state_dict(role="policy")
-        value.init_state_dict(role="value")
+        init_state_dict(policy, "policy")
+        init_state_dict(value, "value")
         self.agent = build_agent(
             FusedPPO,
             PPO_CFG,

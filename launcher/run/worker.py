@@ -199,7 +199,13 @@ def _write_json(path: str, data: dict) -> None:
         raise
 
 
+_recorded = []  # the exit this process recorded (one at most: the first says why)
+
+
 def _record(ranks: dict, code: int, error: "BaseException | None", stack: str) -> None:
+    if _recorded:
+        return
+    _recorded.append(code)
     log_dir = os.environ.get(LOG_DIR_VAR)
     message = f"{type(error).__name__}: {error}" if error is not None else ""
     if log_dir:
@@ -219,7 +225,9 @@ def _record(ranks: dict, code: int, error: "BaseException | None", stack: str) -
 
 def _record_hard_exits(ranks: dict) -> None:
     """``os._exit(code)`` with a non-zero code in this process (not in a process forked from it)
-    writes the exit record first."""
+    writes the exit record first, unless the process recorded its exit already: an exit handler that
+    leaves with ``os._exit`` after the script failed (the bundled JAX trainer's) keeps the record that
+    names the exception."""
     hard_exit, pid = os._exit, os.getpid()
 
     def _exit(code: int) -> None:
