@@ -98,6 +98,36 @@ def test_the_collector_is_held_while_points_are_composed_and_prepared(monkeypatc
         assert gc.isenabled()
 
 
+def test_the_points_are_frozen_while_the_jobs_are_submitted(monkeypatch, tmp_path):
+    """Re-enabled alone, the collector walked every point's configs again in its first collections
+    after the preparation (they were all young: a third of a 1,000-point submission's time). They
+    are frozen while the jobs are submitted (gc.freeze: never walked), the collector on, and the
+    collector's again when the sweep ends, also when a point is refused."""
+    import gc
+
+    from launcher.session import Session
+
+    during: list[tuple[int, bool]] = []
+    real = Session.execute
+
+    def execute(self, prepared):
+        during.append((gc.get_freeze_count(), gc.isenabled()))
+        return real(self, prepared)
+
+    monkeypatch.setattr(Session, "execute", execute)
+    before = gc.get_freeze_count()
+    for extra, code in ((["seed=range(0,20)"], 0), (["seed=1,2", "sweep.parallel=0"], 2)):
+        during.clear()
+        folder = tmp_path / str(code)
+        folder.mkdir()
+        result = run_main(["-m", "presets=[debug]", "dry_run=true", *extra], str(folder), environment(str(tmp_path)))
+        assert result.returncode == code, result.stderr
+        if code == 0:
+            [(frozen, enabled)] = during
+            assert frozen > before + 20 * 1000 and enabled, during  # thousands of objects a point
+        assert gc.get_freeze_count() == before and gc.isenabled()
+
+
 def test_a_sweep_leaves_its_configs_to_the_process_exit(tmp_path):
     """The interpreter's last collection freed a finished sweep's configs one by one (3.5 s after 1,000
     points): the entry freezes them for the exit to free instead (what gc.get_freeze_count says in
