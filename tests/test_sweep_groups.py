@@ -160,3 +160,47 @@ def test_a_points_hydra_config_is_what_set_config_makes_of_it(tmp_path, monkeypa
             mine = (HydraConfig.get().sweep.dir, HydraConfig.get().runtime.output_dir, compose.to_typed(point.config))
             assert mine == theirs
             assert mine[2].run_name == f"{point.num}_x" and mine[0].startswith(mine[2].run_root + "/multirun/")
+
+
+def test_each_points_output_dir_is_hydras_and_the_sweep_dir_is_parsed_once(tmp_path, monkeypatch):
+    """A point's output directory is OmegaConf.select's hydra.sweep.dir / hydra.sweep.subdir (what
+    Hydra's run_job makes of them), also where points change what they read (run_root, a
+    subdir that reads a swept value, a group); the interpolations' texts are parsed once a sweep,
+    not once a point."""
+    from omegaconf import base, grammar_parser
+
+    import launcher.sweep.points as points_module
+
+    parsed: list[str] = []
+    real = grammar_parser.parse
+
+    def counted(text, *args, **kwargs):
+        parsed.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(grammar_parser, "parse", counted)
+    monkeypatch.setattr(base, "parse", counted)  # what OmegaConf's own resolution calls
+    monkeypatch.chdir(tmp_path)
+    compose.register()
+    searchpath = profiles.searchpath_override(os.environ, str(tmp_path))
+    sweeps = [
+        ["seed=range(0,30)", "presets=[debug]"],
+        ["launcher=single_node,skrl_jax", "run_root=a,b", "seed=1,2"],
+        ["hydra.sweep.subdir=s${seed}_${hydra.job.num}", "seed=3,4"],
+    ]
+    for sweep in sweeps:
+        parsed.clear()
+        with points_module.expand(compose.CONFIG_NAME, [searchpath, *sweep], "t") as found:
+            by_expand = list(parsed)
+            for point in found:
+                config = point.hydra_config
+                hydras = os.path.join(
+                    str(OmegaConf.select(config, "hydra.sweep.dir")),
+                    str(OmegaConf.select(config, "hydra.sweep.subdir")),
+                )
+                assert config.hydra.runtime.output_dir == os.path.abspath(hydras)
+        if sweep[0].startswith("seed"):
+            assert len(found) == 30
+            text = found[0].hydra_config.hydra.sweep._get_node("dir")._value()
+            assert by_expand.count(text) == 2, by_expand  # the sweep's own (its ${now:} cached), then the points'
+    assert {p.hydra_config.hydra.runtime.output_dir.rsplit("/", 1)[1] for p in found} == {"s3_0", "s4_1"}

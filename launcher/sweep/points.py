@@ -114,6 +114,29 @@ def use(config) -> None:
     HydraConfig.instance().cfg = view
 
 
+def selected(config, key: str, trees: dict[str, object]):
+    """``OmegaConf.select(config, key)`` (``key``: a dotted path to a dict's item), an interpolation's
+    text parsed once for all the sweep's points (``trees``: text -> parse tree) instead of at every
+    select (hydra.sweep.dir and subdir: 0.5 ms of a point's 9 in a 1,000-point SLURM submission, both
+    parsed again for every point). The rest is OmegaConf's own ``select``: the same resolution."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf._utils import _get_value
+    from omegaconf.grammar_parser import parse
+
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(config, parent_key)
+    node = parent._get_node(leaf) if isinstance(parent, DictConfig) else None
+    if node is None or not node._is_interpolation():
+        return OmegaConf.select(config, key)
+    text = node._value()
+    if text not in trees:
+        trees[text] = parse(text)
+    value = parent._resolve_interpolation_from_parse_tree(
+        parent=parent, key=leaf, value=node, parse_tree=trees[text], throw_on_resolution_failure=True, memo=set()
+    )
+    return None if value is None or value._is_missing() else _get_value(value)
+
+
 @contextlib.contextmanager
 def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterator[list[Point]]:
     """Every point of the sweep, composed; Hydra stays initialised while the jobs run."""
@@ -142,6 +165,7 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
                     "give it at least one value",
                 )
         composer = groups.Composer(loader, master)
+        trees: dict[str, object] = {}
         points = []
         with collector_held():
             for num, point_overrides in enumerate(BasicSweeper.split_arguments(parsed, None)[0]):
@@ -149,8 +173,8 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
                 with open_dict(config):
                     config.hydra.job.id = num
                     config.hydra.job.num = num
-                sweep_dir = OmegaConf.select(config, "hydra.sweep.dir")
-                output_dir = os.path.join(str(sweep_dir), str(OmegaConf.select(config, "hydra.sweep.subdir")))
+                sweep_dir, subdir = (selected(config, f"hydra.sweep.{key}", trees) for key in ("dir", "subdir"))
+                output_dir = os.path.join(str(sweep_dir), str(subdir))
                 with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
                     config.hydra.runtime.output_dir = os.path.abspath(output_dir)
                 task = tuple(OmegaConf.to_container(config.hydra.overrides.task))
