@@ -32,7 +32,11 @@ SWEEPS = {
     ],
     "add_and_delete": ["+presets=debug", "~launcher", "seed=range(0,3)", "++worker_env={A:'1'},{B:'2'}"],
     "values_only": ["seed=range(0,5)", "presets=[debug]", "task=CartPole-v1,Pendulum-v1"],
+    # a group's dict that reads a swept key (its typed value is not an earlier point's)
+    "interpolated_dicts": ["presets=[tagged]", "seed=1,2,3", "++slurm.partition=p,q"],
 }
+# the user's preset the last sweep chooses (./.train_multigpu/presets/)
+TAGGED = "# @package _global_\nslurm:\n  job_name: run_${seed}\nworker_env:\n  SEED: s${seed}\nrestart:\n  max: 1\n"
 
 
 def _nodes(node, path=""):
@@ -76,10 +80,15 @@ def _expand(tmp_path, monkeypatch, sweep: list[str]):
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_every_point_equals_hydras_composition(tmp_path, monkeypatch, name):
+    (tmp_path / ".train_multigpu" / "presets").mkdir(parents=True)
+    (tmp_path / ".train_multigpu" / "presets" / "tagged.yaml").write_text(TAGGED)
     for loader, master, split in _expand(tmp_path, monkeypatch, SWEEPS[name]):
         composer = groups.Composer(loader, master)
+        typing, kept = compose.Typing(), 0  # the sweep's typed configs, as the session makes them
         for point in split:
-            ours, job = composer.compose(point)
+            ours, job, base, touched = composer.point(point)
+            kept += bool(typing.kept(base, touched)[1])
+            typed = compose.to_typed(job, None, typing, base, touched)
             hydras = loader.load_sweep_config(master, list(point))
             same(ours, hydras)
             without = OmegaConf.masked_copy(hydras, [k for k in hydras if k != "hydra"])
@@ -88,11 +97,14 @@ def test_every_point_equals_hydras_composition(tmp_path, monkeypatch, name):
                 del hydras_job["hydra"]
             same(job, hydras_job)
             assert OmegaConf.to_yaml(job) == OmegaConf.to_yaml(without)
-            assert compose.to_typed(job) == compose.to_typed(hydras_job)
+            assert typed == compose.to_typed(job) == compose.to_typed(hydras_job) == OmegaConf.to_object(hydras_job)
+            if name == "interpolated_dicts":
+                assert (typed.slurm.job_name, typed.worker_env["SEED"]) == (f"run_{typed.seed}", f"s{typed.seed}")
         distinct = {
             tuple(o for o in p if o.split("=")[0].lstrip("+~") in ("launcher", "presets", "profile")) for p in split
         }
         assert composer.hydra_compositions == len(distinct) < len(split)
+        assert kept == len(split) - len(distinct)  # every point but each base's first took keys from it
 
 
 def test_a_bad_value_override_fails_as_hydras_does(tmp_path, monkeypatch):

@@ -31,6 +31,18 @@ from __future__ import annotations
 import copy
 import pickle
 from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class Composed(NamedTuple):
+    """A point's configs and where they come from: ``base`` (its group override lines: the points of
+    one base differ only in the top-level keys their value overrides set, ``touched``); None where
+    Hydra composed the point whole (or the job's config is a copy of the point's)."""
+
+    config: object
+    job_config: object
+    base: tuple[str, ...] | None = None
+    touched: frozenset[str] = frozenset()
 
 
 class Composer:
@@ -87,6 +99,10 @@ class Composer:
     def compose(self, point_overrides: Sequence[str]):
         """(the point's config, its job config): the first equal to Hydra's
         ``load_sweep_config(master, point_overrides)``, the second the same without its ``hydra`` node."""
+        return tuple(self.point(point_overrides))[:2]
+
+    def point(self, point_overrides: Sequence[str]) -> Composed:
+        """:meth:`compose`'s configs, with their base and the top-level keys the point's value overrides set."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
         from omegaconf import OmegaConf
 
@@ -109,13 +125,13 @@ class Composer:
                 job_config = pickle.loads(job_only)
                 ConfigLoaderImpl._apply_overrides_to_config(values, job_config)
                 OmegaConf.copy_cache(from_config=self.master, to_config=job_config)
-                return cfg, job_config
+                return Composed(cfg, job_config, groups, frozenset(o.key_or_group.split(".")[0] for o in values))
             except Exception:  # an override that reads the hydra node (~key=value, +key): copy the whole
                 pass
         else:  # a hydra.* key swept (hydra.sweeper.params): Hydra composes the point
             self.hydra_compositions += 1
             cfg = self.loader.load_sweep_config(self.master, list(point_overrides))
-        return cfg, _without_hydra(cfg)
+        return Composed(cfg, _without_hydra(cfg))
 
 
 def _without_hydra(cfg):

@@ -33,6 +33,8 @@ class Point:
     overrides: tuple[str, ...]  # the point's overrides (hydra.overrides.task)
     config: object  # the DictConfig, without its hydra node, as a job function receives it
     hydra_config: object  # the DictConfig with the hydra node, for HydraConfig
+    base: tuple[str, ...] | None = None  # groups.Composed's: which points' typed configs share keys
+    touched: frozenset[str] = frozenset()
 
 
 def handles(hydra_flags: Sequence[str]) -> bool:
@@ -169,7 +171,7 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
         points = []
         with collector_held():
             for num, point_overrides in enumerate(BasicSweeper.split_arguments(parsed, None)[0]):
-                config, job_config = composer.compose(point_overrides)
+                config, job_config, base, touched = composer.point(point_overrides)
                 with open_dict(config):
                     config.hydra.job.id = num
                     config.hydra.job.num = num
@@ -178,5 +180,5 @@ def expand(config_name: str, overrides: Sequence[str], job_name: str) -> Iterato
                 with read_write(config.hydra.runtime), open_dict(config.hydra.runtime):
                     config.hydra.runtime.output_dir = os.path.abspath(output_dir)
                 task = tuple(OmegaConf.to_container(config.hydra.overrides.task))
-                points.append(Point(num, task, job_config, config))
+                points.append(Point(num, task, job_config, config, base, touched))
         yield points
