@@ -225,11 +225,13 @@ def _typed(dict_cfg, earlier, kept: frozenset[str]):
     if not kept:
         return OmegaConf.to_object(dict_cfg)
     try:
-        typed = copy.deepcopy(earlier)
+        typed = copy.copy(earlier)  # every field is set below: a copy of the earlier point's, or converted
         if list(dict_cfg.keys()) != [f.name for f in dataclasses.fields(typed)]:
             raise ValueError("not the earlier point's keys")
         for key in dict_cfg.keys():
-            if key not in kept:
+            if key in kept:
+                setattr(typed, key, copy.deepcopy(getattr(earlier, key)))
+            else:
                 node = dict_cfg._get_child(key)._dereference_node()
                 if node._is_missing():
                     raise ValueError(key)
