@@ -3,7 +3,8 @@ noise): a ``submit=slurm`` sweep of 10 and of 30 points (other seeds), in-proces
 point it unpickles its config twice (the job's and the whole, with the hydra node), dumps one
 top-level key of its ``config.yaml`` (the swept one: the others' texts are kept) and converts 5 of
 its config's 34 typed dicts with ``OmegaConf.to_object`` (the others, with no interpolation in
-them, are an earlier point's: compose.Typing); it builds no OmegaConf tree from the typed config
+them, are an earlier point's: compose.Typing); it looks up no config group (``seed``: once a sweep),
+builds no OmegaConf tree from the typed config
 (``config.yaml`` was ``OmegaConf.structured`` + ``to_yaml``: 26 ms a point), copies no hydra node
 (``HydraConfig.set_config``'s ``masked_copy``: 3 ms a point), and Hydra composes once. Nothing in
 the sweep grows faster than the points (benchmarks/sweep_points.py times it)."""
@@ -16,6 +17,7 @@ import pickle
 
 import yaml
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_repository import CachingConfigRepository
 from omegaconf import OmegaConf
 
 from inproc import environment, run_main
@@ -42,6 +44,7 @@ def _sweep(monkeypatch, tmp_path, points: int, first: int) -> collections.Counte
         _counted(patch, counts, pickle, "loads", "pickle.loads")
         _counted(patch, counts, yaml, "dump", "yaml.dump")
         _counted(patch, counts, ConfigLoaderImpl, "load_configuration", "Hydra compositions")
+        _counted(patch, counts, CachingConfigRepository, "group_exists", "config group look-ups")
         folder = tmp_path / f"{first}-{points}"
         folder.mkdir()
         result = run_main(
@@ -59,7 +62,7 @@ def test_a_sweeps_cost_per_point_is_counted_and_constant(monkeypatch, tmp_path):
     _sweep(monkeypatch, tmp_path, 3, 0)  # what is done once per process (caches) is done
     small, large = _sweep(monkeypatch, tmp_path, 10, 1000), _sweep(monkeypatch, tmp_path, 30, 2000)
     labels = ["OmegaConf.structured", "OmegaConf.masked_copy", "OmegaConf.to_yaml", "pickle.loads", "yaml.dump"]
-    labels.append("OmegaConf.to_object")
+    labels += ["OmegaConf.to_object", "config group look-ups"]
     per_point = {label: (large[label] - small[label]) / 20 for label in [*labels, "Hydra compositions"]}
     assert per_point == {
         "OmegaConf.structured": 0,
@@ -68,6 +71,7 @@ def test_a_sweeps_cost_per_point_is_counted_and_constant(monkeypatch, tmp_path):
         "pickle.loads": 2,
         "yaml.dump": 1,
         "OmegaConf.to_object": 5,
+        "config group look-ups": 0,
         "Hydra compositions": 0,
     }, (small, large)
     assert small["Hydra compositions"] <= 2, small  # the sweep's own, and its one choice of config groups

@@ -75,7 +75,8 @@ class Composer:
         from hydra._internal.defaults_list import Overrides
 
         if self._repo is None:
-            _, self._repo = self.loader._parse_overrides_and_create_caching_repo(self.config_name, self.hydra_lines)
+            _, repo = self.loader._parse_overrides_and_create_caching_repo(self.config_name, self.hydra_lines)
+            self._repo = _KnownGroups(repo)
         values = Overrides(self._repo, parsed).config_overrides
         chosen = {id(o) for o in values}
         return values, tuple(o.input_line for o in parsed if id(o) not in chosen)
@@ -132,6 +133,20 @@ class Composer:
             self.hydra_compositions += 1
             cfg = self.loader.load_sweep_config(self.master, list(point_overrides))
         return Composed(cfg, _without_hydra(cfg))
+
+
+class _KnownGroups:
+    """A config repository's ``group_exists`` (all that Hydra's ``Overrides`` asks of it), each key
+    looked up once a sweep: the search of the repository's sources for ``seed`` was 0.3 ms a point."""
+
+    def __init__(self, repo) -> None:
+        self._repo = repo
+        self._known: dict[str, bool] = {}
+
+    def group_exists(self, key: str) -> bool:
+        if key not in self._known:
+            self._known[key] = self._repo.group_exists(key)
+        return self._known[key]
 
 
 def _without_hydra(cfg):
