@@ -6,7 +6,8 @@ quadratic term shows as a rising per-point cost). With ``--slurm 100,300,1000`` 
 sweep of each size as one SLURM job array on the real cluster (held: ``+slurm.extra.hold=true``;
 cancelled at once, by its own id) and times the whole command, until sbatch has accepted the array,
 against the same sweep's dry run measured just before it (same size, same process start, no
-submission): the submission's own cost is the difference. The load average is printed: on a shared
+submission): the submission's own cost is the difference. Medians, and the fastest submission
+(wall / CPU) and the least CPU of the runs. The load average is printed: on a shared
 machine the wall time follows it, the CPU seconds much less.
 
     python benchmarks/sweep_points.py [--points 300] [--repeat 3] [--slurm 100,300,1000] [--skip-bare]
@@ -98,6 +99,7 @@ def submit_rows(workdir: Path, sizes: list[int], repeat: int, before: str | None
         d_wall, d_cpu, s_wall, s_cpu = (statistics.median(c) for c in list(zip(*rows))[:4])
         o_wall, o_cpu = rows[0][4:]
         spread = max(r[2] for r in rows) - min(r[2] for r in rows)
+        fastest = min(rows, key=lambda r: r[2])
         if cpu:
             low = max(cpu)
             marginal.append((s_cpu - cpu[low]) / (points - low) * 1000)
@@ -106,11 +108,14 @@ def submit_rows(workdir: Path, sizes: list[int], repeat: int, before: str | None
         extra = f"   {o_wall:8.2f} / {o_cpu:6.2f}        {s_cpu / o_cpu:6.3f}x" if before else ""
         print(
             f"{points:6d}  {d_wall:7.2f} / {d_cpu:6.2f}    {s_wall:7.2f} / {s_cpu:6.2f}      {s_cpu / d_cpu:6.3f}x"
-            f"           {step:6.1f}{extra}   (submit wall spread {spread:.2f} s, {repeat} runs)"
+            f"           {step:6.1f}{extra}   (submit wall spread {spread:.2f} s, {repeat} runs; "
+            f"fastest {fastest[2]:.2f} / {fastest[3]:.2f}, cpu min {min(r[3] for r in rows):.2f})"
         )
     if len(marginal) > 1:
         print(f"marginal cpu per point, last / first: {marginal[-1] / marginal[0]:.2f} (linear: ~1)")
-    print(f"{sizes[-1]} points submitted in {s_wall:.2f} s wall (target < 10 s), {s_cpu:.2f} CPU s; load {_load()}")
+    print(
+        f"{sizes[-1]} points submitted in {s_wall:.2f} s wall (median; goal < 10 s), {s_cpu:.2f} CPU s; load {_load()}"
+    )
 
 
 def _load() -> str:

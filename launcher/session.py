@@ -80,8 +80,11 @@ class Session:
         from .sweep import points as sweep_points
 
         prepared = [(lanes.JobInfo(point.num, tuple(point.overrides)), point.config) for point in points]
+        kin = compose.Typing()  # what the points' typed configs share (the same base, keys no point sets)
         with sweep_points.collector_held():  # every point's configs stay alive: no full collection walks them
-            ready, messages = self.prepare(prepared, hydra=[p.hydra_config for p in points])
+            ready, messages = self.prepare(
+                prepared, hydra=[p.hydra_config for p in points], kin=[(kin, p.base, p.touched) for p in points]
+            )
         if messages:
             return EXIT_USAGE
         self.execute(ready)
@@ -99,9 +102,10 @@ class Session:
             return EXIT_USAGE
 
     # -- prepare: every point's request; nothing written ------------------------------------------
-    def prepare(self, points, hydra=None) -> tuple[list[Point], list[str]]:
+    def prepare(self, points, hydra=None, kin=None) -> tuple[list[Point], list[str]]:
         """Each point's launch and request (a :class:`Point` not yet run); a mistake in any: each
-        distinct message printed once."""
+        distinct message printed once. A sweep's: ``hydra``, each point's config with its hydra node;
+        ``kin``, each point's (typing, base, touched keys) for :func:`compose.to_typed`."""
         from .sweep import points as sweep_points
 
         prepared: list[Point] = []
@@ -111,7 +115,7 @@ class Session:
                 sweep_points.use(hydra[index])
             try:
                 with self._user_hydra_full_error():
-                    launch = self._launch(dict_cfg, job)
+                    launch = self._launch(dict_cfg, job, () if kin is None else kin[index])
                     prepared.append(Point(launch, self._backend(launch.cfg.submit.value).dryrun(launch)))
             except UserError as err:
                 if self.full_error:
@@ -121,13 +125,13 @@ class Session:
             error(message)
         return prepared, messages
 
-    def _launch(self, dict_cfg, job: lanes.JobInfo | None) -> Launch:
+    def _launch(self, dict_cfg, job: lanes.JobInfo | None, kin: tuple = ()) -> Launch:
         """One point, composed and typed, its secrets revealed, what was typed for it, the directory
         it records in (a sweep point's: Hydra's; else the job's: backends/job_dir.py)."""
         from hydra.core.hydra_config import HydraConfig
         from omegaconf import OmegaConf
 
-        cfg = self.vault.reveal(_to_object(dict_cfg, self.typed.presets))
+        cfg = self.vault.reveal(_to_object(dict_cfg, self.typed.presets, *kin))
         # a secret given by reference (${oc.env:HF_TOKEN}) is resolved here, where the command is typed
         vault = self.vault.resolved_here(secrets.references(dict_cfg), cfg)
         # forwarded arguments are the user's literal text: added after resolution, never interpolated
@@ -233,11 +237,11 @@ class Session:
         return first_failure(self.exit_codes)
 
 
-def _to_object(cfg, presets: dict[str, list[str]]) -> schema.TrainConfig:
+def _to_object(cfg, presets: dict[str, list[str]], *kin) -> schema.TrainConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        return compose.to_typed(cfg, presets)
+        return compose.to_typed(cfg, presets, *kin)
     except OmegaConfBaseException as err:
         raise translate.from_omegaconf(err) from err
 

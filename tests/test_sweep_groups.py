@@ -32,7 +32,11 @@ SWEEPS = {
     ],
     "add_and_delete": ["+presets=debug", "~launcher", "seed=range(0,3)", "++worker_env={A:'1'},{B:'2'}"],
     "values_only": ["seed=range(0,5)", "presets=[debug]", "task=CartPole-v1,Pendulum-v1"],
+    # a group's dict that reads a swept key (its typed value is not an earlier point's)
+    "interpolated_dicts": ["presets=[tagged]", "seed=1,2,3", "++slurm.partition=p,q"],
 }
+# the user's preset the last sweep chooses (./.train_multigpu/presets/)
+TAGGED = "# @package _global_\nslurm:\n  job_name: run_${seed}\nworker_env:\n  SEED: s${seed}\nrestart:\n  max: 1\n"
 
 
 def _nodes(node, path=""):
@@ -76,10 +80,15 @@ def _expand(tmp_path, monkeypatch, sweep: list[str]):
 
 @pytest.mark.parametrize("name", sorted(SWEEPS))
 def test_every_point_equals_hydras_composition(tmp_path, monkeypatch, name):
+    (tmp_path / ".train_multigpu" / "presets").mkdir(parents=True)
+    (tmp_path / ".train_multigpu" / "presets" / "tagged.yaml").write_text(TAGGED)
     for loader, master, split in _expand(tmp_path, monkeypatch, SWEEPS[name]):
         composer = groups.Composer(loader, master)
+        typing, kept = compose.Typing(), 0  # the sweep's typed configs, as the session makes them
         for point in split:
-            ours, job = composer.compose(point)
+            ours, job, base, touched = composer.point(point)
+            kept += bool(typing.kept(base, touched)[1])
+            typed = compose.to_typed(job, None, typing, base, touched)
             hydras = loader.load_sweep_config(master, list(point))
             same(ours, hydras)
             without = OmegaConf.masked_copy(hydras, [k for k in hydras if k != "hydra"])
@@ -88,11 +97,14 @@ def test_every_point_equals_hydras_composition(tmp_path, monkeypatch, name):
                 del hydras_job["hydra"]
             same(job, hydras_job)
             assert OmegaConf.to_yaml(job) == OmegaConf.to_yaml(without)
-            assert compose.to_typed(job) == compose.to_typed(hydras_job)
+            assert typed == compose.to_typed(job) == compose.to_typed(hydras_job) == OmegaConf.to_object(hydras_job)
+            if name == "interpolated_dicts":
+                assert (typed.slurm.job_name, typed.worker_env["SEED"]) == (f"run_{typed.seed}", f"s{typed.seed}")
         distinct = {
             tuple(o for o in p if o.split("=")[0].lstrip("+~") in ("launcher", "presets", "profile")) for p in split
         }
         assert composer.hydra_compositions == len(distinct) < len(split)
+        assert kept == len(split) - len(distinct)  # every point but each base's first took keys from it
 
 
 def test_a_bad_value_override_fails_as_hydras_does(tmp_path, monkeypatch):
@@ -160,3 +172,47 @@ def test_a_points_hydra_config_is_what_set_config_makes_of_it(tmp_path, monkeypa
             mine = (HydraConfig.get().sweep.dir, HydraConfig.get().runtime.output_dir, compose.to_typed(point.config))
             assert mine == theirs
             assert mine[2].run_name == f"{point.num}_x" and mine[0].startswith(mine[2].run_root + "/multirun/")
+
+
+def test_each_points_output_dir_is_hydras_and_the_sweep_dir_is_parsed_once(tmp_path, monkeypatch):
+    """A point's output directory is OmegaConf.select's hydra.sweep.dir / hydra.sweep.subdir (what
+    Hydra's run_job makes of them), also where points change what they read (run_root, a
+    subdir that reads a swept value, a group); the interpolations' texts are parsed once a sweep,
+    not once a point."""
+    from omegaconf import base, grammar_parser
+
+    import launcher.sweep.points as points_module
+
+    parsed: list[str] = []
+    real = grammar_parser.parse
+
+    def counted(text, *args, **kwargs):
+        parsed.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(grammar_parser, "parse", counted)
+    monkeypatch.setattr(base, "parse", counted)  # what OmegaConf's own resolution calls
+    monkeypatch.chdir(tmp_path)
+    compose.register()
+    searchpath = profiles.searchpath_override(os.environ, str(tmp_path))
+    sweeps = [
+        ["seed=range(0,30)", "presets=[debug]"],
+        ["launcher=single_node,skrl_jax", "run_root=a,b", "seed=1,2"],
+        ["hydra.sweep.subdir=s${seed}_${hydra.job.num}", "seed=3,4"],
+    ]
+    for sweep in sweeps:
+        parsed.clear()
+        with points_module.expand(compose.CONFIG_NAME, [searchpath, *sweep], "t") as found:
+            by_expand = list(parsed)
+            for point in found:
+                config = point.hydra_config
+                hydras = os.path.join(
+                    str(OmegaConf.select(config, "hydra.sweep.dir")),
+                    str(OmegaConf.select(config, "hydra.sweep.subdir")),
+                )
+                assert config.hydra.runtime.output_dir == os.path.abspath(hydras)
+        if sweep[0].startswith("seed"):
+            assert len(found) == 30
+            text = found[0].hydra_config.hydra.sweep._get_node("dir")._value()
+            assert by_expand.count(text) == 2, by_expand  # the sweep's own (its ${now:} cached), then the points'
+    assert {p.hydra_config.hydra.runtime.output_dir.rsplit("/", 1)[1] for p in found} == {"s3_0", "s4_1"}

@@ -31,6 +31,18 @@ from __future__ import annotations
 import copy
 import pickle
 from collections.abc import Sequence
+from typing import NamedTuple
+
+
+class Composed(NamedTuple):
+    """A point's configs and where they come from: ``base`` (its group override lines: the points of
+    one base differ only in the top-level keys their value overrides set, ``touched``); None where
+    Hydra composed the point whole (or the job's config is a copy of the point's)."""
+
+    config: object
+    job_config: object
+    base: tuple[str, ...] | None = None
+    touched: frozenset[str] = frozenset()
 
 
 class Composer:
@@ -63,7 +75,8 @@ class Composer:
         from hydra._internal.defaults_list import Overrides
 
         if self._repo is None:
-            _, self._repo = self.loader._parse_overrides_and_create_caching_repo(self.config_name, self.hydra_lines)
+            _, repo = self.loader._parse_overrides_and_create_caching_repo(self.config_name, self.hydra_lines)
+            self._repo = _KnownGroups(repo)
         values = Overrides(self._repo, parsed).config_overrides
         chosen = {id(o) for o in values}
         return values, tuple(o.input_line for o in parsed if id(o) not in chosen)
@@ -87,6 +100,10 @@ class Composer:
     def compose(self, point_overrides: Sequence[str]):
         """(the point's config, its job config): the first equal to Hydra's
         ``load_sweep_config(master, point_overrides)``, the second the same without its ``hydra`` node."""
+        return tuple(self.point(point_overrides))[:2]
+
+    def point(self, point_overrides: Sequence[str]) -> Composed:
+        """:meth:`compose`'s configs, with their base and the top-level keys the point's value overrides set."""
         from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
         from omegaconf import OmegaConf
 
@@ -109,13 +126,27 @@ class Composer:
                 job_config = pickle.loads(job_only)
                 ConfigLoaderImpl._apply_overrides_to_config(values, job_config)
                 OmegaConf.copy_cache(from_config=self.master, to_config=job_config)
-                return cfg, job_config
+                return Composed(cfg, job_config, groups, frozenset(o.key_or_group.split(".")[0] for o in values))
             except Exception:  # an override that reads the hydra node (~key=value, +key): copy the whole
                 pass
         else:  # a hydra.* key swept (hydra.sweeper.params): Hydra composes the point
             self.hydra_compositions += 1
             cfg = self.loader.load_sweep_config(self.master, list(point_overrides))
-        return cfg, _without_hydra(cfg)
+        return Composed(cfg, _without_hydra(cfg))
+
+
+class _KnownGroups:
+    """A config repository's ``group_exists`` (all that Hydra's ``Overrides`` asks of it), each key
+    looked up once a sweep: the search of the repository's sources for ``seed`` was 0.3 ms a point."""
+
+    def __init__(self, repo) -> None:
+        self._repo = repo
+        self._known: dict[str, bool] = {}
+
+    def group_exists(self, key: str) -> bool:
+        if key not in self._known:
+            self._known[key] = self._repo.group_exists(key)
+        return self._known[key]
 
 
 def _without_hydra(cfg):
