@@ -10,6 +10,7 @@ See docs/example_trainers.md.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,10 @@ def load_hyperparameters(task: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = trainer_args.parse_args(argv)
+    # start-up (torch or JAX, skrl, the agent) runs without the cyclic garbage collector: imports make
+    # few cycles but many lasting objects, and every full collection they set off walked all of them
+    # again; trainer_loop.run freezes what start-up built and turns the collector back on
+    gc.disable()
     import trainer_dist
 
     topo = trainer_dist.read_topology(args)

@@ -22,6 +22,11 @@ def _check_dump(dump, world: int) -> list[dict]:
     assert [i["rank_seed"] for i in infos] == [infos[0]["rank_seed"] + r for r in range(world)]
     assert not set(infos[0]["env_seeds"]) & set(infos[1]["env_seeds"]), "ranks share env seeds"
     assert infos[0]["first_obs"] != infos[1]["first_obs"], "ranks' envs start identically"
+    # start-up (the framework's and skrl's imports, the agent) ran no full garbage collection, and what
+    # it built is frozen: no later collection, the interpreter's at exit included, walks it again (a
+    # second of CPU per rank: examples/train.py, trainer_loop.run)
+    for info in infos:
+        assert info["startup_full_collections"] == 0 and info["frozen_objects"] > 100_000, info
     return infos
 
 

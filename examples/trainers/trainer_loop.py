@@ -9,6 +9,7 @@ any stop request, so that all ranks stop at the same iteration boundary.
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import os
 import random
@@ -243,6 +244,12 @@ def run(*, args, topo, hp: dict, backend_factory: Callable[..., Backend]) -> int
         model_cfg=dict(hp.get("models", {})),
         rank_seed=rank_seed,
     )
+    # start-up is over: its objects (the modules of torch or JAX and skrl, hundreds of thousands, all
+    # kept to the end) leave the collector's sight, so that no later collection -- the teardown's, the
+    # interpreter's at exit -- walks them again (a second of CPU per rank); the collector is back on for
+    # what training allocates (examples/train.py turned it off for the start-up)
+    gc.freeze()
+    gc.enable()
     training = Training(
         args=args,
         topo=topo,
@@ -381,6 +388,9 @@ def iterate(t: Training) -> None:
         first_obs=np.asarray(obs).tolist(),
         start_iteration=t.start_iteration,
         optimizer_steps_start=backend.optimizer_steps(),
+        # start-up ran no full collection; its objects are frozen (see run)
+        startup_full_collections=gc.get_stats()[2]["collections"],
+        frozen_objects=gc.get_freeze_count(),
     )
 
     stop = StopRequest()
