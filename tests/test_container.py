@@ -261,8 +261,12 @@ def test_submit_ssh_gives_every_host_the_container_keys(tmp_path):
         tmp_path, "container.image=img", "container.runtime=podman", "submit=ssh", "ssh.hosts=[10.0.0.1,10.0.0.2]"
     )
     assert result.returncode == 0, result.stderr
-    nodes = [line for line in result.stdout.splitlines() if line.startswith("ssh ")]
-    assert len(nodes) == 2 and all("container.image=img container.runtime=podman" in line for line in nodes)
+    lines = result.stdout.splitlines()
+    nodes = [line for line in lines if line.startswith("ssh ")]
+    # each node's arguments travel on its channel, shown under its ssh line (docs/ssh.md)
+    sent = [line for line in lines if line.startswith("#   its arguments, on the channel: ")]
+    assert len(nodes) == 2 and len(sent) == 2, result.stdout
+    assert all("container.image=img container.runtime=podman" in line for line in sent), result.stdout
 
 
 def test_submit_slurm_carries_the_container_keys_into_the_job(tmp_path):

@@ -217,8 +217,9 @@ def test_a_tables_rows_are_escaped_with_one_look_each_where_nothing_needs_it(mon
     """A row whose cells hold no control character (and no secret to mask) is looked at once, not
     cell by cell (before: nine calls of one_line per row, 10% of a 10,000-run table); a row that
     holds one is escaped cell by cell, as before."""
-    from launcher import errors
+    from launcher import errors, secrets
 
+    monkeypatch.setattr(secrets, "_given", set())  # no secret remembered by an earlier test in this process
     calls = []
     real = errors.one_line
     for module in (errors, show):
