@@ -32,11 +32,13 @@ def entry() -> None:
             from .cli import entry as run
     except KeyboardInterrupt:
         _close_early()
+        _forget_caught_interrupts()
         sys.exit(128 + 2)
     try:
         run()
     finally:
         _close_early()
+        _forget_caught_interrupts()
 
 
 def _close_early() -> None:
@@ -44,6 +46,18 @@ def _close_early() -> None:
     early = sys.modules.get("launcher.ssh.early")
     if early is not None:
         early.close()
+
+
+def _forget_caught_interrupts() -> None:
+    """A Ctrl+C that the launcher caught ends it with its own exit code (130), not killed by SIGINT.
+
+    CPython 3.11 marks an interrupt "unhandled" when it leaves any ``exec``/``eval`` of a string --
+    dataclasses' and namedtuple's generated methods while Hydra is imported -- even when the
+    launcher catches it further up; the interpreter then ends by SIGINT whatever the exit code.
+    Every ``exec`` of a string clears that mark first; a KeyboardInterrupt that really leaves
+    ``entry`` is marked again after this, as it should be.
+    """
+    exec("")
 
 
 def _launch_line(*args, **kwargs) -> int:

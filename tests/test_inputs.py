@@ -319,7 +319,11 @@ _load = loader.ConfigLoaderImpl.load_configuration
 def _paused(self, *args, **kwargs):  # the test's Ctrl+C lands here, in the middle of composition
     if not os.path.exists(os.environ["TMG_TEST_PAUSED"]):  # the first composition only
         open(os.environ["TMG_TEST_PAUSED"], "w").close()
-        time.sleep(5)  # a single launch: the KeyboardInterrupt ends it; a sweep notes the signal and goes on
+        # a single launch: the KeyboardInterrupt ends it; a sweep notes the signal and goes on
+        if os.environ.get("TMG_TEST_PAUSE_IN_EXEC"):  # as in dataclasses' generated methods
+            exec("import time; time.sleep(5)")
+        else:
+            time.sleep(5)
     return _load(self, *args, **kwargs)
 
 
@@ -344,7 +348,9 @@ sys.meta_path.insert(0, _PauseAtImport())
 """
 
 
-def interrupted_while_paused(tmp_path: Path, hook: str, argv: list[str]) -> tuple[int, str, str, Path]:
+def interrupted_while_paused(
+    tmp_path: Path, hook: str, argv: list[str], **env_vars: str
+) -> tuple[int, str, str, Path]:
     """Start ``argv`` with ``hook`` as its sitecustomize (the only stand-in: it holds the launcher
     still, so that the signal lands in the same place every time rather than by luck of timing),
     Ctrl+C it once paused; (exit code, stdout, stderr, its working directory)."""
@@ -352,7 +358,7 @@ def interrupted_while_paused(tmp_path: Path, hook: str, argv: list[str]) -> tupl
     (tmp_path / "hook" / "sitecustomize.py").write_text(hook)
     paused, work = tmp_path / "paused", tmp_path / "work"
     work.mkdir()
-    env = clean_env(TMG_TEST_PAUSED=str(paused))
+    env = clean_env(TMG_TEST_PAUSED=str(paused), **env_vars)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "hook"), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -371,10 +377,13 @@ def interrupted_while_paused(tmp_path: Path, hook: str, argv: list[str]) -> tupl
 @pytest.mark.parametrize(
     "argv", [["dry_run=true"], ["presets=debug"], ["-m", "seed=1,2"]], ids=["dry_run", "real", "multirun"]
 )
-def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv):
-    """Ctrl+C while Hydra composes: no KeyboardInterrupt traceback, exit 130, nothing created."""
+@pytest.mark.parametrize("inside", ["", "exec"], ids=["plain", "inside_exec_of_a_string"])
+def test_ctrl_c_during_composition_is_a_quiet_130(tmp_path, argv, inside):
+    """Ctrl+C while Hydra composes: no KeyboardInterrupt traceback, exit 130, nothing created. Also
+    when the interrupt leaves an ``exec`` of a string, which CPython 3.11 would turn into an end by
+    SIGINT (a shell shows 130 for both; a parent's ``returncode`` is -2 for that)."""
     code, out, err, work = interrupted_while_paused(
-        tmp_path, PAUSE_IN_COMPOSITION, [sys.executable, "-m", "launcher", *argv]
+        tmp_path, PAUSE_IN_COMPOSITION, [sys.executable, "-m", "launcher", *argv], TMG_TEST_PAUSE_IN_EXEC=inside
     )
     assert code == 130, err
     assert err == ""
