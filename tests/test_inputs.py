@@ -348,9 +348,7 @@ sys.meta_path.insert(0, _PauseAtImport())
 """
 
 
-def interrupted_while_paused(
-    tmp_path: Path, hook: str, argv: list[str], **env_vars: str
-) -> tuple[int, str, str, Path]:
+def interrupted_while_paused(tmp_path: Path, hook: str, argv: list[str], **env_vars: str) -> tuple[int, str, str, Path]:
     """Start ``argv`` with ``hook`` as its sitecustomize (the only stand-in: it holds the launcher
     still, so that the signal lands in the same place every time rather than by luck of timing),
     Ctrl+C it once paused; (exit code, stdout, stderr, its working directory)."""
