@@ -29,6 +29,16 @@ def _mlp(inputs: int, hidden: list[int], activation: str) -> tuple[nn.Sequential
     return nn.Sequential(*layers), size
 
 
+def _run(body: nn.Sequential, head: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """The MLP applied layer by layer through each layer's ``forward``: the same operations, in the
+    same order, as calling the modules, without ``nn.Module.__call__``'s hook dispatch around each of
+    them (6 calls per network, two networks per environment step). No hooks are registered on these
+    layers, so nothing is skipped."""
+    for layer in body:
+        x = layer.forward(x)
+    return head.forward(x)
+
+
 class _ActorCriticBase(Model):
     """Policy and value networks held by ONE skrl model (separate MLPs, no shared layers).
 
@@ -44,10 +54,10 @@ class _ActorCriticBase(Model):
         self.value_head = nn.Linear(size, 1)
 
     def _policy_output(self, inputs):
-        return self.policy_head(self.policy_body(inputs["observations"]))
+        return _run(self.policy_body, self.policy_head, inputs["observations"])
 
     def _value_output(self, inputs):
-        return self.value_head(self.value_body(inputs["observations"]))
+        return _run(self.value_body, self.value_head, inputs["observations"])
 
 
 class DiscreteActorCritic(CategoricalMixin, DeterministicMixin, _ActorCriticBase):
@@ -125,8 +135,11 @@ class TorchBackend:
     def _tensor(self, x, dtype=torch.float32):
         return torch.as_tensor(np.asarray(x), dtype=dtype, device=self.device)
 
+    # The rollout and the evaluation run under inference mode, not just no_grad: no autograd
+    # bookkeeping (version counters, views' metadata) on any of their tensors, the same kernels. skrl
+    # copies what it keeps of them into its memory's ordinary tensors; the update uses those.
     def act(self, obs: np.ndarray, timestep: int, timesteps: int) -> np.ndarray:
-        with torch.no_grad():
+        with torch.inference_mode():
             self._obs = self._tensor(obs)
             self._actions, _ = self.agent.act(self._obs, None, timestep=timestep, timesteps=timesteps)
         a = self._actions.cpu().numpy()
@@ -134,7 +147,7 @@ class TorchBackend:
 
     def record(self, rewards, next_obs, terminated, truncated, timestep: int, timesteps: int) -> None:
         n = len(rewards)
-        with torch.no_grad():
+        with torch.inference_mode():
             self.agent.record_transition(
                 observations=self._obs,
                 states=None,
@@ -154,11 +167,13 @@ class TorchBackend:
         self.agent.post_interaction(timestep=timestep, timesteps=timesteps)
 
     def act_deterministic(self, obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            _, out = self.agent.policy.act({"observations": self._tensor(obs)}, role="policy")
+        # the policy network's output itself (skrl's "net_output" / "mean_actions"), without building
+        # the distribution and drawing a sample that the arg-max / mean would throw away
+        with torch.inference_mode():
+            out = self.agent.policy.compute({"observations": self._tensor(obs)}, role="policy")[0]
         if self.discrete:
-            return out["net_output"].argmax(dim=-1).cpu().numpy()
-        return np.clip(out["mean_actions"].cpu().numpy(), self._low, self._high)
+            return out.argmax(dim=-1).cpu().numpy()
+        return np.clip(out.cpu().numpy(), self._low, self._high)
 
     def set_learning_rate(self, lr: float) -> None:
         for group in self.agent.optimizer.param_groups:
