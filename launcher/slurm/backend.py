@@ -46,6 +46,8 @@ from ..backends.base import (
 from ..backends.job_dir import JobDir
 from ..errors import UserError
 from ..names import PROG, override_key
+from ..rundir import SBATCH_TASK as TASK_NAME
+from ..rundir import SBATCH_TASKS as TASKS_DIR
 
 if TYPE_CHECKING:
     from ..config.schema import SlurmConfig, TrainConfig
@@ -69,7 +71,8 @@ _ENDED = {
     "OUT_OF_MEMORY": State.FAILED,
     "BOOT_FAIL": State.FAILED,
 }
-_TASK_SECRET = "TRAIN_MULTIGPU_TASK{task}_{name}"  # a sweep over secret values: task i's copy of NAME
+_TASK_SECRET_PREFIX = "TRAIN_MULTIGPU_TASK"
+_TASK_SECRET = _TASK_SECRET_PREFIX + "{task}_{name}"  # a sweep over secret values: task i's copy of NAME
 
 
 @dataclass(frozen=True)
@@ -266,7 +269,8 @@ class SlurmBackend:
 
     def show(self, requests: Sequence[Request]) -> None:
         """What :meth:`submit_all` writes and submits, for a dry run: a sweep's job array script(s)
-        (each point's ``job.sbatch`` holds the same), or the one request's script."""
+        (each point's ``job.sbatch`` is the same file), then each task's file as written, or the one
+        request's script."""
         if len(requests) == 1:
             print(requests[0].shown, end="", flush=True)
             return
@@ -278,6 +282,11 @@ class SlurmBackend:
                 f"# job array of {len(array.requests)} task(s), written to each point's directory "
                 f"(dry run: nothing written, nothing submitted):\n{paths}\n{array.script}"
             )
+            reads = f"{array.task_file[0]}<task>{array.task_file[1]}"
+            shown.append(f"\n# each task's command, in its point's directory (task <task>'s shell reads {reads}):\n")
+            for task, text in enumerate(array.tasks):
+                link = array.indexed(task)
+                shown.append(f"# {array.task_path(task)}" + (f" (linked as {link})" if link else "") + f"\n{text}")
         print("".join(shown), end="", flush=True)
 
     def summary(self, points: Sequence[Point]) -> str | None:
@@ -287,10 +296,18 @@ class SlurmBackend:
         return summary.submitted(points)
 
     def _submit_array(self, array: _ArrayJob) -> list[Handle]:
-        # the script holds every point's command: written once, hard-linked into the other points'
-        # directories (a copy each grew as the points squared: 231 MB for 1,000 points)
+        # the script is the same for every point: written once, hard-linked into the other points'
+        # directories; each task's command is a file of its own in its point's directory, written
+        # whole (renamed into place) before sbatch
         first = _write(Path(array.requests[0].run_dir), {**array.requests[0].files, SCRIPT_NAME: array.script})
         paths = [first, *(_write(Path(r.run_dir), r.files, first) for r in array.requests[1:])]
+        for task, text in enumerate(array.tasks):
+            path = array.task_path(task)
+            files.replace_whole(path, text.encode())
+            link = array.indexed(task)
+            if link is not None:
+                link.parent.mkdir(exist_ok=True)
+                _link_or_copy(path, link)
         array_id = _sbatch(paths[0], array.secret_env)
         handles = []
         for task, request in enumerate(array.requests):
@@ -354,9 +371,20 @@ class SlurmBackend:
 @dataclass(frozen=True)
 class _ArrayJob:
     requests: tuple[Request, ...]
-    script: str
+    script: str  # the same at any number of tasks but for its --array line
+    tasks: tuple[str, ...]  # task i's file (batch.render_task), written to its point's directory
+    task_file: tuple[str, str]  # where task i's shell reads it: task_file[0] + i + task_file[1]
     output: str
     secret_env: Mapping[str, str] = field(repr=False)
+
+    def task_path(self, task: int) -> Path:
+        return Path(self.requests[task].run_dir) / TASK_NAME
+
+    def indexed(self, task: int) -> Path | None:
+        """Where the script reads task ``task``'s file when that is not its point's own directory
+        (run directories other than ``<sweep dir>/<task>``): a link to it there."""
+        path = Path(f"{self.task_file[0]}{task}{self.task_file[1]}")
+        return None if path == self.task_path(task) else path
 
 
 def _groups(requests: Sequence[Request]) -> list[list[int]]:
@@ -369,7 +397,9 @@ def _groups(requests: Sequence[Request]) -> list[list[int]]:
 
 
 def _array(requests: Sequence[Request]) -> _ArrayJob:
-    """One job array's script (pure): task ``i`` runs ``requests[i]``'s command."""
+    """One job array (pure): its script, the same at any number of points, and task ``i``'s file,
+    which holds ``requests[i]``'s command (each task reads its own: nothing read grows with the
+    points but the task count)."""
     from . import batch, submit
 
     jobs: list[SlurmJob] = [r.payload for r in requests]
@@ -378,12 +408,16 @@ def _array(requests: Sequence[Request]) -> _ArrayJob:
     submit.check_export(first.slurm, list(secret_env))
     dirs = [Path(r.run_dir) for r in requests]
     # each task logs into its own run directory when they are <sweep dir>/<task> (Hydra's sweep
-    # subdir); else all logs go to the sweep directory
+    # subdir), and its shell finds its command there; else all logs go to the sweep directory and
+    # the commands are read from links in the first point's directory, by task
     parent = dirs[0].parent
     own_dirs = all(d.parent == parent and d.name == str(i) for i, d in enumerate(dirs))
     output = f"{parent}/%a/slurm-%A_%a.out" if own_dirs else f"{parent}/slurm-%A_%a.out"
-    script = batch.render_array(first.slurm, [j.command for j in jobs], task_env, first.workdir, first.job_name, output)
-    return _ArrayJob(tuple(requests), script, output, secret_env)
+    task_file = (f"{parent}/", f"/{TASK_NAME}") if own_dirs else (f"{dirs[0]}/{TASKS_DIR}/", "")
+    unset = _TASK_SECRET_PREFIX if secret_env and any(task_env) else None
+    script = batch.render_array(first.slurm, len(jobs), task_file, unset, first.workdir, first.job_name, output)
+    tasks = tuple(batch.render_task(i, job.command, env) for i, (job, env) in enumerate(zip(jobs, task_env)))
+    return _ArrayJob(tuple(requests), script, tasks, task_file, output, secret_env)
 
 
 def announce(handle: Handle) -> str:
@@ -408,21 +442,25 @@ def _extra(run_dir: Path, job_id: str, overrides: Sequence[str], log: str | None
 
 def _write(run_dir: Path, files: Mapping[str, str], script_of: Path | None = None) -> Path:
     """The request's files in the run directory (created); the script made executable. ``script_of``:
-    a job array's script already written, linked here instead of written again (copied where the
-    file system has no hard links)."""
+    a job array's script already written, linked here instead of written again."""
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / SCRIPT_NAME
     files = dict(files)
     if script_of is not None:
         files.pop(SCRIPT_NAME, None)
-        try:
-            os.link(script_of, script)
-        except OSError:
-            files[SCRIPT_NAME] = script_of.read_text()
+        _link_or_copy(script_of, script)
     for name, text in files.items():
         (run_dir / name).write_text(text)
     script.chmod(0o755)
     return script
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """``target`` as a hard link to ``source``; a copy where the file system has no hard links."""
+    try:
+        os.link(source, target)
+    except OSError:
+        files.replace_whole(target, source.read_bytes())
 
 
 def _sbatch(script: Path, secret_env: Mapping[str, str]) -> str:
