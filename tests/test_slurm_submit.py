@@ -345,3 +345,31 @@ def test_a_job_arrays_script_is_the_same_at_any_size_and_each_point_has_its_own_
             assert os.stat(sweep / str(task) / "job.task").st_nlink == 1  # its own file, not a shared one
     assert scripts[2] == scripts[20]
     assert 'task_file=SWEEP/"${SLURM_ARRAY_TASK_ID:?not a task of a job array}"/job.task' in scripts[20]
+
+
+def test_arrays_whose_directories_are_not_numbered_by_task_read_links_by_task(run_cli, tmp_path):
+    """A swept slurm.* key makes two arrays (points 0, 2 and 1, 3): their run directories are not
+    <sweep dir>/<task>, so each script reads task i's command from links by task number in its
+    first point's job.tasks/; run by bash (an srun stand-in), task 1 of the second array runs point
+    3's command."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    sweep = tmp_path / "sweep"
+    args = ("-m", "seed=1,2", "slurm.time=5,10", "presets=[debug]", "submit=slurm", f"hydra.sweep.dir={sweep}")
+    result = run_cli(*args, env=clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("submitted SLURM job array 4242: 2 task(s)") == 2
+    for first, points in (("0", ("0", "2")), ("1", ("1", "3"))):
+        script = (sweep / first / "job.sbatch").read_text()
+        assert f'task_file={sweep}/{first}/job.tasks/"${{SLURM_ARRAY_TASK_ID:?' in script
+        for task, point in enumerate(points):
+            assert os.path.samefile(sweep / first / "job.tasks" / str(task), sweep / point / "job.task")
+    (tmp_path / "bin" / "srun").write_text(FAKE_SRUN)
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    ran = _run_task(sweep / "1" / "job.sbatch", tmp_path, 1)
+    assert ran.returncode == 0, ran.stderr
+    assert f"ARG run_dir={sweep}/3" in ran.stdout and "ARG seed=2" in ran.stdout and "ARG slurm.time=10" in ran.stdout
