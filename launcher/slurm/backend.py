@@ -115,25 +115,24 @@ def job_nodes(cfg: TrainConfig, typed: Sequence[str]) -> int:
 def job_config(cfg: TrainConfig, typed: Sequence[str], run_dir: str, nodes: int) -> TrainConfig:
     """The config the job's launcher composes on node 0, derived from the launch's: its overrides are
     the launch's with ``launcher=slurm[_jax]`` (topology from the allocation: nnodes and node_rank
-    unless typed), ``submit=none``, no dry run and ``run_dir`` given (:func:`submit.job_overrides`)."""
-    import copy
+    unless typed), ``submit=none``, no dry run and ``run_dir`` given (:func:`submit.job_overrides`).
+    A new config with its own ``launcher`` and ``slurm``; the rest is the launch's own, shared, not
+    copied (what reads it changes a copy: :func:`launch.settle`), as a copy of every point's whole
+    config cost a sweep's submission 0.1 ms a point."""
     from dataclasses import replace
 
     from ..config.schema import Submit, Topology
 
-    job = copy.deepcopy(cfg)
     keys = {override_key(o) for o in typed}
-    launcher = job.launcher
-    if launcher.topology is not Topology.skrl_jax:
-        launcher.topology = Topology.multinode
-    launcher.from_slurm = True
-    if "launcher.nnodes" not in keys:
-        launcher.nnodes = None
-    if "launcher.node_rank" not in keys:
-        launcher.node_rank = None
-    job.submit, job.dry_run, job.run_dir = Submit.none, False, run_dir
-    job.slurm = replace(job.slurm, nodes=nodes)
-    return job
+    launcher = replace(
+        cfg.launcher,
+        topology=cfg.launcher.topology if cfg.launcher.topology is Topology.skrl_jax else Topology.multinode,
+        from_slurm=True,
+        nnodes=cfg.launcher.nnodes if "launcher.nnodes" in keys else None,
+        node_rank=cfg.launcher.node_rank if "launcher.node_rank" in keys else None,
+    )
+    slurm = replace(cfg.slurm, nodes=nodes)
+    return replace(cfg, launcher=launcher, submit=Submit.none, dry_run=False, run_dir=run_dir, slurm=slurm)
 
 
 def check_job(job: TrainConfig, facts: HostFacts):
@@ -284,9 +283,9 @@ class SlurmBackend:
             )
             reads = f"{array.task_file[0]}<task>{array.task_file[1]}"
             shown.append(f"\n# each task's command, in its point's directory (task <task>'s shell reads {reads}):\n")
-            for task, text in enumerate(array.tasks):
-                link = array.indexed(task)
-                shown.append(f"# {array.task_path(task)}" + (f" (linked as {link})" if link else "") + f"\n{text}")
+            links = array.links or [None] * len(array.tasks)
+            for path, link, text in zip(array.task_paths, links, array.tasks):
+                shown.append(f"# {path}" + (f" (linked as {link})" if link else "") + f"\n{text}")
         print("".join(shown), end="", flush=True)
 
     def summary(self, points: Sequence[Point]) -> str | None:
@@ -301,13 +300,12 @@ class SlurmBackend:
         # whole (renamed into place) before sbatch
         first = _write(Path(array.requests[0].run_dir), {**array.requests[0].files, SCRIPT_NAME: array.script})
         paths = [first, *(_write(Path(r.run_dir), r.files, first) for r in array.requests[1:])]
-        for task, text in enumerate(array.tasks):
-            path = array.task_path(task)
+        for path, text in zip(array.task_paths, array.tasks):
             files.replace_whole(path, text.encode())
-            link = array.indexed(task)
-            if link is not None:
-                link.parent.mkdir(exist_ok=True)
-                _link_or_copy(path, link)
+        if array.links:
+            os.makedirs(os.path.dirname(array.links[0]), exist_ok=True)
+            for path, link in zip(array.task_paths, array.links):
+                _link_or_copy(Path(path), Path(link))
         array_id = _sbatch(paths[0], array.secret_env)
         handles = []
         for task, request in enumerate(array.requests):
@@ -320,8 +318,7 @@ class SlurmBackend:
         throttle = array.requests[0].payload.slurm.array_parallelism
         limit = f", at most {throttle} at once" if throttle else ""
         print(f"[{PROG}] submitted SLURM job array {array_id}: {len(handles)} task(s){limit}", flush=True)
-        for handle in handles:
-            print(announce(handle), flush=True)
+        print("\n".join(announce(handle) for handle in handles), flush=True)  # one write, not one a task
         return handles
 
     def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
@@ -372,19 +369,12 @@ class SlurmBackend:
 class _ArrayJob:
     requests: tuple[Request, ...]
     script: str  # the same at any number of tasks but for its --array line
-    tasks: tuple[str, ...]  # task i's file (batch.render_task), written to its point's directory
+    tasks: tuple[str, ...]  # task i's file (batch.render_task)
+    task_paths: tuple[str, ...]  # where task i's file is written: its point's directory
     task_file: tuple[str, str]  # where task i's shell reads it: task_file[0] + i + task_file[1]
+    links: tuple[str, ...] | None  # task_file's paths, links to task_paths: where those are not them
     output: str
     secret_env: Mapping[str, str] = field(repr=False)
-
-    def task_path(self, task: int) -> Path:
-        return Path(self.requests[task].run_dir) / TASK_NAME
-
-    def indexed(self, task: int) -> Path | None:
-        """Where the script reads task ``task``'s file when that is not its point's own directory
-        (run directories other than ``<sweep dir>/<task>``): a link to it there."""
-        path = Path(f"{self.task_file[0]}{task}{self.task_file[1]}")
-        return None if path == self.task_path(task) else path
 
 
 def _groups(requests: Sequence[Request]) -> list[list[int]]:
@@ -417,7 +407,9 @@ def _array(requests: Sequence[Request]) -> _ArrayJob:
     unset = _TASK_SECRET_PREFIX if secret_env and any(task_env) else None
     script = batch.render_array(first.slurm, len(jobs), task_file, unset, first.workdir, first.job_name, output)
     tasks = tuple(batch.render_task(i, job.command, env) for i, (job, env) in enumerate(zip(jobs, task_env)))
-    return _ArrayJob(tuple(requests), script, tasks, task_file, output, secret_env)
+    paths = tuple(f"{r.run_dir}/{TASK_NAME}" for r in requests)
+    links = None if own_dirs else tuple(f"{task_file[0]}{i}" for i in range(len(jobs)))
+    return _ArrayJob(tuple(requests), script, tasks, paths, task_file, links, output, secret_env)
 
 
 def announce(handle: Handle) -> str:
@@ -446,21 +438,25 @@ def _write(run_dir: Path, files: Mapping[str, str], script_of: Path | None = Non
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / SCRIPT_NAME
     files = dict(files)
+    linked = False
     if script_of is not None:
         files.pop(SCRIPT_NAME, None)
-        _link_or_copy(script_of, script)
+        linked = _link_or_copy(script_of, script)
     for name, text in files.items():
         (run_dir / name).write_text(text)
-    script.chmod(0o755)
+    if not linked:  # a link is the script already made executable
+        script.chmod(0o755)
     return script
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """``target`` as a hard link to ``source``; a copy where the file system has no hard links."""
+def _link_or_copy(source: Path, target: Path) -> bool:
+    """``target`` as a hard link to ``source`` (True); a copy where the file system has no hard links."""
     try:
         os.link(source, target)
+        return True
     except OSError:
         files.replace_whole(target, source.read_bytes())
+        return False
 
 
 def _sbatch(script: Path, secret_env: Mapping[str, str]) -> str:
