@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shlex
 import subprocess
 import sys
@@ -77,7 +78,9 @@ def test_the_jobs_config_is_derived_as_hydra_composes_it(typed):
     jax = cfg.launcher.topology.value == "skrl_jax"
     composed = compose.compose(job_overrides([*typed, "submit=slurm", "dry_run=true"], jax, "/r/1"))
     composed.slurm.nodes = nodes
+    launch = copy.deepcopy(cfg)
     assert job_config(cfg, typed, "/r/1", nodes) == composed
+    assert cfg == launch  # the launch's own config is not changed (the job's shares what it does not set)
 
 
 FAKE_SRUN = """#!/bin/sh
