@@ -14,6 +14,9 @@ ends their records, and ``runs`` reads them all back without importing Hydra.
     <run_dir>/submit.json          a submitted run's handle (backends/base.py: Handle)
     <run_dir>/ray_job.json         submit=ray's job record
     <run_dir>/job.sbatch           submit=slurm's batch script; slurm-<job id>.out its output
+    <run_dir>/job.task             a sweep's job array: this point's command, read by its task's job.sbatch
+    <run_dir>/job.tasks/<task>     (in an array's first point) links to each task's job.task, where
+                                   run directories are not <sweep dir>/<task>
     <run_dir>/<kind>.yaml          submit=k8s's manifest (trainjob.yaml, pytorchjob.yaml)
     <run_dir>/stacks/<stamp>/      every rank's stack (rank<R>.txt, summary.txt)
     <run_dir>/nccl/                PyTorch's flight recorder dumps (trace_rank_<R>, pipe_rank_<R>.pipe)
@@ -53,6 +56,8 @@ TRACKERS = "trackers.json"  # the launch's identity in its trackers (launcher/tr
 SUBMIT = "submit.json"
 RAY_JOB = "ray_job.json"
 SBATCH = "job.sbatch"
+SBATCH_TASK = "job.task"  # a job array's task: its point's command (launcher/slurm/batch.render_task)
+SBATCH_TASKS = "job.tasks"  # links to every task's file, by task number, where the script reads them
 SLURM_OUT = "slurm-{job_id}.out"  # sbatch's default output name, %j the job id
 # -- what a launch writes while it runs ----------------------------------------------------------
 LOGS = "logs"

@@ -236,8 +236,8 @@ def test_slurm_submit(run_cli, tmp_path, sentinel, fake_sbatch):
     assert result.returncode == 0, result.stdout + result.stderr
     scripts = sorted((tmp_path / "runs").rglob("job.sbatch"))
     assert len(scripts) == 2
-    for script in scripts:
-        assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in script.read_text()
+    for script in scripts:  # a sweep's command: in its point's job.task (issue 28)
+        assert "'+worker_env.HF_TOKEN=${oc.env:HF_TOKEN}'" in (script.parent / "job.task").read_text()
         assert "+worker_env.HF_TOKEN=***" in (script.parent / "submit.json").read_text()
     # one job array (issue 19): sbatch runs once, with the first point's copy of the script
     assert (scripts[0].parent / "sbatch_saw_hf_token.sha256").read_text().strip() == sha(sentinel)
@@ -270,9 +270,15 @@ def test_slurm_sweep_over_secret_values(run_cli, tmp_path, sentinel, fake_sbatch
     # one job array (issue 19): each task reads its own value from sbatch's environment
     (seen,) = (tmp_path / "runs").rglob("sbatch_saw_task_tokens.sha256")
     assert seen.read_text().split() == [sha(first), sha(second)]
-    script = (seen.parent / "job.sbatch").read_text()
-    assert 'export HF_TOKEN="${TRAIN_MULTIGPU_TASK1_HF_TOKEN}"' in script
-    assert_nowhere(result, tmp_path, first, second)
+    # issue 28: each task's command, and the name it reads its value from, in its point's job.task
+    tasks = sorted((tmp_path / "runs").rglob("job.task"))
+    assert len(tasks) == 2 and seen.parent == tasks[0].parent
+    assert 'export HF_TOKEN="${TRAIN_MULTIGPU_TASK1_HF_TOKEN}"' in tasks[1].read_text()
+    assert "for name in ${!TRAIN_MULTIGPU_TASK@}; do unset" in (seen.parent / "job.sbatch").read_text()
+    dry = run_cli("-m", "submit=slurm", f"+worker_env.HF_TOKEN={first},{second}", "dry_run=true", env=fake_sbatch)
+    assert dry.returncode == 0 and 'export HF_TOKEN="${TRAIN_MULTIGPU_TASK1_HF_TOKEN}"' in dry.stdout, dry.stderr
+    for each in (result, dry):
+        assert_nowhere(each, tmp_path, first, second)
 
 
 def test_slurm_job_on_the_real_cluster_gets_the_secret(slurm_cluster, run_cli, tmp_path, worker, sentinel):

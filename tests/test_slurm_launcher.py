@@ -370,3 +370,65 @@ def test_a_big_sweep_is_one_job_and_each_point_has_its_record(slurm_cluster, run
     finally:
         for array, _ in arrays:
             subprocess.run(["scancel", array], capture_output=True, timeout=30)
+
+
+POINT_WORKER = "import sys\nprint('POINT', *sys.argv[1:], flush=True)\n"
+
+
+def test_each_array_task_runs_its_own_points_command_and_reads_it_again_when_requeued(slurm_cluster, run_cli, tmp_path):
+    """Issue 28: the array script is the same for every point (it held every point's command, which
+    SLURM hands to every task: quadratic in the points); each task reads its own point's job.task.
+    On the real cluster, a held 3-point array: point 2's file is removed before the array is
+    released, so that task alone fails (exit 2, naming the file) and runs nothing; tasks 0 and 1 run
+    their own seeds; task 1, requeued as preemption does, reads its file again and resumes."""
+    import os
+
+    worker = tmp_path / "point_worker.py"
+    worker.write_text(POINT_WORKER)
+    result = run_cli(
+        "-m",
+        "seed=1,2,3",
+        "submit=slurm",
+        "+slurm.extra.hold=true",
+        "slurm.cpus_per_task=1",
+        "launcher.nproc_per_node=1",
+        f"script={worker}",
+        "slurm.time=5",
+        env=env(),
+    )
+    arrays = re.findall(r"submitted SLURM job array (\d+): 3 task\(s\)", result.stdout)
+    try:
+        assert result.returncode == 0, result.stderr
+        [array] = arrays
+        jobs = [
+            (job, Path(run_dir))
+            for job, run_dir in re.findall(r"submitted SLURM job (\d+_\d+)\n.*script: (\S+)/job.sbatch", result.stdout)
+        ]
+        assert [job for job, _ in jobs] == [f"{array}_{task}" for task in range(3)]
+        assert len({os.stat(run_dir / "job.sbatch").st_ino for _, run_dir in jobs}) == 1
+        assert "seed=" not in (jobs[0][1] / "job.sbatch").read_text()
+        (jobs[2][1] / "job.task").unlink()
+        subprocess.run(["scontrol", "release", array], check=True, timeout=30)
+        for point, (job, run_dir) in enumerate(jobs[:2]):
+            info = wait_job(job, timeout=180)
+            out = log_of(run_dir, job)
+            assert info["JobState"] == "COMPLETED", out
+            assert re.findall(r"^POINT .*$", out, re.M) == [f"POINT --seed={point + 1} --distributed"], out
+        job, run_dir = jobs[2]
+        info = wait_job(job, timeout=180)
+        out = log_of(run_dir, job)
+        assert (info["JobState"], info["ExitCode"]) == ("FAILED", "2:0"), out
+        assert out == f"train_multigpu: task 2 of this job array: cannot read its command file {run_dir}/job.task\n"
+        job, run_dir = jobs[1]
+        _requeue_now(job)
+        info = wait_job(job, timeout=180)
+        out = log_of(run_dir, job)
+        assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", out
+        assert re.findall(r"^POINT .*$", out, re.M) == [
+            "POINT --seed=2 --distributed",
+            "POINT --resume --seed=2 --distributed",
+        ], out
+        assert (run_dir / "restart1" / "status.json").is_file()
+    finally:
+        for array in arrays:
+            subprocess.run(["scancel", array], capture_output=True, timeout=30)

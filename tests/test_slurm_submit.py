@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import shlex
 import subprocess
 import sys
@@ -77,23 +78,74 @@ def test_the_jobs_config_is_derived_as_hydra_composes_it(typed):
     jax = cfg.launcher.topology.value == "skrl_jax"
     composed = compose.compose(job_overrides([*typed, "submit=slurm", "dry_run=true"], jax, "/r/1"))
     composed.slurm.nodes = nodes
+    launch = copy.deepcopy(cfg)
     assert job_config(cfg, typed, "/r/1", nodes) == composed
+    assert cfg == launch  # the launch's own config is not changed (the job's shares what it does not set)
 
 
-def test_array_script_picks_each_tasks_command():
+FAKE_SRUN = """#!/bin/sh
+# srun's stand-in: what the task would start, and the variables it would start it with
+printf 'ARG %s\\n' "$@"
+echo "T=${T-unset} T_0=${T_0-unset} T_1=${T_1-unset}"
+"""
+
+
+def _run_task(script, tmp_path, task: int) -> subprocess.CompletedProcess:
+    """The array script as SLURM's task ``task`` runs it: bash, SLURM_ARRAY_TASK_ID set, ``srun`` the
+    stand-in above, every task's secret copy in the environment (sbatch's --export=ALL)."""
+    bin_dir = tmp_path / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        (bin_dir / "srun").write_text(FAKE_SRUN)
+        (bin_dir / "srun").chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}:/usr/bin:/bin", SLURM_ARRAY_TASK_ID=str(task), T_0="zero", T_1="one")
+    return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_array_script_runs_each_tasks_own_command_from_its_own_file(tmp_path):
+    """Issue 28: the array script holds no point's command (it held all of them: every task read
+    every point's, quadratic in the points); task i reads its own file, runs its command and exports
+    its own secret copy, the others' unset; a task whose file is missing or is another task's fails
+    with a message naming the file, and runs nothing."""
     slurm = compose.compose(["slurm.array_parallelism=2", "slurm.cpus_per_task=1"]).slurm
-    text = batch.render_array(
-        slurm,
-        [["/py", "-m", "launcher", "seed=1"], ["/py", "-m", "launcher", "seed=2"]],
-        [{}, {"T": "T_1"}],
-        "/w",
-        "j",
-        "/r/%a/slurm-%A_%a.out",
-    )
-    assert "#SBATCH --array=0-1%2" in text and "#SBATCH --output=/r/%a/slurm-%A_%a.out" in text
-    assert "  0) set -- /py -m launcher seed=1" in text and "  1) set -- /py -m launcher seed=2" in text
-    assert 'export T="${T_1}"' in text and "unset T_1" in text
+    task_file = (f"{tmp_path}/", "/job.task")
+    text = batch.render_array(slurm, 3, task_file, "T_", str(tmp_path), "j", "/r/%a/slurm-%A_%a.out")
+    assert "#SBATCH --array=0-2%2" in text and "#SBATCH --output=/r/%a/slurm-%A_%a.out" in text
     assert 'srun --nodes 1 --ntasks-per-node=1 --kill-on-bad-exit=1 --cpus-per-task=1 -- "$@" &' in text
+    assert "set --" not in text  # no command: the script is given none
+    for point in (2, 20, 1000):  # the same script at any size but for its --array line
+        other = batch.render_array(slurm, point, task_file, "T_", str(tmp_path), "j", "/r/%a/slurm-%A_%a.out")
+        assert other.replace(f"--array=0-{point - 1}%2", "--array=0-2%2") == text
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    for task in (0, 1):
+        (tmp_path / str(task)).mkdir()
+        command = ["/py", "-m", "launcher", f"seed={task + 1}", "run_dir=/r/a b"]
+        (tmp_path / str(task) / "job.task").write_text(batch.render_task(task, command, {"T": f"T_{task}"}))
+    assert batch.render_task(1, ["/py"], {}).startswith("# train_multigpu: the command of task 1 of a job array")
+
+    for task, value in ((0, "zero"), (1, "one")):
+        ran = _run_task(script, tmp_path, task)
+        assert ran.returncode == 0, ran.stderr
+        args = [line[4:] for line in ran.stdout.splitlines() if line.startswith("ARG ")]
+        assert args == ["--nodes", "1", "--ntasks-per-node=1", "--kill-on-bad-exit=1", "--cpus-per-task=1", "--"] + [
+            "/py",
+            "-m",
+            "launcher",
+            f"seed={task + 1}",
+            "run_dir=/r/a b",
+        ], ran.stdout
+        assert f"T={value} T_0=unset T_1=unset" in ran.stdout
+
+    missing = _run_task(script, tmp_path, 2)
+    assert (missing.returncode, missing.stdout) == (2, ""), missing
+    assert missing.stderr == (
+        f"train_multigpu: task 2 of this job array: cannot read its command file {tmp_path}/2/job.task\n"
+    )
+    (tmp_path / "1" / "job.task").write_text((tmp_path / "0" / "job.task").read_text())
+    mixed = _run_task(script, tmp_path, 1)
+    assert (mixed.returncode, mixed.stdout) == (2, ""), mixed
+    assert mixed.stderr == (f"train_multigpu: {tmp_path}/1/job.task holds the command of task 0, not of task 1\n")
 
 
 def test_summary_lists_each_point_by_its_own_overrides():
@@ -268,3 +320,59 @@ def test_a_job_arrays_script_is_written_once_and_linked_into_every_points_direct
     assert len(scripts) == 3
     assert len({os.stat(s).st_ino for s in scripts}) == 1
     assert all(s.read_text() == scripts[0].read_text() and "SLURM_ARRAY_TASK_ID" in s.read_text() for s in scripts)
+
+
+def test_a_job_arrays_script_is_the_same_at_any_size_and_each_point_has_its_own_command(run_cli, tmp_path):
+    """Issue 28: the array script held every point's command (186 KB at 1,000 points of this sweep),
+    and SLURM hands the whole script to every task: bytes quadratic in the points. It is now the
+    same at 2 and 20 points but for its --array line; each point's command is in its own directory
+    (job.task), written before sbatch (a stand-in that answers an id: nothing reaches a cluster)."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}")
+    scripts = {}
+    for points in (2, 20):
+        sweep = tmp_path / f"sweep{points}"
+        args = ("-m", f"seed=range(0,{points})", "presets=[debug]", "submit=slurm", f"hydra.sweep.dir={sweep}")
+        result = run_cli(*args, env=env)
+        assert result.returncode == 0, result.stderr
+        text = (sweep / "0" / "job.sbatch").read_text()
+        scripts[points] = text.replace(str(sweep), "SWEEP").replace(f"--array=0-{points - 1}", "--array=0-N")
+        for task in range(points):
+            own = (sweep / str(task) / "job.task").read_text()
+            assert f"\ntask={task}\n" in own and f" seed={task} " in own and f"run_dir={sweep}/{task}\n" in own
+            assert os.stat(sweep / str(task) / "job.task").st_nlink == 1  # its own file, not a shared one
+    assert scripts[2] == scripts[20]
+    assert 'task_file=SWEEP/"${SLURM_ARRAY_TASK_ID:?not a task of a job array}"/job.task' in scripts[20]
+
+
+def test_arrays_whose_directories_are_not_numbered_by_task_read_links_by_task(run_cli, tmp_path):
+    """A swept slurm.* key makes two arrays (points 0, 2 and 1, 3): their run directories are not
+    <sweep dir>/<task>, so each script reads task i's command from links by task number in its
+    first point's job.tasks/; run by bash (an srun stand-in), task 1 of the second array runs point
+    3's command."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    sweep = tmp_path / "sweep"
+    args = ("-m", "seed=1,2", "slurm.time=5,10", "presets=[debug]", "submit=slurm", f"hydra.sweep.dir={sweep}")
+    result = run_cli(*args, env=clean_env(PATH=f"{bin_dir}:{os.environ['PATH']}"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("submitted SLURM job array 4242: 2 task(s)") == 2
+    for first, points in (("0", ("0", "2")), ("1", ("1", "3"))):
+        script = (sweep / first / "job.sbatch").read_text()
+        assert f'task_file={sweep}/{first}/job.tasks/"${{SLURM_ARRAY_TASK_ID:?' in script
+        for task, point in enumerate(points):
+            assert os.path.samefile(sweep / first / "job.tasks" / str(task), sweep / point / "job.task")
+    (tmp_path / "bin" / "srun").write_text(FAKE_SRUN)
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    ran = _run_task(sweep / "1" / "job.sbatch", tmp_path, 1)
+    assert ran.returncode == 0, ran.stderr
+    assert f"ARG run_dir={sweep}/3" in ran.stdout and "ARG seed=2" in ran.stdout and "ARG slurm.time=10" in ran.stdout

@@ -421,14 +421,19 @@ def test_slurm_sweep_dry_run_shows_what_the_submission_writes(run_cli, tmp_path)
     dry = run_cli(*args, "dry_run=true", env=env)
     assert dry.returncode == 0, dry.stderr
     assert files_under(tmp_path) == ["bin", "bin/sbatch"]
-    # issue 19: a SLURM sweep is one job array: its script is shown once, with every point's path
-    head, script = re.search(
+    # issue 19: a SLURM sweep is one job array: its script is shown once, with every point's path;
+    # issue 28: then each task's own file (its point's command), each once, as written
+    head, script, tasks = re.search(
         r"^# job array of 2 task\(s\), written to each point's directory \(dry run: nothing written, "
-        r"nothing submitted\):\n((?:#   \S+\n)+)(#!/bin/bash\n.*?)(?=^\[train_multigpu\])",
+        r"nothing submitted\):\n((?:#   \S+\n)+)(#!/bin/bash\n.*?)\n# each task's command, in its point's "
+        r"directory \(task <task>'s shell reads \S+/<task>/job.task\):\n(.*?)(?=^\[train_multigpu\])",
         dry.stdout,
         re.M | re.S,
     ).groups()
     paths = [line[len("#   ") :] for line in head.splitlines()]
+    shown_tasks = re.findall(r"^# (\S+/job.task)\n(# train_multigpu: .*?\n(?:[^#].*\n)+)", tasks, re.M)
+    assert [path for path, _ in shown_tasks] == [p.replace("job.sbatch", "job.task") for p in paths], tasks
+    assert "".join(f"# {path}\n{text}" for path, text in shown_tasks) == tasks
     assert "sweep summary" not in dry.stdout  # one table
     assert re.findall(r"^  \d  (.*)$", dry.stdout, re.M) == [
         f"dry run  seed={n + 1}     {path[: -len('/job.sbatch')]}" for n, path in enumerate(paths)
@@ -440,3 +445,6 @@ def test_slurm_sweep_dry_run_shows_what_the_submission_writes(run_cli, tmp_path)
     written = sorted((tmp_path / "runs" / "multirun").glob("*/*/job.sbatch"))
     assert [stamp.sub("T", str(p)) for p in written] == [stamp.sub("T", p) for p in paths]
     assert [stamp.sub("T", p.read_text()) for p in written] == [stamp.sub("T", script)] * 2
+    assert [stamp.sub("T", (p.parent / "job.task").read_text()) for p in written] == [
+        stamp.sub("T", text) for _, text in shown_tasks
+    ]

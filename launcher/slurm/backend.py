@@ -46,6 +46,8 @@ from ..backends.base import (
 from ..backends.job_dir import JobDir
 from ..errors import UserError
 from ..names import PROG, override_key
+from ..rundir import SBATCH_TASK as TASK_NAME
+from ..rundir import SBATCH_TASKS as TASKS_DIR
 
 if TYPE_CHECKING:
     from ..config.schema import SlurmConfig, TrainConfig
@@ -69,7 +71,8 @@ _ENDED = {
     "OUT_OF_MEMORY": State.FAILED,
     "BOOT_FAIL": State.FAILED,
 }
-_TASK_SECRET = "TRAIN_MULTIGPU_TASK{task}_{name}"  # a sweep over secret values: task i's copy of NAME
+_TASK_SECRET_PREFIX = "TRAIN_MULTIGPU_TASK"
+_TASK_SECRET = _TASK_SECRET_PREFIX + "{task}_{name}"  # a sweep over secret values: task i's copy of NAME
 
 
 @dataclass(frozen=True)
@@ -112,25 +115,24 @@ def job_nodes(cfg: TrainConfig, typed: Sequence[str]) -> int:
 def job_config(cfg: TrainConfig, typed: Sequence[str], run_dir: str, nodes: int) -> TrainConfig:
     """The config the job's launcher composes on node 0, derived from the launch's: its overrides are
     the launch's with ``launcher=slurm[_jax]`` (topology from the allocation: nnodes and node_rank
-    unless typed), ``submit=none``, no dry run and ``run_dir`` given (:func:`submit.job_overrides`)."""
-    import copy
+    unless typed), ``submit=none``, no dry run and ``run_dir`` given (:func:`submit.job_overrides`).
+    A new config with its own ``launcher`` and ``slurm``; the rest is the launch's own, shared, not
+    copied (what reads it changes a copy: :func:`launch.settle`), as a copy of every point's whole
+    config cost a sweep's submission 0.1 ms a point."""
     from dataclasses import replace
 
     from ..config.schema import Submit, Topology
 
-    job = copy.deepcopy(cfg)
     keys = {override_key(o) for o in typed}
-    launcher = job.launcher
-    if launcher.topology is not Topology.skrl_jax:
-        launcher.topology = Topology.multinode
-    launcher.from_slurm = True
-    if "launcher.nnodes" not in keys:
-        launcher.nnodes = None
-    if "launcher.node_rank" not in keys:
-        launcher.node_rank = None
-    job.submit, job.dry_run, job.run_dir = Submit.none, False, run_dir
-    job.slurm = replace(job.slurm, nodes=nodes)
-    return job
+    launcher = replace(
+        cfg.launcher,
+        topology=cfg.launcher.topology if cfg.launcher.topology is Topology.skrl_jax else Topology.multinode,
+        from_slurm=True,
+        nnodes=cfg.launcher.nnodes if "launcher.nnodes" in keys else None,
+        node_rank=cfg.launcher.node_rank if "launcher.node_rank" in keys else None,
+    )
+    slurm = replace(cfg.slurm, nodes=nodes)
+    return replace(cfg, launcher=launcher, submit=Submit.none, dry_run=False, run_dir=run_dir, slurm=slurm)
 
 
 def check_job(job: TrainConfig, facts: HostFacts):
@@ -266,7 +268,8 @@ class SlurmBackend:
 
     def show(self, requests: Sequence[Request]) -> None:
         """What :meth:`submit_all` writes and submits, for a dry run: a sweep's job array script(s)
-        (each point's ``job.sbatch`` holds the same), or the one request's script."""
+        (each point's ``job.sbatch`` is the same file), then each task's file as written, or the one
+        request's script."""
         if len(requests) == 1:
             print(requests[0].shown, end="", flush=True)
             return
@@ -278,6 +281,11 @@ class SlurmBackend:
                 f"# job array of {len(array.requests)} task(s), written to each point's directory "
                 f"(dry run: nothing written, nothing submitted):\n{paths}\n{array.script}"
             )
+            reads = f"{array.task_file[0]}<task>{array.task_file[1]}"
+            shown.append(f"\n# each task's command, in its point's directory (task <task>'s shell reads {reads}):\n")
+            links = array.links or [None] * len(array.tasks)
+            for path, link, text in zip(array.task_paths, links, array.tasks):
+                shown.append(f"# {path}" + (f" (linked as {link})" if link else "") + f"\n{text}")
         print("".join(shown), end="", flush=True)
 
     def summary(self, points: Sequence[Point]) -> str | None:
@@ -287,10 +295,17 @@ class SlurmBackend:
         return summary.submitted(points)
 
     def _submit_array(self, array: _ArrayJob) -> list[Handle]:
-        # the script holds every point's command: written once, hard-linked into the other points'
-        # directories (a copy each grew as the points squared: 231 MB for 1,000 points)
+        # the script is the same for every point: written once, hard-linked into the other points'
+        # directories; each task's command is a file of its own in its point's directory, written
+        # whole (renamed into place) before sbatch
         first = _write(Path(array.requests[0].run_dir), {**array.requests[0].files, SCRIPT_NAME: array.script})
         paths = [first, *(_write(Path(r.run_dir), r.files, first) for r in array.requests[1:])]
+        for path, text in zip(array.task_paths, array.tasks):
+            files.replace_whole(path, text.encode())
+        if array.links:
+            os.makedirs(os.path.dirname(array.links[0]), exist_ok=True)
+            for path, link in zip(array.task_paths, array.links):
+                _link_or_copy(Path(path), Path(link))
         array_id = _sbatch(paths[0], array.secret_env)
         handles = []
         for task, request in enumerate(array.requests):
@@ -303,8 +318,7 @@ class SlurmBackend:
         throttle = array.requests[0].payload.slurm.array_parallelism
         limit = f", at most {throttle} at once" if throttle else ""
         print(f"[{PROG}] submitted SLURM job array {array_id}: {len(handles)} task(s){limit}", flush=True)
-        for handle in handles:
-            print(announce(handle), flush=True)
+        print("\n".join(announce(handle) for handle in handles), flush=True)  # one write, not one a task
         return handles
 
     def wait(self, handles: Sequence[Handle | Refused | None], interrupts=None, fail_fast: bool = False) -> list[int]:
@@ -354,7 +368,11 @@ class SlurmBackend:
 @dataclass(frozen=True)
 class _ArrayJob:
     requests: tuple[Request, ...]
-    script: str
+    script: str  # the same at any number of tasks but for its --array line
+    tasks: tuple[str, ...]  # task i's file (batch.render_task)
+    task_paths: tuple[str, ...]  # where task i's file is written: its point's directory
+    task_file: tuple[str, str]  # where task i's shell reads it: task_file[0] + i + task_file[1]
+    links: tuple[str, ...] | None  # task_file's paths, links to task_paths: where those are not them
     output: str
     secret_env: Mapping[str, str] = field(repr=False)
 
@@ -369,7 +387,9 @@ def _groups(requests: Sequence[Request]) -> list[list[int]]:
 
 
 def _array(requests: Sequence[Request]) -> _ArrayJob:
-    """One job array's script (pure): task ``i`` runs ``requests[i]``'s command."""
+    """One job array (pure): its script, the same at any number of points, and task ``i``'s file,
+    which holds ``requests[i]``'s command (each task reads its own: nothing read grows with the
+    points but the task count)."""
     from . import batch, submit
 
     jobs: list[SlurmJob] = [r.payload for r in requests]
@@ -378,12 +398,18 @@ def _array(requests: Sequence[Request]) -> _ArrayJob:
     submit.check_export(first.slurm, list(secret_env))
     dirs = [Path(r.run_dir) for r in requests]
     # each task logs into its own run directory when they are <sweep dir>/<task> (Hydra's sweep
-    # subdir); else all logs go to the sweep directory
+    # subdir), and its shell finds its command there; else all logs go to the sweep directory and
+    # the commands are read from links in the first point's directory, by task
     parent = dirs[0].parent
     own_dirs = all(d.parent == parent and d.name == str(i) for i, d in enumerate(dirs))
     output = f"{parent}/%a/slurm-%A_%a.out" if own_dirs else f"{parent}/slurm-%A_%a.out"
-    script = batch.render_array(first.slurm, [j.command for j in jobs], task_env, first.workdir, first.job_name, output)
-    return _ArrayJob(tuple(requests), script, output, secret_env)
+    task_file = (f"{parent}/", f"/{TASK_NAME}") if own_dirs else (f"{dirs[0]}/{TASKS_DIR}/", "")
+    unset = _TASK_SECRET_PREFIX if secret_env and any(task_env) else None
+    script = batch.render_array(first.slurm, len(jobs), task_file, unset, first.workdir, first.job_name, output)
+    tasks = tuple(batch.render_task(i, job.command, env) for i, (job, env) in enumerate(zip(jobs, task_env)))
+    paths = tuple(f"{r.run_dir}/{TASK_NAME}" for r in requests)
+    links = None if own_dirs else tuple(f"{task_file[0]}{i}" for i in range(len(jobs)))
+    return _ArrayJob(tuple(requests), script, tasks, paths, task_file, links, output, secret_env)
 
 
 def announce(handle: Handle) -> str:
@@ -408,21 +434,29 @@ def _extra(run_dir: Path, job_id: str, overrides: Sequence[str], log: str | None
 
 def _write(run_dir: Path, files: Mapping[str, str], script_of: Path | None = None) -> Path:
     """The request's files in the run directory (created); the script made executable. ``script_of``:
-    a job array's script already written, linked here instead of written again (copied where the
-    file system has no hard links)."""
+    a job array's script already written, linked here instead of written again."""
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / SCRIPT_NAME
     files = dict(files)
+    linked = False
     if script_of is not None:
         files.pop(SCRIPT_NAME, None)
-        try:
-            os.link(script_of, script)
-        except OSError:
-            files[SCRIPT_NAME] = script_of.read_text()
+        linked = _link_or_copy(script_of, script)
     for name, text in files.items():
         (run_dir / name).write_text(text)
-    script.chmod(0o755)
+    if not linked:  # a link is the script already made executable
+        script.chmod(0o755)
     return script
+
+
+def _link_or_copy(source: Path, target: Path) -> bool:
+    """``target`` as a hard link to ``source`` (True); a copy where the file system has no hard links."""
+    try:
+        os.link(source, target)
+        return True
+    except OSError:
+        files.replace_whole(target, source.read_bytes())
+        return False
 
 
 def _sbatch(script: Path, secret_env: Mapping[str, str]) -> str:

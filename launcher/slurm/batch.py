@@ -273,37 +273,70 @@ def render(
 
 def render_array(
     slurm: SlurmConfig,
-    commands: Sequence[Sequence[str]],
-    task_env: Sequence[Mapping[str, str]],
+    tasks: int,
+    task_file: tuple[str, str],
+    unset_prefix: str | None,
     workdir: str,
     job_name: str,
     output: str,
 ) -> str:
-    """A job array's script: task ``i`` (``$SLURM_ARRAY_TASK_ID``) runs ``commands[i]`` as :func:`render`
-    runs its one command. ``task_env[i]``: variables task ``i`` exports, NAME -> the variable of sbatch's
-    environment holding its value (a sweep over secret values: each task reads its own, the others
-    are unset)."""
-    if not commands or len(task_env) != len(commands):
-        raise _cannot("a job array needs one command (and one task_env) per task")
-    sources = sorted({source for env in task_env for source in env.values()})
-    for env in task_env:
-        for name, source in env.items():
-            if not _ENV_NAME.match(name) or not _ENV_NAME.match(source):
-                raise _cannot(f"task env: {name!r}={source!r} is not a valid variable name")
-    case = ['case "${SLURM_ARRAY_TASK_ID:?not a task of a job array}" in']
-    for task, (command, env) in enumerate(zip(commands, task_env)):
-        _check_command(command)
-        case.append(f"  {task}) set -- {shlex.join(command)}")
-        case += [f'     export {name}="${{{source}}}"' for name, source in env.items()]
-        case.append("     ;;")
-    case += [
-        '  *) echo "train_multigpu: no task $SLURM_ARRAY_TASK_ID in this job array" >&2; exit 2 ;;',
-        "esac",
+    """A job array's script: the same text at any number of tasks but for its ``--array`` line. Task
+    ``i`` (``$SLURM_ARRAY_TASK_ID``) reads its point's command from its own file,
+    ``task_file[0] + i + task_file[1]`` (:func:`render_task`'s text), and runs it as :func:`render`
+    runs its one command; a task whose file is missing, unreadable or another task's ends with exit
+    code 2 and says so. ``unset_prefix``: the variables of sbatch's environment under that prefix
+    (every task's copy of a secret value) are unset once the task has exported its own."""
+    if tasks < 1:
+        raise _cannot("a job array needs at least one task")
+    prefix, suffix = task_file
+    if not prefix.startswith("/") or _CONTROL.search(prefix + suffix):
+        raise _cannot(f"task file {prefix}<task>{suffix}: must be an absolute path without control characters")
+    if unset_prefix is not None and not _ENV_NAME.match(unset_prefix):
+        raise _cannot(f"unset_prefix={unset_prefix!r} is not a valid variable name")
+    path = shlex.quote(prefix) + '"${SLURM_ARRAY_TASK_ID:?not a task of a job array}"'
+    path += shlex.quote(suffix) if suffix else ""
+    prologue = [
+        f"task_file={path}",
+        'if [ ! -f "$task_file" ] || [ ! -r "$task_file" ]; then',
+        '  echo "train_multigpu: task $SLURM_ARRAY_TASK_ID of this job array: cannot read its command file $task_file" >&2',  # noqa: E501
+        "  exit 2",
+        "fi",
+        "task=",
+        '. "$task_file"',
+        'if [ "$task" != "$SLURM_ARRAY_TASK_ID" ]; then',
+        '  echo "train_multigpu: $task_file holds the command of task ${task:-?}, not of task $SLURM_ARRAY_TASK_ID" >&2',  # noqa: E501
+        "  exit 2",
+        "fi",
     ]
-    if sources:
-        case.append("unset " + " ".join(sources))
+    if unset_prefix is not None:
+        prologue.append(f'for name in ${{!{unset_prefix}@}}; do unset "$name"; done  # the other tasks\' values')
     srun = shlex.join(_srun_argv(slurm) + ["--"]) + ' "$@"'
-    return _script(slurm, {}, workdir, job_name, output, len(commands), case, srun)
+    return _script(slurm, {}, workdir, job_name, output, tasks, prologue, srun)
+
+
+def render_task(task: int, command: Sequence[str], env: Mapping[str, str]) -> str:
+    """Task ``task``'s file of a job array (:func:`render_array` sources it): its number, its point's
+    launcher command as the script's arguments, and the variables it exports, NAME -> the variable of
+    sbatch's environment holding its value (a sweep over secret values: each task reads its own;
+    the file holds names, never values).
+
+    >>> print(render_task(1, ["/py", "-m", "launcher", "seed=2"], {"T": "T_1"}), end="")
+    # train_multigpu: the command of task 1 of a job array (its job.sbatch reads this file)
+    task=1
+    set -- /py -m launcher seed=2
+    export T="${T_1}"
+    """
+    _check_command(command)
+    for name, source in env.items():
+        if not _ENV_NAME.match(name) or not _ENV_NAME.match(source):
+            raise _cannot(f"task env: {name!r}={source!r} is not a valid variable name")
+    lines = [
+        f"# train_multigpu: the command of task {task} of a job array (its job.sbatch reads this file)",
+        f"task={task}",
+        f"set -- {shlex.join(command)}",
+    ]
+    lines += [f'export {name}="${{{source}}}"' for name, source in env.items()]
+    return "\n".join(lines) + "\n"
 
 
 def _check_command(command: Sequence[str]) -> None:
@@ -342,7 +375,7 @@ def _script(
         lines.append("")
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     if prologue:
-        lines += ["", "# this task's sweep point: its launcher command"]
+        lines += ["", "# this task's sweep point: its launcher command, from a file of its own"]
         lines += prologue
     if slurm.signal_seconds:
         lines += [
