@@ -414,12 +414,22 @@ def test_a_beat_file_replaced_by_a_fifo_or_other_non_file_never_blocks_the_launc
 
 @pytest.mark.timeout(120)
 def test_a_flood_of_stack_requests_takes_a_bounded_number_of_captures_and_the_launch_goes_on(tmp_path):
-    """SIGUSR2 sent 60 times, 0.06 s apart (faster than a capture of 4 ranks on 2 cores): each
-    request started a capture of its own, queued behind the others, so the launcher went on taking
-    stacks (pausing every rank each time) long after the requests stopped, and its end waited for
-    all of them (issue 18's hostile pass). A request made while a capture is queued is served by that
-    capture: at most one runs and one waits."""
-    proc, pids = launch(tmp_path, jax=True, nproc=4, args=("--mode", "silent", "--seconds", "12"))
+    """SIGUSR2 sent 60 times, 0.06 s apart (faster than a capture of 4 ranks: here each py-spy waits
+    0.5 s first, so that no machine is fast enough to keep up): each request started a capture of its
+    own, queued behind the others, so the launcher went on taking stacks (pausing every rank each
+    time) long after the requests stopped, and its end waited for all of them (issue 18's hostile
+    pass). A request made while a capture is queued is served by that capture: at most one runs and
+    one waits. (With the real py-spy alone a capture of these silent ranks can take under 0.06 s on
+    an idle machine, and the queue never grew: the test passed without the fix.)"""
+    slow = f'#!/bin/sh\nsleep 0.5\nexec {stacks.find_py_spy()} "$@"\n'
+    python, env = interpreter_without_py_spy(tmp_path, slow)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    argv = [
+        python, "-m", "launcher", "device=cpu", "launcher=skrl_jax", "launcher.nproc_per_node=4", f"script={WORKER}",
+        f"run_root={tmp_path / 'runs'}", "--", "--pid_dir", str(pids), "--mode", "silent", "--seconds", "8",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_for_files(pids, 4, "rank*.pid", timeout=60)
     for _ in range(60):
         os.kill(proc.pid, signal.SIGUSR2)

@@ -21,7 +21,7 @@ import pytest
 
 from netns import Hosts
 from ports import free_port
-from test_multinode_netns import Proc, assert_all_reduced, env
+from test_multinode_netns import Proc, assert_all_reduced, env, listening_at
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH_WORKER = str(ROOT / "tests" / "workers" / "torch_allreduce.py")
@@ -367,13 +367,14 @@ def test_missing_node_fails_within_join_timeout(tmp_path, backend):
             ]
             endpoint = f"{hosts[0].addr}:29500"
         t0 = time.monotonic()
-        p = launch(hosts[0], tmp_path, *overrides, "launcher.join_timeout=5", "launcher.nproc_per_node=1")
+        p = launch(hosts[0], tmp_path, *overrides, "launcher.join_timeout=2", "launcher.nproc_per_node=1")
+        waiting = listening_at(hosts[0], int(endpoint.rsplit(":", 1)[1]), p)  # torchrun's store: the wait begins
         rc = p.wait(60)
-        elapsed = time.monotonic() - t0
+        waited, elapsed = time.monotonic() - waiting, time.monotonic() - t0
     assert rc == 1, p.out[-3000:]
-    assert f"[train_multigpu] node 0 waited 5 s for 2 nodes at {endpoint} ({backend} rendezvous" in p.out, p.out[-3000:]
+    assert f"[train_multigpu] node 0 waited 2 s for 2 nodes at {endpoint} ({backend} rendezvous" in p.out, p.out[-3000:]
     assert "is open to every node (firewall)" in p.out
-    assert 5 <= elapsed < 35, elapsed
+    assert 2 <= waited and elapsed < 35, (waited, elapsed)
 
 
 @pytest.mark.timeout(120)

@@ -110,6 +110,22 @@ class Proc:
         pytest.fail(f"{text!r} not seen; output tail:\n{self.out[-3000:]}")
 
 
+def listening_at(host, port: int, proc: Proc, timeout: float = 60) -> float:
+    """The monotonic time by which ``port`` listens in ``host``'s namespace (``ss -N``: nothing
+    connects to it). A server that listens there starts its wait for peers then (a rendezvous store,
+    JAX's coordinator), so a bound measured from this instant counts the wait, not the interpreter's
+    start-up. Taken after the look that found it: never earlier than the listening began."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.popen.poll() is None:
+        found = subprocess.run(
+            ["ss", "-N", host.ns, "-Hltn", f"sport = :{port}"], capture_output=True, text=True, timeout=30
+        ).stdout
+        if found.strip():
+            return time.monotonic()
+        time.sleep(0.1)
+    pytest.fail(f"port {port} of {host.addr} not listening; output tail:\n{proc.out[-3000:]}")
+
+
 def start(host, argv, environ=None) -> Proc:
     return Proc(host.run(argv, env=environ or env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
 
@@ -260,13 +276,14 @@ def test_c10d_missing_node_bounded_by_join_timeout():
                 "--rdzv_id",
                 "lonely",
                 "--rdzv_conf",
-                "join_timeout=5",
+                "join_timeout=2",
             ),
         )
+        waiting = listening_at(hosts[0], 29400, p)  # the store is up: node 0's join begins
         assert p.wait(45) == 1
-        elapsed = time.monotonic() - t0
+        waited, elapsed = time.monotonic() - waiting, time.monotonic() - t0
     assert "RendezvousTimeoutError" in p.out
-    assert 5 <= elapsed < 30, elapsed
+    assert 2 <= waited and elapsed < 30, (waited, elapsed)
 
 
 @pytest.mark.timeout(60)
@@ -284,25 +301,27 @@ def test_static_missing_node_bounded_by_rdzv_conf_timeout():
                 "--master_port",
                 "29500",
                 "--rdzv_conf",
-                "timeout=5",
+                "timeout=2",
             ),
         )
+        waiting = listening_at(hosts[0], 29500, p)  # the master's store is up: its wait for clients begins
         assert p.wait(45) == 1
-        elapsed = time.monotonic() - t0
+        waited, elapsed = time.monotonic() - waiting, time.monotonic() - t0
     assert "waiting for clients. 1/2 clients joined" in p.out
-    assert 5 <= elapsed < 30, elapsed
+    assert 2 <= waited and elapsed < 30, (waited, elapsed)
 
 
 @pytest.mark.timeout(60)
 def test_jax_missing_process_bounded_by_initialization_timeout():
     with Hosts(2, hostnames=True) as hosts:
         t0 = time.monotonic()
-        p = start(hosts[0], [PY, JAX_WORKER, "--init-timeout", "5"], jax_env(0, 0, 2, hosts[0].addr))
+        p = start(hosts[0], [PY, JAX_WORKER, "--init-timeout", "2"], jax_env(0, 0, 2, hosts[0].addr))
+        waiting = listening_at(hosts[0], 5123, p)  # the coordinator is up: rank 0's registration begins
         rc = p.wait(45)
-        elapsed = time.monotonic() - t0
+        waited, elapsed = time.monotonic() - waiting, time.monotonic() - t0
     assert rc == -6, p.out[-2000:]  # SIGABRT from XLA's LOG(FATAL): 134 under a shell
     assert "DEADLINE_EXCEEDED" in p.out and "RegisterTask" in p.out
-    assert 5 <= elapsed < 30, elapsed
+    assert 2 <= waited and elapsed < 30, (waited, elapsed)
 
 
 @pytest.mark.timeout(90)
