@@ -402,12 +402,14 @@ def test_missing_extra_is_one_line(tmp_path):
 # tests below: Ray runs them side by side (the test cluster declares 4 CPUs per node), so the module
 # takes about as long as the slowest one, the training.
 LAUNCHES = {
-    "training": ["submit=ray", "presets=[debug]", "launcher.nproc_per_node=1", PY, "ray.follow=true"],
+    # one iteration: the job trains, checkpoints, evaluates and ends as the preset's five would
+    "training": ["submit=ray", "presets=[debug]", "max_iterations=1", "launcher.nproc_per_node=1", PY]
+    + ["ray.follow=true"],
     "failing": ["submit=ray", "launcher.nproc_per_node=2", f"script={ALLREDUCE}", PY, "ray.follow=true"]
     + ["--", "--exit_code_on_rank", "1:7"],
     "two_nodes": ["submit=ray", "launcher.nnodes=2", "launcher.nproc_per_node=1", "launcher.local_nodes=true"]
     + [f"script={ALLREDUCE}", "log_all_ranks=true", PY, "ray.follow=true"],
-    "sweep": ["-m", "submit=ray", "seed=1,2,3", "launcher.nproc_per_node=1", f"script={ALLREDUCE}", PY]
+    "sweep": ["-m", "submit=ray", "seed=1,2", "launcher.nproc_per_node=1", f"script={ALLREDUCE}", PY]
     + ["ray.follow=true"],
     # rank 1 stops beating before its third all-reduce: the hang watchdog ends the launch (124)
     "hang": ["submit=ray", "launcher.nproc_per_node=2", f"script={HANG}", "launcher.hang_timeout=3", PY]
@@ -589,9 +591,9 @@ def test_sweep_submits_one_job_per_point(launched):
     result, _ = launched["sweep"]
     assert result.returncode == 0, result.stdout + result.stderr
     ids = _job_ids(result.stdout)
-    assert len(set(ids)) == 3
-    assert "Ray: 3 of 3 job(s) submitted" in result.stdout
-    for number, (job_id, seed) in enumerate(zip(ids, (1, 2, 3))):
+    assert len(set(ids)) == 2
+    assert "Ray: 2 of 2 job(s) submitted" in result.stdout
+    for number, (job_id, seed) in enumerate(zip(ids, (1, 2))):
         assert re.search(rf"^  {number}\s+{job_id}\s+SUCCEEDED\s+0\s+seed={seed}\s", result.stdout, re.M), result.stdout
 
 

@@ -37,9 +37,13 @@ def lab(tmp_path):
         yield hosts
 
 
-def launch(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> subprocess.Popen:
-    """``train_multigpu submit=ssh <lab's hosts> device=cpu run_root=<tmp>/runs ...`` in host 0's namespace."""
-    argv = [sys.executable, "-m", "launcher", "submit=ssh", *lab.overrides, "device=cpu", f"run_root={tmp / 'runs'}"]
+def launch(lab, tmp: Path, *overrides: str, script_args: tuple = (), ssh_options: tuple = ()) -> subprocess.Popen:
+    """``train_multigpu submit=ssh <lab's hosts> device=cpu run_root=<tmp>/runs ...`` in host 0's namespace;
+    ``ssh_options``: more ``ssh -o`` options after the lab's."""
+    hosts = [o for o in lab.overrides if not (ssh_options and o.startswith("ssh.options="))]
+    if ssh_options:
+        hosts.append(f"ssh.options=[{','.join(repr(o) for o in [*lab.options, *ssh_options])}]")
+    argv = [sys.executable, "-m", "launcher", "submit=ssh", *hosts, "device=cpu", f"run_root={tmp / 'runs'}"]
     argv += [*overrides, "--", *script_args] if script_args else list(overrides)
     return lab.hosts[0].run(argv, env=env(), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -156,7 +160,9 @@ def left_in(lab) -> dict[int, list[str]]:
     return left
 
 
-def sleeping(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> tuple[subprocess.Popen, Path]:
+def sleeping(
+    lab, tmp: Path, *overrides: str, script_args: tuple = (), ssh_options: tuple = ()
+) -> tuple[subprocess.Popen, Path]:
     """Two JAX-topology ranks per host running the spawner (no JAX imported: a quick start), asleep."""
     pid_dir = tmp / "pids"
     pid_dir.mkdir()
@@ -168,6 +174,7 @@ def sleeping(lab, tmp: Path, *overrides: str, script_args: tuple = ()) -> tuple[
         f"script={SPAWNER}",
         *overrides,
         script_args=("--pid_dir", str(pid_dir), *script_args),
+        ssh_options=ssh_options,
     )
     return proc, pid_dir
 
@@ -230,8 +237,15 @@ def test_a_secret_reaches_both_hosts_workers_and_no_command_line_or_file(lab, tm
 def test_node_1_link_down_ends_its_ranks_by_themselves(lab, tmp_path):
     from supervise_util import survivors, wait_for_files
 
+    # this machine's client to node 1 gives up on the silent connection after 3 x 2 s instead of ssh's
+    # 3 x 5 s (docs/ssh.md): the launch here ends sooner; node 1's launcher must still notice by itself
     proc, pid_dir = sleeping(
-        lab, tmp_path, "launcher.node_timeout=5", "launcher.grace_period=5", script_args=("--mode", "sleep")
+        lab,
+        tmp_path,
+        "launcher.node_timeout=5",
+        "launcher.grace_period=5",
+        script_args=("--mode", "sleep"),
+        ssh_options=("ServerAliveInterval=2",),
     )
     wait_for_files(pid_dir, 12, timeout=120)
     node1 = [int(p.read_text()) for p in (pid_dir / "rank2.pid", pid_dir / "rank3.pid")]
@@ -262,13 +276,14 @@ def test_two_hosts_jax_meet(lab, tmp_path):
 
 
 def test_the_bundled_trainer_trains_across_two_hosts(lab, tmp_path):
-    proc = launch(lab, tmp_path, "launcher.nproc_per_node=1", "max_iterations=3", "num_envs=4", "seed=7")
+    # one iteration: the two ranks meet, train (the update's all-reduce crosses the hosts) and checkpoint
+    proc = launch(lab, tmp_path, "launcher.nproc_per_node=1", "max_iterations=1", "num_envs=4", "seed=7")
     code, out, err = finish(proc, timeout=400)
     assert code == 0, (out, err)
     trained = record(tmp_path)  # run_dir: every node trains there (rank 0 writes), as a SLURM job's nodes
     info = json.loads((trained / "run_info.json").read_text())
     assert info["world_size"] == 2 and info["dist_backend"] == "gloo"
-    assert list((trained / "checkpoints").glob("iter_000003.ckpt"))
+    assert list((trained / "checkpoints").glob("iter_000001.ckpt"))
 
 
 def node_statuses(tmp: Path) -> list[dict]:

@@ -2,10 +2,12 @@
 docs/trackers.md), with the real libraries: W&B's offline runs read back from disk, and a real
 ``mlflow server`` on loopback (SQLite store), started once for this file and stopped after.
 
-One real sweep carries most claims (few real launches: the suite's time): three points of the
+One real sweep carries most claims (few real launches: the suite's time): two points of the
 bundled trainer (one rank each) with ``tracker=[wandb,mlflow]`` and ``restart.max=1``, its fault
-injection (TRAIN_MULTIGPU_EXAMPLE_CRASH, as tests/test_recovery.py uses it) swept: no crash, a crash
-once after iteration 1 (a restarted launch), a crash at start on every attempt (a failed launch)."""
+injection (TRAIN_MULTIGPU_EXAMPLE_CRASH, as tests/test_recovery.py uses it) swept: a crash once after
+iteration 1 (a restarted launch that succeeds), a crash at start on every attempt (a failed launch).
+Two points are a sweep (one group, one parent) and each a launch of two attempts (one run across
+them); a third point that never crashes would add a launch of one attempt, which proves nothing more."""
 
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ pytestmark = pytest.mark.timeout(900)
 
 KEY = "tmgkey" + "5f3a9c1e7b2d4068" * 2 + "ab"  # a W&B-shaped API key (40 characters), fake
 SERVER_START_S = 300  # mlflow server imports for a minute and more on a loaded 2-core machine
+# mlflow server's job execution (a huey runner: eight more processes that import mlflow, then poll;
+# GenAI jobs, which no test here runs) off: 5 s less CPU to start, 12 s less in its first 30 s up
+SERVER_ENV = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 # -- the MLflow server -----------------------------------------------------------------------------
@@ -47,7 +52,8 @@ def mlflow_server(tmp_path_factory):
     argv += ["--artifacts-destination", str(where / "artifacts"), "--host", "127.0.0.1", "--port", str(port)]
     argv += ["--workers", "1"]
     log = open(where / "server.log", "wb")  # noqa: SIM115 - open while the server runs
-    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=where, start_new_session=True)
+    env = {**os.environ, **SERVER_ENV}
+    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=where, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + SERVER_START_S
     try:
@@ -121,7 +127,7 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
     from mlflow.tracking import MlflowClient
 
     closed = free_port()  # W&B's server here: nothing listens (auto mode: the key is given, the probe fails)
-    crashes = "9:9,1:0,0:0:always"  # none (no rank 9), once after iteration 1, at start on every attempt
+    crashes = "1:0,0:0:always"  # once after iteration 1, at start on every attempt
     r = launch(
         tmp_path,
         "-m",
@@ -140,22 +146,22 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
         timeout=600,
     )
     out = r.stdout + r.stderr
-    assert r.returncode != 0, out[-4000:]  # the third point failed
-    assert "3 job(s): 2 succeeded, 1 failed" in r.stdout, out[-4000:]
+    assert r.returncode != 0, out[-4000:]  # the second point failed
+    assert "2 job(s): 1 succeeded, 1 failed" in r.stdout, out[-4000:]
     # offline, said once for the sweep, never a wait on W&B's absent server
     said = f"W&B: http://127.0.0.1:{closed} does not answer"
     assert out.count(said) == 1, out[-4000:]
     (sweep,) = (tmp_path / "runs" / "multirun").iterdir()
-    jobs = [sweep / str(n) for n in range(3)]
+    jobs = [sweep / str(n) for n in range(2)]
     statuses = [json.loads((job / "status.json").read_text()) for job in jobs]
     identities = [json.loads((job / "trackers.json").read_text()) for job in jobs]
-    assert [s["exit_code"] == 0 for s in statuses] == [True, True, False]
-    assert [len(s.get("attempts", [])) for s in statuses] == [1, 2, 2]
+    assert [s["exit_code"] == 0 for s in statuses] == [True, False]
+    assert [len(s.get("attempts", [])) for s in statuses] == [2, 2]
 
     # W&B: one group for the sweep, one run id per launch across its restart
     group = f"sweep_{sweep.name}"
     ids = []
-    for job, ident, attempts in zip(jobs, identities, (1, 2, 2)):
+    for job, ident, attempts in zip(jobs, identities, (2, 2)):
         runs = offline_runs(job)
         # one offline run per attempt, each with the launch's id
         assert len(runs) == attempts, (job, runs)
@@ -164,7 +170,7 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
         assert {(r.run_id, r.run_group, r.project) for r in records} <= {
             (ident["wandb"]["id"], group, "train_multigpu")
         }
-        if job != jobs[2]:  # its last attempt ended as runs end (wandb.finish): its record is there
+        if job != jobs[1]:  # its last attempt ended as runs end (wandb.finish): its record is there
             assert records, job
         ids.append(ident["wandb"]["id"])
         env = json.loads((job / "env.json").read_text())
@@ -174,7 +180,7 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
             "offline",
         )
         assert env["WANDB_DIR"] == str(job) and env["WANDB_API_KEY"] == "***"
-    assert len(set(ids)) == 3
+    assert len(set(ids)) == 2
 
     # MLflow: one parent, a child per point, each the launch's one run across its restart
     client = MlflowClient(mlflow_server.url)
@@ -195,21 +201,21 @@ def test_a_restarting_sweep_is_one_group_and_one_parent_with_one_run_per_launch(
         assert child.data.params["restart.max"] == "1"
         artifacts = {a.path for a in client.list_artifacts(child.info.run_id)}
         assert {"status.json", "config.yaml"} <= artifacts
-    ok, restarted, failed = (children[str(job)] for job in jobs)
-    assert (ok.info.status, restarted.info.status, failed.info.status) == ("FINISHED", "FINISHED", "FAILED")
+    restarted, failed = (children[str(job)] for job in jobs)
+    assert (restarted.info.status, failed.info.status) == ("FINISHED", "FAILED")
     assert "learning_curve.png" in {a.path for a in client.list_artifacts(restarted.info.run_id)}
-    assert statuses[2]["reason"] and failed.data.tags["train_multigpu.outcome"] == statuses[2]["outcome"]
+    assert statuses[1]["reason"] and failed.data.tags["train_multigpu.outcome"] == statuses[1]["outcome"]
     # the trainer logged its curve into the launcher's run (rank 0, MLFLOW_RUN_ID)
-    assert client.get_metric_history(ok.info.run_id, "Reward/mean_return")
+    assert client.get_metric_history(restarted.info.run_id, "Reward/mean_return")
 
     # the key: in no file (records, W&B's offline runs, the trainer's, the server's store) and no command line
     assert files_holding(tmp_path, KEY) == [] and files_holding(mlflow_server.root, KEY) == []
     assert KEY not in out
 
     # runs show names both runs
-    shown = launch(tmp_path, "runs", "--root", str(tmp_path / "runs"), "show", f"multirun/{sweep.name}/1").stdout
-    assert f"wandb:    run {identities[1]['wandb']['id']}, project train_multigpu, group {group}" in shown
-    mlflow_run = identities[1]["mlflow"]["run_id"]
+    shown = launch(tmp_path, "runs", "--root", str(tmp_path / "runs"), "show", f"multirun/{sweep.name}/0").stdout
+    assert f"wandb:    run {identities[0]['wandb']['id']}, project train_multigpu, group {group}" in shown
+    mlflow_run = identities[0]["mlflow"]["run_id"]
     assert f"mlflow:   run {mlflow_run}, experiment issue27 at {mlflow_server.url}, parent run" in shown
     assert f"{mlflow_server.url}/#/experiments/{experiment.experiment_id}/runs/{mlflow_run}" in shown
 
