@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -145,22 +146,59 @@ def test_a_rank_that_only_lost_its_peer_waits_for_the_silent_node_and_the_launch
     assert status(run_dir, 0)["reason"] == "node lost"
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize(("nnodes", "killed"), [("1:2", 1), ("2:3", 2)])
-def test_an_elastic_launch_goes_on_without_a_lost_node_from_its_checkpoint(tmp_path, nnodes, killed):
+@dataclass
+class NodeLost:
+    """An elastic launch of which one node's launcher was SIGKILLed after iteration 3 (restarts on):
+    the others go on from the checkpoint. ``codes``: the exit codes of the nodes left (by node);
+    ``back``: node 1's launcher started again after the others' restart (``come_back``)."""
+
+    run_dir: Path
+    procs: list
+    codes: dict[int, int]
+    back: object = None
+
+
+ITERATIONS = 12
+
+
+def lose_a_node(tmp: Path, nnodes: str, killed: int, come_back: bool = False) -> NodeLost:
     count = int(nnodes.split(":")[1])
-    run_dir = tmp_path / "shared"
+    run_dir = tmp / "shared"
+    extra = (f"max_iterations={ITERATIONS}", "restart.max=2")
     with Hosts(count) as hosts:
-        extra = ("max_iterations=12", "restart.max=2")
-        procs = [
-            launch(h, tmp_path / f"n{h.index}", *torch_node(hosts, h.index, run_dir, nnodes, *extra)) for h in hosts
-        ]
+        procs = [launch(h, tmp / f"n{h.index}", *torch_node(hosts, h.index, run_dir, nnodes, *extra)) for h in hosts]
         wait_for_iteration(procs, 3, 200)
         os.kill(procs[killed].popen.pid, signal.SIGKILL)
-        for node, p in enumerate(procs):
-            if node != killed:
-                assert p.wait(200) == 0, p.out[-3000:]
-    assert metrics(run_dir) == list(range(1, 13))  # every iteration once, in order: resumed, not redone
+        back = None
+        if come_back:
+            procs[0].wait_for("restart 1 of 2 after node-lost", 60)
+            back = launch(hosts[killed], tmp / "n1-again", *torch_node(hosts, killed, run_dir, nnodes, *extra))
+            back.wait_for("this node joins at their next restart", 60)
+        codes = {node: p.wait(240) for node, p in enumerate(procs) if node != killed}
+        if back is not None:
+            back.wait(60)
+    return NodeLost(run_dir, procs, codes, back)
+
+
+@pytest.fixture(scope="module")
+def came_back(tmp_path_factory) -> NodeLost:
+    """One launch that two tests read (each its own claim): ``1:2``, node 1's launcher killed, node 0
+    goes on alone from the checkpoint; node 1's launcher, started again (the same command) once node 0
+    restarted, stands by for a next restart that never comes."""
+    return lose_a_node(tmp_path_factory.mktemp("came_back"), "1:2", 1, come_back=True)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("nnodes", "killed"), [("1:2", 1), ("2:3", 2)])
+def test_an_elastic_launch_goes_on_without_a_lost_node_from_its_checkpoint(tmp_path, request, nnodes, killed):
+    # 1:2 is the launch test_a_node_that_comes_back_stands_by_for_the_next_restart reads too (node 1's
+    # launcher started again only stands by: node 0's attempt 1 runs without it)
+    lost = request.getfixturevalue("came_back") if nnodes == "1:2" else lose_a_node(tmp_path, nnodes, killed)
+    count = int(nnodes.split(":")[1])
+    run_dir, procs = lost.run_dir, lost.procs
+    for node, code in lost.codes.items():
+        assert code == 0, procs[node].out[-3000:]
+    assert metrics(run_dir) == list(range(1, ITERATIONS + 1))  # every iteration once, in order: resumed, not redone
     world = json.loads((run_dir / "run_info.json").read_text())
     assert (world["world_size"], world["checkpoint_world_size"]) == (count - 1, count)
     for node, p in enumerate(procs):
@@ -201,25 +239,16 @@ def test_a_rank_crash_on_node_1_restarts_both_nodes_together(tmp_path, framework
 
 
 @pytest.mark.timeout(300)
-def test_a_node_that_comes_back_stands_by_for_the_next_restart(tmp_path):
+def test_a_node_that_comes_back_stands_by_for_the_next_restart(came_back):
     """1:2, node 1's launcher killed: node 0 restarts alone; node 1's launcher started again (the
     same command) is told to stand by for the next restart. None comes (node 0 completes): node 1
     ends with node 0's word, having started nothing."""
-    run_dir = tmp_path / "shared"
-    with Hosts(2) as hosts:
-        extra = ("max_iterations=30", "restart.max=2")
-        procs = [
-            launch(h, tmp_path / f"n{h.index}", *torch_node(hosts, h.index, run_dir, "1:2", *extra)) for h in hosts
-        ]
-        wait_for_iteration(procs, 2, 200)
-        os.kill(procs[1].popen.pid, signal.SIGKILL)
-        procs[0].wait_for("restart 1 of 2 after node-lost", 60)
-        back = launch(hosts[1], tmp_path / "n1-again", *torch_node(hosts, 1, run_dir, "1:2", *extra))
-        back.wait_for("this node joins at their next restart", 60)
-        assert procs[0].wait(240) == 0, procs[0].out[-3000:]
-        assert back.wait(60) == 0, back.out[-3000:]
+    node0, back = came_back.procs[0], came_back.back
+    assert came_back.codes[0] == 0, node0.out[-3000:]
+    assert back.popen.returncode == 0, back.out[-3000:]
+    assert "this node joins at their next restart" in back.out, back.out[-3000:]
     assert "[train_multigpu] exit code 0 (success)" in back.out, back.out[-3000:]
-    assert metrics(run_dir) == list(range(1, 31))
+    assert metrics(came_back.run_dir) == list(range(1, ITERATIONS + 1))
 
 
 @pytest.mark.timeout(400)
@@ -230,11 +259,12 @@ def test_a_node_that_comes_back_joins_a_later_restart(tmp_path):
     run_dir = tmp_path / "shared"
     with Hosts(2) as hosts:
         extra = (
-            "max_iterations=40",
+            "max_iterations=12",
             "restart.max=3",
             "restart.classes=[default,exit-code]",
-            # global rank 0 fails after iteration 25, in whichever attempt reaches it
-            "+worker_env.TRAIN_MULTIGPU_EXAMPLE_CRASH='25:0:always'",
+            # global rank 0 fails after iteration 10, in whichever attempt reaches it (attempt 0 is
+            # stopped after iteration 2, attempt 1 long after node 1's launcher stands by)
+            "+worker_env.TRAIN_MULTIGPU_EXAMPLE_CRASH='10:0:always'",
         )
         procs = [
             launch(h, tmp_path / f"n{h.index}", *torch_node(hosts, h.index, run_dir, "1:2", *extra)) for h in hosts
@@ -246,10 +276,10 @@ def test_a_node_that_comes_back_joins_a_later_restart(tmp_path):
         back.wait_for("this node joins at their next restart", 60)
         assert procs[0].wait(300) == 0, procs[0].out[-3000:]
         assert back.wait(60) == 0, back.out[-3000:]
-    assert "restart 2 of 3 after exit-code, iteration 25 done" in procs[0].out, procs[0].out[-3000:]
+    assert "restart 2 of 3 after exit-code, iteration 10 done" in procs[0].out, procs[0].out[-3000:]
     assert "this node joins at their next restart" in back.out and "exit code 0 (success)" in back.out
     node0 = status(run_dir, 0)["attempts"]
     assert [a["cause"] for a in node0] == ["node-lost", "exit-code", None]
     # node 1's returning launcher took part in attempt 2: its ranks logged there
     assert (run_dir / "node1" / "attempt2" / "logs").is_dir(), sorted(p.name for p in (run_dir / "node1").iterdir())
-    assert metrics(run_dir) == list(range(1, 41))
+    assert metrics(run_dir) == list(range(1, 13))
