@@ -155,10 +155,15 @@ class SshHosts:
     @property
     def overrides(self) -> list[str]:
         """train_multigpu's overrides for these hosts: the hosts, the client key and options."""
+        return self.overrides_with()
+
+    def overrides_with(self, *options: str) -> list[str]:
+        """:attr:`overrides` with more ``ssh -o`` options after the lab's (one ``ssh.options=``: Hydra
+        refuses a second)."""
         return [
             f"ssh.hosts=[{','.join(self.addresses)}]",
             f"ssh.identity={self.identity}",
-            f"ssh.options=[{','.join(repr(o) for o in self.options)}]",  # quoted: '=' inside a Hydra list
+            f"ssh.options=[{','.join(repr(o) for o in [*self.options, *options])}]",  # quoted: '=' inside a list
         ]
 
     def ssh_argv(self, index: int, *command: str) -> list[str]:

@@ -40,9 +40,7 @@ def lab(tmp_path):
 def launch(lab, tmp: Path, *overrides: str, script_args: tuple = (), ssh_options: tuple = ()) -> subprocess.Popen:
     """``train_multigpu submit=ssh <lab's hosts> device=cpu run_root=<tmp>/runs ...`` in host 0's namespace;
     ``ssh_options``: more ``ssh -o`` options after the lab's."""
-    hosts = [o for o in lab.overrides if not (ssh_options and o.startswith("ssh.options="))]
-    if ssh_options:
-        hosts.append(f"ssh.options=[{','.join(repr(o) for o in [*lab.options, *ssh_options])}]")
+    hosts = lab.overrides_with(*ssh_options)
     argv = [sys.executable, "-m", "launcher", "submit=ssh", *hosts, "device=cpu", f"run_root={tmp / 'runs'}"]
     argv += [*overrides, "--", *script_args] if script_args else list(overrides)
     return lab.hosts[0].run(argv, env=env(), cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
